@@ -1,0 +1,94 @@
+//! gpuindex-bench: prints tables of queries/s for each structure, CPU (all
+//! cores) and GPU in the same run, checking that both give the same answers.
+//!
+//!   gpuindex-bench [sorted] [--n 1e6,1e7,1e8] [--batch 1e3,1e4,1e5,1e6,1e7] [--reps 5]
+//!
+//! Without a GPU the GPU columns read "-" (and GPUINDEX_REQUIRE_GPU=1 makes
+//! that a failure).
+
+mod sorted;
+mod util;
+
+use gpuindex_engine::gpu;
+
+pub struct Args {
+    pub n: Vec<usize>,
+    pub batch: Vec<usize>,
+    pub reps: usize,
+    pub what: Vec<String>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        n: util::parse_sizes("1e6,1e7,1e8"),
+        batch: util::parse_sizes("1e3,1e4,1e5,1e6,1e7"),
+        reps: 5,
+        what: Vec::new(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{a} needs a value"));
+        match a.as_str() {
+            "--n" => args.n = util::parse_sizes(&value()),
+            "--batch" => args.batch = util::parse_sizes(&value()),
+            "--reps" => args.reps = value().parse().expect("--reps N"),
+            "-h" | "--help" => {
+                println!("usage: gpuindex-bench [sorted] [--n LIST] [--batch LIST] [--reps N]");
+                std::process::exit(0);
+            }
+            other => args.what.push(other.to_string()),
+        }
+    }
+    if args.what.is_empty() {
+        args.what.push("sorted".into());
+    }
+    args
+}
+
+fn main() {
+    let args = parse_args();
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    println!("# gpuindex-bench");
+    println!("\nCPU: {cpus} hardware threads, rayon pool of {}", rayon::current_num_threads());
+    let g = match gpu::gpu() {
+        Ok(g) => {
+            let i = g.info();
+            println!(
+                "GPU: {} (sm_{}{}, {} SMs, {} MiB), driver CUDA {}, NVRTC {}.{}",
+                i.name,
+                i.compute_capability.0,
+                i.compute_capability.1,
+                i.multiprocessors,
+                i.total_memory >> 20,
+                gpu::format_cuda_version(i.driver_version),
+                i.nvrtc_version.0,
+                i.nvrtc_version.1
+            );
+            if let Err(e) = g.compile_all() {
+                eprintln!("kernels failed to compile: {e}");
+                std::process::exit(1);
+            }
+            for c in g.compiled() {
+                println!("kernel {}: compiled in {:.1} ms (first use in this process)", c.kernel, c.millis);
+            }
+            Some(g)
+        }
+        Err(e) => {
+            println!("GPU: none ({e})");
+            if gpuindex_engine::gpu_required() {
+                eprintln!("GPUINDEX_REQUIRE_GPU=1 but no GPU is usable");
+                std::process::exit(1);
+            }
+            None
+        }
+    };
+    for w in &args.what {
+        match w.as_str() {
+            "sorted" => sorted::run(&args, g.as_deref()),
+            other => {
+                eprintln!("unknown benchmark {other}");
+                std::process::exit(2);
+            }
+        }
+    }
+}

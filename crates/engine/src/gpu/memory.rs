@@ -1,0 +1,160 @@
+//! Device buffers and pinned host buffers: typed, freed on drop, with
+//! allocation failures reported as `GpuError::OutOfMemory`.
+
+use super::error::{driver, GpuError};
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+fn alloc_error(ctx: &CudaContext, bytes: usize, call: &'static str, e: result::DriverError) -> GpuError {
+    if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
+        let (free, total) = ctx.mem_get_info().unwrap_or((0, 0));
+        GpuError::OutOfMemory { requested: bytes, free, total }
+    } else {
+        driver(call)(e)
+    }
+}
+
+/// `len` values of `T` in device memory.
+pub struct DeviceBuffer<T> {
+    ptr: sys::CUdeviceptr,
+    len: usize,
+    ctx: Arc<CudaContext>,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: a device pointer is a plain address; the context is thread-safe.
+unsafe impl<T> Send for DeviceBuffer<T> {}
+unsafe impl<T> Sync for DeviceBuffer<T> {}
+
+impl<T: Copy> DeviceBuffer<T> {
+    /// Uninitialised buffer (zero-length buffers get one byte, so the
+    /// pointer is always valid).
+    pub fn alloc(ctx: &Arc<CudaContext>, len: usize) -> Result<Self, GpuError> {
+        let bytes = (len * std::mem::size_of::<T>()).max(1);
+        ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        // SAFETY: plain allocation, freed in Drop.
+        let ptr = unsafe { result::malloc_sync(bytes) }.map_err(|e| alloc_error(ctx, bytes, "cuMemAlloc", e))?;
+        Ok(DeviceBuffer { ptr, len, ctx: ctx.clone(), _t: PhantomData })
+    }
+
+    /// A device copy of `data` (synchronous).
+    pub fn upload(ctx: &Arc<CudaContext>, data: &[T]) -> Result<Self, GpuError> {
+        let buf = Self::alloc(ctx, data.len())?;
+        if !data.is_empty() {
+            // SAFETY: buf holds data.len() values.
+            unsafe { result::memcpy_htod_sync(buf.ptr, data) }.map_err(driver("cuMemcpyHtoD"))?;
+        }
+        Ok(buf)
+    }
+
+    /// Copies the whole buffer back (synchronous with respect to the host,
+    /// ordered after all work on the legacy default stream).
+    pub fn download(&self) -> Result<Vec<T>, GpuError> {
+        let mut out = Vec::with_capacity(self.len);
+        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        // SAFETY: the spare capacity has room for len values; the copy writes all of them.
+        unsafe {
+            let dst = std::slice::from_raw_parts_mut(out.as_mut_ptr(), self.len);
+            result::memcpy_dtoh_sync(dst, self.ptr).map_err(driver("cuMemcpyDtoH"))?;
+            out.set_len(self.len);
+        }
+        Ok(out)
+    }
+
+    /// Copies `data` to the start of the buffer, asynchronously on `stream`.
+    /// `data` must be pinned (or stay alive and unchanged until the stream
+    /// passes this point).
+    pub fn write_async(&self, data: &[T], stream: &CudaStream) -> Result<(), GpuError> {
+        assert!(data.len() <= self.len, "device buffer too small");
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: bounds checked above.
+        unsafe { result::memcpy_htod_async(self.ptr, data, stream.cu_stream()) }.map_err(driver("cuMemcpyHtoDAsync"))
+    }
+
+    /// Copies the first `out.len()` values into `out`, asynchronously on
+    /// `stream`; `out` must be pinned and untouched until the stream syncs.
+    pub fn read_async(&self, out: &mut [T], stream: &CudaStream) -> Result<(), GpuError> {
+        assert!(out.len() <= self.len, "device buffer too small");
+        if out.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: bounds checked above.
+        unsafe { result::memcpy_dtoh_async(out, self.ptr, stream.cu_stream()) }.map_err(driver("cuMemcpyDtoHAsync"))
+    }
+
+    /// The device address, to pass to a kernel.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+}
+
+impl<T> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by malloc_sync in this context; freed once.
+        let _ = self.ctx.bind_to_thread();
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// `len` values of `T` in page-locked host memory, so that copies overlap
+/// with kernels and with CPU work.
+pub struct PinnedBuffer<T> {
+    ptr: *mut T,
+    len: usize,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: owned host memory, like a Box<[T]>.
+unsafe impl<T: Send> Send for PinnedBuffer<T> {}
+unsafe impl<T: Sync> Sync for PinnedBuffer<T> {}
+
+impl<T: Copy + Default> PinnedBuffer<T> {
+    pub fn alloc(ctx: &Arc<CudaContext>, len: usize) -> Result<Self, GpuError> {
+        let bytes = (len * std::mem::size_of::<T>()).max(1);
+        ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        // SAFETY: plain allocation (not write-combined: the host reads results back).
+        let ptr = unsafe { result::malloc_host(bytes, 0) }.map_err(|e| alloc_error(ctx, bytes, "cuMemHostAlloc", e))?
+            as *mut T;
+        // Initialise so that the slices below never expose uninitialised memory.
+        // SAFETY: ptr holds len values.
+        unsafe { std::slice::from_raw_parts_mut(ptr, len).fill(T::default()) };
+        Ok(PinnedBuffer { ptr, len, ctx: ctx.clone() })
+    }
+}
+
+impl<T> PinnedBuffer<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: initialised in alloc, owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as above, and &mut self is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<T> Drop for PinnedBuffer<T> {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by malloc_host; freed once.
+        let _ = unsafe { result::free_host(self.ptr as *mut _) };
+    }
+}

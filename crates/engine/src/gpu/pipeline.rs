@@ -1,0 +1,172 @@
+//! The chunked, double-buffered batch pipeline (HB+-tree's bucket schedule):
+//! a batch is cut into chunks; each chunk is copied into pinned memory,
+//! sent to the device, processed by a kernel and copied back on its own
+//! stream, and while the device works on chunk i+1 the host consumes the
+//! results of chunk i. `in_flight` = 1 is the sequential schedule, 2 the
+//! double-buffered one, 3 keeps a kernel queued behind the running one.
+
+use super::error::{catch, GpuError};
+use super::memory::{DeviceBuffer, PinnedBuffer};
+use super::Gpu;
+use cudarc::driver::CudaStream;
+use rayon::prelude::*;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Plain data that may cross to the device as raw bytes.
+///
+/// # Safety
+/// Implementors must be `repr(C)` (or primitive), have no padding bytes and
+/// no pointers, and be valid for any bit pattern.
+pub unsafe trait Plain: Copy + Default + Send + Sync + 'static {}
+unsafe impl Plain for u8 {}
+unsafe impl Plain for u32 {}
+unsafe impl Plain for u64 {}
+unsafe impl Plain for i32 {}
+unsafe impl Plain for i64 {}
+unsafe impl Plain for f32 {}
+unsafe impl Plain for f64 {}
+
+/// How a batch is cut and overlapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    /// Queries per chunk (HB+-tree's bucket).
+    pub chunk: usize,
+    /// Chunks in flight at once (1 = sequential, 2 = double buffering).
+    pub in_flight: usize,
+}
+
+impl Default for Schedule {
+    fn default() -> Self {
+        Schedule { chunk: 1 << 20, in_flight: 2 }
+    }
+}
+
+/// Staging for one chunk in flight: its stream, pinned and device buffers.
+/// Kept in a pool on `Gpu`, since pinned allocation costs milliseconds.
+pub(crate) struct Slot {
+    stream: Arc<CudaStream>,
+    host_in: PinnedBuffer<u8>,
+    host_out: PinnedBuffer<u8>,
+    dev_in: DeviceBuffer<u8>,
+    dev_out: DeviceBuffer<u8>,
+}
+
+impl Slot {
+    fn fits(&self, in_bytes: usize, out_bytes: usize) -> bool {
+        self.host_in.len() >= in_bytes && self.host_out.len() >= out_bytes
+    }
+}
+
+fn cast<T: Plain>(bytes: &[u8], len: usize) -> &[T] {
+    assert!(bytes.len() >= len * std::mem::size_of::<T>());
+    assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
+    // SAFETY: size and alignment checked; T: Plain is valid for any bits.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, len) }
+}
+
+fn cast_mut<T: Plain>(bytes: &mut [u8], len: usize) -> &mut [T] {
+    assert!(bytes.len() >= len * std::mem::size_of::<T>());
+    assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
+    // SAFETY: as in `cast`, and the borrow is exclusive.
+    unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr() as *mut T, len) }
+}
+
+fn copy_parallel<T: Plain>(dst: &mut [T], src: &[T]) {
+    const PIECE: usize = 1 << 16;
+    if src.len() <= PIECE {
+        dst.copy_from_slice(src);
+    } else {
+        dst.par_chunks_mut(PIECE).zip(src.par_chunks(PIECE)).for_each(|(d, s)| d.copy_from_slice(s));
+    }
+}
+
+impl Gpu {
+    fn take_slots(&self, n: usize, in_bytes: usize, out_bytes: usize) -> Result<Vec<Slot>, GpuError> {
+        let mut taken = Vec::with_capacity(n);
+        {
+            let mut pool = self.staging.lock();
+            while taken.len() < n {
+                match pool.iter().position(|s| s.fits(in_bytes, out_bytes)) {
+                    Some(i) => taken.push(pool.swap_remove(i)),
+                    None => break,
+                }
+            }
+        }
+        while taken.len() < n {
+            taken.push(Slot {
+                stream: self.new_stream()?,
+                host_in: PinnedBuffer::alloc(&self.ctx, in_bytes)?,
+                host_out: PinnedBuffer::alloc(&self.ctx, out_bytes)?,
+                dev_in: DeviceBuffer::alloc(&self.ctx, in_bytes)?,
+                dev_out: DeviceBuffer::alloc(&self.ctx, out_bytes)?,
+            });
+        }
+        Ok(taken)
+    }
+
+    /// Returns slots to the pool once their streams are idle; a slot whose
+    /// stream failed is dropped rather than reused.
+    fn return_slots(&self, slots: Vec<Slot>) {
+        let idle: Vec<Slot> = slots.into_iter().filter(|s| s.stream.synchronize().is_ok()).collect();
+        self.staging.lock().extend(idle);
+    }
+
+    /// Drops the pooled staging buffers (pinned and device memory).
+    pub fn release_staging(&self) {
+        self.staging.lock().clear();
+    }
+
+    /// Runs a batch through the pipeline: `launch(stream, queries, outputs,
+    /// n)` enqueues the kernel for one chunk of `n` queries (device
+    /// addresses), and `consume(offset, outputs)` receives each chunk's
+    /// results in order, on the calling thread, while later chunks run on
+    /// the device.
+    pub fn pipeline<Q: Plain, O: Plain>(
+        &self,
+        queries: &[Q],
+        schedule: Schedule,
+        launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
+        mut consume: impl FnMut(usize, &[O]),
+    ) -> Result<(), GpuError> {
+        if queries.is_empty() {
+            return Ok(());
+        }
+        let chunk = schedule.chunk.max(1).min(queries.len());
+        let in_flight = schedule.in_flight.clamp(1, queries.len().div_ceil(chunk));
+        let in_bytes = chunk * std::mem::size_of::<Q>();
+        let out_bytes = chunk * std::mem::size_of::<O>();
+        let mut slots = catch(|| self.take_slots(in_flight, in_bytes, out_bytes))?;
+        let result = catch(|| {
+            let mut pending: VecDeque<(usize, usize, usize)> = VecDeque::new(); // (slot, offset, len)
+            let mut finish = |slots: &mut Vec<Slot>, (si, off, len): (usize, usize, usize)| -> Result<(), GpuError> {
+                let s = &slots[si];
+                s.stream.synchronize().map_err(super::driver_error("cuStreamSynchronize"))?;
+                consume(off, cast::<O>(s.host_out.as_slice(), len));
+                Ok(())
+            };
+            for (ci, part) in queries.chunks(chunk).enumerate() {
+                let si = ci % in_flight;
+                if pending.len() == in_flight {
+                    let done = pending.pop_front().expect("pending chunk");
+                    debug_assert_eq!(done.0, si);
+                    finish(&mut slots, done)?;
+                }
+                let s = &mut slots[si];
+                copy_parallel(cast_mut::<Q>(s.host_in.as_mut_slice(), part.len()), part);
+                let in_len = std::mem::size_of_val(part);
+                s.dev_in.write_async(&s.host_in.as_slice()[..in_len], &s.stream)?;
+                launch(&s.stream, s.dev_in.ptr(), s.dev_out.ptr(), part.len())?;
+                let out_len = part.len() * std::mem::size_of::<O>();
+                s.dev_out.read_async(&mut s.host_out.as_mut_slice()[..out_len], &s.stream)?;
+                pending.push_back((si, ci * chunk, part.len()));
+            }
+            while let Some(done) = pending.pop_front() {
+                finish(&mut slots, done)?;
+            }
+            Ok(())
+        });
+        self.return_slots(slots);
+        result
+    }
+}

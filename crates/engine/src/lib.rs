@@ -1,0 +1,14 @@
+//! gpuindex-engine: the index structures of gpuindex with their exact CPU
+//! and GPU search, the CUDA runtime and the batch executor. It knows nothing
+//! of PostgreSQL: the extension reads and writes pages and calls in here.
+
+pub mod executor;
+pub mod gpu;
+pub mod rng;
+pub mod sorted_array;
+
+/// `GPUINDEX_REQUIRE_GPU=1` turns "no GPU, skipping" into a failure in tests
+/// and benchmarks.
+pub fn gpu_required() -> bool {
+    std::env::var("GPUINDEX_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}
