@@ -71,14 +71,15 @@ fn cpu_matches_oracle() {
 fn gpu_matches_cpu() {
     let Some(gpu) = common::gpu_or_skip("gpu_matches_cpu") else { return };
     let mut rng = SplitMix64::new(2);
-    for &n in SIZES.iter().chain(&[5_000_000]) {
+    for (i, &n) in SIZES.iter().chain(&[5_000_000]).enumerate() {
         let keys = random_keys(&mut rng, n);
-        let sk = SortedKeys::new(keys).unwrap();
+        let stride = [32, 1, 5, 4096][i % 4];
+        let sk = SortedKeys::new(keys).unwrap().with_sample_stride(stride);
         for m in [0usize, 1, 5, 1000, 100_000] {
             let qs = random_queries(&mut rng, sk.keys(), m);
             let mut want = vec![0; m];
             sk.lower_bound_cpu(&qs, &mut want);
-            for variant in [GpuSearch::Plain, GpuSearch::Splitters] {
+            for variant in GpuSearch::ALL {
                 for sched in [
                     Schedule::default(),
                     Schedule { chunk: 1, in_flight: 1 },
@@ -88,8 +89,9 @@ fn gpu_matches_cpu() {
                     if sched.chunk < 100 && m > 1000 {
                         continue; // a million one-query chunks proves nothing more
                     }
-                    let got = sk.lower_bound_gpu(&gpu, &qs, variant, sched).unwrap();
-                    assert_eq!(got, want, "n={n} m={m} {variant:?} {sched:?}");
+                    let mut got = vec![u64::MAX; m];
+                    sk.lower_bound_gpu(&gpu, &qs, &mut got, variant, sched).unwrap();
+                    assert_eq!(got, want, "n={n} m={m} stride={stride} {variant:?} {sched:?}");
                 }
             }
         }

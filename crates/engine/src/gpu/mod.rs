@@ -17,7 +17,7 @@ pub use detect::{DeviceInfo, MIN_COMPUTE_CAPABILITY, MIN_DRIVER_VERSION};
 pub use error::GpuError;
 pub use kernels::KernelSource;
 pub use memory::{DeviceBuffer, PinnedBuffer};
-pub use pipeline::{Plain, Schedule};
+pub use pipeline::{copy_parallel, Plain, Schedule};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use error::{catch, driver};

@@ -34,8 +34,8 @@ pub fn median_device_secs(
         let ctx = gpu.context();
         let mut t = Vec::with_capacity(reps);
         for _ in 0..reps.max(1) {
-            let a = ctx.new_event(None).map_err(err("cuEventCreate"))?;
-            let b = ctx.new_event(None).map_err(err("cuEventCreate"))?;
+            let a = ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(err("cuEventCreate"))?;
+            let b = ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(err("cuEventCreate"))?;
             a.record(stream).map_err(err("cuEventRecord"))?;
             enqueue()?;
             b.record(stream).map_err(err("cuEventRecord"))?;
