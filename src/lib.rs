@@ -1,1 +1,35 @@
+//! gpuindex: GPU-backed index access methods for PostgreSQL.
+//!
+//! This crate is the PostgreSQL adapter: GUCs, SQL functions and (later)
+//! the access methods. The structures and the CUDA runtime live in
+//! `gpuindex-engine`, which knows nothing of PostgreSQL.
+//!
+//! CUDA is never touched while loading: `_PG_init` (which runs in the
+//! postmaster under shared_preload_libraries) only defines GUCs; a backend
+//! creates its CUDA context at its first GPU batch.
 
+use pgrx::prelude::*;
+
+::pgrx::pg_module_magic!(name, version);
+
+mod batch;
+mod error;
+mod functions;
+mod guc;
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    guc::init();
+}
+
+/// Required by `cargo pgrx test`; gpuindex tests run through pg_regress and
+/// the `tests/` crate instead.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

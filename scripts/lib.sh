@@ -1,0 +1,101 @@
+# Shared by the scripts: set-up of a fresh Debian/Ubuntu machine (as root or
+# as a user with sudo), installation of the extension, and throwaway
+# PostgreSQL clusters. Source it; do not run it.
+
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PG_MAJOR=${PG_MAJOR:-15}
+PGRX_VERSION=0.18.1
+PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_CONFIG=$PG_BIN/pg_config
+PG_REGRESS=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/regress/pg_regress
+export PATH="$HOME/.cargo/bin:$PATH"
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+# Runs a command as root: directly when we are root, else through sudo.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# The OS user that owns throwaway clusters: PostgreSQL refuses to run as root.
+db_user() {
+  if [ "$(id -u)" = 0 ]; then echo postgres; else id -un; fi
+}
+
+as_db_user() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# Installs what is missing and skips what is there.
+ensure_deps() {
+  local pkgs="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang pkg-config libssl-dev build-essential python3"
+  local missing=""
+  for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+  done
+  if [ -n "$missing" ]; then
+    say "installing packages:$missing"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    # Debian's postgresql-common creates and starts a system cluster; we
+    # never use it (our clusters are throwaway ones on their own sockets).
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  fi
+  if ! command -v cargo >/dev/null; then
+    echo "Rust (cargo) is required: https://rustup.rs" >&2
+    exit 1
+  fi
+  if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION"; then
+    say "installing cargo-pgrx $PGRX_VERSION (a few minutes, once)"
+    cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked
+  fi
+  if ! grep -qs "pg$PG_MAJOR = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
+    cargo pgrx init --pg$PG_MAJOR "$PG_CONFIG" >/dev/null
+  fi
+}
+
+# Builds (release) and installs the extension into PostgreSQL's directories.
+install_extension() {
+  say "building and installing the extension"
+  local sudo_flag=""
+  [ -w "$($PG_CONFIG --pkglibdir)" ] || sudo_flag=--sudo
+  (cd "$ROOT" && cargo pgrx install --release $sudo_flag --pg-config "$PG_CONFIG" 2>&1 | grep -vE "^\s+(Compiling|Checking)" || true)
+  test -f "$($PG_CONFIG --pkglibdir)/gpuindex.so"
+}
+
+# cluster_start DIR: initdb DIR/data and start a server listening only on
+# the Unix socket in DIR (no TCP port, so it never collides with another
+# server), with gpuindex preloaded. Prints nothing; sets PGHOST/PGPORT/PGUSER.
+cluster_start() {
+  local dir=$1
+  mkdir -p "$dir"
+  [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+  as_db_user "$PG_BIN/initdb" -D "$dir/data" -U postgres -A trust --no-sync -E UTF8 >"$dir/initdb.log" 2>&1
+  cat >>"$dir/data/postgresql.conf" <<CONF
+listen_addresses = ''
+unix_socket_directories = '$dir'
+port = 5432
+shared_preload_libraries = 'gpuindex'
+fsync = off
+max_connections = 50
+CONF
+  as_db_user "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+  export PGHOST=$dir PGPORT=5432 PGUSER=postgres
+}
+
+cluster_stop() {
+  local dir=$1
+  if [ -f "$dir/data/postmaster.pid" ]; then
+    as_db_user "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true
+  fi
+}
+
+# Starts a throwaway cluster in a new directory under /tmp (its path in
+# CLUSTER_DIR); on exit it is stopped and removed.
+start_throwaway_cluster() {
+  CLUSTER_DIR=$(mktemp -d /tmp/gpuindex-XXXXXX)
+  chmod 755 "$CLUSTER_DIR"
+  trap 'cluster_stop "$CLUSTER_DIR"; rm -rf "$CLUSTER_DIR"' EXIT
+  say "starting a throwaway cluster in $CLUSTER_DIR"
+  cluster_start "$CLUSTER_DIR"
+}

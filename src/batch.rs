@@ -1,0 +1,89 @@
+//! Runs engine batches from a backend: the policy from the GUCs, errors as
+//! PostgreSQL ERRORs with hints, the CPU pool with signals blocked, and a
+//! record of the last batch for `gpuindex_last_batch()`.
+
+use crate::guc;
+use gpuindex_engine::executor::{self, BatchJob, Device, ExecOptions, Policy};
+use gpuindex_engine::gpu::GpuError;
+use pgrx::prelude::*;
+use std::cell::RefCell;
+use std::sync::Once;
+use std::time::Instant;
+
+/// What the last batch of this session did.
+#[derive(Debug, Clone)]
+pub struct LastBatch {
+    pub what: &'static str,
+    pub queries: usize,
+    pub device: Device,
+    pub cpu_reason: Option<String>,
+    pub millis: f64,
+}
+
+thread_local! {
+    static LAST: RefCell<Option<LastBatch>> = const { RefCell::new(None) };
+}
+
+pub fn last_batch() -> Option<LastBatch> {
+    LAST.with(|l| l.borrow().clone())
+}
+
+/// False in the postmaster: CUDA state does not survive fork(), so the
+/// process that forks every backend must never create any.
+pub fn cuda_allowed_here() -> bool {
+    // SAFETY: reading process-global flags set at startup.
+    unsafe { pg_sys::IsUnderPostmaster || !pg_sys::IsPostmasterEnvironment }
+}
+
+/// The rayon pool's threads block every signal, so PostgreSQL's handlers
+/// always run on the backend's own thread. Rayon threads never call into
+/// PostgreSQL.
+fn ensure_cpu_pool() {
+    static POOL: Once = Once::new();
+    POOL.call_once(|| {
+        let _ = rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("gpuindex-cpu-{i}"))
+            .start_handler(|_| {
+                // SAFETY: plain libc calls on a thread-local signal mask.
+                unsafe {
+                    let mut all: libc::sigset_t = std::mem::zeroed();
+                    libc::sigfillset(&mut all);
+                    libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+                }
+            })
+            .build_global();
+    });
+}
+
+/// Raises a GPU failure as an ERROR with its hint.
+pub fn raise(e: &GpuError) -> ! {
+    let code = match e {
+        GpuError::OutOfMemory { .. } => PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+        GpuError::Unavailable(_) => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        _ => PgSqlErrorCode::ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+    };
+    crate::error::raise(code, format!("gpuindex: {e}"), e.hint())
+}
+
+/// Runs `job` over `queries` on the device the GUCs pick.
+pub fn submit<J: BatchJob>(what: &'static str, job: &J, queries: &[J::Query]) -> Vec<J::Output> {
+    ensure_cpu_pool();
+    let policy = if cuda_allowed_here() { guc::policy() } else { Policy::Cpu };
+    let opts = ExecOptions { policy, min_gpu_batch: guc::GPU_MIN_BATCH.get() as usize };
+    let started = Instant::now();
+    match executor::submit(&opts, job, queries) {
+        Ok(ran) => {
+            LAST.with(|l| {
+                *l.borrow_mut() = Some(LastBatch {
+                    what,
+                    queries: queries.len(),
+                    device: ran.device,
+                    cpu_reason: ran.cpu_reason,
+                    millis: started.elapsed().as_secs_f64() * 1e3,
+                })
+            });
+            ran.output
+        }
+        Err(e) => raise(&e),
+    }
+}

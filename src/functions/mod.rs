@@ -1,0 +1,4 @@
+//! SQL functions.
+
+mod device_info;
+mod lower_bound;

@@ -1,0 +1,96 @@
+//! The GUCs: `gpuindex.device` and `gpuindex.gpu_min_batch`.
+
+use crate::batch;
+use gpuindex_engine::executor::Policy;
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::prelude::*;
+use pgrx::PostgresGucEnum;
+use std::ffi::CString;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PostgresGucEnum)]
+pub enum DeviceSetting {
+    #[name = c"auto"]
+    Auto,
+    #[name = c"cpu"]
+    Cpu,
+    #[name = c"gpu"]
+    Gpu,
+}
+
+pub static DEVICE: GucSetting<DeviceSetting> = GucSetting::<DeviceSetting>::new(DeviceSetting::Auto);
+pub static GPU_MIN_BATCH: GucSetting<i32> = GucSetting::<i32>::new(4096);
+
+pub fn policy() -> Policy {
+    match DEVICE.get() {
+        DeviceSetting::Auto => Policy::Auto,
+        DeviceSetting::Cpu => Policy::Cpu,
+        DeviceSetting::Gpu => Policy::Gpu,
+    }
+}
+
+pub fn device_name() -> &'static str {
+    match DEVICE.get() {
+        DeviceSetting::Auto => "auto",
+        DeviceSetting::Cpu => "cpu",
+        DeviceSetting::Gpu => "gpu",
+    }
+}
+
+fn set_check_message(slot: *mut *mut std::ffi::c_char, text: &str) {
+    let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
+    // SAFETY: GUC_check_* strings are palloc'd by convention; pstrdup copies
+    // into the current memory context, as GUC_check_errdetail() does.
+    unsafe { *slot = pg_sys::pstrdup(c.as_ptr()) };
+}
+
+/// `SET gpuindex.device = gpu` fails at once, with the reason, where no GPU
+/// is usable. Not checked in the postmaster (which must never touch CUDA)
+/// nor while reading the configuration file outside a backend.
+#[pg_guard]
+unsafe extern "C-unwind" fn check_device(newval: *mut i32, _extra: *mut *mut std::ffi::c_void, _source: pg_sys::GucSource::Type) -> bool {
+    if *newval != DeviceSetting::Gpu as i32 || !batch::cuda_allowed_here() {
+        return true;
+    }
+    match gpuindex_engine::gpu::gpu() {
+        Ok(_) => true,
+        Err(e) => {
+            set_check_message(std::ptr::addr_of_mut!(pg_sys::GUC_check_errdetail_string), &e.to_string());
+            set_check_message(
+                std::ptr::addr_of_mut!(pg_sys::GUC_check_errhint_string),
+                "Use gpuindex.device = auto (the GPU when there is one, else the CPU) or cpu.",
+            );
+            false
+        }
+    }
+}
+
+pub fn init() {
+    // SAFETY: the hook is pg_guard'ed and never panics across the boundary.
+    unsafe {
+        GucRegistry::define_enum_guc_with_hooks(
+            c"gpuindex.device",
+            c"Where gpuindex runs batches: auto, cpu or gpu.",
+            c"auto uses the GPU when one is usable and a batch holds at least gpuindex.gpu_min_batch queries, \
+              else the CPU; cpu never touches CUDA; gpu always uses the GPU and fails when there is none. \
+              Results are identical on either device.",
+            &DEVICE,
+            GucContext::Userset,
+            GucFlags::default(),
+            Some(check_device),
+            None,
+            None,
+        );
+    }
+    GucRegistry::define_int_guc(
+        c"gpuindex.gpu_min_batch",
+        c"Smallest batch that gpuindex.device = auto sends to the GPU.",
+        c"Smaller batches run on the CPU, where a kernel launch and two transfers would cost more than the work.",
+        &GPU_MIN_BATCH,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    // SAFETY: plain C call with a static string.
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"gpuindex".as_ptr()) };
+}
