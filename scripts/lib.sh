@@ -23,8 +23,9 @@ db_user() {
   if [ "$(id -u)" = 0 ]; then echo postgres; else id -un; fi
 }
 
+# Runs a command as db_user, from /tmp (the checkout may be unreadable to it).
 as_db_user() {
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  if [ "$(id -u)" = 0 ]; then (cd /tmp && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 # Installs what is missing and skips what is there.

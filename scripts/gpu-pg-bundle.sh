@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Packs, for a GPU host with no Rust and no PostgreSQL, a relocatable
+# PostgreSQL 15 with gpuindex installed (../shared/tools/pg-bundle), the
+# integration-test binary, sql/ and expected/, and scripts/gpu-pg-tests.sh:
+#
+#   scripts/gpu-pg-bundle.sh [OUTDIR]          (default .gpu/pg)
+#   then on the GPU host: OUTDIR/gpu-pg-tests.sh
+source "$(dirname "$0")/lib.sh"
+out=${1:-$ROOT/.gpu/pg}
+bundler=${PG_BUNDLE:-$ROOT/../shared/tools/pg-bundle}
+cd "$ROOT"
+cargo pgrx package --pg-config "$PG_CONFIG" >/dev/null
+pkg=target/release/gpuindex-pg$PG_MAJOR
+rm -rf "$out"
+"$bundler" "$out/server" --ext-so "$pkg/usr/lib/postgresql/$PG_MAJOR/lib/gpuindex.so" \
+  --ext-share "$pkg/usr/share/postgresql/$PG_MAJOR/extension" --xz >/dev/null
+exe=$(cargo test -p gpuindex-tests --profile bench-build --no-run --message-format=json 2>/dev/null |
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])')
+mkdir -p "$out/it"
+for e in $exe; do cp "$e" "$out/it/$(basename "$e" | sed 's/-[0-9a-f]*$//')"; done
+strip "$out"/it/*
+cp -r sql expected "$out/"
+cp scripts/gpu-pg-tests.sh "$out/"
+du -sh "$out"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# On a GPU host, inside a bundle made by scripts/gpu-pg-bundle.sh: starts
+# the bundled PostgreSQL with gpuindex preloaded, runs pg_regress and the
+# integration tests with the GPU required, and stops the server.
+set -u
+cd "$(dirname "$0")"
+here=$(pwd)
+export GPUINDEX_REQUIRE_GPU=1
+PRELOAD=gpuindex FRESH=1 server/pg-start >/dev/null || exit 1
+source server/pg-env.sh
+status=0
+regress=$(mktemp -d /tmp/regress-XXXX); chmod 777 "$regress"
+tests=$(cd sql && ls *.sql | sed 's/\.sql$//' | tr '\n' ' ')
+if ! pg_regress --host=$PGHOST --port=$PGPORT --user=$PGUSER --load-extension=gpuindex \
+     --inputdir="$here" --outputdir="$regress" --dbname=gpuindex_regress $tests; then
+  cat "$regress/regression.diffs"; status=1
+fi
+[ -n "${OUT:-}" ] && cp -r "$regress/results" "$OUT/regress-results" 2>/dev/null
+for t in it/*; do
+  echo "== $t"
+  "$t" --test-threads=4 || status=1
+done
+server/pg-stop >/dev/null
+exit $status
