@@ -4,6 +4,7 @@
 
 pub mod executor;
 pub mod gpu;
+pub mod hbtree;
 pub mod keys;
 pub mod rng;
 pub mod sorted_array;

@@ -18,6 +18,7 @@ macro_rules! kernel {
 }
 
 pub const SORTED_LOOKUP: KernelSource = kernel!("sorted_lookup");
+pub const HBTREE: KernelSource = kernel!("hbtree");
 
 /// Every kernel source, for `Gpu::compile_all`.
-pub const ALL: &[KernelSource] = &[SORTED_LOOKUP];
+pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE];

@@ -74,6 +74,18 @@ impl<T: Copy> DeviceBuffer<T> {
         unsafe { result::memcpy_htod_async(self.ptr, data, stream.cu_stream()) }.map_err(driver("cuMemcpyHtoDAsync"))
     }
 
+    /// Copies `data` to the buffer at element `at`, asynchronously on
+    /// `stream` (same rules for `data` as `write_async`).
+    pub fn write_at_async(&self, at: usize, data: &[T], stream: &CudaStream) -> Result<(), GpuError> {
+        assert!(at + data.len() <= self.len, "device buffer too small");
+        if data.is_empty() {
+            return Ok(());
+        }
+        let dst = self.ptr + (at * std::mem::size_of::<T>()) as u64;
+        // SAFETY: bounds checked above.
+        unsafe { result::memcpy_htod_async(dst, data, stream.cu_stream()) }.map_err(driver("cuMemcpyHtoDAsync"))
+    }
+
     /// Copies the first `out.len()` values into `out`, asynchronously on
     /// `stream`; `out` must be pinned and untouched until the stream syncs.
     pub fn read_async(&self, out: &mut [T], stream: &CudaStream) -> Result<(), GpuError> {

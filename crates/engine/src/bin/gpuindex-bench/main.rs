@@ -1,11 +1,15 @@
 //! gpuindex-bench: prints tables of queries/s for each structure, CPU (all
 //! cores) and GPU in the same run, checking that both give the same answers.
 //!
-//!   gpuindex-bench [sorted] [--n 1e6,1e7,1e8] [--batch 1e3,1e4,1e5,1e6,1e7] [--reps 5]
+//!   gpuindex-bench [sorted] [hbtree] [--n LIST] [--batch LIST] [--reps 5]
+//!
+//! sorted: n = 1e6,1e7,1e8, batches 1e3..1e7 by default;
+//! hbtree: n = 2^23..2^28, one batch of 2^24 hits by default.
 //!
 //! Without a GPU the GPU columns read "-" (and GPUINDEX_REQUIRE_GPU=1 makes
 //! that a failure).
 
+mod hbtree;
 mod sorted;
 mod util;
 
@@ -14,6 +18,9 @@ use gpuindex_engine::gpu;
 pub struct Args {
     pub n: Vec<usize>,
     pub batch: Vec<usize>,
+    /// Whether --n / --batch were given (benchmarks have their own defaults).
+    pub n_given: bool,
+    pub batch_given: bool,
     pub reps: usize,
     pub what: Vec<String>,
 }
@@ -22,6 +29,8 @@ fn parse_args() -> Args {
     let mut args = Args {
         n: util::parse_sizes("1e6,1e7,1e8"),
         batch: util::parse_sizes("1e3,1e4,1e5,1e6,1e7"),
+        n_given: false,
+        batch_given: false,
         reps: 5,
         what: Vec::new(),
     };
@@ -29,11 +38,17 @@ fn parse_args() -> Args {
     while let Some(a) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{a} needs a value"));
         match a.as_str() {
-            "--n" => args.n = util::parse_sizes(&value()),
-            "--batch" => args.batch = util::parse_sizes(&value()),
+            "--n" => {
+                args.n = util::parse_sizes(&value());
+                args.n_given = true;
+            }
+            "--batch" => {
+                args.batch = util::parse_sizes(&value());
+                args.batch_given = true;
+            }
             "--reps" => args.reps = value().parse().expect("--reps N"),
             "-h" | "--help" => {
-                println!("usage: gpuindex-bench [sorted] [--n LIST] [--batch LIST] [--reps N]");
+                println!("usage: gpuindex-bench [sorted] [hbtree] [--n LIST] [--batch LIST] [--reps N]");
                 std::process::exit(0);
             }
             other => args.what.push(other.to_string()),
@@ -85,6 +100,7 @@ fn main() {
     for w in &args.what {
         match w.as_str() {
             "sorted" => sorted::run(&args, g.as_deref()),
+            "hbtree" => hbtree::run(&args, g.as_deref()),
             other => {
                 eprintln!("unknown benchmark {other}");
                 std::process::exit(2);

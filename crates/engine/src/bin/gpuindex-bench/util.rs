@@ -105,3 +105,12 @@ pub fn table(title: &str, header: &[&str], rows: &[Vec<String>]) {
 pub fn parse_sizes(s: &str) -> Vec<usize> {
     s.split(',').map(|x| x.trim().parse::<f64>().unwrap_or_else(|_| panic!("bad size {x}")) as usize).collect()
 }
+
+/// "2^23" for powers of two, "1e7" otherwise.
+pub fn size_label(n: usize) -> String {
+    if n.is_power_of_two() {
+        format!("2^{}", n.trailing_zeros())
+    } else {
+        format!("{n:.0e}")
+    }
+}

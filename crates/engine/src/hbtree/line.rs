@@ -1,0 +1,161 @@
+//! The 64-byte cache line every HB+-tree node is built from, and the SIMD
+//! searches over it. Empty key slots hold `MAX`, so a search never needs a
+//! node's size: it counts the keys below the query.
+
+/// The padding key of empty slots (and the rightmost separators).
+pub const MAX: u64 = u64::MAX;
+
+/// Eight u64 in one 64-byte cache line.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Line(pub [u64; 8]);
+
+impl Line {
+    pub const EMPTY: Line = Line([MAX; 8]);
+}
+
+impl Default for Line {
+    fn default() -> Self {
+        Line::EMPTY
+    }
+}
+
+// SAFETY: 64 plain bytes, no padding.
+unsafe impl crate::gpu::Plain for Line {}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// Keys < q among 8 (AVX2: signed compares after flipping sign bits).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn rank8(keys: *const u64, q: u64) -> usize {
+        let flip = _mm256_set1_epi64x(i64::MIN);
+        let qv = _mm256_xor_si256(_mm256_set1_epi64x(q as i64), flip);
+        let a = _mm256_xor_si256(_mm256_loadu_si256(keys as *const __m256i), flip);
+        let b = _mm256_xor_si256(_mm256_loadu_si256(keys.add(4) as *const __m256i), flip);
+        let lt_a = _mm256_cmpgt_epi64(qv, a);
+        let lt_b = _mm256_cmpgt_epi64(qv, b);
+        let m = (_mm256_movemask_pd(_mm256_castsi256_pd(lt_a)) | (_mm256_movemask_pd(_mm256_castsi256_pd(lt_b)) << 4))
+            as u32;
+        m.count_ones() as usize
+    }
+
+    /// Keys < q among 4.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn rank4(keys: *const u64, q: u64) -> usize {
+        let flip = _mm256_set1_epi64x(i64::MIN);
+        let qv = _mm256_xor_si256(_mm256_set1_epi64x(q as i64), flip);
+        let a = _mm256_xor_si256(_mm256_loadu_si256(keys as *const __m256i), flip);
+        (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(qv, a))) as u32).count_ones() as usize
+    }
+}
+
+#[inline(always)]
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Number of keys below `q` in a sorted 8-key line: the first slot with
+/// `q <= key`.
+#[inline(always)]
+pub fn rank8(keys: &[u64; 8], q: u64) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: AVX2 is present; 8 readable u64.
+        return unsafe { avx2::rank8(keys.as_ptr(), q) };
+    }
+    keys.iter().map(|&k| (k < q) as usize).sum()
+}
+
+/// Number of keys below `q` among 4 sorted keys.
+#[inline(always)]
+pub fn rank4(keys: &[u64; 4], q: u64) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: AVX2 is present; 4 readable u64.
+        return unsafe { avx2::rank4(keys.as_ptr(), q) };
+    }
+    keys.iter().map(|&k| (k < q) as usize).sum()
+}
+
+/// Lower bound in a sorted slice of any length: branchless binary search
+/// down to a window of 8, then one SIMD rank (a leaf page's search).
+#[inline]
+pub fn lower_bound(keys: &[u64], q: u64) -> usize {
+    let mut base = 0usize;
+    let mut len = keys.len();
+    while len > 8 {
+        let half = len / 2;
+        // SAFETY: base + half - 1 < base + len <= keys.len().
+        base = if unsafe { *keys.get_unchecked(base + half - 1) } < q { base + half } else { base };
+        len -= half;
+    }
+    if len == 8 {
+        let w: &[u64; 8] = keys[base..base + 8].try_into().expect("8 keys");
+        return base + rank8(w, q);
+    }
+    base + keys[base..base + len].iter().map(|&k| (k < q) as usize).sum::<usize>()
+}
+
+/// Prefetches the cache line holding `p` into all cache levels.
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    #[test]
+    fn ranks_match_scalar() {
+        let mut rng = SplitMix64::new(5);
+        for _ in 0..20_000 {
+            let mut k = [0u64; 8];
+            for x in k.iter_mut() {
+                *x = match rng.below(4) {
+                    0 => MAX,
+                    1 => 0,
+                    2 => rng.below(10),
+                    _ => rng.next_u64(),
+                };
+            }
+            k.sort_unstable();
+            let q = match rng.below(4) {
+                0 => MAX,
+                1 => 0,
+                2 => rng.below(10),
+                _ => rng.next_u64(),
+            };
+            assert_eq!(rank8(&k, q), k.iter().filter(|&&x| x < q).count());
+            let k4: [u64; 4] = k[..4].try_into().unwrap();
+            assert_eq!(rank4(&k4, q), k4.iter().filter(|&&x| x < q).count());
+        }
+    }
+
+    #[test]
+    fn lower_bound_matches_partition_point() {
+        let mut rng = SplitMix64::new(6);
+        for n in 0..200 {
+            let mut keys: Vec<u64> = (0..n).map(|_| rng.below(50)).collect();
+            keys.sort_unstable();
+            for q in 0..52 {
+                assert_eq!(lower_bound(&keys, q), keys.partition_point(|&k| k < q), "n={n} q={q}");
+            }
+            assert_eq!(lower_bound(&keys, MAX), keys.partition_point(|&k| k < MAX));
+        }
+    }
+}
