@@ -80,7 +80,8 @@ shared_preload_libraries = 'gpuindex'
 fsync = off
 max_connections = 50
 CONF
-  as_db_user "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+  # (RUST_BACKTRACE would put Rust backtraces into error details)
+  as_db_user env -u RUST_BACKTRACE "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
   export PGHOST=$dir PGPORT=5432 PGUSER=postgres
 }
 

@@ -24,18 +24,19 @@ SELECT setseed(0.42);
 CREATE TEMP TABLE k AS SELECT (random() * 2000)::bigint - 1000 AS k FROM generate_series(1, 5000);
 CREATE TEMP TABLE p AS SELECT i, (random() * 2400)::bigint - 1200 AS p FROM generate_series(1, 3000) i;
 CREATE TEMP TABLE want AS SELECT i, (SELECT count(*) FROM k WHERE k.k < p.p) AS r FROM p;
-CREATE FUNCTION got() RETURNS TABLE (i bigint, r bigint) LANGUAGE sql AS $$
+CREATE FUNCTION lb_got() RETURNS TABLE (i bigint, r bigint) LANGUAGE sql AS $$
   SELECT u.i, u.r FROM unnest(gpuindex_lower_bound((SELECT array_agg(k ORDER BY k) FROM k),
                                                    (SELECT array_agg(p ORDER BY i) FROM p))) WITH ORDINALITY AS u(r, i)
 $$;
 SET gpuindex.device = cpu;
-SELECT count(*) AS rows, count(*) FILTER (WHERE w.r IS DISTINCT FROM g.r) AS wrong FROM want w FULL JOIN got() g USING (i);
+SELECT count(*) AS rows, count(*) FILTER (WHERE w.r IS DISTINCT FROM g.r) AS wrong FROM want w FULL JOIN lb_got() g USING (i);
 SELECT function, queries, device, cpu_reason FROM gpuindex_last_batch();
 SET gpuindex.device = auto;
 SET gpuindex.gpu_min_batch = 1;
-SELECT count(*) AS rows, count(*) FILTER (WHERE w.r IS DISTINCT FROM g.r) AS wrong FROM want w FULL JOIN got() g USING (i);
+SELECT count(*) AS rows, count(*) FILTER (WHERE w.r IS DISTINCT FROM g.r) AS wrong FROM want w FULL JOIN lb_got() g USING (i);
 RESET gpuindex.gpu_min_batch;
 SET gpuindex.gpu_min_batch = 1000000;
-SELECT count(*) AS rows, count(*) FILTER (WHERE w.r IS DISTINCT FROM g.r) AS wrong FROM want w FULL JOIN got() g USING (i);
+SELECT count(*) AS rows, count(*) FILTER (WHERE w.r IS DISTINCT FROM g.r) AS wrong FROM want w FULL JOIN lb_got() g USING (i);
 SELECT device, cpu_reason FROM gpuindex_last_batch();
 RESET gpuindex.gpu_min_batch;
+DROP FUNCTION lb_got();

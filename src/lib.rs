@@ -12,14 +12,17 @@ use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!(name, version);
 
+mod am;
 mod batch;
 mod error;
 mod functions;
 mod guc;
+mod storage;
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
+    am::gpu_btree::options::init();
 }
 
 /// Required by `cargo pgrx test`; gpuindex tests run through pg_regress and

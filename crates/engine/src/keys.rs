@@ -12,6 +12,26 @@ pub fn decode_i64(k: u64) -> i64 {
     (k ^ (1 << 63)) as i64
 }
 
+const CANONICAL_NAN: u64 = 0x7FF8_0000_0000_0000;
+
+/// f64 to u64 in PostgreSQL's float order: -Infinity < ... < -0 < +0 < ...
+/// < +Infinity < NaN. Exact bits are kept (-0 and +0 get adjacent codes;
+/// callers treat them as equal), except that every NaN becomes one NaN.
+#[inline(always)]
+pub fn encode_f64(x: f64) -> u64 {
+    let b = if x.is_nan() { CANONICAL_NAN } else { x.to_bits() };
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | (1 << 63)
+    }
+}
+
+#[inline(always)]
+pub fn decode_f64(k: u64) -> f64 {
+    f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -24,6 +44,32 @@ mod tests {
         }
         for x in xs {
             assert_eq!(decode_i64(encode_i64(x)), x);
+        }
+    }
+
+    #[test]
+    fn f64_order_and_round_trip() {
+        let xs = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -1.0,
+            -f64::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            1e300,
+            f64::INFINITY,
+            f64::NAN,
+        ];
+        for w in xs.windows(2) {
+            assert!(encode_f64(w[0]) < encode_f64(w[1]), "{} < {}", w[0], w[1]);
+        }
+        assert_eq!(encode_f64(f64::NAN), encode_f64(-f64::NAN));
+        assert_eq!(encode_f64(-0.0) + 1, encode_f64(0.0));
+        for x in xs {
+            let back = decode_f64(encode_f64(x));
+            assert!(back.to_bits() == x.to_bits() || (x.is_nan() && back.is_nan()));
         }
     }
 }

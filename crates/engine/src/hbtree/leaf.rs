@@ -19,14 +19,14 @@ pub trait LeafLevel {
 
 /// Leaves prefetched ahead of the search in the leaf step: a leaf is one
 /// random cache miss, so misses must overlap (the paper's CPU pipelining).
-const AHEAD: usize = 16;
+pub const AHEAD: usize = 16;
 
-fn step<L: LeafLevel>(leaves: &L, refs: &[u32], queries: &[u64], out: &mut [L::Hit]) {
-    for &r in refs.iter().take(AHEAD) {
+fn step<L: LeafLevel>(leaves: &L, refs: &[u32], queries: &[u64], out: &mut [L::Hit], ahead: usize) {
+    for &r in refs.iter().take(ahead) {
         leaves.prefetch(r);
     }
     for i in 0..refs.len() {
-        if let Some(&r) = refs.get(i + AHEAD) {
+        if let Some(&r) = refs.get(i + ahead) {
             leaves.prefetch(r);
         }
         out[i] = leaves.search(refs[i], queries[i]);
@@ -35,15 +35,27 @@ fn step<L: LeafLevel>(leaves: &L, refs: &[u32], queries: &[u64], out: &mut [L::H
 
 /// The leaf step of a batch on all cores (leaf levels in process memory).
 pub fn leaf_step_par<L: LeafLevel + Sync>(leaves: &L, refs: &[u32], queries: &[u64], out: &mut [L::Hit]) {
-    const PIECE: usize = 1024;
-    out.par_chunks_mut(PIECE)
-        .zip(refs.par_chunks(PIECE))
-        .zip(queries.par_chunks(PIECE))
-        .for_each(|((o, r), q)| step(leaves, r, q, o));
+    leaf_step_par_tuned(leaves, refs, queries, out, AHEAD, 1024);
+}
+
+/// `leaf_step_par` with the prefetch distance and the queries per task set
+/// (for the benchmark's sweep).
+pub fn leaf_step_par_tuned<L: LeafLevel + Sync>(
+    leaves: &L,
+    refs: &[u32],
+    queries: &[u64],
+    out: &mut [L::Hit],
+    ahead: usize,
+    piece: usize,
+) {
+    out.par_chunks_mut(piece)
+        .zip(refs.par_chunks(piece))
+        .zip(queries.par_chunks(piece))
+        .for_each(|((o, r), q)| step(leaves, r, q, o, ahead));
 }
 
 /// The leaf step of a batch on the calling thread (leaf levels that only
 /// one thread may read, such as PostgreSQL's buffers).
 pub fn leaf_step_seq<L: LeafLevel>(leaves: &L, refs: &[u32], queries: &[u64], out: &mut [L::Hit]) {
-    step(leaves, refs, queries, out);
+    step(leaves, refs, queries, out, AHEAD);
 }

@@ -212,3 +212,38 @@ fn update_batches(gpu: Option<&Gpu>, reg: &mut RegularTree, keys: &[u64], reps: 
         &rows,
     );
 }
+
+/// Where HB+'s time goes: the CPU leaf step alone (prefetch distance and
+/// task size swept), and the GPU side alone (inner search with transfers,
+/// no leaf step).
+pub fn leafstep(args: &Args, gpu: Option<&Gpu>) {
+    use gpuindex_engine::hbtree::leaf::leaf_step_par_tuned;
+    let ns = if args.n_given { args.n.clone() } else { vec![1 << 23, 1 << 28] };
+    let m = 1 << 24;
+    let mut rows = Vec::new();
+    for &n in &ns {
+        let keys = unique_keys(n, 1);
+        let values: Vec<u64> = keys.iter().map(|k| k.wrapping_mul(0x9E37_79B9)).collect();
+        let imp = ImplicitTree::build(&keys, &values).unwrap();
+        let qs = hit_queries(&keys, m, 2);
+        let mut refs = vec![0u32; m];
+        imp.inner.descend_cpu(&qs, &mut refs);
+        let mut out = vec![Hit::default(); m];
+        let mut row = vec![size_label(n)];
+        for (ahead, piece) in [(0, 1024), (8, 1024), (16, 1024), (32, 1024), (64, 1024), (32, 16384)] {
+            let r = m as f64
+                / median_secs(args.reps, || leaf_step_par_tuned(&imp.leaves, &refs, &qs, &mut out, ahead, piece));
+            row.push(rate(r));
+        }
+        let gpu_only = gpu.map(|g| {
+            m as f64 / median_secs(args.reps, || imp.inner.descend_gpu(g, &qs, Schedule::default(), |_, _| {}).unwrap())
+        });
+        row.push(rate(gpu_only.unwrap_or(f64::NAN)));
+        rows.push(row);
+    }
+    table(
+        "HB+ implicit: CPU leaf step alone (queries/s, all cores) and GPU side alone",
+        &["n keys", "no prefetch", "ahead 8", "ahead 16", "ahead 32", "ahead 64", "ahead 32, 16K per task", "GPU inner + transfers, no leaf step"],
+        &rows,
+    );
+}

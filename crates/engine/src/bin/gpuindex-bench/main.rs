@@ -64,7 +64,12 @@ fn main() {
     let args = parse_args();
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!("# gpuindex-bench");
-    println!("\nCPU: {cpus} hardware threads, rayon pool of {}", rayon::current_num_threads());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_default();
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    println!("\nCPU: {model}, {cpus} hardware threads, rayon pool of {}; transparent huge pages: {}", rayon::current_num_threads(), thp.trim());
     let g = match gpu::gpu() {
         Ok(g) => {
             let i = g.info();
@@ -101,6 +106,7 @@ fn main() {
         match w.as_str() {
             "sorted" => sorted::run(&args, g.as_deref()),
             "hbtree" => hbtree::run(&args, g.as_deref()),
+            "leafstep" => hbtree::leafstep(&args, g.as_deref()),
             other => {
                 eprintln!("unknown benchmark {other}");
                 std::process::exit(2);

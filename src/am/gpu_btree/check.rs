@@ -1,0 +1,112 @@
+//! `gpu_btree_check(index regclass)`: walks every level and verifies the
+//! invariants (amcheck-style): page kinds and levels, sibling links both
+//! ways on the leaf level, keys sorted and inside the fence keys, inner
+//! high keys, and that every inner entry points one level down to a page
+//! whose high key matches. Raises an ERROR at the first violation; returns
+//! one row per level otherwise.
+
+use super::page::*;
+use super::tree::Tree;
+use crate::storage::Shared;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+fn fail(index: &str, what: String) -> ! {
+    crate::error::raise(
+        PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+        format!("gpu_btree index \"{index}\" is corrupted: {what}"),
+        "REINDEX the index, and please report how it happened.",
+    )
+}
+
+#[pg_extern(volatile, parallel_safe, strict)]
+fn gpu_btree_check(
+    index: pgrx::PgRelation,
+) -> TableIterator<'static, (name!(level, i32), name!(pages, i64), name!(entries, i64), name!(missing_downlinks, i64))> {
+    let mut rows = Vec::new();
+    // SAFETY: reads pages under share locks, one at a time.
+    unsafe {
+        let rel = pg_sys::index_open(index.oid(), pg_sys::AccessShareLock as i32);
+        let am = pg_sys::get_index_am_oid(c"gpu_btree".as_ptr(), false);
+        let name = pgrx::name_data_to_str(&(*(*rel).rd_rel).relname).to_string();
+        if (*(*rel).rd_rel).relam != am {
+            fail(&name, "not a gpu_btree index".into());
+        }
+        let tree = Tree::new(rel);
+        let m = tree.meta();
+        // (high, block) of the level below, to check downlinks against.
+        let mut below: Vec<(u64, u32)> = Vec::new();
+        for level in 0..=m.root_level {
+            let mut block = m.leftmost[level as usize];
+            let (mut pages, mut entries, mut prev_block, mut prev_high) = (0i64, 0i64, NONE, None::<u64>);
+            let mut this: Vec<(u64, u32)> = Vec::new();
+            let mut downlinks: Vec<u32> = Vec::new();
+            while block != NONE {
+                let g = Shared::lock(rel, block);
+                let s = g.page().special();
+                if s.level as u32 != level {
+                    fail(&name, format!("block {block} is at level {} on level {level}'s chain", s.level));
+                }
+                if (s.flags & LEFTMOST != 0) != (prev_block == NONE) {
+                    fail(&name, format!("block {block}: LEFTMOST flag wrong"));
+                }
+                let keys: Vec<u64> = if level == 0 {
+                    let l = Leaf::new(g.page());
+                    if l.s.left != prev_block {
+                        fail(&name, format!("leaf {block}: left link {} but left sibling {prev_block}", l.s.left));
+                    }
+                    l.keys().to_vec()
+                } else {
+                    let p = Inner::new(g.page());
+                    downlinks.extend((0..p.count()).map(|j| p.child(j)));
+                    if p.count() == 0 || *p.keys().last().unwrap() != p.s.high {
+                        fail(&name, format!("inner {block}: last key is not the high key"));
+                    }
+                    p.keys().to_vec()
+                };
+                if keys.windows(2).any(|w| w[0] > w[1]) {
+                    fail(&name, format!("block {block}: keys out of order"));
+                }
+                let rightmost = s.flags & RIGHTMOST != 0;
+                if let (Some(&first), Some(ph)) = (keys.first(), prev_high) {
+                    if first < ph || s.low != ph {
+                        fail(&name, format!("block {block}: first key or low fence below the left sibling's high key"));
+                    }
+                }
+                if !rightmost && keys.last().is_some_and(|&k| k > s.high) {
+                    fail(&name, format!("block {block}: key above the high key"));
+                }
+                pages += 1;
+                entries += keys.len() as i64;
+                this.push((if rightmost { u64::MAX } else { s.high }, block));
+                prev_high = Some(s.high);
+                prev_block = block;
+                block = if rightmost { NONE } else { s.right };
+            }
+            // Every downlink must name a page of the level below; a page of
+            // the level below without one is a split interrupted by a crash.
+            let mut missing = 0i64;
+            if level > 0 {
+                let mut known = std::collections::HashMap::new();
+                for &(h, b) in &below {
+                    known.insert(b, h);
+                }
+                for d in &downlinks {
+                    if known.remove(d).is_none() {
+                        fail(&name, format!("downlink to block {d}, not a page of level {}", level - 1));
+                    }
+                }
+                missing = known.len() as i64;
+            }
+            if level > 0 {
+                let last = rows.len() - 1;
+                let r: &mut (i32, i64, i64, i64) = &mut rows[last];
+                r.3 = missing;
+            }
+            rows.push((level as i32, pages, entries, 0i64));
+            below = this;
+        }
+        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
+    }
+    TableIterator::new(rows.into_iter())
+}

@@ -1,0 +1,121 @@
+-- gpu_btree operator families and classes. One family per encoding:
+-- the integer types share one (every cross-type comparison is exact on
+-- int8 codes), the float types another; the date/time types stand alone.
+-- Strategies are btree's (1 <, 2 <=, 3 =, 4 >=, 5 >), so the planner maps
+-- the index order onto btree's sort order for ORDER BY.
+
+CREATE OPERATOR FAMILY integer_ops USING gpu_btree;
+
+CREATE OPERATOR CLASS int2_ops DEFAULT FOR TYPE int2 USING gpu_btree FAMILY integer_ops AS
+    OPERATOR 1 <,
+    OPERATOR 2 <=,
+    OPERATOR 3 =,
+    OPERATOR 4 >=,
+    OPERATOR 5 >;
+
+CREATE OPERATOR CLASS int4_ops DEFAULT FOR TYPE int4 USING gpu_btree FAMILY integer_ops AS
+    OPERATOR 1 <,
+    OPERATOR 2 <=,
+    OPERATOR 3 =,
+    OPERATOR 4 >=,
+    OPERATOR 5 >;
+
+CREATE OPERATOR CLASS int8_ops DEFAULT FOR TYPE int8 USING gpu_btree FAMILY integer_ops AS
+    OPERATOR 1 <,
+    OPERATOR 2 <=,
+    OPERATOR 3 =,
+    OPERATOR 4 >=,
+    OPERATOR 5 >;
+
+ALTER OPERATOR FAMILY integer_ops USING gpu_btree ADD
+    OPERATOR 1 < (int2, int4),
+    OPERATOR 2 <= (int2, int4),
+    OPERATOR 3 = (int2, int4),
+    OPERATOR 4 >= (int2, int4),
+    OPERATOR 5 > (int2, int4);
+ALTER OPERATOR FAMILY integer_ops USING gpu_btree ADD
+    OPERATOR 1 < (int2, int8),
+    OPERATOR 2 <= (int2, int8),
+    OPERATOR 3 = (int2, int8),
+    OPERATOR 4 >= (int2, int8),
+    OPERATOR 5 > (int2, int8);
+ALTER OPERATOR FAMILY integer_ops USING gpu_btree ADD
+    OPERATOR 1 < (int4, int2),
+    OPERATOR 2 <= (int4, int2),
+    OPERATOR 3 = (int4, int2),
+    OPERATOR 4 >= (int4, int2),
+    OPERATOR 5 > (int4, int2);
+ALTER OPERATOR FAMILY integer_ops USING gpu_btree ADD
+    OPERATOR 1 < (int4, int8),
+    OPERATOR 2 <= (int4, int8),
+    OPERATOR 3 = (int4, int8),
+    OPERATOR 4 >= (int4, int8),
+    OPERATOR 5 > (int4, int8);
+ALTER OPERATOR FAMILY integer_ops USING gpu_btree ADD
+    OPERATOR 1 < (int8, int2),
+    OPERATOR 2 <= (int8, int2),
+    OPERATOR 3 = (int8, int2),
+    OPERATOR 4 >= (int8, int2),
+    OPERATOR 5 > (int8, int2);
+ALTER OPERATOR FAMILY integer_ops USING gpu_btree ADD
+    OPERATOR 1 < (int8, int4),
+    OPERATOR 2 <= (int8, int4),
+    OPERATOR 3 = (int8, int4),
+    OPERATOR 4 >= (int8, int4),
+    OPERATOR 5 > (int8, int4);
+
+CREATE OPERATOR FAMILY float_ops USING gpu_btree;
+
+CREATE OPERATOR CLASS float4_ops DEFAULT FOR TYPE float4 USING gpu_btree FAMILY float_ops AS
+    OPERATOR 1 <,
+    OPERATOR 2 <=,
+    OPERATOR 3 =,
+    OPERATOR 4 >=,
+    OPERATOR 5 >;
+
+CREATE OPERATOR CLASS float8_ops DEFAULT FOR TYPE float8 USING gpu_btree FAMILY float_ops AS
+    OPERATOR 1 <,
+    OPERATOR 2 <=,
+    OPERATOR 3 =,
+    OPERATOR 4 >=,
+    OPERATOR 5 >;
+
+ALTER OPERATOR FAMILY float_ops USING gpu_btree ADD
+    OPERATOR 1 < (float4, float8),
+    OPERATOR 2 <= (float4, float8),
+    OPERATOR 3 = (float4, float8),
+    OPERATOR 4 >= (float4, float8),
+    OPERATOR 5 > (float4, float8);
+ALTER OPERATOR FAMILY float_ops USING gpu_btree ADD
+    OPERATOR 1 < (float8, float4),
+    OPERATOR 2 <= (float8, float4),
+    OPERATOR 3 = (float8, float4),
+    OPERATOR 4 >= (float8, float4),
+    OPERATOR 5 > (float8, float4);
+
+CREATE OPERATOR FAMILY date_ops USING gpu_btree;
+
+CREATE OPERATOR CLASS date_ops DEFAULT FOR TYPE date USING gpu_btree FAMILY date_ops AS
+    OPERATOR 1 <,
+    OPERATOR 2 <=,
+    OPERATOR 3 =,
+    OPERATOR 4 >=,
+    OPERATOR 5 >;
+
+CREATE OPERATOR FAMILY timestamp_ops USING gpu_btree;
+
+CREATE OPERATOR CLASS timestamp_ops DEFAULT FOR TYPE timestamp USING gpu_btree FAMILY timestamp_ops AS
+    OPERATOR 1 <,
+    OPERATOR 2 <=,
+    OPERATOR 3 =,
+    OPERATOR 4 >=,
+    OPERATOR 5 >;
+
+CREATE OPERATOR FAMILY timestamptz_ops USING gpu_btree;
+
+CREATE OPERATOR CLASS timestamptz_ops DEFAULT FOR TYPE timestamptz USING gpu_btree FAMILY timestamptz_ops AS
+    OPERATOR 1 <,
+    OPERATOR 2 <=,
+    OPERATOR 3 =,
+    OPERATOR 4 >=,
+    OPERATOR 5 >;

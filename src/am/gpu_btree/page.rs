@@ -1,0 +1,230 @@
+//! gpu_btree's page formats.
+//!
+//! - block 0, the metapage: root, levels, the leftmost page of each level,
+//!   the generation (bumped at every leaf split: the device mirror of the
+//!   inner levels is current while it matches), the chain of NULL pages;
+//! - leaf pages: up to LEAF_CAPACITY (key, heap TID) entries sorted by key,
+//!   keys from the front (searched with SIMD), TIDs from the back; fence
+//!   keys and both sibling links in the special area;
+//! - inner pages: (key, child) entries, child j holding keys in
+//!   [key[j-1], key[j]] (upper-bound separators, as in the HB+-tree); the
+//!   last key of a page is its high fence (MAX on the rightmost page);
+//! - NULL pages: heap TIDs of NULL keys, a chain from the metapage.
+//!
+//! Keys are the order-preserving u64 encodings of `keys.rs`.
+
+use crate::storage::{PageMut, PageRef, Special, CONTENT_BYTES};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+pub const PAGE_ID: u16 = 0xB7EE;
+pub const META_BLOCK: u32 = 0;
+pub const MAGIC: u32 = 0x4742_5452; // "GBTR"
+pub const VERSION: u32 = 1;
+pub const NONE: u32 = pg_sys::InvalidBlockNumber;
+pub const MAX_LEVELS: usize = 16;
+
+pub const KIND_META: u8 = 1;
+pub const KIND_LEAF: u8 = 2;
+pub const KIND_INNER: u8 = 3;
+pub const KIND_NULLS: u8 = 4;
+
+pub const LEFTMOST: u16 = 1;
+pub const RIGHTMOST: u16 = 2;
+
+const TID_BYTES: usize = std::mem::size_of::<pg_sys::ItemPointerData>();
+const _: () = assert!(TID_BYTES == 6);
+pub const LEAF_CAPACITY: usize = CONTENT_BYTES / (8 + TID_BYTES);
+pub const INNER_CAPACITY: usize = CONTENT_BYTES / 12;
+pub const NULLS_CAPACITY: usize = CONTENT_BYTES / TID_BYTES;
+
+/// A heap TID as one ordered integer: block << 16 | offset.
+pub type Tid = u64;
+
+pub fn tid_from(p: pg_sys::ItemPointerData) -> Tid {
+    let block = ((p.ip_blkid.bi_hi as u64) << 16) | p.ip_blkid.bi_lo as u64;
+    (block << 16) | p.ip_posid as u64
+}
+
+pub fn tid_to(t: Tid) -> pg_sys::ItemPointerData {
+    let block = (t >> 16) as u32;
+    pg_sys::ItemPointerData {
+        ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: block as u16 },
+        ip_posid: t as u16,
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Meta {
+    pub magic: u32,
+    pub version: u32,
+    pub root: u32,
+    pub root_level: u32,
+    pub generation: u64,
+    /// Leftmost page of each level (level 0 = leaves).
+    pub leftmost: [u32; MAX_LEVELS],
+    pub null_head: u32,
+    pub null_tail: u32,
+}
+
+impl Meta {
+    pub fn new(root: u32) -> Meta {
+        let mut leftmost = [NONE; MAX_LEVELS];
+        leftmost[0] = root;
+        Meta { magic: MAGIC, version: VERSION, root, root_level: 0, generation: 1, leftmost, null_head: NONE, null_tail: NONE }
+    }
+}
+
+pub fn corrupted(what: String) -> ! {
+    crate::error::raise(
+        PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+        format!("gpu_btree: {what}"),
+        "REINDEX the index; gpuindex_check(index) reports what is wrong.",
+    )
+}
+
+fn expect_kind(page: &PageRef, kind: u8) -> Special {
+    let s = page.special();
+    if s.page_id != PAGE_ID || s.kind != kind {
+        corrupted(format!("expected a page of kind {kind}, found kind {} (page id {:#x})", s.kind, s.page_id));
+    }
+    s
+}
+
+pub fn read_meta(page: PageRef) -> Meta {
+    expect_kind(&page, KIND_META);
+    let m: Meta = page.header();
+    if m.magic != MAGIC || m.version != VERSION {
+        corrupted(format!("bad metapage (magic {:#x}, version {})", m.magic, m.version));
+    }
+    m
+}
+
+pub fn write_meta(page: &mut PageMut, m: &Meta) {
+    page.set_header(*m);
+    page.set_used(std::mem::size_of::<Meta>(), 0);
+}
+
+pub fn init_meta(page: &mut PageMut, m: &Meta) {
+    page.init(Special { kind: KIND_META, page_id: PAGE_ID, right: NONE, left: NONE, ..Default::default() });
+    write_meta(page, m);
+}
+
+pub fn special(kind: u8, level: u8, flags: u16, low: u64, high: u64) -> Special {
+    Special { kind, level, flags, low, high, right: NONE, left: NONE, page_id: PAGE_ID, ..Default::default() }
+}
+
+/// A leaf page, read.
+#[derive(Clone, Copy)]
+pub struct Leaf<'a> {
+    page: PageRef<'a>,
+    pub s: Special,
+}
+
+impl<'a> Leaf<'a> {
+    pub fn new(page: PageRef<'a>) -> Self {
+        let s = expect_kind(&page, KIND_LEAF);
+        Leaf { page, s }
+    }
+    pub fn count(&self) -> usize {
+        self.s.count as usize
+    }
+    pub fn keys(&self) -> &'a [u64] {
+        self.page.front(0, self.count())
+    }
+    pub fn tid(&self, i: usize) -> Tid {
+        tid_from(self.page.back::<pg_sys::ItemPointerData>(i))
+    }
+    pub fn rightmost(&self) -> bool {
+        self.s.flags & RIGHTMOST != 0
+    }
+}
+
+/// Writes a leaf's entries (the whole contents).
+pub fn leaf_set(page: &mut PageMut, keys: &[u64], tids: &[Tid]) {
+    assert!(keys.len() == tids.len() && keys.len() <= LEAF_CAPACITY);
+    page.front_mut::<u64>(0, keys.len()).copy_from_slice(keys);
+    for (i, &t) in tids.iter().enumerate() {
+        page.set_back(i, tid_to(t));
+    }
+    page.update_special(|s| s.count = keys.len() as u32);
+    page.set_used(keys.len() * 8, tids.len() * TID_BYTES);
+}
+
+/// Inserts an entry at position `pos` of a leaf with room.
+pub fn leaf_insert(page: &mut PageMut, pos: usize, key: u64, tid: Tid) {
+    let n = page.as_ref().special().count as usize;
+    assert!(n < LEAF_CAPACITY && pos <= n);
+    page.set_used((n + 1) * 8, (n + 1) * TID_BYTES);
+    let keys = page.front_mut::<u64>(0, n + 1);
+    keys.copy_within(pos..n, pos + 1);
+    keys[pos] = key;
+    page.move_back::<pg_sys::ItemPointerData>(pos, pos + 1, n - pos);
+    page.set_back(pos, tid_to(tid));
+    page.update_special(|s| s.count = n as u32 + 1);
+}
+
+/// An inner page, read.
+#[derive(Clone, Copy)]
+pub struct Inner<'a> {
+    page: PageRef<'a>,
+    pub s: Special,
+}
+
+impl<'a> Inner<'a> {
+    pub fn new(page: PageRef<'a>) -> Self {
+        let s = expect_kind(&page, KIND_INNER);
+        Inner { page, s }
+    }
+    pub fn count(&self) -> usize {
+        self.s.count as usize
+    }
+    pub fn keys(&self) -> &'a [u64] {
+        self.page.front(0, self.count())
+    }
+    pub fn child(&self, i: usize) -> u32 {
+        self.page.back::<u32>(i)
+    }
+    pub fn rightmost(&self) -> bool {
+        self.s.flags & RIGHTMOST != 0
+    }
+}
+
+pub fn inner_set(page: &mut PageMut, keys: &[u64], children: &[u32]) {
+    assert!(keys.len() == children.len() && keys.len() <= INNER_CAPACITY);
+    page.front_mut::<u64>(0, keys.len()).copy_from_slice(keys);
+    for (i, &c) in children.iter().enumerate() {
+        page.set_back(i, c);
+    }
+    page.update_special(|s| s.count = keys.len() as u32);
+    page.set_used(keys.len() * 8, children.len() * 4);
+}
+
+/// A NULL page, read.
+pub struct Nulls<'a> {
+    page: PageRef<'a>,
+    pub s: Special,
+}
+
+impl<'a> Nulls<'a> {
+    pub fn new(page: PageRef<'a>) -> Self {
+        let s = expect_kind(&page, KIND_NULLS);
+        Nulls { page, s }
+    }
+    pub fn count(&self) -> usize {
+        self.s.count as usize
+    }
+    pub fn tid(&self, i: usize) -> Tid {
+        tid_from(self.page.back::<pg_sys::ItemPointerData>(i))
+    }
+}
+
+pub fn nulls_set(page: &mut PageMut, tids: &[Tid]) {
+    assert!(tids.len() <= NULLS_CAPACITY);
+    for (i, &t) in tids.iter().enumerate() {
+        page.set_back(i, tid_to(t));
+    }
+    page.update_special(|s| s.count = tids.len() as u32);
+    page.set_used(0, tids.len() * TID_BYTES);
+}

@@ -1,0 +1,99 @@
+//! `gpu_btree_probe(index regclass, keys anyarray)`: many keys through a
+//! gpu_btree index in one batch (the mirror's inner search on the GPU or
+//! the CPU, then the leaf pages), returning for each input position the
+//! TIDs of the rows with that key that are visible to the caller's
+//! snapshot (the visible member of each HOT chain). Join back with
+//! `JOIN t ON t.ctid = p.ctid`.
+
+use super::keys;
+use super::page::{tid_to, Tid};
+use super::tree::Tree;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// Opens `index` and checks that it is a gpu_btree index over keys
+/// comparable with `elem_type`.
+unsafe fn open_index(index: pg_sys::Oid, elem_type: pg_sys::Oid) -> pg_sys::Relation {
+    let rel = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
+    let am = pg_sys::get_index_am_oid(c"gpu_btree".as_ptr(), false);
+    if (*(*rel).rd_rel).relam != am {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            format!("\"{}\" is not a gpu_btree index", pgrx::name_data_to_str(&(*(*rel).rd_rel).relname)),
+            "Pass an index created with USING gpu_btree.",
+        );
+    }
+    let key_type = super::build::key_type(rel);
+    if keys::family_of(elem_type) != keys::family_of(key_type) {
+        let name = |t| std::ffi::CStr::from_ptr(pg_sys::format_type_be(t)).to_string_lossy().into_owned();
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+            format!("keys of type {}[] cannot probe an index on {}", name(elem_type), name(key_type)),
+            "Cast the array to the indexed column's type, e.g. $1::bigint[].",
+        );
+    }
+    rel
+}
+
+/// For (code, input position) pairs: the visible TIDs, (position, tid),
+/// in input order.
+unsafe fn probe_visible(index: pg_sys::Relation, mut wanted: Vec<(u64, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+    wanted.sort_unstable();
+    let mut codes: Vec<u64> = wanted.iter().map(|w| w.0).collect();
+    codes.dedup();
+    let tree = Tree::new(index);
+    let entries: Vec<(u64, Tid)> = if codes.is_empty() { Vec::new() } else { super::mirror::probe(&tree, &codes, "gpu_btree_probe") };
+    let heap = pg_sys::table_open((*(*index).rd_index).indrelid, pg_sys::AccessShareLock as i32);
+    let am = &*(*heap).rd_tableam;
+    let fetch = am.index_fetch_begin.expect("index_fetch_begin")(heap);
+    let slot = pg_sys::table_slot_create(heap, std::ptr::null_mut());
+    let snapshot = pg_sys::GetActiveSnapshot();
+    let mut out = Vec::new();
+    let mut w = 0;
+    for (code, tid) in entries {
+        let mut t = tid_to(tid);
+        let (mut call_again, mut all_dead) = (false, false);
+        let found = am.index_fetch_tuple.expect("index_fetch_tuple")(fetch, &mut t, snapshot, slot, &mut call_again, &mut all_dead);
+        if !found {
+            continue;
+        }
+        let visible = (*slot).tts_tid;
+        while w < wanted.len() && wanted[w].0 < code {
+            w += 1;
+        }
+        let mut i = w;
+        while i < wanted.len() && wanted[i].0 == code {
+            out.push((wanted[i].1, visible));
+            i += 1;
+        }
+    }
+    pg_sys::ExecDropSingleTupleTableSlot(slot);
+    am.index_fetch_end.expect("index_fetch_end")(fetch);
+    pg_sys::table_close(heap, pg_sys::AccessShareLock as i32);
+    out.sort_by_key(|o| o.0);
+    out
+}
+
+#[pg_extern(volatile, parallel_safe, strict)]
+fn gpu_btree_probe(
+    index: pgrx::PgRelation,
+    keys: pgrx::datum::AnyArray,
+) -> TableIterator<'static, (name!(ord, i64), name!(ctid, pg_sys::ItemPointerData))> {
+    // SAFETY: catalog and buffer access from a backend, relations closed below.
+    let rows = unsafe {
+        let (elem_type, values) = keys::array_elements(keys.datum());
+        let rel = open_index(index.oid(), elem_type);
+        let mut wanted = Vec::with_capacity(values.len());
+        for (i, v) in values {
+            let (lo, hi) = keys::equal_range(v, elem_type);
+            wanted.push((lo, i));
+            if hi != lo {
+                wanted.push((hi, i));
+            }
+        }
+        let rows = probe_visible(rel, wanted);
+        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
+        rows
+    };
+    TableIterator::new(rows.into_iter())
+}

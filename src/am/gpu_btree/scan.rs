@@ -1,0 +1,365 @@
+//! Index scans: ambeginscan, amrescan, amgettuple (both directions,
+//! index-only), amgetbitmap, amendscan.
+//!
+//! The scan keys become a plan: a range of codes (optionally followed by
+//! the NULLs, for unqualified ordered scans), a sorted list of probes
+//! (`= ANY(array)`: one batch through the mirror and the batch executor),
+//! the NULLs alone, or nothing. Range scans copy a page's matching entries
+//! at a time and drop the lock (safe for MVCC snapshots, which are all a
+//! gpu_btree scan accepts); probes and NULLs are materialised at once.
+
+use super::keys::{self, Bounds};
+use super::mirror;
+use super::page::*;
+use super::tree::Tree;
+use crate::storage::{Shared, Special};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// Below this many probes, probes are searched one descent each (building
+/// a mirror would cost more).
+const MIRROR_MIN_PROBES: usize = 32;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Plan {
+    Empty,
+    Nulls,
+    Range { b: Bounds, with_nulls: bool },
+    Probes(Vec<u64>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Keys,
+    Nulls,
+}
+
+/// Where the current page's items came from.
+#[derive(Debug, Clone, Copy)]
+struct PageInfo {
+    block: u32,
+    s: Special,
+}
+
+pub struct ScanState {
+    key_type: pg_sys::Oid,
+    plan: Plan,
+    started: bool,
+    items: Vec<(u64, Tid)>,
+    pos: isize,
+    phase: Phase,
+    page: Option<PageInfo>,
+    tuple_ctx: pg_sys::MemoryContext,
+}
+
+fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -> Plan {
+    let mut b = Bounds::ALL;
+    let (mut is_null, mut not_null) = (false, false);
+    let mut probes: Option<Vec<u64>> = None;
+    for i in 0..scan.numberOfKeys as usize {
+        // SAFETY: keyData holds numberOfKeys keys.
+        let k = unsafe { &*scan.keyData.add(i) };
+        let flags = k.sk_flags as u32;
+        if flags & pg_sys::SK_ISNULL != 0 {
+            if flags & pg_sys::SK_SEARCHNULL != 0 {
+                is_null = true;
+            } else if flags & pg_sys::SK_SEARCHNOTNULL != 0 {
+                not_null = true;
+            } else {
+                return Plan::Empty; // comparison with NULL
+            }
+            continue;
+        }
+        let arg_type = if k.sk_subtype == pg_sys::InvalidOid { key_type } else { k.sk_subtype };
+        if flags & pg_sys::SK_SEARCHARRAY != 0 {
+            let (elem_type, values) = keys::array_elements(k.sk_argument);
+            if values.is_empty() {
+                return Plan::Empty;
+            }
+            if k.sk_strategy == 3 {
+                let mut codes: Vec<u64> = Vec::with_capacity(values.len());
+                for (_, v) in &values {
+                    let (lo, hi) = keys::equal_range(*v, elem_type);
+                    codes.extend(if lo == hi { vec![lo] } else { vec![lo, hi] });
+                }
+                codes.sort_unstable();
+                codes.dedup();
+                probes = Some(match probes {
+                    None => codes,
+                    Some(prev) => prev.into_iter().filter(|c| codes.binary_search(c).is_ok()).collect(),
+                });
+            } else {
+                // col < ANY(a) is col < max(a); col > ANY(a) is col > min(a).
+                let pick = |take_max: bool| {
+                    let codes = values.iter().map(|&(_, v)| (keys::encode(v, elem_type), v));
+                    if take_max { codes.max_by_key(|c| c.0) } else { codes.min_by_key(|c| c.0) }
+                };
+                let (_, v) = pick(k.sk_strategy <= 2).expect("non-empty array");
+                b.narrow(k.sk_strategy, v, elem_type);
+            }
+        } else {
+            b.narrow(k.sk_strategy, k.sk_argument, arg_type);
+        }
+    }
+    if is_null {
+        let others = scan.numberOfKeys as usize > 1;
+        return if not_null || others { Plan::Empty } else { Plan::Nulls };
+    }
+    if b.empty {
+        return Plan::Empty;
+    }
+    match probes {
+        Some(p) => {
+            let p: Vec<u64> = p.into_iter().filter(|&c| b.contains(c)).collect();
+            if p.is_empty() {
+                Plan::Empty
+            } else {
+                Plan::Probes(p)
+            }
+        }
+        None => Plan::Range { b, with_nulls: scan.numberOfKeys == 0 },
+    }
+}
+
+fn null_tids(tree: &Tree) -> Vec<(u64, Tid)> {
+    let mut out = Vec::new();
+    let mut block = tree.meta().null_head;
+    while block != NONE {
+        let g = Shared::lock(tree.rel, block);
+        let n = Nulls::new(g.page());
+        out.extend((0..n.count()).map(|i| (0, n.tid(i))));
+        block = n.s.right;
+    }
+    out
+}
+
+/// The matching entries of one leaf.
+fn page_items(g: &Shared, b: &Bounds, out: &mut Vec<(u64, Tid)>) -> PageInfo {
+    let l = Leaf::new(g.page());
+    let keys = l.keys();
+    let start = gpuindex_engine::hbtree::line::lower_bound(keys, b.lo);
+    out.clear();
+    for (i, &k) in keys.iter().enumerate().skip(start) {
+        if k > b.hi {
+            break;
+        }
+        out.push((k, l.tid(i)));
+    }
+    PageInfo { block: g.block(), s: l.s }
+}
+
+/// Every entry of a probe plan, in key order.
+fn probe_items(tree: &Tree, probes: &[u64]) -> Vec<(u64, Tid)> {
+    if probes.len() >= MIRROR_MIN_PROBES {
+        return mirror::probe(tree, probes, "gpu_btree = ANY");
+    }
+    let mut out = Vec::new();
+    for &q in probes {
+        let g = tree.find_leaf(q);
+        let hit = (g.block(), gpuindex_engine::hbtree::line::lower_bound(Leaf::new(g.page()).keys(), q) as u32);
+        drop(g);
+        mirror::collect(tree.rel, &[q], &[hit], &mut out);
+    }
+    out
+}
+
+impl ScanState {
+    fn reset(&mut self, plan: Plan) {
+        self.plan = plan;
+        self.started = false;
+        self.items.clear();
+        self.pos = -1;
+        self.phase = Phase::Keys;
+        self.page = None;
+    }
+
+    /// Positions at the first item in direction `dir` (+1 / -1).
+    fn start(&mut self, tree: &Tree, dir: isize) {
+        self.started = true;
+        match &self.plan {
+            Plan::Empty => self.items.clear(),
+            Plan::Nulls => {
+                self.items = null_tids(tree);
+                self.phase = Phase::Nulls;
+            }
+            Plan::Probes(p) => self.items = probe_items(tree, p),
+            Plan::Range { b, with_nulls } => {
+                let b = *b;
+                if dir < 0 && *with_nulls {
+                    self.items = null_tids(tree);
+                    self.phase = Phase::Nulls;
+                } else {
+                    let g = if dir > 0 { tree.find_leaf(b.lo) } else { tree.find_last_leaf(b.hi) };
+                    self.page = Some(page_items(&g, &b, &mut self.items));
+                }
+            }
+        }
+        self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
+    }
+
+    /// Loads the next items in direction `dir`; false at the end.
+    fn advance(&mut self, tree: &Tree, dir: isize) -> bool {
+        let Plan::Range { b, with_nulls } = self.plan.clone() else { return false };
+        let g = match (self.phase, dir > 0) {
+            (Phase::Keys, true) => match self.page {
+                Some(p) if p.s.flags & RIGHTMOST == 0 && p.s.high <= b.hi => Shared::lock(tree.rel, p.s.right),
+                _ if with_nulls => {
+                    self.items = null_tids(tree);
+                    self.phase = Phase::Nulls;
+                    self.pos = 0;
+                    return true;
+                }
+                _ => return false,
+            },
+            (Phase::Keys, false) => match self.page {
+                Some(p) if p.s.flags & LEFTMOST == 0 && p.s.low >= b.lo => tree.leaf_left_of(p.block, p.s.left),
+                _ => return false,
+            },
+            (Phase::Nulls, true) => return false,
+            (Phase::Nulls, false) => {
+                self.phase = Phase::Keys;
+                match self.page {
+                    Some(p) => Shared::lock(tree.rel, p.block), // back to where the keys ended
+                    None => tree.find_last_leaf(b.hi),
+                }
+            }
+        };
+        self.page = Some(page_items(&g, &b, &mut self.items));
+        self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
+        true
+    }
+
+    fn next(&mut self, tree: &Tree, dir: isize) -> Option<(u64, Tid, bool)> {
+        if !self.started {
+            self.start(tree, dir);
+        } else {
+            self.pos += dir;
+        }
+        loop {
+            if self.pos >= 0 && (self.pos as usize) < self.items.len() {
+                let (k, t) = self.items[self.pos as usize];
+                return Some((k, t, self.phase == Phase::Nulls));
+            }
+            if !self.advance(tree, dir) {
+                // Stay just outside the items, so a change of direction
+                // resumes at the last item returned.
+                self.pos = if dir > 0 { self.items.len() as isize } else { -1 };
+                return None;
+            }
+        }
+    }
+}
+
+fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
+    // SAFETY: opaque was set by ambeginscan to a ScanState that lives as
+    // long as the scan's memory context.
+    unsafe { &mut *((*scan).opaque as *mut ScanState) }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn ambeginscan(
+    index: pg_sys::Relation,
+    nkeys: std::ffi::c_int,
+    norderbys: std::ffi::c_int,
+) -> pg_sys::IndexScanDesc {
+    let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
+    let tuple_ctx =
+        pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpu_btree tuples".as_ptr(), 0, 1024, 8192);
+    let st = ScanState {
+        key_type: super::build::key_type(index),
+        plan: Plan::Empty,
+        started: false,
+        items: Vec::new(),
+        pos: -1,
+        phase: Phase::Keys,
+        page: None,
+        tuple_ctx,
+    };
+    (*scan).opaque = pgrx::PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(st) as *mut std::ffi::c_void;
+    scan
+}
+
+fn check_snapshot(scan: &pg_sys::IndexScanDescData) {
+    // SAFETY: xs_snapshot is set for every scan the executor runs.
+    let t = unsafe { scan.xs_snapshot.as_ref().map(|s| s.snapshot_type) };
+    if !matches!(t, Some(pg_sys::SnapshotType::SNAPSHOT_MVCC | pg_sys::SnapshotType::SNAPSHOT_HISTORIC_MVCC)) {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "gpu_btree scans need an MVCC snapshot",
+            "gpu_btree cannot serve exclusion constraints or CLUSTER; use btree for those.",
+        );
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn amrescan(
+    scan: pg_sys::IndexScanDesc,
+    keys: pg_sys::ScanKey,
+    nkeys: std::ffi::c_int,
+    _orderbys: pg_sys::ScanKey,
+    _norderbys: std::ffi::c_int,
+) {
+    if !keys.is_null() && nkeys > 0 {
+        std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
+    }
+    let st = state(scan);
+    let plan = plan_of(&*scan, st.key_type);
+    st.reset(plan);
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: pg_sys::ScanDirection::Type) -> bool {
+    check_snapshot(&*scan);
+    let dir: isize = if direction == pg_sys::ScanDirection::BackwardScanDirection { -1 } else { 1 };
+    let tree = Tree::new((*scan).indexRelation);
+    let st = state(scan);
+    let Some((key, tid, is_null)) = st.next(&tree, dir) else { return false };
+    (*scan).xs_heaptid = tid_to(tid);
+    (*scan).xs_recheck = false;
+    if (*scan).xs_want_itup {
+        pg_sys::MemoryContextReset(st.tuple_ctx);
+        let desc = (*(*scan).indexRelation).rd_att;
+        let mut value = if is_null { pg_sys::Datum::from(0) } else { keys::decode(key, st.key_type) };
+        let mut null = is_null;
+        (*scan).xs_itup = pg_sys::index_form_tuple_context(desc, &mut value, &mut null, st.tuple_ctx);
+        (*scan).xs_itupdesc = desc;
+    }
+    true
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
+    check_snapshot(&*scan);
+    let tree = Tree::new((*scan).indexRelation);
+    let st = state(scan);
+    let mut tids: Vec<pg_sys::ItemPointerData> = Vec::new();
+    let mut total = 0i64;
+    let mut flush = |tids: &mut Vec<pg_sys::ItemPointerData>| {
+        total += tids.len() as i64;
+        pg_sys::tbm_add_tuples(tbm, tids.as_mut_ptr(), tids.len() as i32, false);
+        tids.clear();
+    };
+    st.reset(st.plan.clone());
+    while let Some((_, tid, _)) = st.next(&tree, 1) {
+        tids.push(tid_to(tid));
+        if tids.len() == 4096 {
+            flush(&mut tids);
+        }
+    }
+    flush(&mut tids);
+    total
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
+    // The state is dropped with the scan's memory context; free its
+    // buffers now.
+    let st = state(scan);
+    st.items = Vec::new();
+    st.plan = Plan::Empty;
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn amcanreturn(_index: pg_sys::Relation, attno: std::ffi::c_int) -> bool {
+    attno == 1
+}

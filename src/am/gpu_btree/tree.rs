@@ -1,0 +1,355 @@
+//! The B-link tree over pages (Lehman & Yao, as nbtree): descents move
+//! right past pages split since their parent was read, a split keeps the
+//! left half in place, and the parent learns of the new right page in a
+//! second WAL record. Locks: readers hold one page at a time; writers lock
+//! left to right within a level and child before parent, so no cycle can
+//! form. A crash between the two records leaves a right page without a
+//! downlink: searches still reach it through its left sibling's right link.
+
+use super::page::*;
+use crate::storage::{new_page, Exclusive, PageRef, Shared, Xlog};
+use gpuindex_engine::hbtree::line::lower_bound;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// A page locked either way.
+pub enum Locked {
+    S(Shared),
+    X(Exclusive),
+}
+
+impl Locked {
+    pub fn page(&self) -> PageRef<'_> {
+        match self {
+            Locked::S(g) => g.page(),
+            Locked::X(g) => g.page(),
+        }
+    }
+    pub fn block(&self) -> u32 {
+        match self {
+            Locked::S(g) => g.block(),
+            Locked::X(g) => g.block(),
+        }
+    }
+    fn lock(rel: pg_sys::Relation, block: u32, exclusive: bool) -> Locked {
+        if exclusive {
+            Locked::X(Exclusive::lock(rel, block))
+        } else {
+            Locked::S(Shared::lock(rel, block))
+        }
+    }
+}
+
+/// First position with key > q.
+pub fn upper_bound(keys: &[u64], q: u64) -> usize {
+    match q.checked_add(1) {
+        Some(next) => lower_bound(keys, next),
+        None => keys.len(),
+    }
+}
+
+pub struct Tree {
+    pub rel: pg_sys::Relation,
+    /// Leaf entries kept when a rightmost leaf splits at its end (append
+    /// workloads): the fillfactor, as nbtree does.
+    pub fill_leaf: usize,
+}
+
+impl Tree {
+    pub fn new(rel: pg_sys::Relation) -> Tree {
+        Tree { rel, fill_leaf: LEAF_CAPACITY * super::options::fillfactor(rel) / 100 }
+    }
+
+    pub fn meta(&self) -> Meta {
+        read_meta(Shared::lock(self.rel, META_BLOCK).page())
+    }
+
+    /// The first page at `level` whose high key is >= q (every key < q of
+    /// that level lies to its left), locked shared or exclusive. `path`
+    /// receives the inner pages passed, top down.
+    pub fn descend(&self, q: u64, level: u32, exclusive: bool, path: &mut Vec<u32>) -> Locked {
+        let m = self.meta();
+        if m.root_level < level {
+            corrupted(format!("level {level} asked for, the root is at level {}", m.root_level));
+        }
+        let mut block = m.root;
+        let mut at = m.root_level;
+        loop {
+            let page = self.move_right(Locked::lock(self.rel, block, exclusive && at == level), q);
+            if at == level {
+                return page;
+            }
+            let inner = Inner::new(page.page());
+            let j = lower_bound(inner.keys(), q);
+            if j >= inner.count() {
+                corrupted(format!("inner page {} has no child for key {q}", page.block()));
+            }
+            path.push(page.block());
+            block = inner.child(j);
+            at -= 1;
+        }
+    }
+
+    /// Moves right while q is above the page's high key.
+    fn move_right(&self, mut page: Locked, q: u64) -> Locked {
+        loop {
+            let s = page.page().special();
+            if s.flags & RIGHTMOST != 0 || q <= s.high {
+                return page;
+            }
+            let exclusive = matches!(page, Locked::X(_));
+            drop(page);
+            page = Locked::lock(self.rel, s.right, exclusive);
+        }
+    }
+
+    /// The leaf where the lower bound of q lies (share-locked).
+    pub fn find_leaf(&self, q: u64) -> Shared {
+        match self.descend(q, 0, false, &mut Vec::new()) {
+            Locked::S(g) => g,
+            Locked::X(_) => unreachable!("shared descent"),
+        }
+    }
+
+    /// The last leaf that may hold keys <= q (start of a backward scan).
+    pub fn find_last_leaf(&self, q: u64) -> Shared {
+        let mut g = self.find_leaf(q);
+        loop {
+            let s = g.page().special();
+            if s.flags & RIGHTMOST != 0 || s.high != q {
+                return g;
+            }
+            drop(g);
+            g = Shared::lock(self.rel, s.right);
+        }
+    }
+
+    /// The leaf left of `block` (whose left link is `left`), walking right
+    /// from `left` past pages split off it since.
+    pub fn leaf_left_of(&self, block: u32, left: u32) -> Shared {
+        let mut g = Shared::lock(self.rel, left);
+        loop {
+            let s = Leaf::new(g.page()).s;
+            if s.right == block || s.flags & RIGHTMOST != 0 {
+                return g;
+            }
+            drop(g);
+            g = Shared::lock(self.rel, s.right);
+        }
+    }
+
+    /// Every (high key, child) entry of `level`, left to right.
+    pub fn level_entries(&self, m: &Meta, level: u32) -> (Vec<u64>, Vec<u32>) {
+        let (mut keys, mut children) = (Vec::new(), Vec::new());
+        let mut block = m.leftmost[level as usize];
+        while block != NONE {
+            let g = Shared::lock(self.rel, block);
+            let inner = Inner::new(g.page());
+            keys.extend_from_slice(inner.keys());
+            children.extend((0..inner.count()).map(|i| inner.child(i)));
+            block = if inner.rightmost() { NONE } else { inner.s.right };
+        }
+        (keys, children)
+    }
+
+    /// Inserts one entry.
+    pub fn insert(&self, key: u64, tid: Tid) {
+        let mut path = Vec::new();
+        let Locked::X(leaf) = self.descend(key, 0, true, &mut path) else { unreachable!("exclusive descent") };
+        let (count, pos) = {
+            let l = Leaf::new(leaf.page());
+            (l.count(), upper_bound(l.keys(), key))
+        };
+        if count < LEAF_CAPACITY {
+            let x = Xlog::start(self.rel);
+            leaf_insert(&mut x.register(&leaf, false), pos, key, tid);
+            x.finish();
+            return;
+        }
+        self.split_leaf(leaf, pos, key, tid, path);
+    }
+
+    /// Splits a full leaf while inserting: one record changes the leaf, the
+    /// new right page, the old right neighbour's left link and the
+    /// metapage's generation (4 pages, GenericXLog's limit).
+    fn split_leaf(&self, leaf: Exclusive, pos: usize, key: u64, tid: Tid, path: Vec<u32>) {
+        let (mut keys, mut tids, s) = {
+            let l = Leaf::new(leaf.page());
+            (l.keys().to_vec(), (0..l.count()).map(|i| l.tid(i)).collect::<Vec<_>>(), l.s)
+        };
+        keys.insert(pos, key);
+        tids.insert(pos, tid);
+        let appending = s.flags & RIGHTMOST != 0 && pos + 1 == keys.len();
+        let split = if appending { self.fill_leaf.clamp(1, keys.len() - 1) } else { keys.len() / 2 };
+        let sep = keys[split - 1];
+        let right = new_page(self.rel);
+        let neighbour = (s.flags & RIGHTMOST == 0).then(|| Exclusive::lock(self.rel, s.right));
+        let meta = Exclusive::lock(self.rel, META_BLOCK);
+        let x = Xlog::start(self.rel);
+        {
+            let mut rp = x.register(&right, true);
+            let mut rs = special(KIND_LEAF, 0, s.flags & RIGHTMOST, sep, s.high);
+            rs.left = leaf.block();
+            rs.right = s.right;
+            rp.init(rs);
+            leaf_set(&mut rp, &keys[split..], &tids[split..]);
+            let mut lp = x.register(&leaf, false);
+            lp.update_special(|t| {
+                t.flags &= !RIGHTMOST;
+                t.high = sep;
+                t.right = right.block();
+            });
+            leaf_set(&mut lp, &keys[..split], &tids[..split]);
+            if let Some(n) = &neighbour {
+                x.register(n, false).update_special(|t| t.left = right.block());
+            }
+            let mut mp = x.register(&meta, false);
+            let mut m = read_meta(mp.as_ref());
+            m.generation += 1;
+            write_meta(&mut mp, &m);
+        }
+        x.finish();
+        let right_block = right.block();
+        drop(meta);
+        drop(neighbour);
+        drop(right);
+        self.insert_downlink(path, 0, leaf, sep, right_block);
+    }
+
+    /// After `child` (still locked) split at `sep` into itself and
+    /// `right`, records the split one level up: the parent's entry
+    /// (B, child) becomes (sep, child), (B, right).
+    fn insert_downlink(&self, mut path: Vec<u32>, level: u32, child: Exclusive, sep: u64, right: u32) {
+        let parent = match path.pop() {
+            Some(hint) => self.find_parent(Exclusive::lock(self.rel, hint), child.block()),
+            None => {
+                let meta = Exclusive::lock(self.rel, META_BLOCK);
+                let m = read_meta(meta.page());
+                if m.root == child.block() {
+                    self.new_root(meta, m, level + 1, child.block(), sep, right);
+                    return;
+                }
+                drop(meta);
+                let Locked::X(p) = self.descend(sep, level + 1, true, &mut path) else { unreachable!() };
+                self.find_parent(p, child.block())
+            }
+        };
+        let Some((parent, j)) = parent else {
+            // The child's own downlink is missing (a split interrupted by a
+            // crash): its right page stays reachable by right links only.
+            debug1!("gpu_btree: no downlink for block {} in \"{}\"", child.block(), self.name());
+            return;
+        };
+        drop(child);
+        let (mut keys, mut children, s) = {
+            let p = Inner::new(parent.page());
+            (p.keys().to_vec(), (0..p.count()).map(|i| p.child(i)).collect::<Vec<_>>(), p.s)
+        };
+        let bound = keys[j];
+        keys[j] = sep;
+        keys.insert(j + 1, bound);
+        children.insert(j + 1, right);
+        if keys.len() <= INNER_CAPACITY {
+            let x = Xlog::start(self.rel);
+            inner_set(&mut x.register(&parent, false), &keys, &children);
+            x.finish();
+            return;
+        }
+        let appending = s.flags & RIGHTMOST != 0 && j + 2 == keys.len();
+        let split = if appending { INNER_CAPACITY * 9 / 10 } else { keys.len() / 2 };
+        let new = new_page(self.rel);
+        let x = Xlog::start(self.rel);
+        {
+            let mut np = x.register(&new, true);
+            let mut ns = special(KIND_INNER, s.level, s.flags & RIGHTMOST, keys[split - 1], s.high);
+            ns.left = parent.block();
+            ns.right = s.right;
+            np.init(ns);
+            inner_set(&mut np, &keys[split..], &children[split..]);
+            let mut pp = x.register(&parent, false);
+            pp.update_special(|t| {
+                t.flags &= !RIGHTMOST;
+                t.high = keys[split - 1];
+                t.right = new.block();
+            });
+            inner_set(&mut pp, &keys[..split], &children[..split]);
+        }
+        x.finish();
+        let new_block = new.block();
+        drop(new);
+        self.insert_downlink(path, level + 1, parent, keys[split - 1], new_block);
+    }
+
+    /// Moves right from `page` to the page holding the downlink to `child`.
+    fn find_parent(&self, mut page: Exclusive, child: u32) -> Option<(Exclusive, usize)> {
+        loop {
+            let p = Inner::new(page.page());
+            if let Some(j) = (0..p.count()).find(|&j| p.child(j) == child) {
+                return Some((page, j));
+            }
+            if p.rightmost() {
+                return None;
+            }
+            let next = p.s.right;
+            drop(page);
+            page = Exclusive::lock(self.rel, next);
+        }
+    }
+
+    fn new_root(&self, meta: Exclusive, mut m: Meta, level: u32, left: u32, sep: u64, right: u32) {
+        if level as usize >= MAX_LEVELS {
+            corrupted(format!("tree deeper than {MAX_LEVELS} levels"));
+        }
+        let root = new_page(self.rel);
+        let x = Xlog::start(self.rel);
+        {
+            let mut rp = x.register(&root, true);
+            rp.init(special(KIND_INNER, level as u8, LEFTMOST | RIGHTMOST, 0, u64::MAX));
+            inner_set(&mut rp, &[sep, u64::MAX], &[left, right]);
+            m.root = root.block();
+            m.root_level = level;
+            m.leftmost[level as usize] = root.block();
+            write_meta(&mut x.register(&meta, false), &m);
+        }
+        x.finish();
+    }
+
+    /// Appends the TID of a NULL key to the NULL chain (serialised by the
+    /// metapage lock).
+    pub fn insert_null(&self, tid: Tid) {
+        let meta = Exclusive::lock(self.rel, META_BLOCK);
+        let mut m = read_meta(meta.page());
+        let tail = (m.null_tail != NONE).then(|| Exclusive::lock(self.rel, m.null_tail));
+        if let Some(t) = &tail {
+            let n = Nulls::new(t.page());
+            if n.count() < NULLS_CAPACITY {
+                let mut tids: Vec<Tid> = (0..n.count()).map(|i| n.tid(i)).collect();
+                tids.push(tid);
+                let x = Xlog::start(self.rel);
+                nulls_set(&mut x.register(t, false), &tids);
+                x.finish();
+                return;
+            }
+        }
+        let new = new_page(self.rel);
+        let x = Xlog::start(self.rel);
+        {
+            let mut np = x.register(&new, true);
+            np.init(special(KIND_NULLS, 0, 0, 0, 0));
+            nulls_set(&mut np, &[tid]);
+            if let Some(t) = &tail {
+                x.register(t, false).update_special(|s| s.right = new.block());
+            } else {
+                m.null_head = new.block();
+            }
+            m.null_tail = new.block();
+            write_meta(&mut x.register(&meta, false), &m);
+        }
+        x.finish();
+    }
+
+    fn name(&self) -> String {
+        // SAFETY: rd_rel is valid for an open relation.
+        unsafe { pgrx::name_data_to_str(&(*(*self.rel).rd_rel).relname).to_string() }
+    }
+}

@@ -1,0 +1,3 @@
+//! The index access methods, one folder each.
+
+pub mod gpu_btree;

@@ -1,0 +1,111 @@
+//! Pinned, locked buffers as guards: dropping one unlocks and unpins it,
+//! also when an ERROR unwinds.
+
+use super::page::{PageMut, PageRef};
+use pgrx::pg_sys;
+
+fn read(rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
+    // SAFETY: plain buffer-manager call; errors are raised as PostgreSQL ERRORs.
+    unsafe {
+        pg_sys::ReadBufferExtended(
+            rel,
+            pg_sys::ForkNumber::MAIN_FORKNUM,
+            block,
+            pg_sys::ReadBufferMode::RBM_NORMAL,
+            std::ptr::null_mut(),
+        )
+    }
+}
+
+/// A pinned page under a share lock.
+pub struct Shared {
+    buf: pg_sys::Buffer,
+}
+
+impl Shared {
+    pub fn lock(rel: pg_sys::Relation, block: u32) -> Shared {
+        let buf = read(rel, block);
+        // SAFETY: buf is pinned.
+        unsafe { pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32) };
+        Shared { buf }
+    }
+
+    pub fn page(&self) -> PageRef<'_> {
+        // SAFETY: the buffer is pinned and share-locked while self lives.
+        unsafe { PageRef::new(pg_sys::BufferGetPage(self.buf) as *const u8) }
+    }
+
+    pub fn block(&self) -> u32 {
+        // SAFETY: buf is a valid pinned buffer.
+        unsafe { pg_sys::BufferGetBlockNumber(self.buf) }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: locked and pinned by this guard.
+        unsafe { pg_sys::UnlockReleaseBuffer(self.buf) };
+    }
+}
+
+/// A pinned page under an exclusive lock. Change it through an `Xlog`
+/// record (or, during a build, directly followed by `mark_dirty`).
+pub struct Exclusive {
+    buf: pg_sys::Buffer,
+}
+
+impl Exclusive {
+    pub fn lock(rel: pg_sys::Relation, block: u32) -> Exclusive {
+        let buf = read(rel, block);
+        // SAFETY: buf is pinned.
+        unsafe { pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32) };
+        Exclusive { buf }
+    }
+
+    pub fn page(&self) -> PageRef<'_> {
+        // SAFETY: pinned and locked while self lives.
+        unsafe { PageRef::new(pg_sys::BufferGetPage(self.buf) as *const u8) }
+    }
+
+    /// Direct write access, for bulk builds only (no WAL record; the build
+    /// logs every page at its end with log_newpage_range).
+    pub fn page_mut_unlogged(&mut self) -> PageMut<'_> {
+        // SAFETY: exclusively locked while self lives.
+        unsafe { PageMut::new(pg_sys::BufferGetPage(self.buf) as *mut u8) }
+    }
+
+    pub fn mark_dirty(&self) {
+        // SAFETY: exclusively locked buffer.
+        unsafe { pg_sys::MarkBufferDirty(self.buf) };
+    }
+
+    pub fn block(&self) -> u32 {
+        // SAFETY: valid pinned buffer.
+        unsafe { pg_sys::BufferGetBlockNumber(self.buf) }
+    }
+
+    pub(super) fn buffer(&self) -> pg_sys::Buffer {
+        self.buf
+    }
+}
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        // SAFETY: locked and pinned by this guard.
+        unsafe { pg_sys::UnlockReleaseBuffer(self.buf) };
+    }
+}
+
+/// Extends the relation by one page and returns it exclusively locked
+/// (contents zeroed: the caller initialises it, in an Xlog record with
+/// `new_page = true`, or directly during a build).
+pub fn new_page(rel: pg_sys::Relation) -> Exclusive {
+    // SAFETY: the extension lock serialises extenders, as nbtree does.
+    unsafe {
+        pg_sys::LockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
+        let buf = read(rel, pg_sys::InvalidBlockNumber);
+        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+        pg_sys::UnlockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
+        Exclusive { buf }
+    }
+}

@@ -1,0 +1,13 @@
+//! The only buffer-manager code: pinned and locked pages, GenericXLog
+//! records, new pages, and the page layout shared by gpuindex's access
+//! methods (standard page header, a typed special area, contents kept
+//! between pd_lower and pd_upper so that WAL and full-page images skip the
+//! unused middle).
+
+mod buffer;
+mod page;
+mod xlog;
+
+pub use buffer::{new_page, Exclusive, Shared};
+pub use page::{PageMut, PageRef, Special, CONTENT_BYTES};
+pub use xlog::Xlog;
