@@ -16,6 +16,7 @@ if ! pg_regress --host=$PGHOST --port=$PGPORT --user=$PGUSER --load-extension=gp
   cat "$regress/regression.diffs"; status=1
 fi
 [ -n "${OUT:-}" ] && cp -r "$regress/results" "$OUT/regress-results" 2>/dev/null
+export GPUINDEX_TEST_START="PRELOAD=gpuindex $here/server/pg-start >/dev/null"
 for t in it/*; do
   echo "== $t"
   "$t" --test-threads=4 || status=1

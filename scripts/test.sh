@@ -27,5 +27,8 @@ if ! "$PG_REGRESS" --bindir="$PG_BIN" --host="$PGHOST" --port="$PGPORT" --user=p
 fi
 
 say "integration tests (cargo test -p gpuindex-tests) against $PGHOST"
-cargo test -q -p gpuindex-tests --profile bench-build -- --test-threads=4
+# The crash test restarts the server with this after killing it.
+start="env -u RUST_BACKTRACE $PG_BIN/pg_ctl -D $CLUSTER_DIR/data -l $CLUSTER_DIR/server.log -w -t 60 start >/dev/null"
+[ "$(id -u)" = 0 ] && start="cd /tmp && runuser -u postgres -- $start"
+GPUINDEX_TEST_START="$start" cargo test -q -p gpuindex-tests --profile bench-build -- --test-threads=4
 say "all tests passed"

@@ -41,3 +41,59 @@ pub fn error_of(e: &postgres::Error) -> (String, String, Option<String>) {
     let db = e.as_db_error().unwrap_or_else(|| panic!("not a server error: {e}"));
     (db.code().code().to_string(), db.message().to_string(), db.hint().map(str::to_string))
 }
+
+/// Forces index scans (plain, or bitmap when `bitmap`).
+pub fn set_index_only(c: &mut Client, bitmap: bool) {
+    c.batch_execute("SET enable_seqscan = off; SET enable_indexscan = on; SET enable_indexonlyscan = on").unwrap();
+    c.batch_execute(if bitmap {
+        "SET enable_indexscan = off; SET enable_indexonlyscan = off; SET enable_bitmapscan = on"
+    } else {
+        "SET enable_bitmapscan = off"
+    })
+    .unwrap();
+}
+
+pub fn set_seq_only(c: &mut Client) {
+    c.batch_execute("SET enable_seqscan = on; SET enable_indexscan = off; SET enable_indexonlyscan = off; SET enable_bitmapscan = off").unwrap();
+}
+
+/// Asserts that `SELECT id FROM table WHERE pred` gives the same multiset
+/// through the index (plain and bitmap) as by sequential scan.
+pub fn check_predicate(c: &mut Client, table: &str, index: &str, pred: &str) {
+    set_seq_only(c);
+    c.batch_execute(&format!("DROP TABLE IF EXISTS seq_ids; CREATE TEMP TABLE seq_ids AS SELECT id FROM {table} WHERE {pred}"))
+        .unwrap_or_else(|e| panic!("{}: {e:?}", short(pred)));
+    for bitmap in [false, true] {
+        set_index_only(c, bitmap);
+        let plan: String = c
+            .query(&format!("EXPLAIN SELECT id FROM {table} WHERE {pred}"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(plan.contains(index), "{}: the index was not used:\n{plan}", short(pred));
+        let q = format!(
+            "SELECT (SELECT count(*) FROM ((SELECT id FROM {table} WHERE {pred}) EXCEPT ALL (SELECT id FROM seq_ids)) a),
+                    (SELECT count(*) FROM ((SELECT id FROM seq_ids) EXCEPT ALL (SELECT id FROM {table} WHERE {pred})) b)"
+        );
+        let row = c.query_one(&q, &[]).unwrap_or_else(|e| panic!("{}: {e:?}", short(pred)));
+        let (extra, missing): (i64, i64) = (row.get(0), row.get(1));
+        assert_eq!((extra, missing), (0, 0), "{table} WHERE {} (bitmap: {bitmap}): extra/missing rows via the index", short(pred));
+    }
+}
+
+/// Runs gpu_btree_check on an index (an ERROR fails the test).
+pub fn check_index(c: &mut Client, index: &str) {
+    c.query(&format!("SELECT * FROM gpu_btree_check('{index}')"), &[]).unwrap_or_else(|e| panic!("{index}: {e}"));
+}
+
+
+/// A long SQL predicate cut for messages.
+pub fn short(s: &str) -> String {
+    if s.len() > 400 {
+        format!("{}...", &s[..400])
+    } else {
+        s.to_string()
+    }
+}

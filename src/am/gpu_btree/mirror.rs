@@ -77,89 +77,88 @@ impl BatchJob for LeafHints<'_> {
     }
 }
 
+/// Collects every entry with key `q` into `out`, starting from a page at
+/// or left of where q's entries begin (a hint: it moves right past pages
+/// split since). Returns the page where it stopped, still locked, so the
+/// next (larger) probe can start there.
+pub fn collect_from(rel: pg_sys::Relation, mut page: Shared, q: u64, out: &mut Vec<(u64, Tid)>) -> Shared {
+    loop {
+        let l = Leaf::new(page.page());
+        if l.rightmost() || q <= l.s.high {
+            break;
+        }
+        let next = l.s.right;
+        page = Shared::lock(rel, next);
+    }
+    loop {
+        let l = Leaf::new(page.page());
+        let keys = l.keys();
+        let mut pos = lower_bound(keys, q);
+        while pos < keys.len() && keys[pos] == q {
+            out.push((q, l.tid(pos)));
+            pos += 1;
+        }
+        // Equal keys may continue on the right page only if this page's
+        // high key is q.
+        if pos < keys.len() || l.rightmost() || l.s.high != q {
+            return page;
+        }
+        let next = l.s.right;
+        page = Shared::lock(rel, next);
+    }
+}
+
 /// The leaf level as pages: the engine's leaf step over shared buffers.
-/// Holds the current page between searches, so ascending queries read
-/// each page once.
+/// Each search collects the entries equal to its query (into `out`) and
+/// returns how many; queries must ascend, and the page reached for one is
+/// kept for the next, so each leaf is locked about once per batch.
 pub struct PageLeaves<'a> {
     rel: pg_sys::Relation,
     mirror: &'a Mirror,
-    current: RefCell<Option<(u32, u64, Shared)>>, // (hint, last query, page)
+    current: RefCell<Option<Shared>>,
+    pub out: RefCell<Vec<(u64, Tid)>>,
 }
 
 impl<'a> PageLeaves<'a> {
     pub fn new(rel: pg_sys::Relation, mirror: &'a Mirror) -> Self {
-        PageLeaves { rel, mirror, current: RefCell::new(None) }
+        PageLeaves { rel, mirror, current: RefCell::new(None), out: RefCell::new(Vec::new()) }
     }
 }
 
 impl LeafLevel for PageLeaves<'_> {
-    /// (leaf block, lower-bound position in it)
-    type Hit = (u32, u32);
+    type Hit = u32;
 
-    fn search(&self, leaf: u32, q: u64) -> (u32, u32) {
+    fn search(&self, leaf: u32, q: u64) -> u32 {
         let mut cur = self.current.borrow_mut();
-        // Reuse the page reached for the previous query when it came from
-        // the same hint and the queries ascend (the lower bound can only be
-        // at or right of it); else start again at the hint.
-        if !matches!(&*cur, Some((h, last, _)) if *h == leaf && *last <= q) {
-            *cur = None;
-            let block = *self.mirror.blocks.get(leaf as usize).unwrap_or_else(|| corrupted(format!("mirror leaf {leaf}")));
-            *cur = Some((leaf, q, Shared::lock(self.rel, block)));
-        }
-        let (_, last, page) = cur.as_mut().expect("current page");
-        *last = q;
-        loop {
-            let l = Leaf::new(page.page());
-            if l.rightmost() || q <= l.s.high {
-                return (page.block(), lower_bound(l.keys(), q) as u32);
+        // Stay on the current page while q is within it (every page to its
+        // left has a high key below q); else go to the hint.
+        let stay = cur.as_ref().is_some_and(|g| {
+            let s = g.page().special();
+            s.flags & RIGHTMOST != 0 || q <= s.high
+        });
+        let page = match cur.take() {
+            Some(g) if stay => g,
+            old => {
+                drop(old);
+                let block = *self.mirror.blocks.get(leaf as usize).unwrap_or_else(|| corrupted(format!("mirror leaf {leaf}")));
+                Shared::lock(self.rel, block)
             }
-            let next = l.s.right;
-            *page = Shared::lock(self.rel, next);
-        }
+        };
+        let mut out = self.out.borrow_mut();
+        let before = out.len();
+        *cur = Some(collect_from(self.rel, page, q, &mut out));
+        (out.len() - before) as u32
     }
 }
 
-/// For ascending distinct probes, every (key, TID) whose key is a probe,
-/// in key order, reading leaves from `hits` (the leaf step's positions).
-pub fn collect(rel: pg_sys::Relation, probes: &[u64], hits: &[(u32, u32)], out: &mut Vec<(u64, Tid)>) {
-    let mut page: Option<Shared> = None;
-    for (&q, &(block, pos)) in probes.iter().zip(hits) {
-        if page.as_ref().is_none_or(|p| p.block() != block) {
-            drop(page.take()); // one page locked at a time
-            page = Some(Shared::lock(rel, block));
-        }
-        let mut pos = pos as usize;
-        loop {
-            let g = page.as_ref().expect("page");
-            let l = Leaf::new(g.page());
-            let keys = l.keys();
-            while pos < keys.len() && keys[pos] == q {
-                out.push((q, l.tid(pos)));
-                pos += 1;
-            }
-            // Equal keys may continue on the right page only if this page's
-            // high key is q.
-            if pos < keys.len() || l.rightmost() || l.s.high != q {
-                break;
-            }
-            let next = l.s.right;
-            drop(page.take());
-            page = Some(Shared::lock(rel, next));
-            pos = 0;
-        }
-    }
-}
-
-/// Hints for ascending probes, through the batch executor, then the leaf
-/// step over pages.
+/// Every (key, TID) whose key is one of the ascending distinct `probes`, in
+/// key order: hints through the batch executor, then the leaf step over
+/// pages.
 pub fn probe(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<(u64, Tid)> {
     let mirror = get(tree);
     let hints = crate::batch::submit(what, &LeafHints(&mirror.inner), probes);
     let leaves = PageLeaves::new(tree.rel, &mirror);
-    let mut hits = vec![(0u32, 0u32); probes.len()];
-    leaf::leaf_step_seq(&leaves, &hints, probes, &mut hits);
-    drop(leaves);
-    let mut out = Vec::with_capacity(probes.len());
-    collect(tree.rel, probes, &hits, &mut out);
-    out
+    let mut counts = vec![0u32; probes.len()];
+    leaf::leaf_step_seq(&leaves, &hints, probes, &mut counts);
+    leaves.out.into_inner()
 }

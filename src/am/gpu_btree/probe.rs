@@ -97,3 +97,4 @@ fn gpu_btree_probe(
     };
     TableIterator::new(rows.into_iter())
 }
+

@@ -155,10 +155,7 @@ fn probe_items(tree: &Tree, probes: &[u64]) -> Vec<(u64, Tid)> {
     }
     let mut out = Vec::new();
     for &q in probes {
-        let g = tree.find_leaf(q);
-        let hit = (g.block(), gpuindex_engine::hbtree::line::lower_bound(Leaf::new(g.page()).keys(), q) as u32);
-        drop(g);
-        mirror::collect(tree.rel, &[q], &[hit], &mut out);
+        mirror::collect_from(tree.rel, tree.find_leaf(q), q, &mut out);
     }
     out
 }
