@@ -23,6 +23,7 @@ mod storage;
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
     am::gpu_btree::options::init();
+    am::gpu_btree::wal::register();
 }
 
 /// Required by `cargo pgrx test`; gpuindex tests run through pg_regress and

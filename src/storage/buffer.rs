@@ -74,6 +74,13 @@ impl Exclusive {
         unsafe { PageMut::new(pg_sys::BufferGetPage(self.buf) as *mut u8) }
     }
 
+    /// The page itself (not a copy), for a change made inside a critical
+    /// section and logged with the caller's own WAL record.
+    pub fn page_mut_in_place(&self) -> PageMut<'_> {
+        // SAFETY: exclusively locked while self lives.
+        unsafe { PageMut::new(pg_sys::BufferGetPage(self.buf) as *mut u8) }
+    }
+
     pub fn mark_dirty(&self) {
         // SAFETY: exclusively locked buffer.
         unsafe { pg_sys::MarkBufferDirty(self.buf) };
@@ -84,7 +91,7 @@ impl Exclusive {
         unsafe { pg_sys::BufferGetBlockNumber(self.buf) }
     }
 
-    pub(super) fn buffer(&self) -> pg_sys::Buffer {
+    pub fn buffer(&self) -> pg_sys::Buffer {
         self.buf
     }
 }

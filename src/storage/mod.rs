@@ -7,6 +7,7 @@
 mod buffer;
 mod page;
 mod xlog;
+pub mod wal;
 
 pub use buffer::{new_page, Exclusive, Shared};
 pub use page::{PageMut, PageRef, Special, CONTENT_BYTES};

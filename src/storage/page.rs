@@ -153,6 +153,15 @@ impl<'a> PageMut<'a> {
         unsafe { std::ptr::copy(self.ptr.add(src), self.ptr.add(dst), n * size) };
     }
 
+    /// Stamps the page with the LSN of the WAL record that changed it.
+    pub fn set_lsn(&mut self, lsn: pg_sys::XLogRecPtr) {
+        // SAFETY: header field within the page.
+        unsafe {
+            (*(self.ptr as *mut pg_sys::PageHeaderData)).pd_lsn =
+                pg_sys::PageXLogRecPtr { xlogid: (lsn >> 32) as u32, xrecoff: lsn as u32 };
+        }
+    }
+
     pub fn set_header<T: Copy>(&mut self, v: T) {
         assert!(std::mem::size_of::<T>() <= CONTENT_BYTES);
         // SAFETY: fits the contents.

@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub struct Mirror {
-    relfilenode: pg_sys::Oid,
     pub generation: u64,
     /// Leaf block of each leaf number of the inner segment.
     pub blocks: Vec<u32>,
@@ -28,12 +27,7 @@ pub struct Mirror {
 }
 
 thread_local! {
-    static CACHE: RefCell<HashMap<pg_sys::Oid, Arc<Mirror>>> = RefCell::new(HashMap::new());
-}
-
-fn relfilenode(rel: pg_sys::Relation) -> pg_sys::Oid {
-    // SAFETY: an open relation's physical identifier.
-    unsafe { (*rel).rd_node.relNode }
+    static CACHE: RefCell<HashMap<(pg_sys::Oid, pg_sys::Oid), Arc<Mirror>>> = RefCell::new(HashMap::new());
 }
 
 /// The mirror of `tree`'s index: the cached one while its generation is
@@ -41,19 +35,17 @@ fn relfilenode(rel: pg_sys::Relation) -> pg_sys::Oid {
 /// right-moves), else rebuilt from the lowest inner level.
 pub fn get(tree: &Tree) -> Arc<Mirror> {
     let m = tree.meta();
-    // SAFETY: rd_id of an open relation.
-    let oid = unsafe { (*tree.rel).rd_id };
-    let node = relfilenode(tree.rel);
-    let cached = CACHE.with(|c| c.borrow().get(&oid).cloned());
+    let key = super::tree::cache_key(tree.rel);
+    let cached = CACHE.with(|c| c.borrow().get(&key).cloned());
     if let Some(mirror) = cached {
         let drift = m.generation.saturating_sub(mirror.generation) as usize;
-        if mirror.relfilenode == node && m.generation >= mirror.generation && drift <= 16.max(mirror.blocks.len() / 100) {
+        if m.generation >= mirror.generation && drift <= 16.max(mirror.blocks.len() / 100) {
             return mirror;
         }
     }
     let (highs, blocks) = if m.root_level == 0 { (vec![u64::MAX], vec![m.root]) } else { tree.level_entries(&m, 1) };
-    let mirror = Arc::new(Mirror { relfilenode: node, generation: m.generation, inner: ImplicitInner::build(&highs), blocks });
-    CACHE.with(|c| c.borrow_mut().insert(oid, mirror.clone()));
+    let mirror = Arc::new(Mirror { generation: m.generation, inner: ImplicitInner::build(&highs), blocks });
+    CACHE.with(|c| c.borrow_mut().insert(key, mirror.clone()));
     mirror
 }
 

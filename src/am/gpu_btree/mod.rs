@@ -14,6 +14,7 @@ mod scan;
 mod tree;
 mod vacuum;
 mod validate;
+pub mod wal;
 
 pub mod check;
 pub mod probe;

@@ -48,6 +48,20 @@ pub fn upper_bound(keys: &[u64], q: u64) -> usize {
     }
 }
 
+thread_local! {
+    /// Root and root level per index (id, relfilenode): descents start
+    /// there without reading the metapage. A stale root is still a page of
+    /// its level, and one that has split is noticed (it lost RIGHTMOST).
+    static ROOTS: std::cell::RefCell<std::collections::HashMap<(pg_sys::Oid, pg_sys::Oid), (u32, u32)>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// (index oid, relfilenode): what per-backend caches of an index are keyed by.
+pub fn cache_key(rel: pg_sys::Relation) -> (pg_sys::Oid, pg_sys::Oid) {
+    // SAFETY: fields of an open relation.
+    unsafe { ((*rel).rd_id, (*rel).rd_node.relNode) }
+}
+
 pub struct Tree {
     pub rel: pg_sys::Relation,
     /// Leaf entries kept when a rightmost leaf splits at its end (append
@@ -67,15 +81,42 @@ impl Tree {
     /// The first page at `level` whose high key is >= q (every key < q of
     /// that level lies to its left), locked shared or exclusive. `path`
     /// receives the inner pages passed, top down.
-    pub fn descend(&self, q: u64, level: u32, exclusive: bool, path: &mut Vec<u32>) -> Locked {
-        let m = self.meta();
-        if m.root_level < level {
-            corrupted(format!("level {level} asked for, the root is at level {}", m.root_level));
+    /// The root and its level: cached, or from the metapage.
+    fn root(&self, fresh: bool) -> (u32, u32) {
+        let key = cache_key(self.rel);
+        if !fresh {
+            if let Some(r) = ROOTS.with(|c| c.borrow().get(&key).copied()) {
+                return r;
+            }
         }
-        let mut block = m.root;
-        let mut at = m.root_level;
+        let m = self.meta();
+        ROOTS.with(|c| c.borrow_mut().insert(key, (m.root, m.root_level)));
+        (m.root, m.root_level)
+    }
+
+    pub fn descend(&self, q: u64, level: u32, exclusive: bool, path: &mut Vec<u32>) -> Locked {
+        let (mut block, mut at) = self.root(false);
+        if at < level {
+            (block, at) = self.root(true);
+            if at < level {
+                corrupted(format!("level {level} asked for, the root is at level {at}"));
+            }
+        }
+        let mut first = true;
         loop {
-            let page = self.move_right(Locked::lock(self.rel, block, exclusive && at == level), q);
+            let locked = Locked::lock(self.rel, block, exclusive && at == level);
+            if std::mem::take(&mut first) && locked.page().special().flags & (LEFTMOST | RIGHTMOST) != LEFTMOST | RIGHTMOST {
+                // The cached root has split: start again from the metapage's.
+                let (fresh, fresh_level) = self.root(true);
+                if fresh != block {
+                    drop(locked);
+                    (block, at) = (fresh, fresh_level);
+                    path.clear();
+                    first = true;
+                    continue;
+                }
+            }
+            let page = self.move_right(locked, q);
             if at == level {
                 return page;
             }
@@ -161,9 +202,13 @@ impl Tree {
             (l.count(), upper_bound(l.keys(), key))
         };
         if count < LEAF_CAPACITY {
-            let x = Xlog::start(self.rel);
-            leaf_insert(&mut x.register(&leaf, false), pos, key, tid);
-            x.finish();
+            if super::wal::available() {
+                super::wal::leaf_insert_logged(self.rel, &leaf, pos, key, tid);
+            } else {
+                let x = Xlog::start(self.rel);
+                leaf_insert(&mut x.register(&leaf, false), pos, key, tid);
+                x.finish();
+            }
             return;
         }
         self.split_leaf(leaf, pos, key, tid, path);
