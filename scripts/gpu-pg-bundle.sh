@@ -4,7 +4,9 @@
 # integration-test binary, sql/ and expected/, and scripts/gpu-pg-tests.sh:
 #
 #   scripts/gpu-pg-bundle.sh [OUTDIR]          (default .gpu/pg)
-#   then on the GPU host: OUTDIR/gpu-pg-tests.sh
+#   then on the GPU host: OUTDIR/gpu-pg-tests.sh, and for the SQL benchmark
+#   PRELOAD=gpuindex OUTDIR/server/pg-start; source OUTDIR/server/pg-env.sh;
+#   OUTDIR/bin/gpuindex-sql-bench --rows 1e7
 source "$(dirname "$0")/lib.sh"
 out=${1:-$ROOT/.gpu/pg}
 bundler=${PG_BUNDLE:-$ROOT/../shared/tools/pg-bundle}
@@ -21,9 +23,11 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])')
-mkdir -p "$out/it"
+mkdir -p "$out/it" "$out/bin"
 for e in $exe; do cp "$e" "$out/it/$(basename "$e" | sed 's/-[0-9a-f]*$//')"; done
-strip "$out"/it/*
+cargo build -q -p gpuindex-tests --profile bench-build --bin gpuindex-sql-bench
+cp target/bench-build/gpuindex-sql-bench "$out/bin/"
+strip "$out"/it/* "$out"/bin/*
 cp -r sql expected "$out/"
 cp scripts/gpu-pg-tests.sh "$out/"
 du -sh "$out"

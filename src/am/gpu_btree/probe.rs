@@ -2,8 +2,8 @@
 //! gpu_btree index in one batch (the mirror's inner search on the GPU or
 //! the CPU, then the leaf pages), returning for each input position the
 //! TIDs of the rows with that key that are visible to the caller's
-//! snapshot (the visible member of each HOT chain). Join back with
-//! `JOIN t ON t.ctid = p.ctid`.
+//! snapshot (the visible member of each HOT chain), in heap order. Join
+//! back with `JOIN t ON t.ctid = p.ctid` (a nested loop over TID scans).
 
 use super::keys;
 use super::page::{tid_to, Tid};
@@ -36,41 +36,55 @@ unsafe fn open_index(index: pg_sys::Oid, elem_type: pg_sys::Oid) -> pg_sys::Rela
 }
 
 /// For (code, input position) pairs: the visible TIDs, (position, tid),
-/// in input order.
+/// in heap order (the visibility checks read each heap page once, and a
+/// join back by ctid reads the heap sequentially).
 unsafe fn probe_visible(index: pg_sys::Relation, mut wanted: Vec<(u64, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
     wanted.sort_unstable();
     let mut codes: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     codes.dedup();
     let tree = Tree::new(index);
     let entries: Vec<(u64, Tid)> = if codes.is_empty() { Vec::new() } else { super::mirror::probe(&tree, &codes, "gpu_btree_probe") };
-    let heap = pg_sys::table_open((*(*index).rd_index).indrelid, pg_sys::AccessShareLock as i32);
-    let am = &*(*heap).rd_tableam;
-    let fetch = am.index_fetch_begin.expect("index_fetch_begin")(heap);
-    let slot = pg_sys::table_slot_create(heap, std::ptr::null_mut());
-    let snapshot = pg_sys::GetActiveSnapshot();
-    let mut out = Vec::new();
+    // (tid, position) for every match, in heap order.
+    let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(entries.len());
     let mut w = 0;
-    for (code, tid) in entries {
-        let mut t = tid_to(tid);
-        let (mut call_again, mut all_dead) = (false, false);
-        let found = am.index_fetch_tuple.expect("index_fetch_tuple")(fetch, &mut t, snapshot, slot, &mut call_again, &mut all_dead);
-        if !found {
-            continue;
-        }
-        let visible = (*slot).tts_tid;
+    for &(code, tid) in &entries {
         while w < wanted.len() && wanted[w].0 < code {
             w += 1;
         }
         let mut i = w;
         while i < wanted.len() && wanted[i].0 == code {
-            out.push((wanted[i].1, visible));
+            matches.push((tid, wanted[i].1));
             i += 1;
+        }
+    }
+    matches.sort_unstable();
+    let heap = pg_sys::table_open((*(*index).rd_index).indrelid, pg_sys::AccessShareLock as i32);
+    let am = &*(*heap).rd_tableam;
+    let fetch = am.index_fetch_begin.expect("index_fetch_begin")(heap);
+    let slot = pg_sys::table_slot_create(heap, std::ptr::null_mut());
+    let snapshot = pg_sys::GetActiveSnapshot();
+    let mut out = Vec::with_capacity(matches.len());
+    let mut last: Option<(Tid, Option<pg_sys::ItemPointerData>)> = None;
+    for (tid, position) in matches {
+        // One fetch per distinct TID (repeated keys share it).
+        let visible = match last {
+            Some((t, v)) if t == tid => v,
+            _ => {
+                let mut t = tid_to(tid);
+                let (mut call_again, mut all_dead) = (false, false);
+                let found = am.index_fetch_tuple.expect("index_fetch_tuple")(fetch, &mut t, snapshot, slot, &mut call_again, &mut all_dead);
+                let v = found.then(|| (*slot).tts_tid);
+                last = Some((tid, v));
+                v
+            }
+        };
+        if let Some(v) = visible {
+            out.push((position, v));
         }
     }
     pg_sys::ExecDropSingleTupleTableSlot(slot);
     am.index_fetch_end.expect("index_fetch_end")(fetch);
     pg_sys::table_close(heap, pg_sys::AccessShareLock as i32);
-    out.sort_by_key(|o| o.0);
     out
 }
 

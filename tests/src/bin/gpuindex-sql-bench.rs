@@ -157,6 +157,15 @@ fn main() {
             }
         }
         let mut answers: Vec<i64> = Vec::new();
+        // Each group of measures gets a fresh session (no state carried
+        // from the one before: CUDA context, CPU pool, caches).
+        let session = |extra: &str| {
+            let mut s = connect();
+            s.batch_execute(setting).unwrap();
+            s.batch_execute(extra).unwrap();
+            s
+        };
+        let mut c = session("");
         // Single lookups, one client, prepared.
         let st = c.prepare("SELECT payload FROM bench_t WHERE k = $1").unwrap();
         let secs = time(a.reps.min(3), || {
@@ -168,10 +177,16 @@ fn main() {
         plans.push(format!("{label}: k = $1 -> {}", plan_of(&mut c, "SELECT payload FROM bench_t WHERE k = 42", &[])));
         for p in &probe_sets {
             let m = p.len();
-            for (what, sql) in [
-                (format!("= ANY({}K keys), count", m / 1000), "SELECT count(*) FROM bench_t WHERE k = ANY($1)"),
-                (format!("= ANY({}K keys), sum(payload)", m / 1000), "SELECT coalesce(sum(payload), 0)::int8 FROM bench_t WHERE k = ANY($1)"),
+            for (what, sql, forced) in [
+                (format!("= ANY({}K keys), count", m / 1000), "SELECT count(*) FROM bench_t WHERE k = ANY($1)", false),
+                (format!("= ANY({}K keys), sum(payload)", m / 1000), "SELECT coalesce(sum(payload), 0)::int8 FROM bench_t WHERE k = ANY($1)", false),
+                (
+                    format!("= ANY({}K keys), sum(payload), index scan forced", m / 1000),
+                    "SELECT coalesce(sum(payload), 0)::int8 FROM bench_t WHERE k = ANY($1)",
+                    true,
+                ),
             ] {
+                let mut c = session(if forced { "SET enable_seqscan = off; SET enable_bitmapscan = off" } else { "" });
                 let mut got = 0i64;
                 let secs = time(a.reps, || got = c.query_one(sql, &[p]).unwrap().get(0));
                 answers.push(got);
@@ -182,6 +197,7 @@ fn main() {
             }
         }
         for w in [1i64, 100, 10_000] {
+            let mut c = session("");
             let st = c.prepare("SELECT coalesce(sum(payload), 0)::int8 FROM bench_t WHERE k BETWEEN $1 AND $1 + $2 - 1").unwrap();
             let starts: Vec<i64> = (0..200).map(|j| ((j as u64 * 7919) % (n - w as u64)) as i64).collect();
             let mut total = 0i64;
@@ -193,12 +209,16 @@ fn main() {
             });
             answers.push(total);
             push(&mut rows, i, format!("BETWEEN, {w} rows"), "us", true, secs / starts.len() as f64 * 1e6);
+            if w == 1 {
+                plans.push(format!("{label}: BETWEEN, 1 row -> {}", plan_of(&mut c, "SELECT sum(payload) FROM bench_t WHERE k BETWEEN 1000 AND 1000", &[])));
+            }
         }
         // The batch function against the join that btree users write.
         let p = &probe_sets[2];
         let join = "SELECT count(*) FROM unnest($1::int8[]) WITH ORDINALITY u(k, ord) JOIN bench_t t ON t.k = u.k";
         let probe = "SELECT count(*) FROM gpu_btree_probe('bench_t_k', $1::int8[]) p JOIN bench_t t ON t.ctid = p.ctid";
         let sql = if *am == "btree" { join } else { probe };
+        let mut c = session("");
         let mut got = 0i64;
         let secs = time(a.reps, || got = c.query_one(sql, &[p]).unwrap().get(0));
         answers.push(got);
@@ -207,6 +227,7 @@ fn main() {
         // Inserts: 20K single-row inserts in one transaction, then 200K rows in
         // 1000-row statements; deleted afterwards (VACUUM keeps the table
         // as built for the next setup).
+        let mut c = session("");
         let st = c.prepare("INSERT INTO bench_t VALUES ($1, -1)").unwrap();
         let base = n as i64 + 1_000_000 * (i as i64 + 1);
         let t = Instant::now();
@@ -225,7 +246,7 @@ fn main() {
         }
         push(&mut rows, i, "INSERT, 1000-row statements".into(), "krows/s", false, 200.0 / t.elapsed().as_secs_f64());
         c.batch_execute("DELETE FROM bench_t WHERE payload = -1").unwrap();
-        c.batch_execute("VACUUM bench_t").unwrap();
+        c.batch_execute("VACUUM (ANALYZE) bench_t").unwrap();
         if i == 0 {
             reference = answers;
         } else {
