@@ -3,6 +3,7 @@
 //! of PostgreSQL: the extension reads and writes pages and calls in here.
 
 pub mod executor;
+pub mod gpics;
 pub mod gpu;
 pub mod hbtree;
 pub mod keys;

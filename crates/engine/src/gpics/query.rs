@@ -1,0 +1,208 @@
+//! Batched queries in G-PICS's two steps, on the CPU (all cores); the GPU
+//! runs the same steps (gpu.rs).
+//!
+//! Step I registers each query with every leaf its region may touch (a
+//! logarithmic descent per query), giving (query, leaf) pairs in query
+//! order and, per leaf, the list of its pairs. Step II visits each leaf
+//! once, testing its points against every registered query: a count pass
+//! sizes each pair's output, a scan turns counts into offsets, a write pass
+//! fills the answers in query order. Nothing is capped, nothing dropped.
+//! Points outside the tree (non-finite) form one extra leaf every query
+//! registers with.
+
+use super::geom::{Query, Rect};
+use super::tree::{QuadTree, NONE};
+use rayon::prelude::*;
+
+/// Answers of a batch: the ids of query i are `ids[offsets[i]..offsets[i+1]]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Hits {
+    pub offsets: Vec<usize>,
+    pub ids: Vec<u64>,
+}
+
+impl Hits {
+    pub fn of(&self, q: usize) -> &[u64] {
+        &self.ids[self.offsets[q]..self.offsets[q + 1]]
+    }
+    pub fn queries(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+    /// Each query's ids sorted (answers are sets; their order is not fixed).
+    pub fn sorted(mut self) -> Hits {
+        for q in 0..self.queries() {
+            let (a, b) = (self.offsets[q], self.offsets[q + 1]);
+            self.ids[a..b].sort_unstable();
+        }
+        self
+    }
+}
+
+/// Step I's output: pairs in query order, and per leaf its pairs.
+pub struct Registration {
+    /// Pairs of query q: `pair_leaf[qoff[q]..qoff[q+1]]`.
+    pub qoff: Vec<usize>,
+    pub pair_leaf: Vec<u32>,
+    /// Pairs of leaf l (indices into pair_leaf): `leaf_pairs[loff[l]..loff[l+1]]`.
+    pub loff: Vec<usize>,
+    pub leaf_pairs: Vec<u32>,
+}
+
+impl QuadTree {
+    /// Leaves a query may touch (leaf numbers; `leaves.len()` is the odd leaf).
+    fn touched(&self, q: &Query, out: &mut Vec<u32>) {
+        out.clear();
+        if !self.pts.is_empty() {
+            let mut stack = [0u32; 64];
+            let mut top = 1;
+            while top > 0 {
+                top -= 1;
+                let n = &self.nodes[stack[top] as usize];
+                if !q.may_touch(&n.rect()) {
+                    continue;
+                }
+                if n.is_leaf() {
+                    out.push(n.leaf - 1);
+                } else {
+                    for &c in n.child.iter().rev() {
+                        if c != NONE {
+                            stack[top] = c;
+                            top += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if !self.odd.is_empty() {
+            out.push(self.leaves.len() as u32);
+        }
+    }
+
+    /// Number of leaves including the odd one.
+    pub(crate) fn leaf_slots(&self) -> usize {
+        self.leaves.len() + 1
+    }
+
+    /// (x, y, id) slices of leaf l (the odd leaf last).
+    pub(crate) fn leaf_points(&self, l: usize) -> (&[f64], &[f64], &[u64]) {
+        if l == self.leaves.len() {
+            return (&self.odd.x, &self.odd.y, &self.odd.id);
+        }
+        let n = &self.nodes[self.leaves[l] as usize];
+        let r = n.start as usize..(n.start + n.count) as usize;
+        (&self.pts.x[r.clone()], &self.pts.y[r.clone()], &self.pts.id[r])
+    }
+
+    /// Step I on the CPU.
+    pub fn register_cpu(&self, queries: &[Query]) -> Registration {
+        let per: Vec<Vec<u32>> = queries
+            .par_iter()
+            .map_init(Vec::new, |buf, q| {
+                self.touched(q, buf);
+                buf.clone()
+            })
+            .collect();
+        let mut qoff = Vec::with_capacity(queries.len() + 1);
+        qoff.push(0);
+        for p in &per {
+            qoff.push(qoff.last().unwrap() + p.len());
+        }
+        let pair_leaf: Vec<u32> = per.into_iter().flatten().collect();
+        let mut loff = vec![0usize; self.leaf_slots() + 1];
+        for &l in &pair_leaf {
+            loff[l as usize + 1] += 1;
+        }
+        for i in 0..self.leaf_slots() {
+            loff[i + 1] += loff[i];
+        }
+        let mut cursor = loff.clone();
+        let mut leaf_pairs = vec![0u32; pair_leaf.len()];
+        for (p, &l) in pair_leaf.iter().enumerate() {
+            leaf_pairs[cursor[l as usize]] = p as u32;
+            cursor[l as usize] += 1;
+        }
+        Registration { qoff, pair_leaf, loff, leaf_pairs }
+    }
+
+    /// Step II on the CPU: one task per leaf with registered queries.
+    pub fn process_cpu(&self, queries: &[Query], reg: &Registration) -> Hits {
+        let leaves: Vec<usize> = (0..self.leaf_slots()).filter(|&l| reg.loff[l + 1] > reg.loff[l]).collect();
+        let pair_query = pair_queries(&reg.qoff);
+        // Count pass.
+        let counts: Vec<Vec<(u32, u32)>> = leaves
+            .par_iter()
+            .map(|&l| {
+                let (xs, ys, _) = self.leaf_points(l);
+                reg.leaf_pairs[reg.loff[l]..reg.loff[l + 1]]
+                    .iter()
+                    .map(|&p| {
+                        let q = &queries[pair_query[p as usize] as usize];
+                        (p, xs.iter().zip(ys).filter(|(&x, &y)| q.matches(x, y)).count() as u32)
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut pair_off = vec![0usize; reg.pair_leaf.len() + 1];
+        for (p, c) in counts.iter().flatten() {
+            pair_off[*p as usize + 1] = *c as usize;
+        }
+        for i in 0..reg.pair_leaf.len() {
+            pair_off[i + 1] += pair_off[i];
+        }
+        // Write pass: pairs own disjoint ranges of `ids`.
+        let mut ids = vec![0u64; *pair_off.last().unwrap()];
+        let out = super::tree::SharedMut(ids.as_mut_ptr());
+        leaves.par_iter().for_each(|&l| {
+            let (xs, ys, is) = self.leaf_points(l);
+            for &p in &reg.leaf_pairs[reg.loff[l]..reg.loff[l + 1]] {
+                let q = &queries[pair_query[p as usize] as usize];
+                let mut w = pair_off[p as usize];
+                for i in 0..xs.len() {
+                    if q.matches(xs[i], ys[i]) {
+                        // SAFETY: w stays inside pair p's range, which no
+                        // other task writes.
+                        unsafe { *out.at(w) = is[i] };
+                        w += 1;
+                    }
+                }
+            }
+        });
+        let offsets = reg.qoff.iter().map(|&p| pair_off[p]).collect();
+        Hits { offsets, ids }
+    }
+
+    /// A batch of queries on all CPU cores (both steps).
+    pub fn search_cpu(&self, queries: &[Query]) -> Hits {
+        let reg = self.register_cpu(queries);
+        self.process_cpu(queries, &reg)
+    }
+
+    /// The leaf box holding (x, y), for the kNN radius estimate.
+    pub(crate) fn home_leaf(&self, x: f64, y: f64) -> Option<&super::tree::Node> {
+        if self.pts.is_empty() {
+            return None;
+        }
+        let mut n = &self.nodes[0];
+        while !n.is_leaf() {
+            let q = super::tree::quadrant(&n.b, x, y);
+            match n.child[q] {
+                NONE => return Some(n),
+                c => n = &self.nodes[c as usize],
+            }
+        }
+        Some(n)
+    }
+
+    pub(crate) fn root_rect(&self) -> Rect {
+        self.nodes[0].rect()
+    }
+}
+
+/// The query of each pair, from the query offsets.
+pub(crate) fn pair_queries(qoff: &[usize]) -> Vec<u32> {
+    let mut pq = vec![0u32; *qoff.last().unwrap_or(&0)];
+    for q in 0..qoff.len().saturating_sub(1) {
+        pq[qoff[q]..qoff[q + 1]].fill(q as u32);
+    }
+    pq
+}

@@ -1,0 +1,127 @@
+//! G-PICS quadtree: CPU build and two-step queries against brute force on
+//! uniform, clustered, duplicated, border and non-finite points; GPU build
+//! and queries against the CPU's.
+
+mod common;
+
+use gpuindex_engine::gpics::geom::distance;
+use gpuindex_engine::gpics::{Params, Points, QuadTree, Query, Rect};
+use gpuindex_engine::rng::SplitMix64;
+
+fn unit(rng: &mut SplitMix64) -> f64 {
+    rng.next_u64() as f64 / u64::MAX as f64
+}
+
+/// `n` points of a given shape; ids are 1000 + index.
+pub fn dataset(rng: &mut SplitMix64, n: usize, shape: u32) -> Points {
+    let mut p = Points::default();
+    for i in 0..n {
+        let (x, y) = match shape {
+            0 => (unit(rng) * 1000.0, unit(rng) * 1000.0),
+            1 => {
+                // clusters: 8 centres, tight spread
+                let c = (rng.below(8) as f64) * 117.0;
+                (c + unit(rng) * 0.5, 500.0 - c / 2.0 + unit(rng) * 0.5)
+            }
+            2 => (rng.below(64) as f64 * 0.5, rng.below(64) as f64 * 0.5), // grid: duplicates, borders
+            _ => match rng.below(40) {
+                0 => (f64::NAN, unit(rng)),
+                1 => (f64::INFINITY, 3.0),
+                2 => (-1e300, 1e300),
+                _ => (unit(rng) * 10.0 - 5.0, unit(rng) * 10.0 - 5.0),
+            },
+        };
+        p.push(x, y, 1000 + i as u64);
+    }
+    p
+}
+
+fn random_queries(rng: &mut SplitMix64, pts: &Points, m: usize) -> Vec<Query> {
+    let pick = |rng: &mut SplitMix64| {
+        let i = rng.below(pts.len().max(1) as u64) as usize;
+        if pts.is_empty() { (0.0, 0.0) } else { (pts.x[i], pts.y[i]) }
+    };
+    (0..m)
+        .map(|i| {
+            let (x, y) = pick(rng);
+            let (x, y) = if x.is_finite() && y.is_finite() { (x, y) } else { (1.0, 1.0) };
+            match i % 5 {
+                0 => {
+                    let (w, h) = (unit(rng) * 50.0, unit(rng) * 50.0);
+                    Query::Range(Rect::from_corners(x - w, y - h, x + w * unit(rng), y + h))
+                }
+                1 => Query::Range(Rect::from_corners(x, y, x, y)), // a degenerate box on a point
+                2 => Query::Within { x, y, r: [0.0, 0.5, 3.0, 40.0][rng.below(4) as usize] },
+                3 => Query::Point { x: x + [0.0, 9e-7, -1e-6, 2e-6][rng.below(4) as usize], y },
+                _ => Query::Within { x: x + 0.25, y: y - 0.25, r: unit(rng) * 20.0 },
+            }
+        })
+        .collect()
+}
+
+fn brute(pts: &Points, q: &Query) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..pts.len()).filter(|&i| q.matches(pts.x[i], pts.y[i])).map(|i| pts.id[i]).collect();
+    v.sort_unstable();
+    v
+}
+
+const CASES: &[(usize, u32, Params)] = &[
+    (0, 0, Params { mc: 16, mh: 8 }),
+    (1, 0, Params { mc: 16, mh: 8 }),
+    (5000, 0, Params { mc: 16, mh: 8 }),
+    (5000, 1, Params { mc: 16, mh: 6 }),
+    (5000, 2, Params { mc: 8, mh: 10 }),
+    (3000, 3, Params { mc: 32, mh: 12 }),
+    (60_000, 0, Params { mc: 64, mh: 14 }),
+    (60_000, 1, Params { mc: 1024, mh: 14 }),
+];
+
+#[test]
+fn cpu_queries_match_brute_force() {
+    let mut rng = SplitMix64::new(21);
+    for &(n, shape, params) in CASES {
+        let pts = dataset(&mut rng, n, shape);
+        let t = QuadTree::build_cpu(&pts, params);
+        t.check().unwrap();
+        assert_eq!(t.len(), n);
+        let qs = random_queries(&mut rng, &pts, 400);
+        let hits = t.search_cpu(&qs).sorted();
+        for (i, q) in qs.iter().enumerate() {
+            assert_eq!(hits.of(i), brute(&pts, q).as_slice(), "n={n} shape={shape} {q:?}");
+        }
+    }
+}
+
+#[test]
+fn cpu_knn_matches_brute_force() {
+    let mut rng = SplitMix64::new(22);
+    for &(n, shape, params) in CASES {
+        let pts = dataset(&mut rng, n, shape);
+        let t = QuadTree::build_cpu(&pts, params);
+        let mut qp: Vec<(f64, f64)> = (0..60).map(|_| (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)).collect();
+        qp.push((f64::NAN, 1.0));
+        qp.push((3.0, f64::INFINITY));
+        if n > 0 {
+            qp.push((pts.x[0], pts.y[0]));
+        }
+        for k in [1usize, 7, 100, n + 3] {
+            let got = t.knn_cpu(&qp, k);
+            for (i, &(x, y)) in qp.iter().enumerate() {
+                let mut all: Vec<(u64, u64, f64)> = (0..n)
+                    .map(|j| {
+                        let d = distance(x, y, pts.x[j], pts.y[j]);
+                        (gpuindex_engine::keys::encode_f64(d), pts.id[j], d)
+                    })
+                    .collect();
+                all.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+                all.truncate(k);
+                let (ids, dists) = got.of(i);
+                let want_ids: Vec<u64> = all.iter().map(|a| a.1).collect();
+                assert_eq!(ids, want_ids.as_slice(), "n={n} shape={shape} k={k} q=({x},{y})");
+                for (d, a) in dists.iter().zip(&all) {
+                    assert!(d.to_bits() == a.2.to_bits() || (d.is_nan() && a.2.is_nan()));
+                }
+            }
+        }
+    }
+}
