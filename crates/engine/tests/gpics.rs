@@ -125,3 +125,36 @@ fn cpu_knn_matches_brute_force() {
         }
     }
 }
+
+#[test]
+fn gpu_build_and_queries_match_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_build_and_queries_match_cpu") else { return };
+    let mut rng = SplitMix64::new(23);
+    let mut cases = CASES.to_vec();
+    cases.push((2_000_000, 0, Params { mc: 1024, mh: 14 }));
+    cases.push((1_000_000, 1, Params { mc: 256, mh: 16 }));
+    for (n, shape, params) in cases {
+        let pts = dataset(&mut rng, n, shape);
+        let cpu = QuadTree::build_cpu(&pts, params);
+        let (g, dev) = QuadTree::build_gpu(&gpu, &pts, params).unwrap();
+        g.check().unwrap();
+        assert_eq!(g.nodes, cpu.nodes, "n={n} shape={shape}: same nodes");
+        for l in 0..g.leaves.len() {
+            let slice = |t: &QuadTree| {
+                let nd = &t.nodes[t.leaves[l] as usize];
+                let mut v = t.pts.id[nd.start as usize..(nd.start + nd.count) as usize].to_vec();
+                v.sort_unstable();
+                v
+            };
+            assert_eq!(slice(&g), slice(&cpu), "leaf {l}");
+        }
+        let qs = random_queries(&mut rng, &pts, 3000);
+        let want = cpu.search_cpu(&qs).sorted();
+        let got = dev.search(&gpu, &qs).unwrap().sorted();
+        assert_eq!(got, want, "n={n} shape={shape}: GPU search");
+        let qp: Vec<(f64, f64)> = (0..500).map(|_| (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)).collect();
+        for k in [1usize, 10, 64] {
+            assert_eq!(g.knn_gpu(&gpu, &dev, &qp, k).unwrap(), cpu.knn_cpu(&qp, k), "n={n} k={k}: GPU kNN");
+        }
+    }
+}

@@ -1,1 +1,228 @@
-//! placeholder
+//! G-PICS on the GPU: the level-by-level build (one thread per point for
+//! counting and moving; the few nodes of a level are made on the host, by
+//! the same code as the CPU build), the device image, and the two-step
+//! batch search (kernels/gpics.cu).
+
+use super::geom::Query;
+use super::query::Hits;
+use super::tree::{Node, Params, Points, QuadTree, NONE};
+use crate::gpu::{kernels::GPICS, DeviceBuffer, Gpu, GpuError};
+use crate::launch;
+use cudarc::driver::CudaStream;
+use rayon::prelude::*;
+use std::sync::Arc;
+
+const BLOCK: u32 = 256;
+
+/// A query as the kernels read it (40 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GQuery {
+    kind: u32,
+    pad: u32,
+    a: f64,
+    b: f64,
+    c: f64,
+    d: f64,
+}
+
+// SAFETY: repr(C), no padding beyond the explicit field, plain numbers.
+unsafe impl crate::gpu::Plain for GQuery {}
+
+impl From<&Query> for GQuery {
+    fn from(q: &Query) -> GQuery {
+        match *q {
+            Query::Range(r) => GQuery { kind: 0, pad: 0, a: r.lx, b: r.ly, c: r.hx, d: r.hy },
+            Query::Within { x, y, r } => GQuery { kind: 1, pad: 0, a: x, b: y, c: r, d: 0.0 },
+            Query::Point { x, y } => GQuery { kind: 2, pad: 0, a: x, b: y, c: 0.0, d: 0.0 },
+        }
+    }
+}
+
+/// The tree on the device: nodes, points (tree points, then the odd ones)
+/// and each leaf's slice (the odd leaf last).
+pub struct DeviceTree {
+    nodes: DeviceBuffer<Node>,
+    x: DeviceBuffer<f64>,
+    y: DeviceBuffer<f64>,
+    leaf_start: DeviceBuffer<u32>,
+    leaf_count: DeviceBuffer<u32>,
+    tree_leaves: u32,
+    has_tree: u32,
+    has_odd: u32,
+    /// Ids by position, to turn answers into ids on the host.
+    host_ids: Vec<u64>,
+}
+
+fn grid(n: usize, gpu: &Gpu) -> u32 {
+    n.div_ceil(BLOCK as usize).clamp(1, gpu.info().multiprocessors as usize * 32) as u32
+}
+
+/// Exclusive scan of `n` u32 into n+1 u64 (the total last), on `stream`.
+fn scan(gpu: &Gpu, stream: &Arc<CudaStream>, input: &DeviceBuffer<u32>, n: usize) -> Result<(DeviceBuffer<u64>, u64), GpuError> {
+    let out = gpu.alloc::<u64>(n + 1)?;
+    let blocks = n.div_ceil(1024).max(1);
+    let sums = gpu.alloc::<u64>(blocks)?;
+    let (inp, outp, sump, n64) = (input.ptr(), out.ptr(), sums.ptr(), n as u64);
+    launch!(gpu, stream, GPICS, "gpics_scan_blocks", (blocks, 256, 0), [inp, n64, outp, sump])?;
+    let host = sums.download()?;
+    let mut off = Vec::with_capacity(blocks);
+    let mut total = 0u64;
+    for s in host {
+        off.push(total);
+        total += s;
+    }
+    let off = gpu.upload(&off)?;
+    let offp = off.ptr();
+    launch!(gpu, stream, GPICS, "gpics_scan_add", (grid(n.max(1), gpu), BLOCK, 0), [outp, n64, offp, total])?;
+    gpu.guarded(|| stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize")))?;
+    Ok((out, total))
+}
+
+impl QuadTree {
+    /// Builds on the GPU: per level, one kernel counts the points of each
+    /// splitting node by quadrant, the host makes the (few) nodes, a second
+    /// kernel moves every point down or into its leaf. Returns the host
+    /// copy (the master) and the device image.
+    pub fn build_gpu(gpu: &Gpu, input: &Points, params: Params) -> Result<(QuadTree, DeviceTree), GpuError> {
+        let (pts, odd) = Self::separate(input);
+        let n = pts.len();
+        let (mut root, splits) = Self::root(&pts, params);
+        let stream = gpu.new_stream()?;
+        let (dx, dy, did) = (gpu.upload(&pts.x)?, gpu.upload(&pts.y)?, gpu.upload(&pts.id)?);
+        let mut leaves = Vec::new();
+        let tree = if !splits {
+            root.leaf = 1;
+            leaves.push(0);
+            QuadTree { params, nodes: vec![root], leaves, pts, odd }
+        } else {
+            let (ox, oy, oid) = (gpu.alloc::<f64>(n)?, gpu.alloc::<f64>(n)?, gpu.alloc::<u64>(n)?);
+            let at = gpu.upload(&vec![0u32; n])?;
+            let mut nodes = vec![root];
+            let mut split = vec![0u32];
+            let mut split_no = vec![0u32];
+            let mut next_free = 0u32;
+            let n64 = n as u64;
+            while !split.is_empty() {
+                let dnodes = gpu.upload(&nodes)?;
+                let dsplit = gpu.upload(&split_no)?;
+                let counts = gpu.upload(&vec![0u32; split.len() * 4])?;
+                let (xp, yp, atp, sp, np, cp) = (dx.ptr(), dy.ptr(), at.ptr(), dsplit.ptr(), dnodes.ptr(), counts.ptr());
+                launch!(gpu, stream, GPICS, "gpics_count", (grid(n, gpu), BLOCK, 0), [xp, yp, n64, atp, sp, np, cp])?;
+                let counts = counts.download()?;
+                let plan = Self::plan_level(&mut nodes, &mut leaves, &mut next_free, &split, &counts, params);
+                let dnodes = gpu.upload(&nodes)?;
+                let mut dsplit_ext = split_no.clone();
+                dsplit_ext.resize(nodes.len(), NONE);
+                let dsplit = gpu.upload(&dsplit_ext)?;
+                let cursor = gpu.upload(&vec![0u32; nodes.len()])?;
+                let (idp, sp, np, curp, oxp, oyp, oidp) =
+                    (did.ptr(), dsplit.ptr(), dnodes.ptr(), cursor.ptr(), ox.ptr(), oy.ptr(), oid.ptr());
+                launch!(gpu, stream, GPICS, "gpics_move", (grid(n, gpu), BLOCK, 0), [xp, yp, idp, n64, atp, sp, np, curp, oxp, oyp, oidp])?;
+                split_no = vec![NONE; nodes.len()];
+                for (i, &s) in plan.next_split.iter().enumerate() {
+                    split_no[s as usize] = i as u32;
+                }
+                split = plan.next_split;
+            }
+            let out = Points { x: ox.download()?, y: oy.download()?, id: oid.download()? };
+            QuadTree { params, nodes, leaves, pts: out, odd }
+        };
+        let dev = tree.upload(gpu)?;
+        Ok((tree, dev))
+    }
+
+    /// The device image of this tree.
+    pub fn upload(&self, gpu: &Gpu) -> Result<DeviceTree, GpuError> {
+        let mut x = self.pts.x.clone();
+        let mut y = self.pts.y.clone();
+        let mut id = self.pts.id.clone();
+        x.extend_from_slice(&self.odd.x);
+        y.extend_from_slice(&self.odd.y);
+        id.extend_from_slice(&self.odd.id);
+        let mut start: Vec<u32> = self.leaves.iter().map(|&l| self.nodes[l as usize].start).collect();
+        let mut count: Vec<u32> = self.leaves.iter().map(|&l| self.nodes[l as usize].count).collect();
+        start.push(self.pts.len() as u32);
+        count.push(self.odd.len() as u32);
+        Ok(DeviceTree {
+            nodes: gpu.upload(&self.nodes)?,
+            x: gpu.upload(&x)?,
+            y: gpu.upload(&y)?,
+            leaf_start: gpu.upload(&start)?,
+            leaf_count: gpu.upload(&count)?,
+            tree_leaves: self.leaves.len() as u32,
+            has_tree: (!self.pts.is_empty()) as u32,
+            has_odd: (!self.odd.is_empty()) as u32,
+            host_ids: id,
+        })
+    }
+
+    /// kNN with the GPU running the within-distance rounds.
+    pub fn knn_gpu(&self, gpu: &Gpu, dev: &DeviceTree, points: &[(f64, f64)], k: usize) -> Result<super::Neighbors, GpuError> {
+        self.knn_with(points, k, |qs| dev.search_positions(gpu, qs))
+    }
+}
+
+impl DeviceTree {
+    pub fn bytes(&self) -> usize {
+        self.nodes.bytes() + self.x.bytes() + self.y.bytes() + self.leaf_start.bytes() + self.leaf_count.bytes()
+    }
+
+    /// A batch of queries in G-PICS's two steps on the GPU; answers are ids.
+    pub fn search(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
+        let hits = self.search_positions(gpu, queries)?;
+        let id = &self.host_ids;
+        let mut hits = hits;
+        hits.ids.par_iter_mut().for_each(|p| *p = id[*p as usize]);
+        Ok(hits)
+    }
+
+    /// The same, answers as positions (tree points, then odd points).
+    pub fn search_positions(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
+        let m = queries.len();
+        if m == 0 {
+            return Ok(Hits { offsets: vec![0], ids: Vec::new() });
+        }
+        let stream = gpu.new_stream()?;
+        let slots = self.tree_leaves as usize + 1;
+        let gq: Vec<GQuery> = queries.iter().map(GQuery::from).collect();
+        let dq = gpu.upload(&gq)?;
+        let m64 = m as u64;
+        // Step I: count, scan, fill.
+        let qcount = gpu.alloc::<u32>(m)?;
+        let lcount = gpu.upload(&vec![0u32; slots])?;
+        let (np, qp, qcp, lcp) = (self.nodes.ptr(), dq.ptr(), qcount.ptr(), lcount.ptr());
+        let (ht, ho, tl) = (self.has_tree, self.has_odd, self.tree_leaves);
+        launch!(gpu, stream, GPICS, "gpics_register_count", (grid(m, gpu), BLOCK, 0), [np, ht, ho, tl, qp, m64, qcp, lcp])?;
+        let (qoff, pairs) = scan(gpu, &stream, &qcount, m)?;
+        let (loff, _) = scan(gpu, &stream, &lcount, slots)?;
+        let pairs = pairs as usize;
+        let pair_query = gpu.alloc::<u32>(pairs)?;
+        let leaf_pairs = gpu.alloc::<u32>(pairs)?;
+        let lcursor = gpu.upload(&vec![0u32; slots])?;
+        let (qop, lop, lcurp, pqp, lpp) = (qoff.ptr(), loff.ptr(), lcursor.ptr(), pair_query.ptr(), leaf_pairs.ptr());
+        launch!(gpu, stream, GPICS, "gpics_register_fill", (grid(m, gpu), BLOCK, 0), [np, ht, ho, tl, qp, m64, qop, lop, lcurp, pqp, lpp])?;
+        // Step II over the leaves with registered queries: count, scan, write.
+        let active: Vec<u32> = lcount.download()?.iter().enumerate().filter(|(_, &c)| c > 0).map(|(l, _)| l as u32).collect();
+        let pair_count = gpu.alloc::<u32>(pairs)?;
+        let dactive = gpu.upload(&active)?;
+        let (xp, yp, lsp, lnp, ap, pcp) =
+            (self.x.ptr(), self.y.ptr(), self.leaf_start.ptr(), self.leaf_count.ptr(), dactive.ptr(), pair_count.ptr());
+        let null = 0u64;
+        if !active.is_empty() {
+            launch!(gpu, stream, GPICS, "gpics_process", (active.len(), BLOCK, 0), [xp, yp, lsp, lnp, ap, lop, lpp, pqp, qp, pcp, null, null])?;
+        }
+        let (pair_off, total) = scan(gpu, &stream, &pair_count, pairs)?;
+        let out = gpu.alloc::<u64>(total as usize)?;
+        let (pop, outp) = (pair_off.ptr(), out.ptr());
+        if !active.is_empty() && total > 0 {
+            launch!(gpu, stream, GPICS, "gpics_process", (active.len(), BLOCK, 0), [xp, yp, lsp, lnp, ap, lop, lpp, pqp, qp, pcp, pop, outp])?;
+        }
+        let res_off = gpu.alloc::<u64>(m + 1)?;
+        let rop = res_off.ptr();
+        launch!(gpu, stream, GPICS, "gpics_query_offsets", (grid(m + 1, gpu), BLOCK, 0), [qop, pop, m64, rop])?;
+        let offsets = res_off.download()?.into_iter().map(|o| o as usize).collect();
+        let ids = if total > 0 { out.download()? } else { Vec::new() };
+        Ok(Hits { offsets, ids })
+    }
+}

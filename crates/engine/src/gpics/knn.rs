@@ -56,7 +56,7 @@ impl QuadTree {
     }
 
     /// kNN through a within-distance batch runner (`within` is the CPU or
-    /// GPU two-step search).
+    /// GPU two-step search, answering positions).
     pub fn knn_with<E>(
         &self,
         points: &[(f64, f64)],
@@ -80,38 +80,30 @@ impl QuadTree {
                     if got.len() >= k || radius[i] >= cover[i] {
                         cand[i] = got.to_vec();
                     } else {
-                        radius[i] *= 2.0;
+                        // Nothing in reach yet: grow faster.
+                        radius[i] *= if got.is_empty() { 4.0 } else { 2.0 };
                         again.push(i);
                     }
                 }
                 pending = again;
             }
         }
-        // Too few finite points in reach, or a non-finite query point: the
-        // remaining candidates are every point (few: the tree had < k, or
-        // the query is degenerate).
-        let all: Vec<u64> = {
-            let mut v = self.pts.id.clone();
-            v.extend_from_slice(&self.odd.id);
-            v
-        };
-        let coords: std::collections::HashMap<u64, (f64, f64)> = if cand.iter().zip(points).any(|(c, p)| c.len() < k || !p.0.is_finite() || !p.1.is_finite()) {
-            (0..self.pts.len()).map(|i| (self.pts.id[i], (self.pts.x[i], self.pts.y[i])))
-                .chain((0..self.odd.len()).map(|i| (self.odd.id[i], (self.odd.x[i], self.odd.y[i]))))
-                .collect()
-        } else {
-            Default::default()
-        };
-        let lookup = self.id_lookup();
+        // Too few finite points in reach (the tree holds fewer than k), or
+        // a non-finite query point: every point is a candidate.
+        let everything: Vec<u64> = (0..self.len() as u64).collect();
         let picked: Vec<Vec<(u64, f64)>> = cand
             .into_par_iter()
             .zip(points.par_iter())
             .map(|(c, &(qx, qy))| {
-                let mut with_d: Vec<(u64, u64, f64)> = if c.len() < k {
-                    all.iter().map(|&id| { let (x, y) = coords[&id]; let d = distance(qx, qy, x, y); (dist_key(d), id, d) }).collect()
-                } else {
-                    c.iter().map(|&id| { let (x, y) = lookup(id); let d = distance(qx, qy, x, y); (dist_key(d), id, d) }).collect()
-                };
+                let c = if c.len() < k { &everything } else { &c };
+                let mut with_d: Vec<(u64, u64, f64)> = c
+                    .iter()
+                    .map(|&pos| {
+                        let (x, y, id) = self.point_at(pos as usize);
+                        let d = distance(qx, qy, x, y);
+                        (dist_key(d), id, d)
+                    })
+                    .collect();
                 with_d.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
                 with_d.truncate(k);
                 with_d.into_iter().map(|(_, id, d)| (id, d)).collect()
@@ -130,16 +122,6 @@ impl QuadTree {
 
     /// kNN on all CPU cores.
     pub fn knn_cpu(&self, points: &[(f64, f64)], k: usize) -> Neighbors {
-        self.knn_with(points, k, |qs| Ok::<_, std::convert::Infallible>(self.search_cpu(qs))).unwrap_or_else(|e| match e {})
-    }
-
-    /// Coordinates by id (ids are unique within a tree).
-    fn id_lookup(&self) -> impl Fn(u64) -> (f64, f64) + Sync + '_ {
-        let map: std::collections::HashMap<u64, u32> =
-            (0..self.pts.len()).map(|i| (self.pts.id[i], i as u32)).collect();
-        move |id| {
-            let i = map[&id] as usize;
-            (self.pts.x[i], self.pts.y[i])
-        }
+        self.knn_with(points, k, |qs| Ok::<_, std::convert::Infallible>(self.search_cpu_positions(qs))).unwrap_or_else(|e| match e {})
     }
 }

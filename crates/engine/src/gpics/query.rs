@@ -14,7 +14,9 @@ use super::geom::{Query, Rect};
 use super::tree::{QuadTree, NONE};
 use rayon::prelude::*;
 
-/// Answers of a batch: the ids of query i are `ids[offsets[i]..offsets[i+1]]`.
+/// Answers of a batch: the ids of query i are `ids[offsets[i]..offsets[i+1]]`
+/// (positions in the tree's point arrays, tree points then odd points, for
+/// the `_positions` searches).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Hits {
     pub offsets: Vec<usize>,
@@ -83,14 +85,31 @@ impl QuadTree {
         self.leaves.len() + 1
     }
 
-    /// (x, y, id) slices of leaf l (the odd leaf last).
-    pub(crate) fn leaf_points(&self, l: usize) -> (&[f64], &[f64], &[u64]) {
+    /// (x, y, first position) of leaf l (the odd leaf last; odd points
+    /// are at positions after the tree's).
+    pub(crate) fn leaf_points(&self, l: usize) -> (&[f64], &[f64], usize) {
         if l == self.leaves.len() {
-            return (&self.odd.x, &self.odd.y, &self.odd.id);
+            return (&self.odd.x, &self.odd.y, self.pts.len());
         }
         let n = &self.nodes[self.leaves[l] as usize];
         let r = n.start as usize..(n.start + n.count) as usize;
-        (&self.pts.x[r.clone()], &self.pts.y[r.clone()], &self.pts.id[r])
+        (&self.pts.x[r.clone()], &self.pts.y[r], n.start as usize)
+    }
+
+    /// The point at a position: (x, y, id).
+    pub fn point_at(&self, pos: usize) -> (f64, f64, u64) {
+        if pos < self.pts.len() {
+            (self.pts.x[pos], self.pts.y[pos], self.pts.id[pos])
+        } else {
+            let i = pos - self.pts.len();
+            (self.odd.x[i], self.odd.y[i], self.odd.id[i])
+        }
+    }
+
+    /// Replaces positions by ids.
+    pub fn to_ids(&self, mut hits: Hits) -> Hits {
+        hits.ids.par_iter_mut().for_each(|p| *p = self.point_at(*p as usize).2);
+        hits
     }
 
     /// Step I on the CPU.
@@ -124,7 +143,8 @@ impl QuadTree {
         Registration { qoff, pair_leaf, loff, leaf_pairs }
     }
 
-    /// Step II on the CPU: one task per leaf with registered queries.
+    /// Step II on the CPU: one task per leaf with registered queries;
+    /// answers are positions.
     pub fn process_cpu(&self, queries: &[Query], reg: &Registration) -> Hits {
         let leaves: Vec<usize> = (0..self.leaf_slots()).filter(|&l| reg.loff[l + 1] > reg.loff[l]).collect();
         let pair_query = pair_queries(&reg.qoff);
@@ -153,7 +173,7 @@ impl QuadTree {
         let mut ids = vec![0u64; *pair_off.last().unwrap()];
         let out = super::tree::SharedMut(ids.as_mut_ptr());
         leaves.par_iter().for_each(|&l| {
-            let (xs, ys, is) = self.leaf_points(l);
+            let (xs, ys, first) = self.leaf_points(l);
             for &p in &reg.leaf_pairs[reg.loff[l]..reg.loff[l + 1]] {
                 let q = &queries[pair_query[p as usize] as usize];
                 let mut w = pair_off[p as usize];
@@ -161,7 +181,7 @@ impl QuadTree {
                     if q.matches(xs[i], ys[i]) {
                         // SAFETY: w stays inside pair p's range, which no
                         // other task writes.
-                        unsafe { *out.at(w) = is[i] };
+                        unsafe { *out.at(w) = (first + i) as u64 };
                         w += 1;
                     }
                 }
@@ -171,8 +191,13 @@ impl QuadTree {
         Hits { offsets, ids }
     }
 
-    /// A batch of queries on all CPU cores (both steps).
+    /// A batch of queries on all CPU cores (both steps); answers are ids.
     pub fn search_cpu(&self, queries: &[Query]) -> Hits {
+        self.to_ids(self.search_cpu_positions(queries))
+    }
+
+    /// The same, answers as positions.
+    pub fn search_cpu_positions(&self, queries: &[Query]) -> Hits {
         let reg = self.register_cpu(queries);
         self.process_cpu(queries, &reg)
     }

@@ -19,6 +19,7 @@ macro_rules! kernel {
 
 pub const SORTED_LOOKUP: KernelSource = kernel!("sorted_lookup");
 pub const HBTREE: KernelSource = kernel!("hbtree");
+pub const GPICS: KernelSource = kernel!("gpics");
 
 /// Every kernel source, for `Gpu::compile_all`.
-pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE];
+pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE, GPICS];

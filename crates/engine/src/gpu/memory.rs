@@ -38,21 +38,25 @@ impl<T: Copy> DeviceBuffer<T> {
         Ok(DeviceBuffer { ptr, len, ctx: ctx.clone(), _t: PhantomData })
     }
 
-    /// A device copy of `data` (synchronous).
+    /// A device copy of `data`, complete on return: the context is
+    /// synchronised, because kernels run on non-blocking streams that do not
+    /// wait for the legacy stream's copy.
     pub fn upload(ctx: &Arc<CudaContext>, data: &[T]) -> Result<Self, GpuError> {
         let buf = Self::alloc(ctx, data.len())?;
         if !data.is_empty() {
             // SAFETY: buf holds data.len() values.
             unsafe { result::memcpy_htod_sync(buf.ptr, data) }.map_err(driver("cuMemcpyHtoD"))?;
+            ctx.synchronize().map_err(driver("cuCtxSynchronize"))?;
         }
         Ok(buf)
     }
 
-    /// Copies the whole buffer back (synchronous with respect to the host,
-    /// ordered after all work on the legacy default stream).
+    /// Copies the whole buffer back, after all work queued on any stream of
+    /// the context (it synchronises the context first).
     pub fn download(&self) -> Result<Vec<T>, GpuError> {
         let mut out = Vec::with_capacity(self.len);
         self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        self.ctx.synchronize().map_err(driver("cuCtxSynchronize"))?;
         // SAFETY: the spare capacity has room for len values; the copy writes all of them.
         unsafe {
             let dst = std::slice::from_raw_parts_mut(out.as_mut_ptr(), self.len);

@@ -164,6 +164,29 @@ impl Gpu {
     }
 }
 
+/// Launches `function` of kernel source `$src` on `$stream` with a 1-D
+/// grid and the arguments in order (each passed by reference, so they must
+/// be places, not temporaries); evaluates to `Result<(), GpuError>`.
+#[macro_export]
+macro_rules! launch {
+    ($gpu:expr, $stream:expr, $src:expr, $name:expr, ($grid:expr, $block:expr, $smem:expr), [$($arg:expr),* $(,)?]) => {{
+        let gpu: &$crate::gpu::Gpu = $gpu;
+        gpu.guarded(|| {
+            let f = gpu.function(&$src, $name)?;
+            let cfg = cudarc::driver::LaunchConfig {
+                grid_dim: (($grid) as u32, 1, 1),
+                block_dim: (($block) as u32, 1, 1),
+                shared_mem_bytes: ($smem) as u32,
+            };
+            let mut b = $stream.launch_builder(&f);
+            $( cudarc::driver::PushKernelArg::arg(&mut b, &$arg); )*
+            // SAFETY: callers pass the kernel's argument list, with device
+            // buffers sized for the launch.
+            unsafe { b.launch(cfg) }.map(|_| ()).map_err($crate::gpu::driver_error("cuLaunchKernel"))
+        })
+    }};
+}
+
 /// Maps a cudarc driver error to `GpuError`, naming the call.
 pub fn driver_error(call: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> GpuError {
     driver(call)

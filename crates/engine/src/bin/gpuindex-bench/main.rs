@@ -1,14 +1,16 @@
 //! gpuindex-bench: prints tables of queries/s for each structure, CPU (all
 //! cores) and GPU in the same run, checking that both give the same answers.
 //!
-//!   gpuindex-bench [sorted] [hbtree] [--n LIST] [--batch LIST] [--reps 5]
+//!   gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [--n LIST] [--batch LIST] [--reps 5]
 //!
 //! sorted: n = 1e6,1e7,1e8, batches 1e3..1e7 by default;
-//! hbtree: n = 2^23..2^28, one batch of 2^24 hits by default.
+//! hbtree: n = 2^23..2^28, one batch of 2^24 hits by default;
+//! gpics: 16M points, batches of 1K..4M queries of each kind by default.
 //!
 //! Without a GPU the GPU columns read "-" (and GPUINDEX_REQUIRE_GPU=1 makes
 //! that a failure).
 
+mod gpics;
 mod hbtree;
 mod sorted;
 mod util;
@@ -107,6 +109,7 @@ fn main() {
             "sorted" => sorted::run(&args, g.as_deref()),
             "hbtree" => hbtree::run(&args, g.as_deref()),
             "leafstep" => hbtree::leafstep(&args, g.as_deref()),
+            "gpics" => gpics::run(&args, g.as_deref()),
             other => {
                 eprintln!("unknown benchmark {other}");
                 std::process::exit(2);

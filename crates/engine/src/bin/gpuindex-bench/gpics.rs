@@ -1,0 +1,169 @@
+//! G-PICS: build (GPU vs the same level-by-level build on all cores) and
+//! batched queries of each kind (GPU two-step vs the same two steps on all
+//! cores vs an R-tree, rstar, queried on all cores), every GPU answer
+//! checked against the CPU's.
+
+use crate::util::*;
+use crate::Args;
+use gpuindex_engine::gpics::{Params, Points, QuadTree, Query, Rect};
+use gpuindex_engine::gpu::Gpu;
+use gpuindex_engine::rng::SplitMix64;
+use rayon::prelude::*;
+use rstar::{primitives::GeomWithData, RTree, AABB};
+use std::time::Instant;
+
+type RPoint = GeomWithData<[f64; 2], u64>;
+
+fn unit(rng: &mut SplitMix64) -> f64 {
+    rng.next_u64() as f64 / u64::MAX as f64
+}
+
+/// Uniform on [0, 1000)², or clustered: 64 Gaussian-ish blobs.
+fn points(n: usize, clustered: bool, seed: u64) -> Points {
+    let mut rng = SplitMix64::new(seed);
+    let centres: Vec<(f64, f64)> = (0..64).map(|_| (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)).collect();
+    let mut p = Points { x: Vec::with_capacity(n), y: Vec::with_capacity(n), id: Vec::with_capacity(n) };
+    for i in 0..n {
+        let (x, y) = if clustered {
+            let (cx, cy) = centres[rng.below(64) as usize];
+            let s = 5.0 * (unit(&mut rng) + unit(&mut rng) + unit(&mut rng) - 1.5);
+            let t = 5.0 * (unit(&mut rng) + unit(&mut rng) + unit(&mut rng) - 1.5);
+            (cx + s, cy + t)
+        } else {
+            (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)
+        };
+        p.push(x, y, i as u64);
+    }
+    p
+}
+
+fn queries(kind: &str, pts: &Points, m: usize, seed: u64) -> Vec<Query> {
+    let mut rng = SplitMix64::new(seed);
+    (0..m)
+        .map(|_| {
+            let i = rng.below(pts.len() as u64) as usize;
+            let (x, y) = (pts.x[i], pts.y[i]);
+            match kind {
+                "range" => Query::Range(Rect::from_corners(x - 0.5, y - 0.5, x + 0.5, y + 0.5)),
+                "within" => Query::Within { x, y, r: 0.5 },
+                _ => Query::Point { x, y },
+            }
+        })
+        .collect()
+}
+
+fn rtree_answers(t: &RTree<RPoint>, qs: &[Query]) -> usize {
+    qs.par_iter()
+        .map(|q| match *q {
+            Query::Range(r) => t.locate_in_envelope(&AABB::from_corners([r.lx, r.ly], [r.hx, r.hy])).count(),
+            Query::Within { x, y, r } => t.locate_within_distance([x, y], r * r).count(),
+            Query::Point { x, y } => {
+                let e = gpuindex_engine::gpics::geom::EPSILON;
+                t.locate_in_envelope(&AABB::from_corners([x - e, y - e], [x + e, y + e])).count()
+            }
+        })
+        .sum()
+}
+
+pub fn run(args: &Args, gpu: Option<&Gpu>) {
+    let n = if args.n_given { args.n[0] } else { 16_000_000 };
+    let batches: Vec<usize> = if args.batch_given { args.batch.clone() } else { vec![1_000, 16_000, 256_000, 4_000_000] };
+    let params = Params::default();
+    let mut build_rows = Vec::new();
+    let mut rows = Vec::new();
+    for clustered in [false, true] {
+        let shape = if clustered { "clustered" } else { "uniform" };
+        let pts = points(n, clustered, 5);
+        let t = Instant::now();
+        let cpu = QuadTree::build_cpu(&pts, params);
+        let cpu_build = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let rt = RTree::bulk_load((0..n).map(|i| RPoint::new([pts.x[i], pts.y[i]], pts.id[i])).collect());
+        let rtree_build = t.elapsed().as_secs_f64();
+        let mut gpu_build = f64::NAN;
+        let dev = gpu.map(|g| {
+            let t = Instant::now();
+            let (tree, dev) = QuadTree::build_gpu(g, &pts, params).expect("gpu build");
+            gpu_build = t.elapsed().as_secs_f64();
+            assert_eq!(tree.nodes, cpu.nodes, "GPU and CPU builds differ");
+            dev
+        });
+        build_rows.push(vec![
+            shape.to_string(),
+            format!("{n}"),
+            format!("{}", cpu.leaves.len()),
+            format!("{}", cpu.height()),
+            format!("{:.3}", cpu_build),
+            format!("{:.3}", gpu_build),
+            ratio(cpu_build, gpu_build),
+            format!("{:.3}", rtree_build),
+        ]);
+        for kind in ["range", "within", "point"] {
+            for &m in &batches {
+                let qs = queries(kind, &pts, m, 9 + m as u64);
+                let mut want = Default::default();
+                let cpu_t = median_secs(args.reps, || want = cpu.search_cpu(&qs));
+                let want = want.sorted();
+                let answers = want.ids.len();
+                let rtree_t = median_secs(args.reps, || {
+                    let c = rtree_answers(&rt, &qs);
+                    assert!(kind == "point" || c == answers || kind == "within", "rstar disagrees on {kind}");
+                });
+                let mut gpu_t = f64::NAN;
+                if let (Some(g), Some(d)) = (gpu, dev.as_ref()) {
+                    let mut got = Default::default();
+                    gpu_t = median_secs(args.reps, || got = d.search(g, &qs).expect("gpu search"));
+                    assert!(got.sorted() == want, "GPU answers differ from the CPU's ({kind}, {m})");
+                }
+                rows.push(vec![
+                    shape.to_string(),
+                    kind.to_string(),
+                    format!("{m}"),
+                    format!("{:.1}", answers as f64 / m as f64),
+                    rate(m as f64 / cpu_t),
+                    rate(m as f64 / rtree_t),
+                    rate(m as f64 / gpu_t),
+                    ratio(cpu_t, gpu_t),
+                    ratio(rtree_t, gpu_t),
+                ]);
+            }
+        }
+        for &m in batches.iter().filter(|&&m| m <= 256_000) {
+            let mut rng = SplitMix64::new(77);
+            let qp: Vec<(f64, f64)> = (0..m).map(|_| (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)).collect();
+            let mut want = Default::default();
+            let cpu_t = median_secs(args.reps, || want = cpu.knn_cpu(&qp, 10));
+            let rtree_t = median_secs(args.reps, || {
+                let _: usize = qp.par_iter().map(|&(x, y)| rt.nearest_neighbor_iter(&[x, y]).take(10).count()).sum();
+            });
+            let mut gpu_t = f64::NAN;
+            if let (Some(g), Some(d)) = (gpu, dev.as_ref()) {
+                let mut got = Default::default();
+                gpu_t = median_secs(args.reps, || got = cpu.knn_gpu(g, d, &qp, 10).expect("gpu knn"));
+                assert!(got == want, "GPU kNN differs from the CPU's");
+            }
+            rows.push(vec![
+                shape.to_string(),
+                "kNN, k = 10".into(),
+                format!("{m}"),
+                "10.0".into(),
+                rate(m as f64 / cpu_t),
+                rate(m as f64 / rtree_t),
+                rate(m as f64 / gpu_t),
+                ratio(cpu_t, gpu_t),
+                ratio(rtree_t, gpu_t),
+            ]);
+        }
+    }
+    table(
+        &format!("G-PICS quadtree build (MC = {}, MH = {}): seconds", params.mc, params.mh),
+        &["data", "points", "leaves", "height", "CPU build, all cores", "GPU build", "CPU/GPU", "R-tree bulk load (rstar, 1 core)"],
+        &build_rows,
+    );
+    table(
+        "G-PICS batched queries: queries/s (GPU: end to end, queries up and answers down)",
+        &["data", "query", "batch", "answers per query", "CPU two-step, all cores", "R-tree (rstar), all cores", "GPU two-step", "GPU/CPU", "GPU/R-tree"],
+        &rows,
+    );
+    println!("\n(range: 1x1 boxes, within: r = 0.5, point: ~= on stored points, kNN: k = 10; points in [0, 1000)^2.)");
+}

@@ -1,0 +1,256 @@
+// G-PICS on the GPU (Lewis & Tu): the PR quadtree built level by level
+// with one thread per point, and batched queries in two steps (Step I: one
+// thread per query registers it with the leaves it may touch; Step II: one
+// block per leaf loads the leaf's points once, tile by tile, into shared
+// memory and tests them against every registered query). Outputs are sized
+// by a count pass and a scan, then written: nothing is capped.
+//
+// Predicates are PostgreSQL's, computed with explicit round-to-nearest
+// intrinsics (no fused multiply-add), so that answers equal the CPU's bit
+// for bit (crates/engine/src/gpics/geom.rs).
+//
+// Compiled at run time with NVRTC (no headers: only built-ins).
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+#define NONE 0xffffffffu
+#define EPSILON 1.0e-6
+#define TILE 512
+
+struct Node {            // 64 bytes, as gpics/tree.rs
+    double b[4];         // lx, ly, hx, hy
+    u32 child[4];
+    u32 start, count, leaf, depth;
+};
+
+struct GQuery {          // 40 bytes, as gpics/gpu.rs
+    u32 kind, pad;       // 0 range, 1 within, 2 point
+    double a, b, c, d;   // range: lx ly hx hy; within: x y r; point: x y
+};
+
+// The quadrant rule shared with the CPU build (tree.rs, `quadrant`).
+__device__ __forceinline__ u32 quadrant(const double *b, double x, double y) {
+    double cx = __dmul_rn(0.5, __dadd_rn(b[0], b[2]));
+    double cy = __dmul_rn(0.5, __dadd_rn(b[1], b[3]));
+    return (x >= cx ? 1u : 0u) | (y >= cy ? 2u : 0u);
+}
+
+// PostgreSQL's pg_hypot.
+__device__ __forceinline__ double pg_hypot(double x, double y) {
+    if (isinf(x) || isinf(y)) return __longlong_as_double(0x7ff0000000000000ULL);
+    if (isnan(x) || isnan(y)) return __longlong_as_double(0x7ff8000000000000ULL);
+    x = fabs(x);
+    y = fabs(y);
+    if (x < y) { double t = x; x = y; y = t; }
+    if (y == 0.0) return x;
+    double yx = __ddiv_rn(y, x);
+    return __dmul_rn(x, __dsqrt_rn(__dadd_rn(1.0, __dmul_rn(yx, yx))));
+}
+
+__device__ __forceinline__ bool fp_eq(double a, double b) {
+    return a == b || fabs(__dsub_rn(a, b)) <= EPSILON;
+}
+
+__device__ __forceinline__ bool matches(const GQuery &q, double x, double y) {
+    if (q.kind == 0) return q.c >= x && q.a <= x && q.d >= y && q.b <= y;
+    if (q.kind == 1) return pg_hypot(__dsub_rn(q.a, x), __dsub_rn(q.b, y)) <= q.c;
+    if (isnan(q.a) || isnan(q.b) || isnan(x) || isnan(y)) {
+        bool ex = (isnan(q.a) && isnan(x)) || q.a == x;
+        bool ey = (isnan(q.b) && isnan(y)) || q.b == y;
+        return ex && ey;
+    }
+    return fp_eq(q.a, x) && fp_eq(q.b, y);
+}
+
+// Conservative: may a node with box b hold an answer (slack for rounding).
+__device__ __forceinline__ bool may_touch(const GQuery &q, const double *b) {
+    if (q.kind == 0) return q.a <= b[2] && b[0] <= q.c && q.b <= b[3] && b[1] <= q.d;
+    if (q.kind == 1) {
+        double dx = fmax(fmax(b[0] - q.a, 0.0), q.a - b[2]);
+        double dy = fmax(fmax(b[1] - q.b, 0.0), q.b - b[3]);
+        return sqrt(dx * dx + dy * dy) <= q.c * (1.0 + 1e-12) + 1e-300;
+    }
+    double e = EPSILON * (1.0 + 1e-9);
+    return q.a - e <= b[2] && b[0] <= q.a + e && q.b - e <= b[3] && b[1] <= q.b + e;
+}
+
+// ---------------------------------------------------------------- build
+
+// Counts the points of every splitting node by quadrant.
+extern "C" __global__ void gpics_count(const double *__restrict__ x, const double *__restrict__ y, u64 n,
+                                       const u32 *__restrict__ at, const u32 *__restrict__ split_no,
+                                       const Node *__restrict__ nodes, u32 *__restrict__ counts) {
+    for (u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (u64)gridDim.x * blockDim.x) {
+        u32 a = at[t];
+        if (a == NONE) continue;
+        u32 q = quadrant(nodes[a].b, x[t], y[t]);
+        atomicAdd(&counts[split_no[a] * 4 + q], 1u);
+    }
+}
+
+// Moves every point one level down, or into its leaf's slice.
+extern "C" __global__ void gpics_move(const double *__restrict__ x, const double *__restrict__ y,
+                                      const u64 *__restrict__ id, u64 n, u32 *__restrict__ at,
+                                      const u32 *__restrict__ split_no, const Node *__restrict__ nodes,
+                                      u32 *__restrict__ cursor, double *__restrict__ ox,
+                                      double *__restrict__ oy, u64 *__restrict__ oid) {
+    for (u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (u64)gridDim.x * blockDim.x) {
+        u32 a = at[t];
+        if (a == NONE || split_no[a] == NONE) continue;
+        u32 c = nodes[a].child[quadrant(nodes[a].b, x[t], y[t])];
+        if (nodes[c].leaf != 0) {
+            u32 pos = nodes[c].start + atomicAdd(&cursor[c], 1u);
+            ox[pos] = x[t];
+            oy[pos] = y[t];
+            oid[pos] = id[t];
+            at[t] = NONE;
+        } else {
+            at[t] = c;
+        }
+    }
+}
+
+// --------------------------------------------------------------- Step I
+
+// Visits the leaves a query may touch; `visit(leaf number)`. The odd leaf
+// (points outside the tree) is number `tree_leaves` when present.
+template <typename F>
+__device__ __forceinline__ void descend(const Node *__restrict__ nodes, bool has_tree, bool has_odd, u32 tree_leaves,
+                                        const GQuery &q, F visit) {
+    if (has_tree) {
+        u32 stack[64];
+        int top = 0;
+        stack[top++] = 0;
+        while (top > 0) {
+            const Node &n = nodes[stack[--top]];
+            if (!may_touch(q, n.b)) continue;
+            if (n.leaf != 0) {
+                visit(n.leaf - 1);
+            } else {
+                for (int c = 3; c >= 0; c--)
+                    if (n.child[c] != NONE) stack[top++] = n.child[c];
+            }
+        }
+    }
+    if (has_odd) visit(tree_leaves);
+}
+
+extern "C" __global__ void gpics_register_count(const Node *__restrict__ nodes, u32 has_tree, u32 has_odd,
+                                                u32 tree_leaves, const GQuery *__restrict__ queries, u64 m,
+                                                u32 *__restrict__ qcount, u32 *__restrict__ lcount) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
+        GQuery q = queries[i];
+        u32 c = 0;
+        descend(nodes, has_tree, has_odd, tree_leaves, q, [&](u32 l) {
+            c++;
+            atomicAdd(&lcount[l], 1u);
+        });
+        qcount[i] = c;
+    }
+}
+
+extern "C" __global__ void gpics_register_fill(const Node *__restrict__ nodes, u32 has_tree, u32 has_odd,
+                                               u32 tree_leaves, const GQuery *__restrict__ queries, u64 m,
+                                               const u64 *__restrict__ qoff, const u64 *__restrict__ loff,
+                                               u32 *__restrict__ lcursor, u32 *__restrict__ pair_query,
+                                               u32 *__restrict__ leaf_pairs) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
+        GQuery q = queries[i];
+        u64 p = qoff[i];
+        descend(nodes, has_tree, has_odd, tree_leaves, q, [&](u32 l) {
+            pair_query[p] = (u32)i;
+            leaf_pairs[loff[l] + atomicAdd(&lcursor[l], 1u)] = (u32)p;
+            p++;
+        });
+    }
+}
+
+// -------------------------------------------------------------- Step II
+
+// One block per leaf with registered pairs (`active` lists them). With
+// `out` null, counts each pair's matches into pair_count; else writes the
+// matching points' positions at out[pair_off[p]...].
+extern "C" __global__ void gpics_process(const double *__restrict__ x, const double *__restrict__ y,
+                                         const u32 *__restrict__ leaf_start,
+                                         const u32 *__restrict__ leaf_count, const u32 *__restrict__ active,
+                                         const u64 *__restrict__ loff, const u32 *__restrict__ leaf_pairs,
+                                         const u32 *__restrict__ pair_query, const GQuery *__restrict__ queries,
+                                         u32 *__restrict__ pair_count, const u64 *__restrict__ pair_off,
+                                         u64 *__restrict__ out) {
+    __shared__ double sx[TILE];
+    __shared__ double sy[TILE];
+    const u32 l = active[blockIdx.x];
+    const u32 start = leaf_start[l], count = leaf_count[l];
+    const u64 p0 = loff[l], np = loff[l + 1] - p0;
+    for (u64 base = 0; base < np; base += blockDim.x) {
+        const u64 k = base + threadIdx.x;
+        const bool live = k < np;
+        u32 p = live ? leaf_pairs[p0 + k] : 0;
+        GQuery q;
+        if (live) q = queries[pair_query[p]];
+        u32 c = 0;
+        u64 w = (live && out) ? pair_off[p] : 0;
+        for (u32 t0 = 0; t0 < count; t0 += TILE) {
+            const u32 tn = min((u32)TILE, count - t0);
+            __syncthreads();
+            for (u32 j = threadIdx.x; j < tn; j += blockDim.x) {
+                sx[j] = x[start + t0 + j];
+                sy[j] = y[start + t0 + j];
+            }
+            __syncthreads();
+            if (live) {
+                for (u32 j = 0; j < tn; j++) {
+                    if (matches(q, sx[j], sy[j])) {
+                        if (out) out[w++] = (u64)start + t0 + j;
+                        else c++;
+                    }
+                }
+            }
+        }
+        if (live && !out) pair_count[p] = c;
+    }
+}
+
+// ----------------------------------------------------------------- scan
+
+// Exclusive scan, first level: each block scans 1024 values (4 per
+// thread) into out (u64) and writes its total to block_sum.
+extern "C" __global__ void gpics_scan_blocks(const u32 *__restrict__ in, u64 n, u64 *__restrict__ out,
+                                             u64 *__restrict__ block_sum) {
+    __shared__ u64 s[256];
+    const u64 base = (u64)blockIdx.x * 1024 + threadIdx.x * 4;
+    u64 v[4], local = 0;
+    for (int i = 0; i < 4; i++) {
+        v[i] = base + i < n ? in[base + i] : 0;
+        local += v[i];
+    }
+    s[threadIdx.x] = local;
+    __syncthreads();
+    for (int d = 1; d < 256; d <<= 1) {
+        u64 t = threadIdx.x >= d ? s[threadIdx.x - d] : 0;
+        __syncthreads();
+        s[threadIdx.x] += t;
+        __syncthreads();
+    }
+    u64 run = s[threadIdx.x] - local;
+    for (int i = 0; i < 4; i++) {
+        if (base + i < n) out[base + i] = run;
+        run += v[i];
+    }
+    if (threadIdx.x == 255) block_sum[blockIdx.x] = s[255];
+}
+
+// Second level: adds each block's offset; out[n] = total.
+extern "C" __global__ void gpics_scan_add(u64 *__restrict__ out, u64 n, const u64 *__restrict__ block_off, u64 total) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        out[i] += block_off[i / 1024];
+    if (blockIdx.x == 0 && threadIdx.x == 0) out[n] = total;
+}
+
+// Result offsets per query: res_off[i] = pair_off[qoff[i]].
+extern "C" __global__ void gpics_query_offsets(const u64 *__restrict__ qoff, const u64 *__restrict__ pair_off, u64 m,
+                                               u64 *__restrict__ res_off) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i <= m; i += (u64)gridDim.x * blockDim.x)
+        res_off[i] = pair_off[qoff[i]];
+}
