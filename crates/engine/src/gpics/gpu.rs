@@ -9,7 +9,6 @@ use super::tree::{Node, Params, Points, QuadTree, NONE};
 use crate::gpu::{kernels::GPICS, DeviceBuffer, Gpu, GpuError};
 use crate::launch;
 use cudarc::driver::CudaStream;
-use rayon::prelude::*;
 use std::sync::Arc;
 
 const BLOCK: u32 = 256;
@@ -50,8 +49,6 @@ pub struct DeviceTree {
     tree_leaves: u32,
     has_tree: u32,
     has_odd: u32,
-    /// Ids by position, to turn answers into ids on the host.
-    host_ids: Vec<u64>,
 }
 
 fn grid(n: usize, gpu: &Gpu) -> u32 {
@@ -82,9 +79,9 @@ fn scan(gpu: &Gpu, stream: &Arc<CudaStream>, input: &DeviceBuffer<u32>, n: usize
 impl QuadTree {
     /// Builds on the GPU: per level, one kernel counts the points of each
     /// splitting node by quadrant, the host makes the (few) nodes, a second
-    /// kernel moves every point down or into its leaf. Returns the host
-    /// copy (the master) and the device image.
-    pub fn build_gpu(gpu: &Gpu, input: &Points, params: Params) -> Result<(QuadTree, DeviceTree), GpuError> {
+    /// kernel moves every point down or into its leaf. Returns the host copy
+    /// (the master) with its device image attached.
+    pub fn build_gpu(gpu: &Gpu, input: &Points, params: Params) -> Result<QuadTree, GpuError> {
         let (pts, odd) = Self::separate(input);
         let n = pts.len();
         let (mut root, splits) = Self::root(&pts, params);
@@ -94,7 +91,7 @@ impl QuadTree {
         let tree = if !splits {
             root.leaf = 1;
             leaves.push(0);
-            QuadTree { params, nodes: vec![root], leaves, pts, odd }
+            QuadTree { params, nodes: vec![root], leaves, pts, odd, device: Default::default() }
         } else {
             let (ox, oy, oid) = (gpu.alloc::<f64>(n)?, gpu.alloc::<f64>(n)?, gpu.alloc::<u64>(n)?);
             let at = gpu.upload(&vec![0u32; n])?;
@@ -126,20 +123,28 @@ impl QuadTree {
                 split = plan.next_split;
             }
             let out = Points { x: ox.download()?, y: oy.download()?, id: oid.download()? };
-            QuadTree { params, nodes, leaves, pts: out, odd }
+            QuadTree { params, nodes, leaves, pts: out, odd, device: Default::default() }
         };
-        let dev = tree.upload(gpu)?;
-        Ok((tree, dev))
+        tree.device_image(gpu)?;
+        Ok(tree)
     }
 
-    /// The device image of this tree.
-    pub fn upload(&self, gpu: &Gpu) -> Result<DeviceTree, GpuError> {
+    /// The device image, uploaded at first use and kept with the tree.
+    pub fn device_image(&self, gpu: &Gpu) -> Result<Arc<DeviceTree>, GpuError> {
+        let mut slot = self.device.lock();
+        if let Some(d) = slot.as_ref() {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(self.upload(gpu)?);
+        *slot = Some(d.clone());
+        Ok(d)
+    }
+
+    fn upload(&self, gpu: &Gpu) -> Result<DeviceTree, GpuError> {
         let mut x = self.pts.x.clone();
         let mut y = self.pts.y.clone();
-        let mut id = self.pts.id.clone();
         x.extend_from_slice(&self.odd.x);
         y.extend_from_slice(&self.odd.y);
-        id.extend_from_slice(&self.odd.id);
         let mut start: Vec<u32> = self.leaves.iter().map(|&l| self.nodes[l as usize].start).collect();
         let mut count: Vec<u32> = self.leaves.iter().map(|&l| self.nodes[l as usize].count).collect();
         start.push(self.pts.len() as u32);
@@ -153,12 +158,22 @@ impl QuadTree {
             tree_leaves: self.leaves.len() as u32,
             has_tree: (!self.pts.is_empty()) as u32,
             has_odd: (!self.odd.is_empty()) as u32,
-            host_ids: id,
         })
     }
 
+    /// A batch of queries on the GPU (two steps); answers are ids.
+    pub fn search_gpu(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
+        Ok(self.to_ids(self.search_gpu_positions(gpu, queries)?))
+    }
+
+    /// The same, answers as positions.
+    pub fn search_gpu_positions(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
+        self.device_image(gpu)?.search_positions(gpu, queries)
+    }
+
     /// kNN with the GPU running the within-distance rounds.
-    pub fn knn_gpu(&self, gpu: &Gpu, dev: &DeviceTree, points: &[(f64, f64)], k: usize) -> Result<super::Neighbors, GpuError> {
+    pub fn knn_gpu(&self, gpu: &Gpu, points: &[(f64, f64)], k: usize) -> Result<super::Neighbors, GpuError> {
+        let dev = self.device_image(gpu)?;
         self.knn_with(points, k, |qs| dev.search_positions(gpu, qs))
     }
 }
@@ -168,16 +183,8 @@ impl DeviceTree {
         self.nodes.bytes() + self.x.bytes() + self.y.bytes() + self.leaf_start.bytes() + self.leaf_count.bytes()
     }
 
-    /// A batch of queries in G-PICS's two steps on the GPU; answers are ids.
-    pub fn search(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
-        let hits = self.search_positions(gpu, queries)?;
-        let id = &self.host_ids;
-        let mut hits = hits;
-        hits.ids.par_iter_mut().for_each(|p| *p = id[*p as usize]);
-        Ok(hits)
-    }
-
-    /// The same, answers as positions (tree points, then odd points).
+    /// A batch of queries in G-PICS's two steps; answers are positions
+    /// (tree points, then odd points).
     pub fn search_positions(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
         let m = queries.len();
         if m == 0 {

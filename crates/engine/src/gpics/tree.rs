@@ -111,6 +111,8 @@ pub struct QuadTree {
     pub pts: Points,
     /// Points with a non-finite coordinate, outside the tree.
     pub odd: Points,
+    /// The device image, made at first GPU use (or by the GPU build).
+    pub(crate) device: parking_lot::Mutex<Option<std::sync::Arc<super::gpu::DeviceTree>>>,
 }
 
 /// What one level of a build decided: the children made and where points go.
@@ -213,7 +215,7 @@ impl QuadTree {
         if !splits {
             root.leaf = 1;
             leaves.push(0);
-            return QuadTree { params, nodes: vec![root], leaves, pts, odd };
+            return QuadTree { params, nodes: vec![root], leaves, pts, odd, device: Default::default() };
         }
         let mut nodes = vec![root];
         let mut split = vec![0u32];
@@ -263,7 +265,7 @@ impl QuadTree {
             }
             split = plan.next_split;
         }
-        QuadTree { params, nodes, leaves, pts: out, odd }
+        QuadTree { params, nodes, leaves, pts: out, odd, device: Default::default() }
     }
 
     pub fn len(&self) -> usize {

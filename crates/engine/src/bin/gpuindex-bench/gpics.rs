@@ -81,12 +81,12 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
         let rt = RTree::bulk_load((0..n).map(|i| RPoint::new([pts.x[i], pts.y[i]], pts.id[i])).collect());
         let rtree_build = t.elapsed().as_secs_f64();
         let mut gpu_build = f64::NAN;
-        let dev = gpu.map(|g| {
+        let gtree = gpu.map(|g| {
             let t = Instant::now();
-            let (tree, dev) = QuadTree::build_gpu(g, &pts, params).expect("gpu build");
+            let tree = QuadTree::build_gpu(g, &pts, params).expect("gpu build");
             gpu_build = t.elapsed().as_secs_f64();
             assert_eq!(tree.nodes, cpu.nodes, "GPU and CPU builds differ");
-            dev
+            tree
         });
         build_rows.push(vec![
             shape.to_string(),
@@ -110,9 +110,9 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                     assert!(kind == "point" || c == answers || kind == "within", "rstar disagrees on {kind}");
                 });
                 let mut gpu_t = f64::NAN;
-                if let (Some(g), Some(d)) = (gpu, dev.as_ref()) {
+                if let (Some(g), Some(gt)) = (gpu, gtree.as_ref()) {
                     let mut got = Default::default();
-                    gpu_t = median_secs(args.reps, || got = d.search(g, &qs).expect("gpu search"));
+                    gpu_t = median_secs(args.reps, || got = gt.search_gpu(g, &qs).expect("gpu search"));
                     assert!(got.sorted() == want, "GPU answers differ from the CPU's ({kind}, {m})");
                 }
                 rows.push(vec![
@@ -137,9 +137,9 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 let _: usize = qp.par_iter().map(|&(x, y)| rt.nearest_neighbor_iter(&[x, y]).take(10).count()).sum();
             });
             let mut gpu_t = f64::NAN;
-            if let (Some(g), Some(d)) = (gpu, dev.as_ref()) {
+            if let (Some(g), Some(gt)) = (gpu, gtree.as_ref()) {
                 let mut got = Default::default();
-                gpu_t = median_secs(args.reps, || got = cpu.knn_gpu(g, d, &qp, 10).expect("gpu knn"));
+                gpu_t = median_secs(args.reps, || got = gt.knn_gpu(g, &qp, 10).expect("gpu knn"));
                 assert!(got == want, "GPU kNN differs from the CPU's");
             }
             rows.push(vec![
