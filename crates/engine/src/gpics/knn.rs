@@ -1,8 +1,10 @@
 //! Exact k nearest neighbours as G-PICS does them: a within-distance search
-//! with a radius estimated from the density of the query's leaf, repeated
-//! with a doubled radius for the queries that found fewer than k points,
-//! then a k-selection by distance (ties by id, so answers are
-//! deterministic). Distances are `point <-> point` (pg_hypot); NaN sorts
+//! with an estimated radius, repeated with a doubled radius for the queries
+//! that found fewer than k points, then a k-selection by distance (ties by
+//! id, so answers are deterministic). The radius comes from the nearest
+//! leaf's distance and density, capped by a radius known to hold k points
+//! (the paper's estimate from the query's own leaf overshoots into dense
+//! clusters from sparse regions; see docs/notes.md). Distances are `point <-> point` (pg_hypot); NaN sorts
 //! after +Infinity, as PostgreSQL orders floats.
 
 use super::geom::{distance, Query};
@@ -32,18 +34,43 @@ fn dist_key(d: f64) -> u64 {
 }
 
 impl QuadTree {
-    /// A first radius for (x, y): the disc that should hold k points at the
-    /// density of the leaf around it.
-    fn knn_radius(&self, x: f64, y: f64, k: usize) -> f64 {
-        let extent = { let r = self.root_rect(); (r.hx - r.lx).max(r.hy - r.ly) };
-        let floor = 1e-12 * (1.0 + extent);
-        match self.home_leaf(x, y) {
-            Some(n) if n.rect().area() > 0.0 => {
-                let density = n.count.max(1) as f64 / n.rect().area();
-                ((k as f64 / (std::f64::consts::PI * density)).sqrt() * 1.5).max(floor)
+    /// Best-first over leaves by distance to their boxes, for a query that
+    /// found nothing (or too little) in its first radius. Returns (reach,
+    /// bound): `reach` is the distance to the nearest non-empty leaf plus
+    /// the radius that leaf's density gives for k points (the next circle
+    /// just reaches into the nearest data, instead of swallowing it);
+    /// `bound` is a radius surely holding k points (the farthest corner of
+    /// the nearest leaves that hold k points together).
+    fn knn_reach(&self, x: f64, y: f64, k: usize) -> (f64, f64) {
+        use std::cmp::Reverse;
+        let mut heap = std::collections::BinaryHeap::new();
+        let key = |d: f64| Reverse(crate::keys::encode_f64(d));
+        heap.push((key(0.0), 0u32));
+        let (mut held, mut far, mut reach) = (0usize, 0.0f64, f64::NAN);
+        while let Some((Reverse(d), n)) = heap.pop() {
+            let node = &self.nodes[n as usize];
+            if node.is_leaf() {
+                let b = node.rect();
+                if reach.is_nan() {
+                    let near = crate::keys::decode_f64(d);
+                    let density = node.count as f64 / b.area().max(f64::MIN_POSITIVE);
+                    reach = near + (k as f64 / (std::f64::consts::PI * density)).sqrt() * 1.5;
+                }
+                held += node.count as usize;
+                for (cx, cy) in [(b.lx, b.ly), (b.lx, b.hy), (b.hx, b.ly), (b.hx, b.hy)] {
+                    far = far.max(distance(x, y, cx, cy));
+                }
+                if held >= k {
+                    let bound = far * (1.0 + 1e-12);
+                    return (reach.min(bound), bound);
+                }
+            } else {
+                for &c in node.child.iter().filter(|&&c| c != super::tree::NONE) {
+                    heap.push((key(self.nodes[c as usize].rect().min_dist(x, y)), c));
+                }
             }
-            _ => floor.max(extent / 1024.0),
         }
+        (f64::INFINITY, f64::INFINITY)
     }
 
     /// Distance beyond which every tree point is inside the circle.
@@ -56,17 +83,43 @@ impl QuadTree {
     }
 
     /// kNN through a within-distance batch runner (`within` is the CPU or
-    /// GPU two-step search, answering positions).
+    /// GPU two-step search, answering positions), in chunks of queries so
+    /// that candidate sets stay bounded in memory.
     pub fn knn_with<E>(
         &self,
         points: &[(f64, f64)],
         k: usize,
         mut within: impl FnMut(&[Query]) -> Result<Hits, E>,
     ) -> Result<Neighbors, E> {
+        const CHUNK: usize = 1 << 14;
+        let mut out = Neighbors { offsets: vec![0], ..Default::default() };
+        for part in points.chunks(CHUNK) {
+            let n = self.knn_chunk(part, k, &mut within)?;
+            let base = out.ids.len();
+            out.ids.extend_from_slice(&n.ids);
+            out.dists.extend_from_slice(&n.dists);
+            out.offsets.extend(n.offsets[1..].iter().map(|o| o + base));
+        }
+        Ok(out)
+    }
+
+    fn knn_chunk<E>(
+        &self,
+        points: &[(f64, f64)],
+        k: usize,
+        within: &mut impl FnMut(&[Query]) -> Result<Hits, E>,
+    ) -> Result<Neighbors, E> {
         let m = points.len();
         let mut cand: Vec<Vec<u64>> = vec![Vec::new(); m];
         if k > 0 {
-            let mut radius: Vec<f64> = points.par_iter().map(|&(x, y)| self.knn_radius(x, y, k)).collect();
+            // First radius: reach into the nearest leaf's data by its density
+            // (the paper estimates from the distribution and k; this takes
+            // the nearest data, so queries far from dense clusters do not
+            // swallow them), never past a radius known to hold k points.
+            let (mut radius, bound): (Vec<f64>, Vec<f64>) = points
+                .par_iter()
+                .map(|&(x, y)| if x.is_finite() && y.is_finite() { self.knn_reach(x, y, k) } else { (0.0, 0.0) })
+                .unzip();
             let cover: Vec<f64> = points.iter().map(|&(x, y)| self.cover_radius(x, y)).collect();
             let mut pending: Vec<usize> =
                 (0..m).filter(|&i| points[i].0.is_finite() && points[i].1.is_finite()).collect();
@@ -79,9 +132,13 @@ impl QuadTree {
                     let got = hits.of(j);
                     if got.len() >= k || radius[i] >= cover[i] {
                         cand[i] = got.to_vec();
+                    } else if radius[i] >= bound[i] {
+                        // Short even at the bound (only rounding could do
+                        // that): take every point.
+                        radius[i] = cover[i];
+                        again.push(i);
                     } else {
-                        // Nothing in reach yet: grow faster.
-                        radius[i] *= if got.is_empty() { 4.0 } else { 2.0 };
+                        radius[i] = (radius[i] * 2.0).min(bound[i]);
                         again.push(i);
                     }
                 }
@@ -104,8 +161,12 @@ impl QuadTree {
                         (dist_key(d), id, d)
                     })
                     .collect();
-                with_d.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-                with_d.truncate(k);
+                let by = |a: &(u64, u64, f64), b: &(u64, u64, f64)| (a.0, a.1).cmp(&(b.0, b.1));
+                if with_d.len() > k {
+                    with_d.select_nth_unstable_by(k - 1, by);
+                    with_d.truncate(k);
+                }
+                with_d.sort_unstable_by(by);
                 with_d.into_iter().map(|(_, id, d)| (id, d)).collect()
             })
             .collect();

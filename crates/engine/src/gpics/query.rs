@@ -202,22 +202,6 @@ impl QuadTree {
         self.process_cpu(queries, &reg)
     }
 
-    /// The leaf box holding (x, y), for the kNN radius estimate.
-    pub(crate) fn home_leaf(&self, x: f64, y: f64) -> Option<&super::tree::Node> {
-        if self.pts.is_empty() {
-            return None;
-        }
-        let mut n = &self.nodes[0];
-        while !n.is_leaf() {
-            let q = super::tree::quadrant(&n.b, x, y);
-            match n.child[q] {
-                NONE => return Some(n),
-                c => n = &self.nodes[c as usize],
-            }
-        }
-        Some(n)
-    }
-
     pub(crate) fn root_rect(&self) -> Rect {
         self.nodes[0].rect()
     }

@@ -128,7 +128,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 ]);
             }
         }
-        for &m in batches.iter().filter(|&&m| m <= 256_000) {
+        for &m in batches.iter().filter(|&&m| m <= 16_000) {
             let mut rng = SplitMix64::new(77);
             let qp: Vec<(f64, f64)> = (0..m).map(|_| (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)).collect();
             let mut want = Default::default();
