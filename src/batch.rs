@@ -4,7 +4,7 @@
 
 use crate::guc;
 use gpuindex_engine::executor::{self, BatchJob, Device, ExecOptions, Policy};
-use gpuindex_engine::gpu::GpuError;
+use gpuindex_engine::gpu::{Gpu, GpuError};
 use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::sync::Once;
@@ -67,16 +67,22 @@ pub fn raise(e: &GpuError) -> ! {
 
 /// Runs `job` over `queries` on the device the GUCs pick.
 pub fn submit<J: BatchJob>(what: &'static str, job: &J, queries: &[J::Query]) -> Vec<J::Output> {
+    run(what, queries.len(), || job.run_cpu(queries), |g| job.run_gpu(g, queries))
+}
+
+/// Runs a computation over `size` items on the device the GUCs pick (see
+/// `executor::run`), recording it for `gpuindex_last_batch()`.
+pub fn run<T>(what: &'static str, size: usize, on_cpu: impl FnOnce() -> T, on_gpu: impl FnOnce(&Gpu) -> Result<T, GpuError>) -> T {
     ensure_cpu_pool();
     let policy = if cuda_allowed_here() { guc::policy() } else { Policy::Cpu };
     let opts = ExecOptions { policy, min_gpu_batch: guc::GPU_MIN_BATCH.get() as usize };
     let started = Instant::now();
-    match executor::submit(&opts, job, queries) {
+    match executor::run(&opts, size, on_cpu, on_gpu) {
         Ok(ran) => {
             LAST.with(|l| {
                 *l.borrow_mut() = Some(LastBatch {
                     what,
-                    queries: queries.len(),
+                    queries: size,
                     device: ran.device,
                     cpu_reason: ran.cpu_reason,
                     millis: started.elapsed().as_secs_f64() * 1e3,

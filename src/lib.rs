@@ -18,12 +18,14 @@ mod error;
 mod functions;
 mod guc;
 mod storage;
+mod visibility;
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
     am::gpu_btree::options::init();
     am::gpu_btree::wal::register();
+    am::gpu_spatial::options::init();
 }
 
 /// Required by `cargo pgrx test`; gpuindex tests run through pg_regress and

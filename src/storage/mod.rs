@@ -6,9 +6,11 @@
 
 mod buffer;
 mod page;
+mod tid;
 mod xlog;
 pub mod wal;
 
 pub use buffer::{new_page, Exclusive, Shared};
 pub use page::{PageMut, PageRef, Special, CONTENT_BYTES};
+pub use tid::{tid_from, tid_to, Tid};
 pub use xlog::Xlog;

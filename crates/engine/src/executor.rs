@@ -77,23 +77,31 @@ pub trait BatchJob: Sync {
 
 /// Runs `job` over `queries` on the device the policy picks.
 pub fn submit<J: BatchJob>(opts: &ExecOptions, job: &J, queries: &[J::Query]) -> Result<Ran<Vec<J::Output>>, GpuError> {
-    let cpu = |reason: String| Ran { output: job.run_cpu(queries), device: Device::Cpu, cpu_reason: Some(reason) };
+    run(opts, queries.len(), || job.run_cpu(queries), |g| job.run_gpu(g, queries))
+}
+
+/// Runs a computation over a batch of `size` items on the device the
+/// policy picks: `on_gpu` when it may (falling back to `on_cpu` under
+/// `Auto` if it fails), else `on_cpu`. Both must return the same answer.
+pub fn run<T>(
+    opts: &ExecOptions,
+    size: usize,
+    on_cpu: impl FnOnce() -> T,
+    on_gpu: impl FnOnce(&Gpu) -> Result<T, GpuError>,
+) -> Result<Ran<T>, GpuError> {
+    let cpu = |reason: String| Ran { output: on_cpu(), device: Device::Cpu, cpu_reason: Some(reason) };
     match opts.policy {
         Policy::Cpu => Ok(cpu("gpuindex.device = cpu".into())),
         Policy::Gpu => {
             let g = gpu::gpu()?;
-            let output = job.run_gpu(&g, queries)?;
+            let output = on_gpu(&g)?;
             Ok(Ran { output, device: Device::Gpu, cpu_reason: None })
         }
         Policy::Auto => {
-            if queries.len() < opts.min_gpu_batch {
-                return Ok(cpu(format!(
-                    "batch of {} is below gpuindex.gpu_min_batch = {}",
-                    queries.len(),
-                    opts.min_gpu_batch
-                )));
+            if size < opts.min_gpu_batch {
+                return Ok(cpu(format!("batch of {size} is below gpuindex.gpu_min_batch = {}", opts.min_gpu_batch)));
             }
-            match gpu::gpu().and_then(|g| job.run_gpu(&g, queries)) {
+            match gpu::gpu().and_then(|g| on_gpu(&g)) {
                 Ok(output) => Ok(Ran { output, device: Device::Gpu, cpu_reason: None }),
                 Err(e) => Ok(cpu(e.to_string())),
             }

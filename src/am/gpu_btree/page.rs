@@ -38,21 +38,7 @@ pub const LEAF_CAPACITY: usize = CONTENT_BYTES / (8 + TID_BYTES);
 pub const INNER_CAPACITY: usize = CONTENT_BYTES / 12;
 pub const NULLS_CAPACITY: usize = CONTENT_BYTES / TID_BYTES;
 
-/// A heap TID as one ordered integer: block << 16 | offset.
-pub type Tid = u64;
-
-pub fn tid_from(p: pg_sys::ItemPointerData) -> Tid {
-    let block = ((p.ip_blkid.bi_hi as u64) << 16) | p.ip_blkid.bi_lo as u64;
-    (block << 16) | p.ip_posid as u64
-}
-
-pub fn tid_to(t: Tid) -> pg_sys::ItemPointerData {
-    let block = (t >> 16) as u32;
-    pg_sys::ItemPointerData {
-        ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: block as u16 },
-        ip_posid: t as u16,
-    }
-}
+pub use crate::storage::{tid_from, tid_to, Tid};
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

@@ -6,7 +6,7 @@
 //! back with `JOIN t ON t.ctid = p.ctid` (a nested loop over TID scans).
 
 use super::keys;
-use super::page::{tid_to, Tid};
+use super::page::Tid;
 use super::tree::Tree;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -57,35 +57,7 @@ unsafe fn probe_visible(index: pg_sys::Relation, mut wanted: Vec<(u64, i64)>) ->
             i += 1;
         }
     }
-    matches.sort_unstable();
-    let heap = pg_sys::table_open((*(*index).rd_index).indrelid, pg_sys::AccessShareLock as i32);
-    let am = &*(*heap).rd_tableam;
-    let fetch = am.index_fetch_begin.expect("index_fetch_begin")(heap);
-    let slot = pg_sys::table_slot_create(heap, std::ptr::null_mut());
-    let snapshot = pg_sys::GetActiveSnapshot();
-    let mut out = Vec::with_capacity(matches.len());
-    let mut last: Option<(Tid, Option<pg_sys::ItemPointerData>)> = None;
-    for (tid, position) in matches {
-        // One fetch per distinct TID (repeated keys share it).
-        let visible = match last {
-            Some((t, v)) if t == tid => v,
-            _ => {
-                let mut t = tid_to(tid);
-                let (mut call_again, mut all_dead) = (false, false);
-                let found = am.index_fetch_tuple.expect("index_fetch_tuple")(fetch, &mut t, snapshot, slot, &mut call_again, &mut all_dead);
-                let v = found.then(|| (*slot).tts_tid);
-                last = Some((tid, v));
-                v
-            }
-        };
-        if let Some(v) = visible {
-            out.push((position, v));
-        }
-    }
-    pg_sys::ExecDropSingleTupleTableSlot(slot);
-    am.index_fetch_end.expect("index_fetch_end")(fetch);
-    pg_sys::table_close(heap, pg_sys::AccessShareLock as i32);
-    out
+    crate::visibility::visible((*(*index).rd_index).indrelid, matches)
 }
 
 #[pg_extern(volatile, parallel_safe, strict)]

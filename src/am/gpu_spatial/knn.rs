@@ -1,0 +1,168 @@
+//! `ORDER BY p <-> q`: a best-first walk that returns entries in exact
+//! distance order for as long as the executor asks (it never says k).
+//! One priority queue holds nodes keyed by a lower bound of their points'
+//! distances and entries keyed by their exact distance (`point <->
+//! point`, pg_hypot); popping an entry means nothing left can be closer.
+//! Distances order as float8 sorts them: NaN after every number, NULLs
+//! last (ORDER BY's default NULLS LAST).
+
+use super::page::Entry;
+use super::shape::{self, matches_all};
+use gpuindex_engine::gpics::geom::distance;
+use gpuindex_engine::gpics::tree::{Node, NONE as NO_CHILD};
+use gpuindex_engine::gpics::Query;
+use pgrx::pg_sys;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// A distance's place in the order: numbers (with infinities), then NaN,
+/// then NULL.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Key {
+    rank: u8,
+    d: f64,
+}
+
+impl Key {
+    fn of(d: f64) -> Key {
+        if d.is_nan() {
+            Key { rank: 1, d: 0.0 }
+        } else {
+            Key { rank: 0, d }
+        }
+    }
+    const NULL: Key = Key { rank: 2, d: 0.0 };
+}
+
+impl Eq for Key {}
+impl Ord for Key {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.rank.cmp(&o.rank).then(self.d.total_cmp(&o.d))
+    }
+}
+impl PartialOrd for Key {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+#[derive(Debug)]
+enum Item {
+    /// A node (index into the shape's nodes).
+    Node(u32),
+    /// An entry and its exact distance (None for a NULL point).
+    Entry(Entry, Option<f64>),
+}
+
+#[derive(Debug)]
+struct Queued {
+    key: Key,
+    /// Nodes before entries at equal keys, so ties are all found first.
+    is_entry: bool,
+    item: Item,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Queued {}
+impl Ord for Queued {
+    // Reversed: BinaryHeap pops the greatest.
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.key.cmp(&self.key).then(o.is_entry.cmp(&self.is_entry))
+    }
+}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// A lower bound of `point <-> (x, y)` over a node's box. The gaps are
+/// exact lower bounds of each coordinate difference (subtraction rounds
+/// monotonically), and the relative slack covers pg_hypot's rounding. A
+/// query with a NaN coordinate has NaN distances everywhere: every node is
+/// opened first.
+fn lower_bound(n: &Node, x: f64, y: f64) -> Key {
+    let dx = (n.b[0] - x).max(x - n.b[2]).max(0.0);
+    let dy = (n.b[1] - y).max(y - n.b[3]).max(0.0);
+    let d = gpuindex_engine::gpics::geom::pg_hypot(dx, dy) * (1.0 - 1e-12);
+    if d.is_nan() || x.is_nan() || y.is_nan() {
+        Key { rank: 0, d: f64::NEG_INFINITY }
+    } else {
+        Key::of(d)
+    }
+}
+
+pub struct Knn {
+    x: f64,
+    y: f64,
+    quals: Vec<Query>,
+    nodes: std::sync::Arc<shape::Shape>,
+    heap: BinaryHeap<Queued>,
+}
+
+impl Knn {
+    /// Starts a walk from (x, y) over the entries answering `quals`.
+    pub fn start(rel: pg_sys::Relation, x: f64, y: f64, quals: Vec<Query>) -> Knn {
+        let m = shape::meta(rel);
+        let nodes = shape::shape(rel, &m);
+        let mut k = Knn { x, y, quals, nodes, heap: BinaryHeap::new() };
+        if !k.nodes.nodes.is_empty() {
+            let key = lower_bound(&k.nodes.nodes[0], x, y);
+            k.heap.push(Queued { key, is_entry: false, item: Item::Node(0) });
+        }
+        // The delta is searched by brute force: it is kept small by merges.
+        let mut delta = Vec::new();
+        shape::for_delta(rel, &m, |page| delta.extend_from_slice(page));
+        for e in delta {
+            k.push_entry(e);
+        }
+        k
+    }
+
+    fn push_entry(&mut self, e: Entry) {
+        if e.is_null() {
+            if self.quals.is_empty() {
+                self.heap.push(Queued { key: Key::NULL, is_entry: true, item: Item::Entry(e, None) });
+            }
+            return;
+        }
+        if !matches_all(&e, &self.quals) {
+            return;
+        }
+        let d = distance(e.x, e.y, self.x, self.y);
+        self.heap.push(Queued { key: Key::of(d), is_entry: true, item: Item::Entry(e, Some(d)) });
+    }
+
+    /// The next entry in distance order and its distance (None: NULL).
+    pub fn next(&mut self, rel: pg_sys::Relation) -> Option<(Entry, Option<f64>)> {
+        while let Some(q) = self.heap.pop() {
+            match q.item {
+                Item::Entry(e, d) => return Some((e, d)),
+                Item::Node(i) => {
+                    let n = self.nodes.nodes[i as usize];
+                    if n.is_leaf() {
+                        let mut page_entries = Vec::new();
+                        shape::for_run(rel, (n.start, n.count), |p| page_entries.extend_from_slice(p));
+                        for e in page_entries {
+                            self.push_entry(e);
+                        }
+                        continue;
+                    }
+                    for &c in n.child.iter().filter(|&&c| c != NO_CHILD) {
+                        let child = &self.nodes.nodes[c as usize];
+                        let r = child.rect();
+                        if self.quals.iter().all(|q| q.may_touch(&r)) {
+                            let key = lower_bound(child, self.x, self.y);
+                            self.heap.push(Queued { key, is_entry: false, item: Item::Node(c) });
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,177 @@
+//! gpu_spatial's page formats.
+//!
+//! - block 0, the metapage: where the quadtree's node pages are, the delta
+//!   chain, counts, the generation (bumped whenever the tree's shape
+//!   changes: the cached node image is current while it matches) and the
+//!   vacuum count (bumped whenever VACUUM removes entries from tree pages:
+//!   a cached copy of the points is current while both match);
+//! - entry pages: (x, y, heap TID) entries. A quadtree leaf owns a run of
+//!   consecutive entry pages; the delta chain (linked by `right`) holds
+//!   what is not in the tree: rows inserted since the tree was built,
+//!   points with a non-finite coordinate, and NULLs (flagged in the TID);
+//! - node pages: the quadtree's nodes (the engine's 64-byte `Node`), root
+//!   first, consecutive blocks. A leaf node's `start` is the first block of
+//!   its run and `count` the number of pages in it.
+
+use crate::storage::{PageMut, PageRef, Special, Tid, CONTENT_BYTES};
+use gpuindex_engine::gpics::tree::Node;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+pub const PAGE_ID: u16 = 0x5A71;
+pub const META_BLOCK: u32 = 0;
+pub const MAGIC: u32 = 0x4753_5054; // "GSPT"
+pub const VERSION: u32 = 1;
+pub const NONE: u32 = pg_sys::InvalidBlockNumber;
+
+pub const KIND_META: u8 = 1;
+pub const KIND_LEAF: u8 = 2;
+pub const KIND_DELTA: u8 = 3;
+pub const KIND_NODES: u8 = 4;
+
+/// Set in an entry's TID for a row whose point is NULL.
+pub const NULL_FLAG: u64 = 1 << 63;
+
+/// One indexed row. NULL points have x = y = NaN and NULL_FLAG set.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Entry {
+    pub x: f64,
+    pub y: f64,
+    pub tid: u64,
+}
+
+impl Entry {
+    pub fn is_null(&self) -> bool {
+        self.tid & NULL_FLAG != 0
+    }
+    pub fn heap_tid(&self) -> Tid {
+        self.tid & !NULL_FLAG
+    }
+}
+
+pub const ENTRY_CAPACITY: usize = CONTENT_BYTES / std::mem::size_of::<Entry>();
+pub const NODE_CAPACITY: usize = CONTENT_BYTES / std::mem::size_of::<Node>();
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Meta {
+    pub magic: u32,
+    pub version: u32,
+    pub generation: u64,
+    pub vacuums: u64,
+    /// First node page and number of nodes (0: no tree, all in the delta).
+    pub node_start: u32,
+    pub node_count: u32,
+    pub leaf_count: u32,
+    pub delta_head: u32,
+    pub delta_tail: u32,
+    pub delta_pages: u32,
+    /// Entries in the tree's pages and in the delta (live or not yet vacuumed).
+    pub tree_entries: u64,
+    pub delta_entries: u64,
+    /// Build parameters (the leaf capacity MC and maximum height MH).
+    pub mc: u32,
+    pub mh: u32,
+}
+
+impl Meta {
+    pub fn new(delta: u32, mc: u32, mh: u32) -> Meta {
+        Meta {
+            magic: MAGIC,
+            version: VERSION,
+            generation: 1,
+            vacuums: 0,
+            node_start: NONE,
+            node_count: 0,
+            leaf_count: 0,
+            delta_head: delta,
+            delta_tail: delta,
+            delta_pages: 1,
+            tree_entries: 0,
+            delta_entries: 0,
+            mc,
+            mh,
+        }
+    }
+}
+
+pub fn corrupted(what: String) -> ! {
+    crate::error::raise(
+        PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+        format!("gpu_spatial: {what}"),
+        "REINDEX the index.",
+    )
+}
+
+fn expect_kind(page: &PageRef, kinds: &[u8]) -> Special {
+    let s = page.special();
+    if s.page_id != PAGE_ID || !kinds.contains(&s.kind) {
+        corrupted(format!("expected a page of kind {kinds:?}, found kind {} (page id {:#x})", s.kind, s.page_id));
+    }
+    s
+}
+
+pub fn read_meta(page: PageRef) -> Meta {
+    expect_kind(&page, &[KIND_META]);
+    let m: Meta = page.header();
+    if m.magic != MAGIC || m.version != VERSION {
+        corrupted(format!("bad metapage (magic {:#x}, version {})", m.magic, m.version));
+    }
+    m
+}
+
+pub fn write_meta(page: &mut PageMut, m: &Meta) {
+    page.set_header(*m);
+    page.set_used(std::mem::size_of::<Meta>(), 0);
+}
+
+pub fn special(kind: u8) -> Special {
+    Special { kind, right: NONE, left: NONE, page_id: PAGE_ID, ..Default::default() }
+}
+
+pub fn init_meta(page: &mut PageMut, m: &Meta) {
+    page.init(special(KIND_META));
+    write_meta(page, m);
+}
+
+/// The entries of a leaf or delta page.
+pub fn entries<'a>(page: PageRef<'a>) -> (&'a [Entry], Special) {
+    let s = expect_kind(&page, &[KIND_LEAF, KIND_DELTA]);
+    (page.front(0, s.count as usize), s)
+}
+
+/// Writes a page's entries (the whole contents).
+pub fn set_entries(page: &mut PageMut, e: &[Entry]) {
+    assert!(e.len() <= ENTRY_CAPACITY);
+    page.front_mut::<Entry>(0, e.len()).copy_from_slice(e);
+    page.update_special(|s| s.count = e.len() as u32);
+    page.set_used(std::mem::size_of_val(e), 0);
+}
+
+/// Appends one entry to a page with room.
+pub fn push_entry(page: &mut PageMut, e: Entry) {
+    let n = page.as_ref().special().count as usize;
+    assert!(n < ENTRY_CAPACITY);
+    page.set_used((n + 1) * std::mem::size_of::<Entry>(), 0);
+    page.front_mut::<Entry>(0, n + 1)[n] = e;
+    page.update_special(|s| s.count = n as u32 + 1);
+}
+
+/// The nodes of a node page.
+pub fn nodes<'a>(page: PageRef<'a>) -> &'a [Node] {
+    let s = expect_kind(&page, &[KIND_NODES]);
+    page.front(0, s.count as usize)
+}
+
+pub fn set_nodes(page: &mut PageMut, n: &[Node]) {
+    assert!(n.len() <= NODE_CAPACITY);
+    page.front_mut::<Node>(0, n.len()).copy_from_slice(n);
+    page.update_special(|s| s.count = n.len() as u32);
+    page.set_used(std::mem::size_of_val(n), 0);
+}
+
+/// The number of pages of a leaf's run.
+pub fn pages_for(entries: usize) -> usize {
+    entries.div_ceil(ENTRY_CAPACITY).max(1)
+}

@@ -1,0 +1,119 @@
+//! Reading the index: the metapage, the quadtree's nodes (cached per
+//! backend by index and generation: they change only when the tree is
+//! rebuilt or merged), and the entries of leaf runs and of the delta chain,
+//! filtered exactly by a set of queries.
+
+use super::page::*;
+use crate::storage::Shared;
+use gpuindex_engine::gpics::tree::{Node, NONE as NO_CHILD};
+use gpuindex_engine::gpics::Query;
+use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub fn meta(rel: pg_sys::Relation) -> Meta {
+    read_meta(Shared::lock(rel, META_BLOCK).page())
+}
+
+/// (index oid, relfilenode): a REINDEX or TRUNCATE gets a new key.
+pub fn cache_key(rel: pg_sys::Relation) -> (pg_sys::Oid, pg_sys::Oid) {
+    // SAFETY: fields of an open relation.
+    unsafe { ((*rel).rd_id, (*rel).rd_node.relNode) }
+}
+
+pub struct Shape {
+    pub generation: u64,
+    pub nodes: Vec<Node>,
+}
+
+thread_local! {
+    static SHAPES: RefCell<HashMap<(pg_sys::Oid, pg_sys::Oid), Arc<Shape>>> = RefCell::new(HashMap::new());
+}
+
+/// The nodes of the tree `m` describes.
+pub fn shape(rel: pg_sys::Relation, m: &Meta) -> Arc<Shape> {
+    let key = cache_key(rel);
+    if let Some(s) = SHAPES.with(|c| c.borrow().get(&key).cloned()) {
+        if s.generation == m.generation {
+            return s;
+        }
+    }
+    let mut nodes = Vec::with_capacity(m.node_count as usize);
+    let mut block = m.node_start;
+    while nodes.len() < m.node_count as usize {
+        let g = Shared::lock(rel, block);
+        nodes.extend_from_slice(super::page::nodes(g.page()));
+        block += 1;
+    }
+    let s = Arc::new(Shape { generation: m.generation, nodes });
+    SHAPES.with(|c| c.borrow_mut().insert(key, s.clone()));
+    s
+}
+
+/// Whether an entry answers every query (a NULL answers none).
+pub fn matches_all(e: &Entry, quals: &[Query]) -> bool {
+    !e.is_null() && quals.iter().all(|q| q.matches(e.x, e.y))
+}
+
+/// The leaf runs (first block, pages) whose boxes every query may touch;
+/// all of them when there is no query.
+pub fn leaf_runs(nodes: &[Node], quals: &[Query]) -> Vec<(u32, u32)> {
+    let mut runs = Vec::new();
+    if nodes.is_empty() {
+        return runs;
+    }
+    let mut stack = vec![0u32];
+    while let Some(i) = stack.pop() {
+        let n = &nodes[i as usize];
+        let r = n.rect();
+        if !quals.iter().all(|q| q.may_touch(&r)) {
+            continue;
+        }
+        if n.is_leaf() {
+            runs.push((n.start, n.count));
+        } else {
+            stack.extend(n.child.iter().rev().filter(|&&c| c != NO_CHILD));
+        }
+    }
+    runs
+}
+
+/// Calls `f` with the entries of each page of a run.
+pub fn for_run(rel: pg_sys::Relation, (start, pages): (u32, u32), mut f: impl FnMut(&[Entry])) {
+    for b in start..start + pages {
+        let g = Shared::lock(rel, b);
+        f(entries(g.page()).0);
+    }
+}
+
+/// Calls `f` with the entries of each page of the delta chain.
+pub fn for_delta(rel: pg_sys::Relation, m: &Meta, mut f: impl FnMut(&[Entry])) {
+    let mut block = m.delta_head;
+    while block != NONE {
+        let g = Shared::lock(rel, block);
+        let (e, s) = entries(g.page());
+        f(e);
+        block = s.right;
+    }
+}
+
+/// Every entry answering all `quals` (every entry, NULLs included, when
+/// there are none): the tree's candidate leaves, then the delta.
+pub fn collect(rel: pg_sys::Relation, quals: &[Query]) -> Vec<Entry> {
+    let m = meta(rel);
+    let s = shape(rel, &m);
+    let mut out = Vec::new();
+    let mut keep = |page: &[Entry]| {
+        if quals.is_empty() {
+            out.extend_from_slice(page);
+        } else {
+            out.extend(page.iter().filter(|e| matches_all(e, quals)));
+        }
+    };
+    for run in leaf_runs(&s.nodes, quals) {
+        for_run(rel, run, &mut keep);
+    }
+    for_delta(rel, &m, &mut keep);
+    out
+}
