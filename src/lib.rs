@@ -13,6 +13,7 @@ use pgrx::prelude::*;
 ::pgrx::pg_module_magic!(name, version);
 
 mod am;
+mod arrays;
 mod batch;
 mod error;
 mod functions;

@@ -7,6 +7,8 @@
 
 mod build;
 mod cost;
+pub mod functions;
+mod image;
 mod knn;
 pub mod options;
 mod page;

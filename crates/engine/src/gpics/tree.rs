@@ -268,6 +268,22 @@ impl QuadTree {
         QuadTree { params, nodes, leaves, pts: out, odd, device: Default::default() }
     }
 
+    /// A tree from its parts (a copy read back from storage): the nodes
+    /// in level order, leaf slices into `pts`; `odd` holds the points
+    /// outside the tree. Node counts are recomputed from the leaves'.
+    pub fn from_parts(params: Params, mut nodes: Vec<Node>, pts: Points, odd: Points) -> QuadTree {
+        let mut leaves = vec![0u32; nodes.iter().filter(|n| n.is_leaf()).count()];
+        for i in (0..nodes.len()).rev() {
+            if nodes[i].is_leaf() {
+                leaves[nodes[i].leaf as usize - 1] = i as u32;
+            } else {
+                let c = nodes[i].child;
+                nodes[i].count = c.iter().filter(|&&c| c != NONE).map(|&c| nodes[c as usize].count).sum();
+            }
+        }
+        QuadTree { params, nodes, leaves, pts, odd, device: Default::default() }
+    }
+
     pub fn len(&self) -> usize {
         self.pts.len() + self.odd.len()
     }
