@@ -6,6 +6,7 @@
 //! `ORDER BY p <-> q` in exact distance order.
 
 mod build;
+pub mod check;
 mod cost;
 pub mod functions;
 mod image;

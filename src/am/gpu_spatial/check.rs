@@ -1,0 +1,93 @@
+//! `gpu_spatial_check(index regclass)`: verifies the invariants
+//! (amcheck-style): the node pages hold a quadtree (children inside their
+//! parent's quadrant, leaves numbered once each, runs inside the
+//! relation), every leaf entry lies in its leaf's box, the tree and delta
+//! counts match the metapage's (exactly when nothing else runs; inserts
+//! running beside it can only add to the delta). Raises an ERROR at the
+//! first violation; returns the counts otherwise.
+
+use super::shape;
+use gpuindex_engine::gpics::tree::{quadrant_box, NONE as NO_CHILD};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+fn fail(index: &str, what: String) -> ! {
+    crate::error::raise(
+        PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+        format!("gpu_spatial index \"{index}\" is corrupted: {what}"),
+        "REINDEX the index, and please report how it happened.",
+    )
+}
+
+#[pg_extern(volatile, parallel_safe, strict)]
+fn gpu_spatial_check(
+    index: pgrx::PgRelation,
+) -> TableIterator<
+    'static,
+    (name!(nodes, i64), name!(leaves, i64), name!(tree_entries, i64), name!(delta_pages, i64), name!(delta_entries, i64)),
+> {
+    // SAFETY: reads pages under share locks, one at a time.
+    let row = unsafe {
+        let rel = pg_sys::index_open(index.oid(), pg_sys::AccessShareLock as i32);
+        let am = pg_sys::get_index_am_oid(c"gpu_spatial".as_ptr(), false);
+        let name = pgrx::name_data_to_str(&(*(*rel).rd_rel).relname).to_string();
+        if (*(*rel).rd_rel).relam != am {
+            fail(&name, "not a gpu_spatial index".into());
+        }
+        let nblocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+        let m = shape::meta(rel);
+        let s = shape::shape(rel, &m);
+        let nodes = &s.nodes;
+        let mut leaf_seen = vec![false; m.leaf_count as usize];
+        let mut tree_entries = 0u64;
+        for (i, n) in nodes.iter().enumerate() {
+            if n.is_leaf() {
+                let no = n.leaf as usize - 1;
+                if no >= leaf_seen.len() || std::mem::replace(&mut leaf_seen[no], true) {
+                    fail(&name, format!("node {i}: leaf number {} repeated or out of range", n.leaf));
+                }
+                if n.start == 0 || n.start.saturating_add(n.count) > nblocks {
+                    fail(&name, format!("leaf node {i}: run {}+{} outside the relation", n.start, n.count));
+                }
+                let r = n.rect();
+                shape::for_run(rel, (n.start, n.count), |page| {
+                    for e in page {
+                        if e.is_null() || !r.contains(e.x, e.y) {
+                            fail(&name, format!("leaf node {i}: entry ({}, {}) outside its box", e.x, e.y));
+                        }
+                    }
+                    tree_entries += page.len() as u64;
+                });
+                continue;
+            }
+            for (q, &c) in n.child.iter().enumerate() {
+                if c == NO_CHILD {
+                    continue;
+                }
+                if c as usize <= i || c as usize >= nodes.len() {
+                    fail(&name, format!("node {i}: child {c} not after it"));
+                }
+                if nodes[c as usize].b != quadrant_box(&n.b, q) {
+                    fail(&name, format!("node {i}: child {c} is not its quadrant {q}"));
+                }
+            }
+        }
+        if leaf_seen.iter().any(|s| !s) {
+            fail(&name, "a leaf number has no node".into());
+        }
+        if tree_entries != m.tree_entries {
+            fail(&name, format!("leaves hold {tree_entries} entries, the metapage says {}", m.tree_entries));
+        }
+        let (mut delta_pages, mut delta_entries) = (0u64, 0u64);
+        shape::for_delta(rel, &m, |page| {
+            delta_pages += 1;
+            delta_entries += page.len() as u64;
+        });
+        if delta_entries < m.delta_entries || delta_pages < m.delta_pages as u64 {
+            fail(&name, format!("the delta holds {delta_entries} entries on {delta_pages} pages, the metapage says {} on {}", m.delta_entries, m.delta_pages));
+        }
+        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
+        (nodes.len() as i64, m.leaf_count as i64, tree_entries as i64, delta_pages as i64, delta_entries as i64)
+    };
+    TableIterator::new(std::iter::once(row))
+}
