@@ -1,4 +1,4 @@
-//! Crash recovery of gpu_btree: kill -9 the postmaster (or, without a
+//! Crash recovery of gpu_btree and gpu_spatial: kill -9 the postmaster (or, without a
 //! restart command, one backend) while inserts split pages, restart, and
 //! check the index against the heap. Its own test binary: it takes the
 //! whole server down, so nothing else may run beside it.
@@ -43,6 +43,10 @@ fn crash_recovery() {
          CREATE TABLE crash (id bigserial, v int8);
          INSERT INTO crash (v) SELECT g % 1000 FROM generate_series(1, 20000) g;
          CREATE INDEX crash_v ON crash USING gpu_btree (v);
+         DROP TABLE IF EXISTS crash_sp;
+         CREATE TABLE crash_sp (id bigserial, p point);
+         INSERT INTO crash_sp (p) SELECT point(g % 100, g / 100) FROM generate_series(1, 20000) g;
+         CREATE INDEX crash_sp_p ON crash_sp USING gpu_spatial (p);
          CHECKPOINT;",
     )
     .unwrap();
@@ -55,6 +59,10 @@ fn crash_recovery() {
                 for _ in 0..100_000 {
                     let v = rng.below(2000) as i64;
                     if c.execute("INSERT INTO crash (v) SELECT $1::int8 + g FROM generate_series(1, 50) g", &[&v]).is_err() {
+                        return;
+                    }
+                    let x = v as f64 / 20.0;
+                    if v % 4 == 0 && c.execute("INSERT INTO crash_sp (p) SELECT point($1::float8 + g * 0.01, $1::float8) FROM generate_series(1, 20) g", &[&x]).is_err() {
                         return;
                     }
                 }
@@ -103,11 +111,17 @@ fn crash_recovery() {
     for p in ["v >= 0", "v BETWEEN 100 AND 200", "v = ANY (ARRAY(SELECT g FROM generate_series(0, 3000, 7) g)::int8[])"] {
         check_predicate(&mut c, "crash", "crash_v", p);
     }
+    c.query("SELECT * FROM gpu_spatial_check('crash_sp_p')", &[]).unwrap();
+    for p in ["p <@ box '(0,0),(100,200)'", "p <@ circle '((50,50),20)'"] {
+        check_predicate(&mut c, "crash_sp", "crash_sp_p", p);
+    }
     // And it still takes inserts (splits after recovery).
     c.batch_execute("INSERT INTO crash (v) SELECT g % 3000 FROM generate_series(1, 30000) g").unwrap();
     check_index(&mut c, "crash_v");
     check_predicate(&mut c, "crash", "crash_v", "v >= 0");
-    c.batch_execute("DROP TABLE crash").unwrap();
+    c.batch_execute("INSERT INTO crash_sp (p) SELECT point(g % 7, g % 11) FROM generate_series(1, 5000) g").unwrap();
+    check_predicate(&mut c, "crash_sp", "crash_sp_p", "p <@ box '(0,0),(5,5)'");
+    c.batch_execute("DROP TABLE crash, crash_sp").unwrap();
 }
 
 extern "C" {

@@ -1,0 +1,330 @@
+//! gpu_spatial against a live server, on random data (uniform and
+//! clustered, with duplicate points and points on the query borders):
+//! every query through gpu_spatial returns exactly GiST's rows (and the
+//! sequential scan's), kNN returns GiST's distances in order, the batch
+//! functions return what LATERAL joins over GiST return; before and after
+//! inserts, deletes, updates and VACUUM. NaN, infinities and NULLs (which
+//! GiST mishandles: it loses rows and fails kNN with "inconsistent point
+//! values") are checked against the sequential scan. Concurrent inserts
+//! and scans. On a server with a GPU, batches of every size run there.
+
+use gpuindex_engine::rng::SplitMix64;
+use gpuindex_tests::{check_predicate, connect, gpu_missing_but_required, set_index_only, set_seq_only};
+use postgres::Client;
+
+const DB: &str = "gpuindex_it_spatial";
+
+fn unit(rng: &mut SplitMix64) -> f64 {
+    rng.next_u64() as f64 / u64::MAX as f64
+}
+
+/// A coordinate on a 0.25 grid in [0, 100] (duplicates and exact border
+/// hits are common), or anywhere near one of a few cluster centres.
+fn coord(rng: &mut SplitMix64, clustered: bool, centre: f64) -> f64 {
+    if clustered {
+        centre + (unit(rng) - 0.5) * 2.0
+    } else {
+        (rng.below(401) as f64) * 0.25
+    }
+}
+
+fn points(rng: &mut SplitMix64, clustered: bool, n: usize) -> Vec<(f64, f64)> {
+    let centres = [(20.0, 20.0), (20.5, 21.0), (70.0, 40.0), (50.0, 90.0)];
+    (0..n)
+        .map(|_| {
+            let (cx, cy) = centres[rng.below(4) as usize];
+            (coord(rng, clustered, cx), coord(rng, clustered, cy))
+        })
+        .collect()
+}
+
+/// Inserts the points into every table, the same id in each.
+fn insert(c: &mut Client, tables: &[&str], pts: &[(f64, f64)], first_id: usize) {
+    let values: Vec<String> = pts.iter().enumerate().map(|(i, (x, y))| format!("({}, point({x:?}, {y:?}))", first_id + i)).collect();
+    for t in tables {
+        for chunk in values.chunks(2000) {
+            c.batch_execute(&format!("INSERT INTO {t} (id, p) VALUES {}", chunk.join(", "))).unwrap();
+        }
+    }
+}
+
+/// A random predicate whose borders often fall on stored points.
+fn predicate(rng: &mut SplitMix64, clustered: bool) -> String {
+    let (x, y) = points(rng, clustered, 1)[0];
+    let w = match rng.below(3) {
+        0 => 0.0,
+        1 => rng.below(8) as f64 * 0.25,
+        _ => unit(rng) * 10.0,
+    };
+    let h = rng.below(8) as f64 * 0.25;
+    match rng.below(5) {
+        0 | 1 => format!("p <@ box '({x:?},{y:?}),({:?},{:?})'", x + w, y + h),
+        2 | 3 => format!("p <@ circle '(({x:?},{y:?}),{w:?})'"),
+        _ => format!("p ~= point '({x:?},{y:?})'"),
+    }
+}
+
+fn ids(c: &mut Client, sql: &str) -> Vec<i32> {
+    let mut v: Vec<i32> = c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| r.get(0)).collect();
+    v.sort_unstable();
+    v
+}
+
+fn distances(c: &mut Client, sql: &str) -> Vec<Option<f64>> {
+    c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| r.get(0)).collect()
+}
+
+/// The same predicate on the gpu_spatial table and on the GiST one.
+fn check_against_gist(c: &mut Client, pred: &str) {
+    set_index_only(c, false);
+    let got = ids(c, &format!("SELECT id FROM sp_gpu WHERE {pred}"));
+    let want = ids(c, &format!("SELECT id FROM sp_gist WHERE {pred}"));
+    assert_eq!(got, want, "gpu_spatial and GiST differ on {pred}");
+}
+
+fn check_knn_against_gist(c: &mut Client, x: f64, y: f64, filter: &str, limit: usize) {
+    set_index_only(c, false);
+    let q = |t: &str| format!("SELECT p <-> point({x:?}, {y:?}) FROM {t} {filter} ORDER BY p <-> point({x:?}, {y:?}) LIMIT {limit}");
+    let plan: Vec<String> = c.query(&format!("EXPLAIN {}", q("sp_gpu")), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(plan.iter().any(|l| l.contains("sp_gpu_p")), "kNN not through gpu_spatial: {plan:?}");
+    assert_eq!(distances(c, &q("sp_gpu")), distances(c, &q("sp_gist")), "kNN from ({x}, {y}) {filter}");
+}
+
+#[test]
+fn index_scans_equal_gist() {
+    let mut c = connect(DB);
+    assert!(!gpu_missing_but_required(&mut c), "GPUINDEX_REQUIRE_GPU=1 but the server has no GPU");
+    c.batch_execute("SET client_min_messages = warning; SET gpuindex.gpu_min_batch = 1").unwrap();
+    let mut rng = SplitMix64::new(4242);
+    for clustered in [false, true] {
+        c.batch_execute(
+            "DROP TABLE IF EXISTS sp_gpu, sp_gist;
+             CREATE TABLE sp_gpu (id int, p point); CREATE TABLE sp_gist (id int, p point);",
+        )
+        .unwrap();
+        let pts = points(&mut rng, clustered, 20_000);
+        insert(&mut c, &["sp_gpu", "sp_gist"], &pts, 0);
+        c.batch_execute(
+            "CREATE INDEX sp_gpu_p ON sp_gpu USING gpu_spatial (p) WITH (leaf_capacity = 128);
+             CREATE INDEX sp_gist_p ON sp_gist USING gist (p); ANALYZE sp_gpu; ANALYZE sp_gist;",
+        )
+        .unwrap();
+        for round in 0..3 {
+            for _ in 0..30 {
+                let p = predicate(&mut rng, clustered);
+                check_against_gist(&mut c, &p);
+                check_predicate(&mut c, "sp_gpu", "sp_gpu_p", &p);
+            }
+            for _ in 0..6 {
+                let (x, y) = points(&mut rng, clustered, 1)[0];
+                check_knn_against_gist(&mut c, x, y, "", 1 + rng.below(200) as usize);
+                let f = predicate(&mut rng, clustered);
+                check_knn_against_gist(&mut c, x, y, &format!("WHERE {f}"), 50);
+            }
+            // Change the data alike in both: inserts (the delta), deletes,
+            // updates, VACUUM.
+            let more = points(&mut rng, clustered, 3_000);
+            insert(&mut c, &["sp_gpu", "sp_gist"], &more, 100_000 * (round + 1));
+            for t in ["sp_gpu", "sp_gist"] {
+                c.batch_execute(&format!(
+                    "DELETE FROM {t} WHERE id % 11 = {round}; UPDATE {t} SET p = point(p[1], p[0]) WHERE id % 13 = {round};"
+                ))
+                .unwrap();
+                if round == 1 {
+                    c.batch_execute(&format!("VACUUM {t}")).unwrap();
+                }
+            }
+            c.query("SELECT * FROM gpu_spatial_check('sp_gpu_p')", &[]).unwrap();
+        }
+    }
+    c.batch_execute("DROP TABLE sp_gpu, sp_gist").unwrap();
+}
+
+/// (position, id) pairs of a function call or a LATERAL join, sorted.
+fn pairs(c: &mut Client, sql: &str) -> Vec<(i64, i32)> {
+    let mut v: Vec<(i64, i32)> = c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect();
+    v.sort_unstable();
+    v
+}
+
+fn array(items: &[String], ty: &str) -> String {
+    format!("ARRAY[{}]::{ty}[]", items.join(","))
+}
+
+#[test]
+fn batch_functions_equal_gist_laterals() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning; SET gpuindex.gpu_min_batch = 1;
+         DROP TABLE IF EXISTS bf_gpu, bf_gist, bf_outer;
+         CREATE TABLE bf_gpu (id int, p point); CREATE TABLE bf_gist (id int, p point);",
+    )
+    .unwrap();
+    let mut rng = SplitMix64::new(77);
+    let mut pts = points(&mut rng, false, 15_000);
+    pts.extend(points(&mut rng, true, 15_000));
+    insert(&mut c, &["bf_gpu", "bf_gist"], &pts, 0);
+    c.batch_execute(
+        "CREATE INDEX bf_gpu_p ON bf_gpu USING gpu_spatial (p);
+         CREATE INDEX bf_gist_p ON bf_gist USING gist (p);",
+    )
+    .unwrap();
+    let more = points(&mut rng, true, 2_000);
+    insert(&mut c, &["bf_gpu", "bf_gist"], &more, 50_000);
+    for t in ["bf_gpu", "bf_gist"] {
+        // Dead rows, HOT and non-HOT updates: the functions return only
+        // what the snapshot sees.
+        c.batch_execute(&format!("DELETE FROM {t} WHERE id % 9 = 0; UPDATE {t} SET id = -id WHERE id % 10 = 1; UPDATE {t} SET p = point(p[0] + 0.25, p[1]) WHERE id % 17 = 2"))
+            .unwrap();
+    }
+    set_index_only(&mut c, false);
+    for n in [1usize, 10, 300, 5000] {
+        let qs: Vec<(f64, f64)> = (0..n)
+            .map(|_| {
+                let clustered = rng.below(2) == 0;
+                points(&mut rng, clustered, 1)[0]
+            })
+            .collect();
+        let boxes: Vec<String> =
+            qs.iter().map(|(x, y)| format!("box(point({x:?},{y:?}), point({:?},{:?}))", x + rng.below(6) as f64 * 0.25, y + 0.5)).collect();
+        let got = pairs(&mut c, &format!("SELECT r.ord, t.id FROM gpu_spatial_range('bf_gpu_p', {}) r JOIN bf_gpu t ON t.ctid = r.ctid", array(&boxes, "box")));
+        let want = pairs(&mut c, &format!("SELECT q.ord, t.id FROM unnest({}) WITH ORDINALITY q(b, ord), LATERAL (SELECT id FROM bf_gist WHERE p <@ q.b) t", array(&boxes, "box")));
+        assert_eq!(got, want, "gpu_spatial_range of {n} boxes");
+        let circles: Vec<String> = qs.iter().map(|(x, y)| format!("circle(point({x:?},{y:?}), {:?})", rng.below(5) as f64 * 0.25)).collect();
+        let got = pairs(&mut c, &format!("SELECT r.ord, t.id FROM gpu_spatial_within('bf_gpu_p', {}) r JOIN bf_gpu t ON t.ctid = r.ctid", array(&circles, "circle")));
+        let want = pairs(&mut c, &format!("SELECT q.ord, t.id FROM unnest({}) WITH ORDINALITY q(c, ord), LATERAL (SELECT id FROM bf_gist WHERE p <@ q.c) t", array(&circles, "circle")));
+        assert_eq!(got, want, "gpu_spatial_within of {n} circles");
+        let centres: Vec<String> = qs.iter().map(|(x, y)| format!("point({x:?},{y:?})")).collect();
+        let got = pairs(&mut c, &format!("SELECT r.ord, t.id FROM gpu_spatial_within('bf_gpu_p', {}, 0.75) r JOIN bf_gpu t ON t.ctid = r.ctid", array(&centres, "point")));
+        let want = pairs(&mut c, &format!("SELECT q.ord, t.id FROM unnest({}) WITH ORDINALITY q(c, ord), LATERAL (SELECT id FROM bf_gist WHERE p <@ circle(q.c, 0.75)) t", array(&centres, "point")));
+        assert_eq!(got, want, "gpu_spatial_within of {n} points");
+        // kNN: the same distances per query, in order (ties may pick other rows).
+        let k = 1 + rng.below(12) as i32;
+        let dist = |c: &mut Client, sql: String| -> Vec<(i64, f64)> { c.query(&sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect() };
+        let got = dist(&mut c, format!("SELECT ord, distance FROM gpu_spatial_knn('bf_gpu_p', {}, {k}) ORDER BY ord, distance", array(&centres, "point")));
+        let want = dist(&mut c, format!(
+            "SELECT q.ord, t.d FROM unnest({}) WITH ORDINALITY q(c, ord), LATERAL (SELECT p <-> q.c AS d FROM bf_gist ORDER BY p <-> q.c LIMIT {k}) t ORDER BY 1, 2",
+            array(&centres, "point")
+        ));
+        assert_eq!(got, want, "gpu_spatial_knn of {n} points, k = {k}");
+    }
+    // The join, the outer side in several batches.
+    c.batch_execute("CREATE TABLE bf_outer AS SELECT id, p, box(p, point(p[0] + 0.5, p[1] + 0.25)) AS b FROM bf_gist WHERE id % 23 = 0").unwrap();
+    let got = pairs(&mut c, "SELECT o.id::int8, t.id FROM gpu_spatial_join('bf_gpu_p', 'bf_outer', 'p', within => 0.5, batch => 100) j JOIN bf_outer o ON o.ctid = j.outer_ctid JOIN bf_gpu t ON t.ctid = j.inner_ctid");
+    let want = pairs(&mut c, "SELECT o.id::int8, t.id FROM bf_outer o JOIN bf_gist t ON t.p <@ circle(o.p, 0.5)");
+    assert_eq!(got, want, "gpu_spatial_join within");
+    let got = pairs(&mut c, "SELECT o.id::int8, t.id FROM gpu_spatial_join('bf_gpu_p', 'bf_outer', 'b') j JOIN bf_outer o ON o.ctid = j.outer_ctid JOIN bf_gpu t ON t.ctid = j.inner_ctid");
+    let want = pairs(&mut c, "SELECT o.id::int8, t.id FROM bf_outer o JOIN bf_gist t ON t.p <@ o.b");
+    assert_eq!(got, want, "gpu_spatial_join boxes");
+    c.batch_execute("DROP TABLE bf_gpu, bf_gist, bf_outer").unwrap();
+}
+
+#[test]
+fn odd_points_equal_sequential_scans() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS sp_odd;
+         CREATE TABLE sp_odd (id int, p point);
+         INSERT INTO sp_odd SELECT g, point((g % 41) * 0.5, (g % 37) * 0.5) FROM generate_series(1, 5000) g;
+         INSERT INTO sp_odd VALUES (-1, NULL), (-2, point('NaN', 3)), (-3, point(3, 'NaN')), (-4, point('Infinity', 1)),
+           (-5, point('-Infinity', '-Infinity')), (-6, point('NaN', 'NaN')), (-7, point(1, 'Infinity'));
+         CREATE INDEX sp_odd_p ON sp_odd USING gpu_spatial (p) WITH (leaf_capacity = 32);
+         INSERT INTO sp_odd VALUES (-11, NULL), (-12, point('NaN', 2)), (-14, point('Infinity', 2));",
+    )
+    .unwrap();
+    let preds = [
+        "p <@ box '(0,0),(Infinity,2)'",
+        "p <@ box '(-Infinity,-Infinity),(Infinity,Infinity)'",
+        "p <@ box '(NaN,0),(1,1)'",
+        "p <@ circle '((1,1),Infinity)'",
+        "p <@ circle '((1,1),1.5)'",
+        "p <@ circle '((NaN,1),1)'",
+        "p ~= point '(NaN,3)'",
+        "p ~= point '(Infinity,1)'",
+        "p ~= point '(2.5,2)'",
+    ];
+    for p in preds {
+        check_predicate(&mut c, "sp_odd", "sp_odd_p", p);
+    }
+    for (x, y) in [(3.0, 4.0), (-100.0, 7.0), (1e300, -1e300)] {
+        let q = format!("SELECT p <-> point({x:?},{y:?}) FROM sp_odd ORDER BY p <-> point({x:?},{y:?})");
+        set_index_only(&mut c, false);
+        let got = distances(&mut c, &q);
+        set_seq_only(&mut c);
+        let want = distances(&mut c, &q);
+        let same = |a: &Option<f64>, b: &Option<f64>| a == b || matches!((a, b), (Some(x), Some(y)) if x.is_nan() && y.is_nan());
+        assert!(got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| same(a, b)), "kNN order from ({x}, {y})");
+    }
+    c.batch_execute("DROP TABLE sp_odd").unwrap();
+}
+
+#[test]
+fn concurrent_inserts_and_scans() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS sp_conc;
+         CREATE TABLE sp_conc (id bigserial, p point);
+         INSERT INTO sp_conc (p) SELECT point(g % 100, g / 100) FROM generate_series(0, 9999) g;
+         CREATE INDEX sp_conc_p ON sp_conc USING gpu_spatial (p);",
+    )
+    .unwrap();
+    let writers: Vec<_> = (0..4u64)
+        .map(|w| {
+            std::thread::spawn(move || {
+                let mut c = connect(DB);
+                let mut rng = SplitMix64::new(500 + w);
+                for _ in 0..40 {
+                    let vals: Vec<String> =
+                        (0..300).map(|_| if rng.below(30) == 0 { "NULL".into() } else { format!("point({},{})", rng.below(100), rng.below(100)) }).collect();
+                    c.batch_execute(&format!("INSERT INTO sp_conc (p) SELECT unnest(ARRAY[{}]::point[])", vals.join(","))).unwrap();
+                }
+            })
+        })
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = connect(DB);
+                let mut rng = SplitMix64::new(600 + r);
+                let mut checks = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || checks < 5 {
+                    let (x, y) = (rng.below(100) as f64, rng.below(100) as f64);
+                    let q = format!(
+                        "SELECT (SELECT count(*) FROM sp_conc WHERE p <@ box '({x},{y}),({},{})'), (SELECT count(*) FROM sp_conc WHERE p <@ circle '(({x},{y}),3)'),
+                                (SELECT max(d) FROM (SELECT p <-> point({x},{y}) AS d FROM sp_conc ORDER BY p <-> point({x},{y}) LIMIT 20) s)",
+                        x + 5.0,
+                        y + 5.0
+                    );
+                    let mut tx = c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start().unwrap();
+                    tx.batch_execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off").unwrap();
+                    let r = tx.query_one(&q, &[]).unwrap();
+                    let via_index: (i64, i64, f64) = (r.get(0), r.get(1), r.get(2));
+                    tx.batch_execute("SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off").unwrap();
+                    let r = tx.query_one(&q, &[]).unwrap();
+                    let via_seq: (i64, i64, f64) = (r.get(0), r.get(1), r.get(2));
+                    tx.commit().unwrap();
+                    assert_eq!(via_index, via_seq, "index and heap disagree under concurrent inserts");
+                    checks += 1;
+                }
+                checks
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() >= 5);
+    }
+    let row = c.query_one("SELECT tree_entries + delta_entries FROM gpu_spatial_check('sp_conc_p')", &[]).unwrap();
+    let entries: i64 = row.get(0);
+    let rows: i64 = c.query_one("SELECT count(*) FROM sp_conc", &[]).unwrap().get(0);
+    assert_eq!(entries, rows, "every row has exactly one entry");
+    check_predicate(&mut c, "sp_conc", "sp_conc_p", "p <@ box '(0,0),(50,50)'");
+    c.batch_execute("DROP TABLE sp_conc").unwrap();
+}
