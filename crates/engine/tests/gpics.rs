@@ -92,6 +92,69 @@ fn cpu_queries_match_brute_force() {
     }
 }
 
+/// Bulk updates (deletes, moves, inserts, points in empty quadrants and
+/// outside the root) leave a valid tree that answers like brute force
+/// over the current points, and small updates rewrite few leaves.
+#[test]
+fn bulk_updates_match_brute_force() {
+    let mut rng = SplitMix64::new(33);
+    for &(n, shape, params) in CASES {
+        let mut current = dataset(&mut rng, n, shape);
+        let mut t = QuadTree::build_cpu(&current, params);
+        let mut next_id = 1_000_000u64;
+        for round in 0..4 {
+            let share = [0.001, 0.05, 0.3, 0.05][round];
+            let changes = ((current.len() as f64 * share) as usize).max(1);
+            // Deletes (some become moves: reinserted nearby with the same id).
+            let mut deleted = Vec::new();
+            let mut inserts = Points::default();
+            let mut keep = vec![true; current.len()];
+            for _ in 0..changes.min(current.len()) {
+                let i = rng.below(current.len() as u64) as usize;
+                if !keep[i] {
+                    continue;
+                }
+                keep[i] = false;
+                deleted.push(current.id[i]);
+                if rng.below(2) == 0 {
+                    let (x, y) = (current.x[i] + unit(&mut rng) - 0.5, current.y[i] + unit(&mut rng) - 0.5);
+                    inserts.push(x, y, current.id[i]);
+                }
+            }
+            let fresh = dataset(&mut rng, changes, shape);
+            for i in 0..fresh.len() {
+                inserts.push(fresh.x[i], fresh.y[i], next_id);
+                next_id += 1;
+            }
+            if round == 3 {
+                inserts.push(1e6, -1e6, next_id); // outside the root: rebuilt
+                next_id += 1;
+            }
+            let mut now = Points::default();
+            for i in (0..current.len()).filter(|&i| keep[i]) {
+                now.push(current.x[i], current.y[i], current.id[i]);
+            }
+            for i in 0..inserts.len() {
+                now.push(inserts.x[i], inserts.y[i], inserts.id[i]);
+            }
+            current = now;
+            let leaves_before = t.leaves.len();
+            let rewritten = t.update_cpu(&inserts, &deleted);
+            t.check().unwrap_or_else(|e| panic!("n={n} shape={shape} round {round}: {e}"));
+            assert_eq!(t.len(), current.len(), "n={n} shape={shape} round {round}");
+            if round == 0 && n >= 60_000 && params.mc <= 64 {
+                let r = rewritten.expect("no point outside the root");
+                assert!(r * 5 < leaves_before, "0.1% of points changed but {r} of {leaves_before} leaves were rewritten");
+            }
+            let qs = random_queries(&mut rng, &current, 300);
+            let hits = t.search_cpu(&qs).sorted();
+            for (i, q) in qs.iter().enumerate() {
+                assert_eq!(hits.of(i), brute(&current, q).as_slice(), "n={n} shape={shape} round {round} {q:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn cpu_knn_matches_brute_force() {
     let mut rng = SplitMix64::new(22);

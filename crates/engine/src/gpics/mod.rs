@@ -10,6 +10,7 @@ pub mod gpu;
 pub mod knn;
 pub mod query;
 pub mod tree;
+pub mod update;
 
 pub use geom::{Query, Rect};
 pub use knn::Neighbors;

@@ -208,21 +208,30 @@ impl QuadTree {
     /// into its leaf's slice.
     pub fn build_cpu(input: &Points, params: Params) -> QuadTree {
         let (pts, odd) = Self::separate(input);
+        let (root, _) = Self::root(&pts, params);
+        let (nodes, leaves, pts) = Self::build_below(&pts, root, params);
+        QuadTree { params, nodes, leaves, pts, odd, device: Default::default() }
+    }
+
+    /// The subtree under `root` (its box and depth set) holding `pts`
+    /// (all inside the box): nodes in level order (root first), leaf node
+    /// indices by leaf number, and the points leaf by leaf.
+    pub(crate) fn build_below(pts: &Points, mut root: Node, params: Params) -> (Vec<Node>, Vec<u32>, Points) {
         let n = pts.len();
-        let (mut root, splits) = Self::root(&pts, params);
+        root.count = n as u32;
         let mut leaves = Vec::new();
-        let mut out = Points { x: vec![0.0; n], y: vec![0.0; n], id: vec![0; n] };
-        if !splits {
+        if n <= params.mc || root.depth as usize >= params.mh {
             root.leaf = 1;
-            leaves.push(0);
-            return QuadTree { params, nodes: vec![root], leaves, pts, odd, device: Default::default() };
+            root.start = 0;
+            return (vec![root], vec![0], pts.clone());
         }
+        let mut out = Points { x: vec![0.0; n], y: vec![0.0; n], id: vec![0; n] };
+        root.leaf = 0; // a link node (it may have been a leaf before an update)
         let mut nodes = vec![root];
         let mut split = vec![0u32];
         // Current node of each point; NONE once placed in its leaf.
         let mut at: Vec<u32> = vec![0; n];
-        let mut split_no: Vec<u32> = vec![NONE; 1];
-        split_no[0] = 0;
+        let mut split_no: Vec<u32> = vec![0; 1];
         let mut next_free = 0u32;
         while !split.is_empty() {
             let counts: Vec<AtomicU32> = (0..split.len() * 4).map(|_| AtomicU32::new(0)).collect();
@@ -265,7 +274,7 @@ impl QuadTree {
             }
             split = plan.next_split;
         }
-        QuadTree { params, nodes, leaves, pts: out, odd, device: Default::default() }
+        (nodes, leaves, out)
     }
 
     /// A tree from its parts (a copy read back from storage): the nodes
