@@ -65,6 +65,21 @@ pub fn quadrant_box(b: &[f64; 4], q: usize) -> [f64; 4] {
     [lx, ly, hx, hy]
 }
 
+/// A span [a, a + 2^k] holding [lo, hi], with a a multiple of 2^(k-1)
+/// (so that it may straddle 0); [lo, hi] itself if none fits in a float.
+pub(crate) fn dyadic(lo: f64, hi: f64) -> (f64, f64) {
+    let ext = (hi - lo).max(lo.abs().max(hi.abs()) * 1e-12).max(1e-300);
+    let mut span = 2f64.powi(ext.log2().ceil() as i32);
+    for _ in 0..4 {
+        let a = (lo / (span / 2.0)).floor() * (span / 2.0);
+        if a + span >= hi && a <= lo && (a + span).is_finite() {
+            return (a, a + span);
+        }
+        span *= 2.0;
+    }
+    (lo, hi)
+}
+
 /// Build parameters: MC (leaf capacity) and MH (maximum height, the root
 /// being level 1). The paper's experiments use MC = 1024, MH = 14.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +141,10 @@ pub(crate) struct LevelPlan {
 
 impl QuadTree {
     /// The root box: the bounding box of the finite points (a point box
-    /// for none).
+    /// for none), widened on each axis to a power-of-two span aligned to
+    /// that span (at most 4x wider), so that every midpoint is exact and
+    /// a root grown by doubling has the old root exactly as a quadrant
+    /// (bulk updates re-root instead of rebuilding).
     pub(crate) fn bounds(pts: &Points) -> [f64; 4] {
         let (lx, ly, hx, hy) = pts
             .x
@@ -139,10 +157,11 @@ impl QuadTree {
                 |a, b| (a.0.min(b.0), a.1.min(b.1), a.2.max(b.2), a.3.max(b.3)),
             );
         if lx > hx {
-            [0.0; 4]
-        } else {
-            [lx, ly, hx, hy]
+            return [0.0; 4];
         }
+        let (ax, bx) = dyadic(lx, hx);
+        let (ay, by) = dyadic(ly, hy);
+        [ax, ay, bx, by]
     }
 
     /// Splits the input into tree points and odd (non-finite) points.

@@ -60,6 +60,47 @@ struct Work {
     nodes: Vec<Node>,
     data: HashMap<u32, Points>,
     alive: Vec<bool>,
+    root: u32,
+}
+
+/// Re-roots until the root's box holds every inserted point: each step
+/// doubles the root towards them, the old root becoming exactly one
+/// quadrant of the new (the build's power-of-two root spans make this
+/// exact; when it is not, the caller rebuilds).
+fn grow(w: &mut Work, inserts: &Points) -> Result<(), OutsideRoot> {
+    if inserts.is_empty() {
+        return Ok(());
+    }
+    let (lx, ly, hx, hy) = (0..inserts.len()).fold((f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY), |a, i| {
+        (a.0.min(inserts.x[i]), a.1.min(inserts.y[i]), a.2.max(inserts.x[i]), a.3.max(inserts.y[i]))
+    });
+    for _ in 0..128 {
+        let b = w.nodes[w.root as usize].b;
+        if b[0] <= lx && b[1] <= ly && b[2] >= hx && b[3] >= hy {
+            return Ok(());
+        }
+        let (sx, sy) = (b[2] - b[0], b[3] - b[1]);
+        let (left, down) = (lx < b[0], ly < b[1]);
+        let nb = [
+            if left { b[0] - sx } else { b[0] },
+            if down { b[1] - sy } else { b[1] },
+            if left { b[2] } else { b[2] + sx },
+            if down { b[3] } else { b[3] + sy },
+        ];
+        let q = (left as usize) | ((down as usize) << 1);
+        if !(sx > 0.0 && sy > 0.0) || nb.iter().any(|v| !v.is_finite()) || quadrant_box(&nb, q) != b {
+            return Err(OutsideRoot);
+        }
+        for n in w.nodes.iter_mut() {
+            n.depth += 1;
+        }
+        let mut child = [NONE; 4];
+        child[q] = w.root;
+        w.root = w.nodes.len() as u32;
+        w.nodes.push(Node { b: nb, child, depth: 1, ..Default::default() });
+        w.alive.push(true);
+    }
+    Err(OutsideRoot)
 }
 
 /// Plans the update of the tree `nodes` by `inserts` and by the changes
@@ -71,34 +112,31 @@ pub fn plan_update(
     touched: &[u32],
     src: &impl LeafSource,
 ) -> Result<UpdatePlan, OutsideRoot> {
-    if nodes.is_empty() {
+    if nodes.is_empty() || (0..inserts.len()).any(|i| !(inserts.x[i].is_finite() && inserts.y[i].is_finite())) {
         return Err(OutsideRoot);
     }
+    let mut w = Work { nodes: nodes.to_vec(), data: HashMap::new(), alive: vec![true; nodes.len()], root: 0 };
+    grow(&mut w, inserts)?;
     // Leaf-Finding, one task per inserted point: its leaf, or the node
     // and empty quadrant it falls into.
-    let root = nodes[0].rect();
     let found: Vec<(u32, u8)> = (0..inserts.len())
         .into_par_iter()
         .map(|i| {
             let (x, y) = (inserts.x[i], inserts.y[i]);
-            if !(x.is_finite() && y.is_finite() && root.contains(x, y)) {
-                return Err(OutsideRoot);
-            }
-            let mut n = 0u32;
+            let mut n = w.root;
             loop {
-                let node = &nodes[n as usize];
+                let node = &w.nodes[n as usize];
                 if node.is_leaf() {
-                    return Ok((n, 4));
+                    return (n, 4);
                 }
                 let q = quadrant(&node.b, x, y);
                 match node.child[q] {
-                    NONE => return Ok((n, q as u8)),
+                    NONE => return (n, q as u8),
                     c => n = c,
                 }
             }
         })
-        .collect::<Result<_, _>>()?;
-    let mut w = Work { nodes: nodes.to_vec(), data: HashMap::new(), alive: vec![true; nodes.len()] };
+        .collect();
     // Empty quadrants become leaves (on the fly, as the paper creates them).
     let mut target: Vec<u32> = Vec::with_capacity(found.len());
     let mut created: HashMap<(u32, u8), u32> = HashMap::new();
@@ -230,7 +268,7 @@ fn parent_map(nodes: &[Node]) -> HashMap<u32, u32> {
 fn finish(mut w: Work, old_len: usize) -> UpdatePlan {
     // Leaves left empty are dropped (only non-empty nodes exist).
     let empty = |w: &Work, c: u32| w.nodes[c as usize].is_leaf() && w.data.get(&c).is_some_and(|d| d.is_empty());
-    let mut order = vec![0u32];
+    let mut order = vec![w.root];
     let mut i = 0;
     while i < order.len() {
         let o = order[i] as usize;

@@ -69,12 +69,47 @@ fn rtree_answers(t: &RTree<RPoint>, qs: &[Query]) -> usize {
         .sum()
 }
 
+/// Moves 1%, 5% and 10% of the points by a small step and applies that as
+/// one bulk update, against rebuilding (the build times measured above).
+fn updates(pts: &Points, params: Params, clustered: bool, cpu_build: f64, gpu_build: f64) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for share in [0.01, 0.05, 0.10] {
+        let mut rng = SplitMix64::new(31);
+        let m = (pts.len() as f64 * share) as usize;
+        let mut moved = Points::default();
+        let mut deleted = Vec::with_capacity(m);
+        for _ in 0..m {
+            let i = rng.below(pts.len() as u64) as usize;
+            deleted.push(pts.id[i]);
+            moved.push(pts.x[i] + unit(&mut rng) - 0.5, pts.y[i] + unit(&mut rng) - 0.5, pts.id[i]);
+        }
+        deleted.sort_unstable();
+        deleted.dedup();
+        let mut tree = QuadTree::build_cpu(pts, params);
+        let t = Instant::now();
+        let rewritten = tree.update_cpu(&moved, &deleted);
+        let secs = t.elapsed().as_secs_f64();
+        rows.push(vec![
+            (if clustered { "clustered" } else { "uniform" }).to_string(),
+            format!("{:.0}%", share * 100.0),
+            format!("{secs:.3}"),
+            rewritten.map_or("rebuilt (point outside the root)".into(), |r| format!("{r} of {}", tree.leaves.len())),
+            format!("{cpu_build:.3}"),
+            ratio(cpu_build, secs),
+            format!("{gpu_build:.3}"),
+            ratio(gpu_build, secs),
+        ]);
+    }
+    rows
+}
+
 pub fn run(args: &Args, gpu: Option<&Gpu>) {
     let n = if args.n_given { args.n[0] } else { 16_000_000 };
     let batches: Vec<usize> = if args.batch_given { args.batch.clone() } else { vec![1_000, 16_000, 256_000, 4_000_000] };
     let params = Params::default();
     let mut build_rows = Vec::new();
     let mut rows = Vec::new();
+    let mut update_rows = Vec::new();
     for clustered in [false, true] {
         let shape = if clustered { "clustered" } else { "uniform" };
         let pts = points(n, clustered, 5);
@@ -102,6 +137,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             ratio(cpu_build, gpu_build),
             format!("{:.3}", rtree_build),
         ]);
+        update_rows.extend(updates(&pts, params, clustered, cpu_build, gpu_build));
         for kind in ["range", "within", "point"] {
             for &m in &batches {
                 let qs = queries(kind, &pts, m, if clustered { 0.025 } else { 0.5 }, 9 + m as u64);
@@ -163,6 +199,11 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
         &format!("G-PICS quadtree build (MC = {}, MH = {}): seconds", params.mc, params.mh),
         &["data", "points", "leaves", "height", "CPU build, all cores", "GPU build", "CPU/GPU", "R-tree bulk load (rstar, 1 core)"],
         &build_rows,
+    );
+    table(
+        "G-PICS bulk update (a share of the points moved: deleted and reinserted nearby, same id): seconds",
+        &["data", "moved", "update, all cores", "leaves rewritten", "rebuild, all cores", "rebuild/update", "GPU rebuild", "GPU rebuild/update"],
+        &update_rows,
     );
     table(
         "G-PICS batched queries: queries/s (GPU: end to end, queries up and answers down)",
