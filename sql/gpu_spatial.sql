@@ -90,6 +90,23 @@ SELECT * FROM gpu_spatial_check('gs_p');
 SELECT count(*) FROM gs WHERE p <@ box '(10,20),(10.5,20)';
 RESET enable_seqscan; RESET enable_bitmapscan;
 
+-- Merges: past delta_limit pages an insert folds the delta into the tree
+-- (G-PICS bulk update: leaves gain points in place or split); so do
+-- VACUUM and gpu_spatial_merge().
+ALTER INDEX gs_p SET (delta_limit = 1);
+INSERT INTO gs SELECT 50000 + g, point(60 + (g % 40) * 0.01, 30 + (g / 40) * 0.01) FROM generate_series(1, 2000) g;
+INSERT INTO gs VALUES (52001, point(-500, 900)), (52002, point(10, 20));
+SELECT leaves > 84 AS split, chain_pages < 5 AS merged FROM gpu_spatial_check('gs_p');
+SELECT gpu_spatial_merge('gs_p');
+SELECT * FROM gpu_spatial_check('gs_p');
+SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
+DROP TABLE want; CREATE TEMP TABLE want AS SELECT * FROM gs_got();
+RESET enable_indexscan; RESET enable_bitmapscan; RESET enable_indexonlyscan;
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS after_merges_ok, cardinality(w.ids) AS n FROM want w JOIN gs_got() g USING (q) ORDER BY w.q;
+SELECT id, p FROM gs WHERE p <@ box '(-1000,800),(0,1000)';
+RESET enable_seqscan; RESET enable_bitmapscan;
+
 -- Batch functions: one call, many queries, each row tagged with its
 -- query's position; the same rows as one query at a time.
 SELECT r.ord, count(*) FROM gpu_spatial_range('gs_p', ARRAY[box '(10,20),(14,24)', NULL, box '(500,500),(600,600)', box '(33.01,61.01),(33.02,61.03)']) r GROUP BY 1 ORDER BY 1;

@@ -38,7 +38,7 @@ pub fn cuda_allowed_here() -> bool {
 /// The rayon pool's threads block every signal, so PostgreSQL's handlers
 /// always run on the backend's own thread. Rayon threads never call into
 /// PostgreSQL.
-fn ensure_cpu_pool() {
+pub fn ensure_cpu_pool() {
     static POOL: Once = Once::new();
     POOL.call_once(|| {
         let _ = rayon::ThreadPoolBuilder::new()

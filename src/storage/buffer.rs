@@ -116,3 +116,22 @@ pub fn new_page(rel: pg_sys::Relation) -> Exclusive {
         Exclusive { buf }
     }
 }
+
+/// Extends the relation by `n` consecutive pages, returned exclusively
+/// locked in block order (contents zeroed). The extension lock is held
+/// across, so no other backend's page lands between them.
+pub fn new_pages(rel: pg_sys::Relation, n: usize) -> Vec<Exclusive> {
+    // SAFETY: as new_page, for n pages under one extension lock.
+    unsafe {
+        pg_sys::LockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
+        let pages = (0..n)
+            .map(|_| {
+                let buf = read(rel, pg_sys::InvalidBlockNumber);
+                pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+                Exclusive { buf }
+            })
+            .collect();
+        pg_sys::UnlockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
+        pages
+    }
+}

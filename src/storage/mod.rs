@@ -10,7 +10,7 @@ mod tid;
 mod xlog;
 pub mod wal;
 
-pub use buffer::{new_page, Exclusive, Shared};
+pub use buffer::{new_page, new_pages, Exclusive, Shared};
 pub use page::{PageMut, PageRef, Special, CONTENT_BYTES};
 pub use tid::{tid_from, tid_to, Tid};
 pub use xlog::Xlog;

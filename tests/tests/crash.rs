@@ -46,7 +46,7 @@ fn crash_recovery() {
          DROP TABLE IF EXISTS crash_sp;
          CREATE TABLE crash_sp (id bigserial, p point);
          INSERT INTO crash_sp (p) SELECT point(g % 100, g / 100) FROM generate_series(1, 20000) g;
-         CREATE INDEX crash_sp_p ON crash_sp USING gpu_spatial (p);
+         CREATE INDEX crash_sp_p ON crash_sp USING gpu_spatial (p) WITH (delta_limit = 1);
          CHECKPOINT;",
     )
     .unwrap();

@@ -6,7 +6,8 @@
 //! inserts, deletes, updates and VACUUM. NaN, infinities and NULLs (which
 //! GiST mishandles: it loses rows and fails kNN with "inconsistent point
 //! values") are checked against the sequential scan. Concurrent inserts
-//! and scans. On a server with a GPU, batches of every size run there.
+//! and scans, with merges of the delta running beside them. On a server
+//! with a GPU, batches of every size run there.
 
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_tests::{check_predicate, connect, gpu_missing_but_required, set_index_only, set_seq_only};
@@ -105,7 +106,7 @@ fn index_scans_equal_gist() {
         let pts = points(&mut rng, clustered, 20_000);
         insert(&mut c, &["sp_gpu", "sp_gist"], &pts, 0);
         c.batch_execute(
-            "CREATE INDEX sp_gpu_p ON sp_gpu USING gpu_spatial (p) WITH (leaf_capacity = 128);
+            "CREATE INDEX sp_gpu_p ON sp_gpu USING gpu_spatial (p) WITH (leaf_capacity = 128, delta_limit = 2);
              CREATE INDEX sp_gist_p ON sp_gist USING gist (p); ANALYZE sp_gpu; ANALYZE sp_gist;",
         )
         .unwrap();
@@ -267,7 +268,7 @@ fn concurrent_inserts_and_scans() {
          DROP TABLE IF EXISTS sp_conc;
          CREATE TABLE sp_conc (id bigserial, p point);
          INSERT INTO sp_conc (p) SELECT point(g % 100, g / 100) FROM generate_series(0, 9999) g;
-         CREATE INDEX sp_conc_p ON sp_conc USING gpu_spatial (p);",
+         CREATE INDEX sp_conc_p ON sp_conc USING gpu_spatial (p) WITH (leaf_capacity = 64, delta_limit = 1);",
     )
     .unwrap();
     let writers: Vec<_> = (0..4u64)
@@ -321,8 +322,9 @@ fn concurrent_inserts_and_scans() {
     for r in readers {
         assert!(r.join().unwrap() >= 5);
     }
-    let row = c.query_one("SELECT tree_entries + delta_entries FROM gpu_spatial_check('sp_conc_p')", &[]).unwrap();
-    let entries: i64 = row.get(0);
+    let row = c.query_one("SELECT tree_entries + chain_entries, chain_entries FROM gpu_spatial_check('sp_conc_p')", &[]).unwrap();
+    let (entries, beside): (i64, i64) = (row.get(0), row.get(1));
+    assert!(beside < 2_000, "48,000 inserts with delta_limit = 1 should have merged: {beside} entries beside the tree");
     let rows: i64 = c.query_one("SELECT count(*) FROM sp_conc", &[]).unwrap().get(0);
     assert_eq!(entries, rows, "every row has exactly one entry");
     check_predicate(&mut c, "sp_conc", "sp_conc_p", "p <@ box '(0,0),(50,50)'");

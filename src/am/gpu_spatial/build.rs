@@ -1,7 +1,7 @@
 //! ambuild / ambuildempty: collect (point, TID) from the heap, build the
 //! G-PICS quadtree (level by level, on the GPU or on all cores: the same
 //! tree either way), write each leaf's points as a run of entry pages, the
-//! nodes after them, the rest (non-finite points, NULLs) into the delta
+//! nodes after them, the rest (non-finite points, NULLs) into the odd
 //! chain; then log every page with log_newpage_range.
 
 use super::page::*;
@@ -116,63 +116,72 @@ fn as_entries(pts: &Points, from: usize, to: usize) -> Vec<Entry> {
 }
 
 /// Writes a whole index: metapage (block 0), the first delta page
-/// (block 1), each leaf's run of entry pages, the node pages, and further
-/// delta pages for what the tree does not hold.
+/// (block 1), the first odd page (block 2), each leaf's run of entry
+/// pages, the node pages, and further odd pages for what the tree does
+/// not hold (NULLs, non-finite points).
 fn write_index(index: pg_sys::Relation, tree: &QuadTree, nulls: &[Entry], params: Params) {
     let mut meta_page = new_page(index);
     assert_eq!(meta_page.block(), META_BLOCK);
-    let mut delta: Vec<Entry> = as_entries(&tree.odd, 0, tree.odd.len());
-    delta.extend_from_slice(nulls);
-    let mut m = Meta::new(1, params.mc as u32, params.mh as u32);
-    let mut tail = fresh(index, KIND_DELTA, |_| {});
-    assert_eq!(tail.block(), 1);
+    let mut odd: Vec<Entry> = as_entries(&tree.odd, 0, tree.odd.len());
+    odd.extend_from_slice(nulls);
+    let delta = fresh(index, KIND_DELTA, |p| set_entries(p, &[]));
+    let mut tail = fresh(index, KIND_DELTA, |p| set_entries(p, &[]));
+    let mut m = Meta::new(delta.block(), tail.block(), params.mc as u32, params.mh as u32);
+    drop(delta);
     if !tree.pts.is_empty() {
-        let mut nodes: Vec<Node> = tree.nodes.clone();
-        for &li in &tree.leaves {
-            let n = &mut nodes[li as usize];
-            let (start, count) = (n.start as usize, n.count as usize);
-            let mut first = NONE;
-            let chunks = pages_for(count);
-            for c in 0..chunks {
-                let from = start + c * ENTRY_CAPACITY;
-                let to = (from + ENTRY_CAPACITY).min(start + count);
-                let g = fresh(index, KIND_LEAF, |p| set_entries(p, &as_entries(&tree.pts, from, to)));
-                if c == 0 {
-                    first = g.block();
-                }
-            }
-            n.start = first;
-            n.count = chunks as u32;
-        }
-        for (i, chunk) in nodes.chunks(NODE_CAPACITY).enumerate() {
-            let g = fresh(index, KIND_NODES, |p| set_nodes(p, chunk));
-            if i == 0 {
-                m.node_start = g.block();
-            }
-        }
-        m.node_count = nodes.len() as u32;
-        m.leaf_count = tree.leaves.len() as u32;
+        let (start, count, leaves) = write_tree(index, tree);
+        (m.node_start, m.node_count, m.leaf_count) = (start, count, leaves);
         m.tree_entries = tree.pts.len() as u64;
     }
-    for chunk in delta.chunks(ENTRY_CAPACITY) {
+    for chunk in odd.chunks(ENTRY_CAPACITY) {
         if tail.page().special().count as usize > 0 {
-            let next = fresh(index, KIND_DELTA, |_| {});
+            let next = fresh(index, KIND_DELTA, |p| set_entries(p, &[]));
             tail.page_mut_unlogged().update_special(|s| s.right = next.block());
             tail.mark_dirty();
-            m.delta_pages += 1;
+            m.odd.pages += 1;
             tail = next;
         }
         set_entries(&mut tail.page_mut_unlogged(), chunk);
         tail.mark_dirty();
     }
-    m.delta_tail = tail.block();
-    m.delta_entries = delta.len() as u64;
+    m.odd.tail = tail.block();
+    m.odd.entries = odd.len() as u64;
     init_meta(&mut meta_page.page_mut_unlogged(), &m);
     meta_page.mark_dirty();
 }
 
-/// The init fork of an unlogged index: a metapage and an empty delta
-/// page, WAL-logged so that recovery recreates it.
+/// Writes the tree's leaves (a run of pages each) and nodes without WAL;
+/// returns (first node page, nodes, leaves).
+fn write_tree(index: pg_sys::Relation, tree: &QuadTree) -> (u32, u32, u32) {
+    let mut nodes: Vec<Node> = tree.nodes.clone();
+    for &li in &tree.leaves {
+        let n = &mut nodes[li as usize];
+        let (start, count) = (n.start as usize, n.count as usize);
+        let pages = pages_for(count);
+        let mut first = NONE;
+        for c in 0..pages {
+            let from = start + c * ENTRY_CAPACITY;
+            let to = (from + ENTRY_CAPACITY).min(start + count);
+            let g = fresh(index, KIND_LEAF, |p| set_entries(p, &as_entries(&tree.pts, from, to)));
+            if c == 0 {
+                first = g.block();
+            }
+        }
+        n.start = first;
+        n.count = pages as u32;
+    }
+    let mut node_start = NONE;
+    for (i, chunk) in nodes.chunks(NODE_CAPACITY).enumerate() {
+        let g = fresh(index, KIND_NODES, |p| set_nodes(p, chunk));
+        if i == 0 {
+            node_start = g.block();
+        }
+    }
+    (node_start, nodes.len() as u32, tree.leaves.len() as u32)
+}
+
+/// The init fork of an unlogged index: a metapage and empty delta and
+/// odd pages, WAL-logged so that recovery recreates it.
 #[pg_guard]
 pub unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
     let params = super::options::params(index);
@@ -189,10 +198,12 @@ pub unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
         pg_sys::MarkBufferDirty(buf);
         pg_sys::UnlockReleaseBuffer(buf);
     };
-    page(&|p| init_meta(p, &Meta::new(1, params.mc as u32, params.mh as u32)));
-    page(&|p| {
-        p.init(special(KIND_DELTA));
-        set_entries(p, &[]);
-    });
-    pg_sys::log_newpage_range(index, pg_sys::ForkNumber::INIT_FORKNUM, 0, 2, true);
+    page(&|p| init_meta(p, &Meta::new(1, 2, params.mc as u32, params.mh as u32)));
+    for _ in 0..2 {
+        page(&|p| {
+            p.init(special(KIND_DELTA));
+            set_entries(p, &[]);
+        });
+    }
+    pg_sys::log_newpage_range(index, pg_sys::ForkNumber::INIT_FORKNUM, 0, 3, true);
 }

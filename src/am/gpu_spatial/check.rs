@@ -1,7 +1,7 @@
 //! `gpu_spatial_check(index regclass)`: verifies the invariants
 //! (amcheck-style): the node pages hold a quadtree (children inside their
 //! parent's quadrant, leaves numbered once each, runs inside the
-//! relation), every leaf entry lies in its leaf's box, the tree and delta
+//! relation), every leaf entry lies in its leaf's box, the tree and chain
 //! counts match the metapage's (exactly when nothing else runs; inserts
 //! running beside it can only add to the delta). Raises an ERROR at the
 //! first violation; returns the counts otherwise.
@@ -24,7 +24,7 @@ fn gpu_spatial_check(
     index: pgrx::PgRelation,
 ) -> TableIterator<
     'static,
-    (name!(nodes, i64), name!(leaves, i64), name!(tree_entries, i64), name!(delta_pages, i64), name!(delta_entries, i64)),
+    (name!(nodes, i64), name!(leaves, i64), name!(tree_entries, i64), name!(chain_pages, i64), name!(chain_entries, i64)),
 > {
     // SAFETY: reads pages under share locks, one at a time.
     let row = unsafe {
@@ -79,12 +79,18 @@ fn gpu_spatial_check(
             fail(&name, format!("leaves hold {tree_entries} entries, the metapage says {}", m.tree_entries));
         }
         let (mut delta_pages, mut delta_entries) = (0u64, 0u64);
-        shape::for_delta(rel, &m, |page| {
-            delta_pages += 1;
-            delta_entries += page.len() as u64;
-        });
-        if delta_entries < m.delta_entries || delta_pages < m.delta_pages as u64 {
-            fail(&name, format!("the delta holds {delta_entries} entries on {delta_pages} pages, the metapage says {} on {}", m.delta_entries, m.delta_pages));
+        for c in m.chains() {
+            let (mut pages, mut entries) = (0u64, 0u64);
+            super::chain::for_chain(rel, c, |page| {
+                pages += 1;
+                entries += page.len() as u64;
+            });
+            // Appends running beside the check can only add.
+            if entries < c.entries || pages < c.pages as u64 {
+                fail(&name, format!("a chain holds {entries} entries on {pages} pages, the metapage says {} on {}", c.entries, c.pages));
+            }
+            delta_pages += pages;
+            delta_entries += entries;
         }
         pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
         (nodes.len() as i64, m.leaf_count as i64, tree_entries as i64, delta_pages as i64, delta_entries as i64)

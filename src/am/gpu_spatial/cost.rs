@@ -34,7 +34,7 @@ pub unsafe extern "C-unwind" fn amcostestimate(
     let leaves = (costs.numIndexTuples / leaf_entries).ceil().max(1.0);
     let leaf_pages = leaves * (leaf_entries / ENTRY_CAPACITY as f64).ceil();
     let leaf_work = (leaf_pages - costs.numIndexPages).max(0.0) * pg_sys::random_page_cost + leaves * leaf_entries * cpu_op;
-    let delta = m.delta_pages as f64 * pg_sys::seq_page_cost + m.delta_entries as f64 * cpu_op;
+    let delta: f64 = m.chains().iter().map(|c| c.pages as f64 * pg_sys::seq_page_cost + c.entries as f64 * cpu_op).sum();
     *startup = costs.indexStartupCost + descent + delta;
     *total = costs.indexTotalCost + descent + delta + leaf_work;
     *selectivity = costs.indexSelectivity;

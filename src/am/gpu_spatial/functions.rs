@@ -96,6 +96,9 @@ unsafe fn search(rel: pg_sys::Relation, qs: &[(i64, Query)], what: &'static str)
     for (i, &(ord, _)) in qs.iter().enumerate() {
         matches.extend(hits.of(i).iter().chain(delta_hits.of(i)).map(|&t| (t, ord)));
     }
+    // A merge running beside the call may show an entry twice.
+    matches.sort_unstable();
+    matches.dedup();
     let mut rows = crate::visibility::visible((*(*rel).rd_index).indrelid, matches);
     rows.sort_by_key(|r| r.0); // stable: heap order within a query
     rows
@@ -180,6 +183,7 @@ unsafe fn knn(rel: pg_sys::Relation, centers: &[(i64, (f64, f64))], k: usize) ->
             let mut c: Vec<Cand> =
                 ai.iter().zip(ad).chain(bi.iter().zip(bd)).map(|(&t, &d)| (encode_f64(d), t, d)).collect();
             c.sort_unstable_by_key(|c| (c.0, c.1));
+            c.dedup_by_key(|c| c.1);
             c.truncate(want);
             matches.extend(c.iter().enumerate().map(|(r, c)| (c.1, (j * want + r) as i64)));
             cands.push(c);

@@ -67,10 +67,10 @@ pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
     image
 }
 
-/// The delta's non-NULL points as a tree (non-finite ones in its `odd`).
+/// The chains' non-NULL points as a tree (non-finite ones in its `odd`).
 pub fn delta(rel: pg_sys::Relation, m: &Meta) -> QuadTree {
     let mut pts = Points::default();
-    shape::for_delta(rel, m, |page| {
+    super::chain::for_chains(rel, m, |page| {
         for e in page.iter().filter(|e| !e.is_null()) {
             pts.push(e.x, e.y, e.tid);
         }

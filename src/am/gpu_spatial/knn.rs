@@ -102,6 +102,9 @@ pub struct Knn {
     quals: Vec<Query>,
     nodes: std::sync::Arc<shape::Shape>,
     heap: BinaryHeap<Queued>,
+    /// TIDs returned so far: a concurrent merge may show an entry twice
+    /// (in a leaf and in the frozen delta).
+    seen: std::collections::HashSet<u64>,
 }
 
 impl Knn {
@@ -109,14 +112,14 @@ impl Knn {
     pub fn start(rel: pg_sys::Relation, x: f64, y: f64, quals: Vec<Query>) -> Knn {
         let m = shape::meta(rel);
         let nodes = shape::shape(rel, &m);
-        let mut k = Knn { x, y, quals, nodes, heap: BinaryHeap::new() };
+        let mut k = Knn { x, y, quals, nodes, heap: BinaryHeap::new(), seen: Default::default() };
         if !k.nodes.nodes.is_empty() {
             let key = lower_bound(&k.nodes.nodes[0], x, y);
             k.heap.push(Queued { key, is_entry: false, item: Item::Node(0) });
         }
-        // The delta is searched by brute force: it is kept small by merges.
+        // The chains are searched by brute force: merges keep them small.
         let mut delta = Vec::new();
-        shape::for_delta(rel, &m, |page| delta.extend_from_slice(page));
+        super::chain::for_chains(rel, &m, |page| delta.extend_from_slice(page));
         for e in delta {
             k.push_entry(e);
         }
@@ -141,7 +144,11 @@ impl Knn {
     pub fn next(&mut self, rel: pg_sys::Relation) -> Option<(Entry, Option<f64>)> {
         while let Some(q) = self.heap.pop() {
             match q.item {
-                Item::Entry(e, d) => return Some((e, d)),
+                Item::Entry(e, d) => {
+                    if self.seen.insert(e.tid) {
+                        return Some((e, d));
+                    }
+                }
                 Item::Node(i) => {
                     let n = self.nodes.nodes[i as usize];
                     if n.is_leaf() {

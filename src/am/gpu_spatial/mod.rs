@@ -1,16 +1,20 @@
 //! `gpu_spatial`: G-PICS's quadtree over `point` as an index access
 //! method. Each quadtree leaf is a run of entry pages, the nodes are on
 //! node pages (cached per backend, and on the GPU for batches), inserts go
-//! to a WAL-logged delta chain that every scan also searches. Answers are
+//! to a WAL-logged delta chain that every scan also searches, folded into
+//! the tree by G-PICS's bulk update once it passes `delta_limit` pages
+//! (`merge.rs`). Answers are
 //! PostgreSQL's own operators', exactly: `<@ box`, `<@ circle`, `~=`, and
 //! `ORDER BY p <-> q` in exact distance order.
 
 mod build;
+mod chain;
 pub mod check;
 mod cost;
 pub mod functions;
 mod image;
 mod knn;
+pub mod merge;
 pub mod options;
 mod page;
 mod scan;
@@ -18,40 +22,10 @@ mod shape;
 mod vacuum;
 mod validate;
 
-use crate::storage::{new_page, tid_from, Exclusive, Xlog};
+use crate::storage::tid_from;
 use page::*;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-
-/// Appends one entry to the delta chain: the metapage (counts, tail) and
-/// the tail page in one WAL record, plus a new tail page when it is full.
-/// The metapage's exclusive lock orders concurrent inserts (as hash's
-/// does).
-fn insert(index: pg_sys::Relation, e: Entry) {
-    let meta = Exclusive::lock(index, META_BLOCK);
-    let m = read_meta(meta.page());
-    let tail = Exclusive::lock(index, m.delta_tail);
-    let full = entries(tail.page()).0.len() >= ENTRY_CAPACITY;
-    let fresh = full.then(|| new_page(index));
-    let x = Xlog::start(index);
-    let mut mp = x.register(&meta, false);
-    let mut tp = x.register(&tail, false);
-    let mut m = m;
-    m.delta_entries += 1;
-    match &fresh {
-        Some(f) => {
-            let mut fp = x.register(f, true);
-            fp.init(special(KIND_DELTA));
-            set_entries(&mut fp, &[e]);
-            tp.update_special(|s| s.right = f.block());
-            m.delta_tail = f.block();
-            m.delta_pages += 1;
-        }
-        None => push_entry(&mut tp, e),
-    }
-    write_meta(&mut mp, &m);
-    x.finish();
-}
 
 #[pg_guard]
 unsafe extern "C-unwind" fn aminsert(
@@ -71,7 +45,10 @@ unsafe extern "C-unwind" fn aminsert(
         let p = &*(*values).cast_mut_ptr::<pg_sys::Point>();
         Entry { x: p.x, y: p.y, tid }
     };
-    insert(index, e);
+    let m = chain::append(index, e);
+    if m.delta.pages > options::delta_limit(index) {
+        merge::merge(index, false);
+    }
     false
 }
 

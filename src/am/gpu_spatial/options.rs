@@ -1,6 +1,8 @@
 //! Reloptions: `leaf_capacity` (G-PICS's MC: a node holding more points
-//! splits; default 1024, the paper's) and `max_height` (MH: nodes at this
-//! depth never split; default 14, the paper's).
+//! splits; default 1024, the paper's), `max_height` (MH: nodes at this
+//! depth never split; default 14, the paper's) and `delta_limit` (pages
+//! of inserted points every scan reads beside the tree before an insert
+//! merges them into it; default 16, about 5,400 points).
 
 use pgrx::pg_sys;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -12,7 +14,10 @@ struct Options {
     vl_len_: i32,
     leaf_capacity: i32,
     max_height: i32,
+    delta_limit: i32,
 }
+
+pub const DEFAULT_DELTA_LIMIT: i32 = 16;
 
 /// Registers the reloption kind (from _PG_init).
 pub fn init() {
@@ -38,6 +43,15 @@ pub fn init() {
             40,
             pg_sys::AccessExclusiveLock as i32,
         );
+        pg_sys::add_int_reloption(
+            kind,
+            c"delta_limit".as_ptr(),
+            c"Pages of inserted points a gpu_spatial index keeps beside its tree before merging them in".as_ptr(),
+            DEFAULT_DELTA_LIMIT,
+            1,
+            1 << 20,
+            pg_sys::ShareUpdateExclusiveLock as i32,
+        );
     }
 }
 
@@ -53,6 +67,11 @@ pub unsafe extern "C-unwind" fn amoptions(reloptions: pg_sys::Datum, validate: b
             optname: c"max_height".as_ptr(),
             opttype: pg_sys::relopt_type::RELOPT_TYPE_INT,
             offset: std::mem::offset_of!(Options, max_height) as i32,
+        },
+        pg_sys::relopt_parse_elt {
+            optname: c"delta_limit".as_ptr(),
+            opttype: pg_sys::relopt_type::RELOPT_TYPE_INT,
+            offset: std::mem::offset_of!(Options, delta_limit) as i32,
         },
     ];
     pg_sys::build_reloptions(
@@ -75,5 +94,14 @@ pub fn params(index: pg_sys::Relation) -> gpuindex_engine::gpics::Params {
         } else {
             gpuindex_engine::gpics::Params { mc: (*o).leaf_capacity as usize, mh: (*o).max_height as usize }
         }
+    }
+}
+
+/// Delta pages that trigger a merge.
+pub fn delta_limit(index: pg_sys::Relation) -> u32 {
+    // SAFETY: rd_options is NULL or the struct amoptions built.
+    unsafe {
+        let o = (*index).rd_options as *const Options;
+        (if o.is_null() { DEFAULT_DELTA_LIMIT } else { (*o).delta_limit }).max(1) as u32
     }
 }

@@ -6,9 +6,10 @@
 //!   vacuum count (bumped whenever VACUUM removes entries from tree pages:
 //!   a cached copy of the points is current while both match);
 //! - entry pages: (x, y, heap TID) entries. A quadtree leaf owns a run of
-//!   consecutive entry pages; the delta chain (linked by `right`) holds
-//!   what is not in the tree: rows inserted since the tree was built,
-//!   points with a non-finite coordinate, and NULLs (flagged in the TID);
+//!   consecutive entry pages; chains of entry pages (linked by `right`)
+//!   hold what is not in the tree: the delta (finite points inserted since
+//!   the last merge), the frozen delta of a merge in progress, and the odd
+//!   entries (NULLs, flagged in the TID, and non-finite points);
 //! - node pages: the quadtree's nodes (the engine's 64-byte `Node`), root
 //!   first, consecutive blocks. A leaf node's `start` is the first block of
 //!   its run and `count` the number of pages in it.
@@ -53,6 +54,24 @@ impl Entry {
 pub const ENTRY_CAPACITY: usize = CONTENT_BYTES / std::mem::size_of::<Entry>();
 pub const NODE_CAPACITY: usize = CONTENT_BYTES / std::mem::size_of::<Node>();
 
+/// A chain of entry pages linked by `right`: the delta, the frozen delta
+/// of a merge in progress, and the odd entries.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chain {
+    pub head: u32,
+    pub tail: u32,
+    pub pages: u32,
+    pub entries: u64,
+}
+
+impl Chain {
+    pub const EMPTY: Chain = Chain { head: NONE, tail: NONE, pages: 0, entries: 0 };
+    pub fn at(block: u32) -> Chain {
+        Chain { head: block, tail: block, pages: 1, entries: 0 }
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Meta {
@@ -60,23 +79,26 @@ pub struct Meta {
     pub version: u32,
     pub generation: u64,
     pub vacuums: u64,
-    /// First node page and number of nodes (0: no tree, all in the delta).
+    /// First node page and number of nodes (0: no tree yet).
     pub node_start: u32,
     pub node_count: u32,
     pub leaf_count: u32,
-    pub delta_head: u32,
-    pub delta_tail: u32,
-    pub delta_pages: u32,
-    /// Entries in the tree's pages and in the delta (live or not yet vacuumed).
-    pub tree_entries: u64,
-    pub delta_entries: u64,
     /// Build parameters (the leaf capacity MC and maximum height MH).
     pub mc: u32,
     pub mh: u32,
+    _pad: u32,
+    /// Entries in the tree's leaf pages (live or not yet vacuumed).
+    pub tree_entries: u64,
+    /// Finite points inserted since the tree was built or merged.
+    pub delta: Chain,
+    /// The delta a merge is folding into the tree (EMPTY otherwise).
+    pub frozen: Chain,
+    /// NULLs and points with a non-finite coordinate (never in the tree).
+    pub odd: Chain,
 }
 
 impl Meta {
-    pub fn new(delta: u32, mc: u32, mh: u32) -> Meta {
+    pub fn new(delta: u32, odd: u32, mc: u32, mh: u32) -> Meta {
         Meta {
             magic: MAGIC,
             version: VERSION,
@@ -85,14 +107,19 @@ impl Meta {
             node_start: NONE,
             node_count: 0,
             leaf_count: 0,
-            delta_head: delta,
-            delta_tail: delta,
-            delta_pages: 1,
-            tree_entries: 0,
-            delta_entries: 0,
             mc,
             mh,
+            _pad: 0,
+            tree_entries: 0,
+            delta: Chain::at(delta),
+            frozen: Chain::EMPTY,
+            odd: Chain::at(odd),
         }
+    }
+
+    /// Every chain scans read beside the tree.
+    pub fn chains(&self) -> [Chain; 3] {
+        [self.delta, self.frozen, self.odd]
     }
 }
 

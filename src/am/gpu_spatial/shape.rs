@@ -87,19 +87,10 @@ pub fn for_run(rel: pg_sys::Relation, (start, pages): (u32, u32), mut f: impl Fn
     }
 }
 
-/// Calls `f` with the entries of each page of the delta chain.
-pub fn for_delta(rel: pg_sys::Relation, m: &Meta, mut f: impl FnMut(&[Entry])) {
-    let mut block = m.delta_head;
-    while block != NONE {
-        let g = Shared::lock(rel, block);
-        let (e, s) = entries(g.page());
-        f(e);
-        block = s.right;
-    }
-}
-
 /// Every entry answering all `quals` (every entry, NULLs included, when
-/// there are none): the tree's candidate leaves, then the delta.
+/// there are none): the tree's candidate leaves, then the chains. An
+/// entry a concurrent merge copied into a leaf may be read twice (from
+/// the leaf and from the frozen delta): duplicates are dropped.
 pub fn collect(rel: pg_sys::Relation, quals: &[Query]) -> Vec<Entry> {
     let m = meta(rel);
     let s = shape(rel, &m);
@@ -114,6 +105,8 @@ pub fn collect(rel: pg_sys::Relation, quals: &[Query]) -> Vec<Entry> {
     for run in leaf_runs(&s.nodes, quals) {
         for_run(rel, run, &mut keep);
     }
-    for_delta(rel, &m, &mut keep);
+    super::chain::for_chains(rel, &m, &mut keep);
+    out.sort_unstable_by_key(|e| e.tid);
+    out.dedup_by_key(|e| e.tid);
     out
 }

@@ -1,10 +1,13 @@
-//! VACUUM: ambulkdelete removes the entries of dead rows from every leaf
-//! and delta page in one pass over the relation (a page at a time, one
-//! WAL record per changed page); the metapage then records the new counts
-//! and, when tree pages changed, bumps the vacuum count so that cached
-//! copies of the points are reloaded. amvacuumcleanup reports the counts.
+//! VACUUM: ambulkdelete walks the live structure (every leaf run and
+//! chain the metapage reaches; pages a merge left behind are garbage and
+//! skipped) under the structure lock, so no merge moves entries while it
+//! runs; it removes dead entries a page at a time (one WAL record per
+//! changed page), records the new counts, bumps the vacuum count when
+//! tree pages changed (cached copies of the points are reloaded), then
+//! merges the delta and any underfull leaves. amvacuumcleanup reports.
 
 use super::page::*;
+use super::{merge, shape};
 use crate::storage::{tid_to, Exclusive, Shared, Xlog};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -25,6 +28,29 @@ fn stats_or_new(stats: *mut pg_sys::IndexBulkDeleteResult) -> &'static mut pg_sy
     }
 }
 
+/// Removes the dead entries of one page; returns how many, and the next
+/// page of its chain.
+fn clean(index: pg_sys::Relation, block: u32, dead: &impl Fn(&Entry) -> bool) -> (u64, u32) {
+    // SAFETY: called from VACUUM, which checks for interrupts here.
+    unsafe { pg_sys::vacuum_delay_point() };
+    {
+        // Most pages lose nothing: look under a share lock first.
+        let g = Shared::lock(index, block);
+        let (e, s) = entries(g.page());
+        if !e.iter().any(dead) {
+            return (0, s.right);
+        }
+    }
+    let g = Exclusive::lock(index, block);
+    let (e, s) = entries(g.page());
+    let kept: Vec<Entry> = e.iter().filter(|e| !dead(e)).copied().collect();
+    let removed = (e.len() - kept.len()) as u64;
+    let x = Xlog::start(index);
+    set_entries(&mut x.register(&g, false), &kept);
+    x.finish();
+    (removed, s.right)
+}
+
 #[pg_guard]
 pub unsafe extern "C-unwind" fn ambulkdelete(
     info: *mut pg_sys::IndexVacuumInfo,
@@ -38,44 +64,49 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
         let mut t = tid_to(e.heap_tid());
         callback.expect("bulk-delete callback")(&mut t, callback_state)
     };
-    let (mut tree_removed, mut delta_removed) = (0u64, 0u64);
-    for block in 1..nblocks(index) {
-        pg_sys::vacuum_delay_point();
-        // Most pages lose nothing: look under a share lock first.
-        let kind = {
-            let g = Shared::lock(index, block);
-            let s = g.page().special();
-            if !matches!(s.kind, KIND_LEAF | KIND_DELTA) || !entries(g.page()).0.iter().any(dead) {
-                continue;
-            }
-            s.kind
-        };
-        let g = Exclusive::lock(index, block);
-        let kept: Vec<Entry> = entries(g.page()).0.iter().filter(|e| !dead(e)).copied().collect();
-        let removed = (g.page().special().count as usize - kept.len()) as u64;
-        let x = Xlog::start(index);
-        set_entries(&mut x.register(&g, false), &kept);
-        x.finish();
-        if kind == KIND_LEAF {
+    merge::lock_structure(index, true);
+    let m = shape::meta(index);
+    let s = shape::shape(index, &m);
+    let mut tree_removed = 0u64;
+    let mut touched = Vec::new();
+    for (i, n) in s.nodes.iter().enumerate().filter(|(_, n)| n.is_leaf()) {
+        let mut removed = 0;
+        for b in n.start..n.start + n.count {
+            removed += clean(index, b, &dead).0;
+        }
+        if removed > 0 {
+            touched.push(i as u32);
             tree_removed += removed;
-        } else {
-            delta_removed += removed;
         }
     }
-    stats.tuples_removed += (tree_removed + delta_removed) as f64;
-    if tree_removed + delta_removed > 0 {
+    let mut chain_removed = [0u64; 3];
+    for (k, c) in m.chains().iter().enumerate() {
+        let mut block = c.head;
+        while block != NONE {
+            let (r, next) = clean(index, block, &dead);
+            chain_removed[k] += r;
+            block = next;
+        }
+    }
+    let removed = tree_removed + chain_removed.iter().sum::<u64>();
+    stats.tuples_removed += removed as f64;
+    if removed > 0 {
         let g = Exclusive::lock(index, META_BLOCK);
         let x = Xlog::start(index);
         let mut p = x.register(&g, false);
-        let mut m = read_meta(p.as_ref());
-        m.tree_entries -= tree_removed.min(m.tree_entries);
-        m.delta_entries -= delta_removed.min(m.delta_entries);
-        if tree_removed > 0 {
-            m.vacuums += 1;
+        let mut now = read_meta(p.as_ref());
+        now.tree_entries -= tree_removed.min(now.tree_entries);
+        for (c, r) in [&mut now.delta, &mut now.frozen, &mut now.odd].into_iter().zip(chain_removed) {
+            c.entries -= r.min(c.entries);
         }
-        write_meta(&mut p, &m);
+        if tree_removed > 0 {
+            now.vacuums += 1;
+        }
+        write_meta(&mut p, &now);
         x.finish();
     }
+    merge::merge_locked(index, &touched);
+    merge::unlock_structure(index);
     stats as *mut _
 }
 
@@ -89,9 +120,11 @@ pub unsafe extern "C-unwind" fn amvacuumcleanup(
     }
     let index = (*info).index;
     let stats = stats_or_new(stats);
-    let m = super::shape::meta(index);
+    // Without dead rows bulk delete did not run: fold the delta here.
+    merge::merge(index, true);
+    let m = shape::meta(index);
     stats.num_pages = nblocks(index);
-    stats.num_index_tuples = (m.tree_entries + m.delta_entries) as f64;
+    stats.num_index_tuples = (m.tree_entries + m.chains().iter().map(|c| c.entries).sum::<u64>()) as f64;
     stats.estimated_count = false;
     stats as *mut _
 }

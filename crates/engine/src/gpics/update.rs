@@ -24,11 +24,13 @@ use super::tree::{quadrant, quadrant_box, Node, Params, Points, QuadTree, NONE};
 use rayon::prelude::*;
 use std::collections::HashMap;
 
-/// Where the updated tree's leaves get their points.
-pub trait LeafSource: Sync {
-    /// The current points of a leaf (by node index in the old tree).
-    fn points(&self, node: u32) -> Points;
-    /// How many points it holds now.
+/// Where the updated tree's leaves get their points (by node index in the
+/// old tree). Called from the planning thread only, so a source may read
+/// pages through PostgreSQL.
+pub trait LeafSource {
+    /// The current points of each of these leaves.
+    fn load(&self, nodes: &[u32]) -> Vec<Points>;
+    /// How many points a leaf holds now.
     fn count(&self, node: u32) -> usize;
 }
 
@@ -37,8 +39,9 @@ pub trait LeafSource: Sync {
 pub enum LeafData {
     /// Unchanged: the points of this leaf node of the old tree.
     Keep(u32),
-    /// New contents.
-    New(Points),
+    /// New contents; `origin` is the old leaf node it replaces when it is
+    /// the same leaf with changed points (not a split or merge result).
+    New { points: Points, origin: Option<u32> },
 }
 
 /// The updated tree: nodes in level order (leaf nodes' `start` unset:
@@ -161,10 +164,9 @@ pub fn plan_update(
     let mut affected: Vec<u32> = target.iter().copied().chain(touched.iter().copied()).collect();
     affected.sort_unstable();
     affected.dedup();
-    let loaded: Vec<(u32, Points)> =
-        affected.par_iter().filter(|&&n| (n as usize) < nodes.len()).map(|&n| (n, src.points(n))).collect();
-    for (n, p) in loaded {
-        w.data.insert(n, p);
+    let old: Vec<u32> = affected.iter().copied().filter(|&n| (n as usize) < nodes.len()).collect();
+    for (n, p) in old.iter().zip(src.load(&old)) {
+        w.data.insert(*n, p);
     }
     for (i, &n) in target.iter().enumerate() {
         w.data.get_mut(&n).expect("affected leaf").push(inserts.x[i], inserts.y[i], inserts.id[i]);
@@ -207,7 +209,7 @@ pub fn plan_update(
             }
             let mut merged = Points::default();
             for &c in &kids {
-                let d = w.data.remove(&c).unwrap_or_else(|| src.points(c));
+                let d = w.data.remove(&c).unwrap_or_else(|| src.load(&[c]).pop().expect("one leaf"));
                 merged.x.extend_from_slice(&d.x);
                 merged.y.extend_from_slice(&d.y);
                 merged.id.extend_from_slice(&d.id);
@@ -223,7 +225,8 @@ pub fn plan_update(
         }
         check = next;
     }
-    Ok(finish(w, nodes.len()))
+    let were_leaf: Vec<bool> = nodes.iter().map(|n| n.is_leaf()).collect();
+    Ok(finish(w, nodes.len(), &were_leaf))
 }
 
 /// Replaces leaf `n` by the subtree `sub` built under it.
@@ -265,7 +268,7 @@ fn parent_map(nodes: &[Node]) -> HashMap<u32, u32> {
 
 /// Renumbers the live nodes in level order (children after parents),
 /// numbers the leaves, and says where each leaf's points come from.
-fn finish(mut w: Work, old_len: usize) -> UpdatePlan {
+fn finish(mut w: Work, old_len: usize, nodes_were_leaf: &[bool]) -> UpdatePlan {
     // Leaves left empty are dropped (only non-empty nodes exist).
     let empty = |w: &Work, c: u32| w.nodes[c as usize].is_leaf() && w.data.get(&c).is_some_and(|d| d.is_empty());
     let mut order = vec![w.root];
@@ -298,7 +301,8 @@ fn finish(mut w: Work, old_len: usize) -> UpdatePlan {
             match w.data.remove(&o) {
                 Some(p) => {
                     n.count = p.len() as u32;
-                    leaves.push(LeafData::New(p));
+                    let origin = ((o as usize) < old_len && nodes_were_leaf[o as usize]).then_some(o);
+                    leaves.push(LeafData::New { points: p, origin });
                     rewritten += 1;
                 }
                 None => {
@@ -320,7 +324,7 @@ struct Slices<'a> {
     deleted: &'a [u64],
 }
 
-impl LeafSource for Slices<'_> {
+impl Slices<'_> {
     fn points(&self, node: u32) -> Points {
         let n = &self.tree.nodes[node as usize];
         let mut p = Points::default();
@@ -330,6 +334,12 @@ impl LeafSource for Slices<'_> {
             }
         }
         p
+    }
+}
+
+impl LeafSource for Slices<'_> {
+    fn load(&self, nodes: &[u32]) -> Vec<Points> {
+        nodes.par_iter().map(|&n| self.points(n)).collect()
     }
     fn count(&self, node: u32) -> usize {
         let n = &self.tree.nodes[node as usize];
@@ -389,7 +399,7 @@ impl QuadTree {
         let UpdatePlan { mut nodes, leaves, .. } = plan;
         let len = |d: &LeafData| match d {
             LeafData::Keep(o) => self.nodes[*o as usize].count as usize,
-            LeafData::New(p) => p.len(),
+            LeafData::New { points, .. } => points.len(),
         };
         let mut starts = Vec::with_capacity(leaves.len());
         let mut total = 0usize;
@@ -406,7 +416,7 @@ impl QuadTree {
                     let r = n.start as usize..(n.start + n.count) as usize;
                     (&self.pts.x[r.clone()], &self.pts.y[r.clone()], &self.pts.id[r])
                 }
-                LeafData::New(p) => (&p.x, &p.y, &p.id),
+                LeafData::New { points: p, .. } => (&p.x, &p.y, &p.id),
             };
             // SAFETY: leaf ranges [at, at + len) are disjoint and in bounds.
             unsafe {
