@@ -2,6 +2,8 @@
 //! (PGHOST, PGPORT, PGUSER from the environment; scripts/test.sh starts a
 //! throwaway cluster and sets them), each test file in its own database.
 
+pub mod bench;
+
 use postgres::{Client, Config, NoTls};
 
 fn config(db: &str) -> Config {

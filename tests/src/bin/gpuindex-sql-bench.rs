@@ -11,7 +11,7 @@
 //! equivalent join, and inserts. Prints one table; every answer is checked
 //! against btree's.
 
-use postgres::{Client, NoTls};
+use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Rng, Row};
 use std::time::Instant;
 
 struct Args {
@@ -33,74 +33,12 @@ fn args() -> Args {
     a
 }
 
-fn connect() -> Client {
-    let mut c = postgres::Config::new();
-    c.host(&std::env::var("PGHOST").unwrap_or_else(|_| "/tmp".into()));
-    c.port(std::env::var("PGPORT").ok().and_then(|p| p.parse().ok()).unwrap_or(5432));
-    c.user(&std::env::var("PGUSER").unwrap_or_else(|_| "postgres".into()));
-    c.dbname(&std::env::var("PGDATABASE").unwrap_or_else(|_| "postgres".into()));
-    c.connect(NoTls).expect("connect (PGHOST/PGPORT/PGUSER)")
-}
-
-/// Median seconds of `reps` runs after one warm-up.
-fn time(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut t: Vec<f64> = (0..reps)
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed().as_secs_f64()
-        })
-        .collect();
-    t.sort_by(|a, b| a.total_cmp(b));
-    t[t.len() / 2]
-}
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (((z ^ (z >> 31)) as u128 * n as u128) >> 64) as u64
-    }
-}
-
-/// One measured quantity for each index setup.
-struct Row {
-    what: String,
-    unit: &'static str,
-    values: Vec<f64>,
-    lower_is_better: bool,
-}
-
-fn plan_of(c: &mut Client, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> String {
-    let rows = c.query(&format!("EXPLAIN {sql}"), params).unwrap();
-    let text: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
-    let node = text
-        .iter()
-        .find(|l| l.contains("Scan") || l.contains("Function"))
-        .map(|l| l.trim().trim_start_matches("->").trim().split("  ").next().unwrap_or("").to_string())
-        .unwrap_or_default();
-    node.split(" on ").next().unwrap_or("").split(" using").next().unwrap_or("").to_string()
-}
-
 fn main() {
     let a = args();
     let mut c = connect();
     let n = a.rows;
     println!("# gpuindex-sql-bench: {n} rows, median of {} runs", a.reps);
-    let v: String = c.query_one("SELECT version()", &[]).unwrap().get(0);
-    let sb: String = c.query_one("SHOW shared_buffers", &[]).unwrap().get(0);
-    let dev: (bool, Option<String>) = {
-        c.batch_execute("CREATE EXTENSION IF NOT EXISTS gpuindex").unwrap();
-        let r = c.query_one("SELECT gpu_found, coalesce(name, reason) FROM gpuindex_device_info()", &[]).unwrap();
-        (r.get(0), r.get(1))
-    };
-    println!("\n{v}; shared_buffers = {sb}; GPU: {}", if dev.0 { dev.1.clone().unwrap_or_default() } else { format!("none ({})", dev.1.clone().unwrap_or_default()) });
-    let cpus = std::thread::available_parallelism().map(|x| x.get()).unwrap_or(0);
-    println!("client machine: {cpus} hardware threads");
+    println!("\n{}", describe_server(&mut c));
 
     // k: a permutation of 0..n (a multiplicative hash with a prime
     // multiplier), so keys are unique and the heap order is scrambled.
@@ -121,15 +59,6 @@ fn main() {
         ("gpu_btree (cpu)", "gpu_btree", "SET gpuindex.device = cpu"),
     ];
     let mut rows: Vec<Row> = Vec::new();
-    let push = |rows: &mut Vec<Row>, i: usize, what: String, unit: &'static str, lower: bool, v: f64| {
-        if let Some(r) = rows.iter_mut().find(|r| r.what == what) {
-            r.values[i] = v;
-        } else {
-            let mut values = vec![f64::NAN; setups.len()];
-            values[i] = v;
-            rows.push(Row { what, unit, values, lower_is_better: lower });
-        }
-    };
     let mut rng = Rng(42);
     let probe_sets: Vec<Vec<i64>> = [1_000usize, 16_000, 128_000]
         .iter()
@@ -148,9 +77,9 @@ fn main() {
             let build = t.elapsed().as_secs_f64();
             c.batch_execute("ANALYZE bench_t").unwrap();
             let _ = c.batch_execute("SELECT pg_prewarm('bench_t_k')");
-            push(&mut rows, i, "CREATE INDEX".into(), "s", true, build);
+            push(&mut rows, setups.len(), i, "CREATE INDEX".into(), "s", true, build);
             let size: i64 = c.query_one("SELECT pg_relation_size('bench_t_k')", &[]).unwrap().get(0);
-            push(&mut rows, i, "index size".into(), "MiB", true, size as f64 / 1048576.0);
+            push(&mut rows, setups.len(), i, "index size".into(), "MiB", true, size as f64 / 1048576.0);
         } else {
             for r in rows.iter_mut().filter(|r| r.what == "CREATE INDEX" || r.what == "index size") {
                 r.values[i] = r.values[i - 1];
@@ -173,7 +102,7 @@ fn main() {
                 c.query(&st, &[k]).unwrap();
             }
         });
-        push(&mut rows, i, "single lookup (k = $1)".into(), "us", true, secs / singles.len() as f64 * 1e6);
+        push(&mut rows, setups.len(), i, "single lookup (k = $1)".into(), "us", true, secs / singles.len() as f64 * 1e6);
         plans.push(format!("{label}: k = $1 -> {}", plan_of(&mut c, "SELECT payload FROM bench_t WHERE k = 42", &[])));
         for p in &probe_sets {
             let m = p.len();
@@ -190,7 +119,7 @@ fn main() {
                 let mut got = 0i64;
                 let secs = time(a.reps, || got = c.query_one(sql, &[p]).unwrap().get(0));
                 answers.push(got);
-                push(&mut rows, i, what.clone(), "ms", true, secs * 1e3);
+                push(&mut rows, setups.len(), i, what.clone(), "ms", true, secs * 1e3);
                 if m == 128_000 {
                     plans.push(format!("{label}: {what} -> {}", plan_of(&mut c, sql, &[p])));
                 }
@@ -208,7 +137,7 @@ fn main() {
                 }
             });
             answers.push(total);
-            push(&mut rows, i, format!("BETWEEN, {w} rows"), "us", true, secs / starts.len() as f64 * 1e6);
+            push(&mut rows, setups.len(), i, format!("BETWEEN, {w} rows"), "us", true, secs / starts.len() as f64 * 1e6);
             if w == 1 {
                 plans.push(format!("{label}: BETWEEN, 1 row -> {}", plan_of(&mut c, "SELECT sum(payload) FROM bench_t WHERE k BETWEEN 1000 AND 1000", &[])));
             }
@@ -222,7 +151,7 @@ fn main() {
         let mut got = 0i64;
         let secs = time(a.reps, || got = c.query_one(sql, &[p]).unwrap().get(0));
         answers.push(got);
-        push(&mut rows, i, "128K keys to rows (join / gpu_btree_probe)".into(), "ms", true, secs * 1e3);
+        push(&mut rows, setups.len(), i, "128K keys to rows (join / gpu_btree_probe)".into(), "ms", true, secs * 1e3);
         plans.push(format!("{label}: batch -> {}", plan_of(&mut c, sql, &[p])));
         // Inserts: 20K single-row inserts in one transaction, then 200K rows in
         // 1000-row statements; deleted afterwards (VACUUM keeps the table
@@ -236,7 +165,7 @@ fn main() {
             tx.execute(&st, &[&(base + (j * 7919) % 20_000)]).unwrap();
         }
         tx.commit().unwrap();
-        push(&mut rows, i, "single-row INSERT".into(), "us", true, t.elapsed().as_secs_f64() / 20_000.0 * 1e6);
+        push(&mut rows, setups.len(), i, "single-row INSERT".into(), "us", true, t.elapsed().as_secs_f64() / 20_000.0 * 1e6);
         let t = Instant::now();
         for b in 0..200i64 {
             c.batch_execute(&format!(
@@ -244,7 +173,7 @@ fn main() {
             ))
             .unwrap();
         }
-        push(&mut rows, i, "INSERT, 1000-row statements".into(), "krows/s", false, 200.0 / t.elapsed().as_secs_f64());
+        push(&mut rows, setups.len(), i, "INSERT, 1000-row statements".into(), "krows/s", false, 200.0 / t.elapsed().as_secs_f64());
         c.batch_execute("DELETE FROM bench_t WHERE payload = -1").unwrap();
         c.batch_execute("VACUUM (ANALYZE) bench_t").unwrap();
         if i == 0 {

@@ -1,0 +1,258 @@
+//! gpuindex-sql-bench-spatial: gpu_spatial against GiST and SP-GiST (quad)
+//! on the same table of points, in one run, on a live server
+//! (PGHOST/PGPORT/PGUSER).
+//!
+//!   gpuindex-sql-bench-spatial [--rows 1e7] [--reps 3] [--queries 1e5]
+//!
+//! Builds sp(id int8, p point) with points uniform in [0, 1e6)^2, then for
+//! each index in turn (GiST; SP-GiST quad_point_ops; gpu_spatial with
+//! gpuindex.device = auto and = cpu) measures CREATE INDEX, size, single
+//! box / circle / kNN (k = 10) queries, and batches of boxes and circles
+//! (`--queries`, ~10 points each) and of kNN centres (a tenth as many):
+//! through a LATERAL join over the index (what PostgreSQL users write
+//! today), and for gpu_spatial through its batch functions joined back to
+//! the table by ctid. Every answer (count and sum of ids; for kNN, count
+//! and sum of distances) is checked against GiST's. Prints the table, the
+//! ratios the issue's targets name, and the plans.
+
+use gpuindex_tests::bench::{connect, describe_server, plan_of, print_table, push, time, Rng, Row};
+use postgres::{Client, ToStatement};
+use std::time::Instant;
+
+const SIDE: f64 = 1e6;
+
+struct Args {
+    rows: u64,
+    reps: usize,
+    queries: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args { rows: 10_000_000, reps: 3, queries: 100_000 };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
+        let num = || v.parse::<f64>().unwrap_or_else(|_| panic!("{x} takes a number")) as u64;
+        match x.as_str() {
+            "--rows" => a.rows = num(),
+            "--reps" => a.reps = num() as usize,
+            "--queries" => a.queries = num() as usize,
+            _ => panic!("usage: gpuindex-sql-bench-spatial [--rows N] [--reps N] [--queries N]"),
+        }
+    }
+    a
+}
+
+/// One answer: a count and a sum (of ids, or of kNN distances).
+#[derive(Clone, Copy, Debug)]
+struct Answer {
+    count: i64,
+    sum: f64,
+}
+
+impl Answer {
+    fn same(&self, o: &Answer) -> bool {
+        self.count == o.count && (self.sum - o.sum).abs() <= 1e-9 * self.sum.abs().max(1.0)
+    }
+}
+
+fn answer<T: ?Sized + ToStatement>(c: &mut Client, sql: &T, params: &[&(dyn postgres::types::ToSql + Sync)]) -> Answer {
+    let r = c.query_one(sql, params).unwrap();
+    Answer { count: r.get(0), sum: r.get::<_, Option<f64>>(1).unwrap_or(0.0) }
+}
+
+fn main() {
+    let a = args();
+    let n = a.rows;
+    let mut c = connect();
+    println!("# gpuindex-sql-bench-spatial: {n} points, median of {} runs", a.reps);
+    println!("\n{}", describe_server(&mut c));
+
+    let t = Instant::now();
+    c.batch_execute(&format!(
+        "DROP TABLE IF EXISTS bench_sp, bench_sp_q;
+         CREATE TABLE bench_sp (id int8, p point);
+         SELECT setseed(0.42);
+         INSERT INTO bench_sp SELECT i, point(random() * {SIDE}, random() * {SIDE}) FROM generate_series(1, {n}) i;"
+    ))
+    .unwrap();
+    c.batch_execute("VACUUM (ANALYZE) bench_sp").unwrap();
+    eprintln!("table built in {:.1} s", t.elapsed().as_secs_f64());
+    let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench_sp')");
+
+    // Boxes and circles of area ~1e6 (10 points each on average at 1e7
+    // points), kNN centres; stored once as arrays that every form reads.
+    let m = a.queries;
+    let mut rng = Rng(7);
+    let mut coords = |k: usize| -> (Vec<f64>, Vec<f64>) { (0..k).map(|_| (rng.unit() * SIDE, rng.unit() * SIDE)).unzip() };
+    let (bx, by) = coords(m);
+    let (cx, cy) = coords(m);
+    let (kx, ky) = coords((m / 10).max(1));
+    let box_side = (SIDE * SIDE * 10.0 / n as f64).sqrt();
+    let radius = box_side / std::f64::consts::PI.sqrt();
+    c.batch_execute("CREATE TABLE bench_sp_q (boxes box[], circles circle[], centers point[])").unwrap();
+    c.execute(
+        "INSERT INTO bench_sp_q SELECT
+           (SELECT array_agg(box(point(x, y), point(x + $7, y + $7)) ORDER BY i) FROM unnest($1::float8[], $2::float8[]) WITH ORDINALITY u(x, y, i)),
+           (SELECT array_agg(circle(point(x, y), $8) ORDER BY i) FROM unnest($3::float8[], $4::float8[]) WITH ORDINALITY u(x, y, i)),
+           (SELECT array_agg(point(x, y) ORDER BY i) FROM unnest($5::float8[], $6::float8[]) WITH ORDINALITY u(x, y, i))",
+        &[&bx, &by, &cx, &cy, &kx, &ky, &box_side, &radius],
+    )
+    .unwrap();
+    let singles = 2000.min(m);
+
+    let setups: [(&str, &str, &str); 4] = [
+        ("GiST", "gist (p)", "auto"),
+        ("SP-GiST (quad)", "spgist (p quad_point_ops)", "auto"),
+        ("gpu_spatial (auto)", "gpu_spatial (p)", "auto"),
+        ("gpu_spatial (cpu)", "gpu_spatial (p)", "cpu"),
+    ];
+    let labels: Vec<&str> = setups.iter().map(|s| s.0).collect();
+    let ns = setups.len();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut reference: Vec<Answer> = Vec::new(); // GiST's
+    let mut plans: Vec<String> = Vec::new();
+    let (boxes, circles, centers) = ("(SELECT boxes FROM bench_sp_q)", "(SELECT circles FROM bench_sp_q)", "(SELECT centers FROM bench_sp_q)");
+    for (i, (label, using, device)) in setups.iter().enumerate() {
+        let setting = format!("SET gpuindex.device = {device}");
+        if i == 0 || setups[i - 1].1 != *using {
+            c.batch_execute("DROP INDEX IF EXISTS bench_sp_p").unwrap();
+            let t = Instant::now();
+            c.batch_execute(&format!("CREATE INDEX bench_sp_p ON bench_sp USING {using}")).unwrap();
+            push(&mut rows, ns, i, "CREATE INDEX".into(), "s", true, t.elapsed().as_secs_f64());
+            c.batch_execute("VACUUM (ANALYZE) bench_sp").unwrap();
+            let _ = c.batch_execute("SELECT pg_prewarm('bench_sp_p')");
+            let size: i64 = c.query_one("SELECT pg_relation_size('bench_sp_p')", &[]).unwrap().get(0);
+            push(&mut rows, ns, i, "index size".into(), "MiB", true, size as f64 / 1048576.0);
+        } else {
+            for r in rows.iter_mut().filter(|r| r.what == "CREATE INDEX" || r.what == "index size") {
+                r.values[i] = r.values[i - 1];
+            }
+        }
+        // Each measure in a fresh session: no CUDA context, pool or image
+        // carried over from the one before (the first run of `time` warms).
+        let session = || {
+            let mut s = connect();
+            s.batch_execute(&setting).unwrap();
+            s
+        };
+        let mut answers: Vec<Answer> = Vec::new();
+
+        // Single queries, one client, prepared.
+        let single: [(&str, &str); 3] = [
+            ("single box query", "SELECT count(*), sum(id)::float8 FROM bench_sp WHERE p <@ box(point($1, $2), point($1 + $3, $2 + $3))"),
+            ("single circle query", "SELECT count(*), sum(id)::float8 FROM bench_sp WHERE p <@ circle(point($1, $2), $3)"),
+            (
+                "single kNN query (k = 10)",
+                "SELECT count(*), sum(d) FROM (SELECT p <-> point($1, $2) d FROM bench_sp ORDER BY p <-> point($1, $2) LIMIT 10) s",
+            ),
+        ];
+        for (what, sql) in single {
+            let mut c = session();
+            let st = c.prepare(sql).unwrap();
+            let size = if what.contains("circle") { radius } else { box_side };
+            let (xs, ys) = if what.contains("box") { (&bx, &by) } else if what.contains("circle") { (&cx, &cy) } else { (&kx, &ky) };
+            let count = singles.min(xs.len());
+            let knn = what.contains("kNN");
+            let mut total = Answer { count: 0, sum: 0.0 };
+            let secs = time(a.reps, || {
+                total = Answer { count: 0, sum: 0.0 };
+                for j in 0..count {
+                    let r = if knn { answer(&mut c, &st, &[&xs[j], &ys[j]]) } else { answer(&mut c, &st, &[&xs[j], &ys[j], &size]) };
+                    total.count += r.count;
+                    total.sum += r.sum;
+                }
+            });
+            answers.push(total);
+            push(&mut rows, ns, i, what.into(), "us", true, secs / count as f64 * 1e6);
+            let plan = if knn { plan_of(&mut c, sql, &[&kx[0], &ky[0]]) } else { plan_of(&mut c, sql, &[&bx[0], &by[0], &size]) };
+            plans.push(format!("{label}: {what} -> {plan}"));
+        }
+
+        // Batches: LATERAL over the index, for every index.
+        let lateral: [(String, String); 3] = [
+            (
+                format!("{m} boxes, LATERAL join"),
+                format!("SELECT count(*), sum(t.id)::float8 FROM unnest({boxes}) q(b) CROSS JOIN LATERAL (SELECT id FROM bench_sp WHERE p <@ q.b) t"),
+            ),
+            (
+                format!("{m} circles, LATERAL join"),
+                format!("SELECT count(*), sum(t.id)::float8 FROM unnest({circles}) q(c) CROSS JOIN LATERAL (SELECT id FROM bench_sp WHERE p <@ q.c) t"),
+            ),
+            (
+                format!("{} kNN (k = 10), LATERAL join", kx.len()),
+                format!(
+                    "SELECT count(*), sum(t.d) FROM unnest({centers}) q(c) CROSS JOIN LATERAL (SELECT p <-> q.c d FROM bench_sp ORDER BY p <-> q.c LIMIT 10) t"
+                ),
+            ),
+        ];
+        // gpu_spatial's batch functions, joined back to the table.
+        let functions: [(String, String); 3] = [
+            (
+                format!("{m} boxes, gpu_spatial_range"),
+                format!("SELECT count(*), sum(t.id)::float8 FROM gpu_spatial_range('bench_sp_p', {boxes}) r JOIN bench_sp t ON t.ctid = r.ctid"),
+            ),
+            (
+                format!("{m} circles, gpu_spatial_within"),
+                format!("SELECT count(*), sum(t.id)::float8 FROM gpu_spatial_within('bench_sp_p', {circles}) r JOIN bench_sp t ON t.ctid = r.ctid"),
+            ),
+            (
+                format!("{} kNN (k = 10), gpu_spatial_knn", kx.len()),
+                format!("SELECT count(t.id), sum(r.distance) FROM gpu_spatial_knn('bench_sp_p', {centers}, 10) r JOIN bench_sp t ON t.ctid = r.ctid"),
+            ),
+        ];
+        let is_gpu = using.starts_with("gpu_spatial");
+        for (j, (what, sql)) in lateral.iter().enumerate() {
+            let mut c = session();
+            let mut got = Answer { count: 0, sum: 0.0 };
+            let secs = time(a.reps, || got = answer(&mut c, sql, &[]));
+            answers.push(got);
+            push(&mut rows, ns, i, what.clone(), "ms", true, secs * 1e3);
+            plans.push(format!("{label}: {what} -> {}", plan_of(&mut c, sql, &[])));
+            let (what, sql) = &functions[j];
+            if is_gpu {
+                let mut c = session();
+                let secs = time(a.reps, || got = answer(&mut c, sql, &[]));
+                // The functions answer the same as the LATERAL form.
+                answers.push(got);
+                push(&mut rows, ns, i, what.clone(), "ms", true, secs * 1e3);
+                plans.push(format!("{label}: {what} -> {}", plan_of(&mut c, sql, &[])));
+            } else {
+                answers.push(got);
+            }
+        }
+        if i == 0 {
+            reference = answers;
+        } else {
+            for (k, (x, r)) in answers.iter().zip(&reference).enumerate() {
+                assert!(x.same(r), "{label} answered {x:?} where GiST answered {r:?} (answer {k})");
+            }
+        }
+    }
+    c.batch_execute("DROP TABLE bench_sp, bench_sp_q").unwrap();
+
+    println!();
+    print_table(&labels, &rows);
+    println!("\nEvery answer was checked against GiST's (count and sum of ids; for kNN, count and sum of distances).");
+    let get = |what: &str, i: usize| rows.iter().find(|r| r.what.starts_with(what)).map(|r| r.values[i]).unwrap_or(f64::NAN);
+    println!("\nRatios (> 1: gpu_spatial (auto) faster):\n");
+    println!("| measure | best of GiST, SP-GiST (LATERAL) | gpu_spatial (auto) | ratio |");
+    println!("|---|---:|---:|---:|");
+    for (kind, lat, fun) in [
+        ("boxes", format!("{m} boxes, LATERAL"), format!("{m} boxes, gpu_spatial_range")),
+        ("circles", format!("{m} circles, LATERAL"), format!("{m} circles, gpu_spatial_within")),
+        ("kNN", format!("{} kNN (k = 10), LATERAL", kx.len()), format!("{} kNN (k = 10), gpu_spatial_knn", kx.len())),
+    ] {
+        let best = get(&lat, 0).min(get(&lat, 1));
+        let g = get(&fun, 2);
+        println!("| batch of {kind}: function vs LATERAL | {best:.1} ms | {g:.1} ms | {:.2}x |", best / g);
+    }
+    for what in ["single box query", "single circle query", "single kNN query"] {
+        let (gist, g) = (get(what, 0), get(what, 2));
+        println!("| {what}: vs GiST | {gist:.1} us (GiST) | {g:.1} us | {:.2}x |", gist / g);
+    }
+    println!("\nPlans:");
+    for p in plans {
+        println!("- {p}");
+    }
+}
