@@ -18,6 +18,7 @@ mod batch;
 mod error;
 mod functions;
 mod guc;
+mod srf;
 mod storage;
 mod visibility;
 

@@ -1,45 +1,116 @@
 //! Which index matches are rows the caller can see: batch functions return
 //! only TIDs visible to the active snapshot (the visible member of each HOT
 //! chain), as an index scan under the executor would.
+//!
+//! Matches are taken page by page (one pin and one share lock per heap
+//! page). On a page marked all-visible, under an MVCC snapshot, every
+//! tuple is visible and no HOT chain has more than its live member, so a
+//! line pointer alone answers (the same reasoning as an index-only scan,
+//! but from the page flag, which VACUUM sets together with the visibility
+//! map bit); other pages, and SERIALIZABLE transactions, go through
+//! heap_hot_search_buffer.
 
 use crate::storage::{tid_to, Tid};
 use pgrx::pg_sys;
 
 /// For (tid, position) matches of an index on `heap_oid`: the visible
-/// TIDs as (position, tid), in heap order (sorting first means the checks
-/// read each heap page once, and a join back by ctid reads the heap
-/// sequentially).
+/// TIDs as (position, tid), in heap order (sorting first means each heap
+/// page is read once, and a join back by ctid reads the heap in order).
 ///
 /// # Safety
 /// Call from a backend inside a transaction with an active snapshot.
-pub unsafe fn visible(heap_oid: pg_sys::Oid, mut matches: Vec<(Tid, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+pub unsafe fn visible(
+    heap_oid: pg_sys::Oid,
+    mut matches: Vec<(Tid, i64)>,
+) -> Vec<(i64, pg_sys::ItemPointerData)> {
     matches.sort_unstable();
     let heap = pg_sys::table_open(heap_oid, pg_sys::AccessShareLock as i32);
-    let am = &*(*heap).rd_tableam;
-    let fetch = am.index_fetch_begin.expect("index_fetch_begin")(heap);
-    let slot = pg_sys::table_slot_create(heap, std::ptr::null_mut());
     let snapshot = pg_sys::GetActiveSnapshot();
+    // SERIALIZABLE needs the tuple-level predicate locks of the chain search.
+    let fast = (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC
+        && pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32;
+    let nblocks = pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM);
     let mut out = Vec::with_capacity(matches.len());
-    let mut last: Option<(Tid, Option<pg_sys::ItemPointerData>)> = None;
-    for (tid, position) in matches {
-        // One fetch per distinct TID (several queries may match one row).
-        let seen = match last {
-            Some((t, v)) if t == tid => v,
-            _ => {
-                let mut t = tid_to(tid);
-                let (mut call_again, mut all_dead) = (false, false);
-                let found = am.index_fetch_tuple.expect("index_fetch_tuple")(fetch, &mut t, snapshot, slot, &mut call_again, &mut all_dead);
-                let v = found.then(|| (*slot).tts_tid);
-                last = Some((tid, v));
-                v
+    let mut i = 0;
+    while i < matches.len() {
+        let block = (matches[i].0 >> 16) as u32;
+        let end = i + matches[i..].partition_point(|m| (m.0 >> 16) as u32 == block);
+        if block < nblocks {
+            let buf = pg_sys::ReadBufferExtended(
+                heap,
+                pg_sys::ForkNumber::MAIN_FORKNUM,
+                block,
+                pg_sys::ReadBufferMode::RBM_NORMAL,
+                std::ptr::null_mut(),
+            );
+            pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+            let page = pg_sys::BufferGetPage(buf);
+            let all_visible = fast
+                && ((*(page as *const pg_sys::PageHeaderData)).pd_flags as u32
+                    & pg_sys::PD_ALL_VISIBLE)
+                    != 0;
+            let mut last: Option<(Tid, Option<pg_sys::ItemPointerData>)> = None;
+            for &(tid, position) in &matches[i..end] {
+                // One check per distinct TID (several queries may match one row).
+                let seen = match last {
+                    Some((t, v)) if t == tid => v,
+                    _ => {
+                        let v = if all_visible {
+                            line_pointer_answer(page, tid)
+                        } else {
+                            None
+                        }
+                        .unwrap_or_else(|| hot_search(heap, buf, snapshot, tid));
+                        last = Some((tid, v));
+                        v
+                    }
+                };
+                if let Some(v) = seen {
+                    out.push((position, v));
+                }
             }
-        };
-        if let Some(v) = seen {
-            out.push((position, v));
+            pg_sys::UnlockReleaseBuffer(buf);
         }
+        i = end;
     }
-    pg_sys::ExecDropSingleTupleTableSlot(slot);
-    am.index_fetch_end.expect("index_fetch_end")(fetch);
     pg_sys::table_close(heap, pg_sys::AccessShareLock as i32);
     out
+}
+
+/// On an all-visible page: a normal line pointer is its own visible row;
+/// an unused or dead one is no row (Some(None)); a redirect is left to the
+/// chain search (None).
+unsafe fn line_pointer_answer(
+    page: pg_sys::Page,
+    tid: Tid,
+) -> Option<Option<pg_sys::ItemPointerData>> {
+    let header = &*(page as *const pg_sys::PageHeaderData);
+    let off = (tid & 0xffff) as usize;
+    let count = (header.pd_lower as usize)
+        .saturating_sub(std::mem::offset_of!(pg_sys::PageHeaderData, pd_linp))
+        / std::mem::size_of::<pg_sys::ItemIdData>();
+    if off == 0 || off > count {
+        return Some(None);
+    }
+    let lp = &*header.pd_linp.as_ptr().add(off - 1);
+    match lp.lp_flags() {
+        pg_sys::LP_NORMAL => Some(Some(tid_to(tid))),
+        pg_sys::LP_REDIRECT => None,
+        _ => Some(None),
+    }
+}
+
+/// The visible member of the HOT chain rooted at `tid`, if any (the
+/// buffer share-locked by the caller).
+unsafe fn hot_search(
+    heap: pg_sys::Relation,
+    buf: pg_sys::Buffer,
+    snapshot: pg_sys::Snapshot,
+    tid: Tid,
+) -> Option<pg_sys::ItemPointerData> {
+    let mut t = tid_to(tid);
+    let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
+    let mut all_dead = false;
+    pg_sys::heap_hot_search_buffer(&mut t, heap, buf, snapshot, &mut tuple, &mut all_dead, true)
+        .then_some(t)
 }

@@ -60,13 +60,16 @@ unsafe fn probe_visible(index: pg_sys::Relation, mut wanted: Vec<(u64, i64)>) ->
     crate::visibility::visible((*(*index).rd_index).indrelid, matches)
 }
 
-#[pg_extern(volatile, parallel_safe, strict)]
-fn gpu_btree_probe(
-    index: pgrx::PgRelation,
-    keys: pgrx::datum::AnyArray,
-) -> TableIterator<'static, (name!(ord, i64), name!(ctid, pg_sys::ItemPointerData))> {
+#[pg_extern(
+    volatile,
+    parallel_safe,
+    strict,
+    sql = "CREATE FUNCTION gpu_btree_probe(index regclass, keys anyarray) RETURNS TABLE (ord bigint, ctid tid)
+    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+)]
+fn gpu_btree_probe(index: pgrx::PgRelation, keys: pgrx::datum::AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
     // SAFETY: catalog and buffer access from a backend, relations closed below.
-    let rows = unsafe {
+    unsafe {
         let (elem_type, values) = keys::array_elements(keys.datum());
         let rel = open_index(index.oid(), elem_type);
         let mut wanted = Vec::with_capacity(values.len());
@@ -79,8 +82,7 @@ fn gpu_btree_probe(
         }
         let rows = probe_visible(rel, wanted);
         pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
-        rows
-    };
-    TableIterator::new(rows.into_iter())
+        crate::srf::ord_tids(fcinfo, rows)
+    }
 }
 

@@ -118,10 +118,10 @@ unsafe fn with_index<T>(index: pgrx::PgRelation, f: impl FnOnce(pg_sys::Relation
     sql = "CREATE FUNCTION gpu_spatial_range(index regclass, boxes box[]) RETURNS TABLE (ord bigint, ctid tid)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
-fn gpu_spatial_range(index: pgrx::PgRelation, boxes: AnyArray) -> TableIterator<'static, (name!(ord, i64), name!(ctid, pg_sys::ItemPointerData))> {
+fn gpu_spatial_range(index: pgrx::PgRelation, boxes: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
     let qs = queries_of(&boxes, pg_sys::BOXOID, "box", box_query);
     // SAFETY: catalog and buffer access from a backend.
-    TableIterator::new(unsafe { with_index(index, |rel| search(rel, &qs, "gpu_spatial_range")) }.into_iter())
+    unsafe { with_index(index, |rel| crate::srf::ord_tids(fcinfo, search(rel, &qs, "gpu_spatial_range"))) }
 }
 
 #[pg_extern(
@@ -131,10 +131,10 @@ fn gpu_spatial_range(index: pgrx::PgRelation, boxes: AnyArray) -> TableIterator<
     sql = "CREATE FUNCTION gpu_spatial_within(index regclass, circles circle[]) RETURNS TABLE (ord bigint, ctid tid)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
-fn gpu_spatial_within_circles(index: pgrx::PgRelation, circles: AnyArray) -> TableIterator<'static, (name!(ord, i64), name!(ctid, pg_sys::ItemPointerData))> {
+fn gpu_spatial_within_circles(index: pgrx::PgRelation, circles: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
     let qs = queries_of(&circles, pg_sys::CIRCLEOID, "circle", circle_query);
     // SAFETY: as above.
-    TableIterator::new(unsafe { with_index(index, |rel| search(rel, &qs, "gpu_spatial_within")) }.into_iter())
+    unsafe { with_index(index, |rel| crate::srf::ord_tids(fcinfo, search(rel, &qs, "gpu_spatial_within"))) }
 }
 
 #[pg_extern(
@@ -144,14 +144,14 @@ fn gpu_spatial_within_circles(index: pgrx::PgRelation, circles: AnyArray) -> Tab
     sql = "CREATE FUNCTION gpu_spatial_within(index regclass, centers point[], radius float8) RETURNS TABLE (ord bigint, ctid tid)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
-fn gpu_spatial_within_points(index: pgrx::PgRelation, centers: AnyArray, radius: f64) -> TableIterator<'static, (name!(ord, i64), name!(ctid, pg_sys::ItemPointerData))> {
+fn gpu_spatial_within_points(index: pgrx::PgRelation, centers: AnyArray, radius: f64, fcinfo: pg_sys::FunctionCallInfo) {
     check_radius(radius);
     let qs = queries_of(&centers, pg_sys::POINTOID, "point", |d| {
         let (x, y) = point_of(d);
         Query::Within { x, y, r: radius }
     });
     // SAFETY: as above.
-    TableIterator::new(unsafe { with_index(index, |rel| search(rel, &qs, "gpu_spatial_within")) }.into_iter())
+    unsafe { with_index(index, |rel| crate::srf::ord_tids(fcinfo, search(rel, &qs, "gpu_spatial_within"))) }
 }
 
 /// A kNN candidate: distance key (NaN last), TID, distance.
@@ -220,7 +220,8 @@ fn gpu_spatial_knn(
     index: pgrx::PgRelation,
     centers: AnyArray,
     k: i32,
-) -> TableIterator<'static, (name!(ord, i64), name!(ctid, pg_sys::ItemPointerData), name!(distance, f64))> {
+    fcinfo: pg_sys::FunctionCallInfo,
+) {
     if k <= 0 {
         fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("k = {k}: k must be positive"), "Ask for k >= 1 neighbours.");
     }
@@ -237,8 +238,14 @@ fn gpu_spatial_knn(
         );
     }
     // SAFETY: catalog and buffer access from a backend.
-    let rows = unsafe { with_index(index, |rel| if pts.is_empty() { Vec::new() } else { knn(rel, &pts, k as usize) }) };
-    TableIterator::new(rows.into_iter())
+    unsafe {
+        let rows = with_index(index, |rel| if pts.is_empty() { Vec::new() } else { knn(rel, &pts, k as usize) });
+        crate::srf::materialize(fcinfo, rows, |r, v| {
+            v[0] = r.0.into();
+            v[1] = crate::srf::tid_datum(&r.1);
+            v[2] = r.2.into_datum().expect("float8");
+        })
+    }
 }
 
 /// The outer column's type: point, box or circle.
@@ -266,7 +273,8 @@ fn gpu_spatial_join(
     outer_column: Option<&str>,
     within: Option<f64>,
     batch: Option<i32>,
-) -> TableIterator<'static, (name!(outer_ctid, pg_sys::ItemPointerData), name!(inner_ctid, pg_sys::ItemPointerData))> {
+    fcinfo: pg_sys::FunctionCallInfo,
+) {
     let (Some(index), Some(outer), Some(column)) = (index, outer_table, outer_column) else {
         fail(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, "index, outer_table and outer_column must not be NULL", "Name the index, the outer table and its column.");
     };
@@ -340,5 +348,11 @@ fn gpu_spatial_join(
             .unwrap_or_else(|e| fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("reading the outer table: {e}"), "Check the table and column names."));
         })
     };
-    TableIterator::new(out.into_iter())
+    // SAFETY: the call's own fcinfo; two tid columns.
+    unsafe {
+        crate::srf::materialize(fcinfo, out, |r, v| {
+            v[0] = crate::srf::tid_datum(&r.0);
+            v[1] = crate::srf::tid_datum(&r.1);
+        })
+    }
 }
