@@ -1,8 +1,8 @@
 // G-PICS on the GPU (Lewis & Tu): the PR quadtree built level by level
 // with one thread per point, and batched queries in two steps (Step I: one
 // thread per query registers it with the leaves it may touch; Step II: one
-// block per leaf loads the leaf's points once, tile by tile, into shared
-// memory and tests them against every registered query). Outputs are sized
+// thread per (query, leaf) pair, in leaf order, tests the points of the
+// query's x-window of the leaf, whose points are kept in x order). Outputs are sized
 // by a count pass and a scan, then written: nothing is capped.
 //
 // Predicates are PostgreSQL's, computed with explicit round-to-nearest
@@ -154,12 +154,13 @@ extern "C" __global__ void gpics_register_fill(const Node *__restrict__ nodes, u
                                                u32 tree_leaves, const GQuery *__restrict__ queries, u64 m,
                                                const u64 *__restrict__ qoff, const u64 *__restrict__ loff,
                                                u32 *__restrict__ lcursor, u32 *__restrict__ pair_query,
-                                               u32 *__restrict__ leaf_pairs) {
+                                               u32 *__restrict__ pair_leaf, u32 *__restrict__ leaf_pairs) {
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
         GQuery q = queries[i];
         u64 p = qoff[i];
         descend(nodes, has_tree, has_odd, tree_leaves, q, [&](u32 l) {
             pair_query[p] = (u32)i;
+            pair_leaf[p] = l;
             leaf_pairs[loff[l] + atomicAdd(&lcursor[l], 1u)] = (u32)p;
             p++;
         });
@@ -168,47 +169,62 @@ extern "C" __global__ void gpics_register_fill(const Node *__restrict__ nodes, u
 
 // -------------------------------------------------------------- Step II
 
-// One block per leaf with registered pairs (`active` lists them). With
-// `out` null, counts each pair's matches into pair_count; else writes the
-// matching points' positions at out[pair_off[p]...].
+// The first position of xs[0..n) where pred fails (pred holds on a prefix).
+template <typename P> __device__ __forceinline__ u32 partition_point(const double *xs, u32 n, P pred) {
+    u32 lo = 0, hi = n;
+    while (lo < hi) {
+        u32 mid = (lo + hi) >> 1;
+        if (pred(xs[mid])) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// The x-window [a, b) of a leaf sorted by x that holds every match of q,
+// from the predicates' own subtractions and comparisons (geom.rs,
+// `x_window`).
+__device__ __forceinline__ void x_window(const GQuery &q, const double *xs, u32 n, u32 &a, u32 &b) {
+    const double qa = q.a, qc = q.c;
+    if (q.kind == 0) {
+        a = partition_point(xs, n, [&](double x) { return x < qa; });
+        b = partition_point(xs, n, [&](double x) { return x <= qc; });
+    } else if (q.kind == 1) {
+        a = partition_point(xs, n, [&](double x) { return __dsub_rn(qa, x) > qc; });
+        b = partition_point(xs, n, [&](double x) { return __dsub_rn(qa, x) >= -qc; });
+    } else {
+        a = partition_point(xs, n, [&](double x) { return __dsub_rn(qa, x) > EPSILON; });
+        b = partition_point(xs, n, [&](double x) { return __dsub_rn(qa, x) >= -EPSILON; });
+    }
+    if (b < a) b = a;
+}
+
+// One thread per (query, leaf) pair, taken in leaf order (neighbouring
+// threads read the same leaf): the pair's x-window of its leaf (all of
+// the odd leaf) is tested point by point. With `out` null, counts each
+// pair's matches into pair_count; else writes the matching positions at
+// out[pair_off[p]...].
 extern "C" __global__ void gpics_process(const double *__restrict__ x, const double *__restrict__ y,
-                                         const u32 *__restrict__ leaf_start,
-                                         const u32 *__restrict__ leaf_count, const u32 *__restrict__ active,
-                                         const u64 *__restrict__ loff, const u32 *__restrict__ leaf_pairs,
-                                         const u32 *__restrict__ pair_query, const GQuery *__restrict__ queries,
-                                         u32 *__restrict__ pair_count, const u64 *__restrict__ pair_off,
-                                         u64 *__restrict__ out) {
-    __shared__ double sx[TILE];
-    __shared__ double sy[TILE];
-    const u32 l = active[blockIdx.x];
-    const u32 start = leaf_start[l], count = leaf_count[l];
-    const u64 p0 = loff[l], np = loff[l + 1] - p0;
-    for (u64 base = 0; base < np; base += blockDim.x) {
-        const u64 k = base + threadIdx.x;
-        const bool live = k < np;
-        u32 p = live ? leaf_pairs[p0 + k] : 0;
-        GQuery q;
-        if (live) q = queries[pair_query[p]];
-        u32 c = 0;
-        u64 w = (live && out) ? pair_off[p] : 0;
-        for (u32 t0 = 0; t0 < count; t0 += TILE) {
-            const u32 tn = min((u32)TILE, count - t0);
-            __syncthreads();
-            for (u32 j = threadIdx.x; j < tn; j += blockDim.x) {
-                sx[j] = x[start + t0 + j];
-                sy[j] = y[start + t0 + j];
-            }
-            __syncthreads();
-            if (live) {
-                for (u32 j = 0; j < tn; j++) {
-                    if (matches(q, sx[j], sy[j])) {
-                        if (out) out[w++] = (u64)start + t0 + j;
-                        else c++;
-                    }
-                }
-            }
+                                         const u32 *__restrict__ leaf_start, const u32 *__restrict__ leaf_count,
+                                         u32 tree_leaves, const u32 *__restrict__ leaf_pairs,
+                                         const u32 *__restrict__ pair_leaf, const u32 *__restrict__ pair_query,
+                                         const GQuery *__restrict__ queries, u64 pairs, u32 *__restrict__ pair_count,
+                                         const u64 *__restrict__ pair_off, u64 *__restrict__ out) {
+    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < pairs; k += (u64)gridDim.x * blockDim.x) {
+        const u32 p = leaf_pairs[k], l = pair_leaf[p];
+        const GQuery q = queries[pair_query[p]];
+        const u32 start = leaf_start[l], count = leaf_count[l];
+        u32 a = 0, b = count;
+        if (l < tree_leaves) x_window(q, x + start, count, a, b);
+        if (out) {
+            u64 w = pair_off[p];
+            if (pair_off[p + 1] == w) continue;
+            for (u32 j = a; j < b; j++)
+                if (matches(q, x[start + j], y[start + j])) out[w++] = (u64)start + j;
+        } else {
+            u32 c = 0;
+            for (u32 j = a; j < b; j++) c += matches(q, x[start + j], y[start + j]);
+            pair_count[p] = c;
         }
-        if (live && !out) pair_count[p] = c;
     }
 }
 

@@ -119,6 +119,21 @@ impl Query {
         }
     }
 
+    /// The positions of `xs` (finite, ascending) that may answer: every
+    /// match lies inside. The bounds come from the very subtractions and
+    /// comparisons the predicates make, so rounding cannot put a match
+    /// outside: `pg_hypot(dx, dy) >= |dx|` and `~=` needs `|qx - x| <=
+    /// EPSILON` (with a NaN bound nothing matches, whatever the window).
+    #[inline(always)]
+    pub fn x_window(&self, xs: &[f64]) -> std::ops::Range<usize> {
+        let (a, b) = match *self {
+            Query::Range(q) => (xs.partition_point(|&x| x < q.lx), xs.partition_point(|&x| x <= q.hx || q.hx.is_nan())),
+            Query::Within { x: cx, r, .. } => (xs.partition_point(|&x| cx - x > r), xs.partition_point(|&x| cx - x >= -r)),
+            Query::Point { x: qx, .. } => (xs.partition_point(|&x| qx - x > EPSILON), xs.partition_point(|&x| qx - x >= -EPSILON)),
+        };
+        a..b.max(a)
+    }
+
     /// Whether a node whose points lie in `b` may hold an answer: a
     /// conservative test (slack for rounding), never used as the answer.
     #[inline(always)]

@@ -88,7 +88,7 @@ impl QuadTree {
         let stream = gpu.new_stream()?;
         let (dx, dy, did) = (gpu.upload(&pts.x)?, gpu.upload(&pts.y)?, gpu.upload(&pts.id)?);
         let mut leaves = Vec::new();
-        let tree = if !splits {
+        let mut tree = if !splits {
             root.leaf = 1;
             leaves.push(0);
             QuadTree { params, nodes: vec![root], leaves, pts, odd, device: Default::default() }
@@ -125,6 +125,7 @@ impl QuadTree {
             let out = Points { x: ox.download()?, y: oy.download()?, id: oid.download()? };
             QuadTree { params, nodes, leaves, pts: out, odd, device: Default::default() }
         };
+        tree.sort_leaves();
         tree.device_image(gpu)?;
         Ok(tree)
     }
@@ -205,25 +206,23 @@ impl DeviceTree {
         let (loff, _) = scan(gpu, &stream, &lcount, slots)?;
         let pairs = pairs as usize;
         let pair_query = gpu.alloc::<u32>(pairs)?;
+        let pair_leaf = gpu.alloc::<u32>(pairs)?;
         let leaf_pairs = gpu.alloc::<u32>(pairs)?;
         let lcursor = gpu.upload(&vec![0u32; slots])?;
-        let (qop, lop, lcurp, pqp, lpp) = (qoff.ptr(), loff.ptr(), lcursor.ptr(), pair_query.ptr(), leaf_pairs.ptr());
-        launch!(gpu, stream, GPICS, "gpics_register_fill", (grid(m, gpu), BLOCK, 0), [np, ht, ho, tl, qp, m64, qop, lop, lcurp, pqp, lpp])?;
-        // Step II over the leaves with registered queries: count, scan, write.
-        let active: Vec<u32> = lcount.download()?.iter().enumerate().filter(|(_, &c)| c > 0).map(|(l, _)| l as u32).collect();
+        let (qop, lop, lcurp, pqp, plp, lpp) = (qoff.ptr(), loff.ptr(), lcursor.ptr(), pair_query.ptr(), pair_leaf.ptr(), leaf_pairs.ptr());
+        launch!(gpu, stream, GPICS, "gpics_register_fill", (grid(m, gpu), BLOCK, 0), [np, ht, ho, tl, qp, m64, qop, lop, lcurp, pqp, plp, lpp])?;
+        // Step II, one thread per pair in leaf order: count, scan, write.
         let pair_count = gpu.alloc::<u32>(pairs)?;
-        let dactive = gpu.upload(&active)?;
-        let (xp, yp, lsp, lnp, ap, pcp) =
-            (self.x.ptr(), self.y.ptr(), self.leaf_start.ptr(), self.leaf_count.ptr(), dactive.ptr(), pair_count.ptr());
-        let null = 0u64;
-        if !active.is_empty() {
-            launch!(gpu, stream, GPICS, "gpics_process", (active.len(), BLOCK, 0), [xp, yp, lsp, lnp, ap, lop, lpp, pqp, qp, pcp, null, null])?;
+        let (xp, yp, lsp, lnp, pcp) = (self.x.ptr(), self.y.ptr(), self.leaf_start.ptr(), self.leaf_count.ptr(), pair_count.ptr());
+        let (null, p64) = (0u64, pairs as u64);
+        if pairs > 0 {
+            launch!(gpu, stream, GPICS, "gpics_process", (grid(pairs, gpu), BLOCK, 0), [xp, yp, lsp, lnp, tl, lpp, plp, pqp, qp, p64, pcp, null, null])?;
         }
         let (pair_off, total) = scan(gpu, &stream, &pair_count, pairs)?;
         let out = gpu.alloc::<u64>(total as usize)?;
         let (pop, outp) = (pair_off.ptr(), out.ptr());
-        if !active.is_empty() && total > 0 {
-            launch!(gpu, stream, GPICS, "gpics_process", (active.len(), BLOCK, 0), [xp, yp, lsp, lnp, ap, lop, lpp, pqp, qp, pcp, pop, outp])?;
+        if total > 0 {
+            launch!(gpu, stream, GPICS, "gpics_process", (grid(pairs, gpu), BLOCK, 0), [xp, yp, lsp, lnp, tl, lpp, plp, pqp, qp, p64, pcp, pop, outp])?;
         }
         let res_off = gpu.alloc::<u64>(m + 1)?;
         let rop = res_off.ptr();

@@ -4,7 +4,9 @@
 //! Step I registers each query with every leaf its region may touch (a
 //! logarithmic descent per query), giving (query, leaf) pairs in query
 //! order and, per leaf, the list of its pairs. Step II visits each leaf
-//! once, testing its points against every registered query: a count pass
+//! once, testing against every registered query the points of the leaf
+//! in the query's x-window (leaves are kept in x order; the paper tests
+//! every point of the leaf, which for small queries is mostly waste): a count pass
 //! sizes each pair's output, a scan turns counts into offsets, a write pass
 //! fills the answers in query order. Nothing is capped, nothing dropped.
 //! Points outside the tree (non-finite) form one extra leaf every query
@@ -85,6 +87,16 @@ impl QuadTree {
         self.leaves.len() + 1
     }
 
+    /// The positions of leaf l's points that may answer q: the x-window
+    /// of a tree leaf (sorted by x), every point of the odd leaf.
+    fn window(&self, l: usize, q: &Query, xs: &[f64]) -> std::ops::Range<usize> {
+        if l == self.leaves.len() {
+            0..xs.len()
+        } else {
+            q.x_window(xs)
+        }
+    }
+
     /// (x, y, first position) of leaf l (the odd leaf last; odd points
     /// are at positions after the tree's).
     pub(crate) fn leaf_points(&self, l: usize) -> (&[f64], &[f64], usize) {
@@ -157,7 +169,8 @@ impl QuadTree {
                     .iter()
                     .map(|&p| {
                         let q = &queries[pair_query[p as usize] as usize];
-                        (p, xs.iter().zip(ys).filter(|(&x, &y)| q.matches(x, y)).count() as u32)
+                        let w = self.window(l, q, xs);
+                        (p, xs[w.clone()].iter().zip(&ys[w]).filter(|(&x, &y)| q.matches(x, y)).count() as u32)
                     })
                     .collect()
             })
@@ -177,7 +190,10 @@ impl QuadTree {
             for &p in &reg.leaf_pairs[reg.loff[l]..reg.loff[l + 1]] {
                 let q = &queries[pair_query[p as usize] as usize];
                 let mut w = pair_off[p as usize];
-                for i in 0..xs.len() {
+                if pair_off[p as usize + 1] == w {
+                    continue;
+                }
+                for i in self.window(l, q, xs) {
                     if q.matches(xs[i], ys[i]) {
                         // SAFETY: w stays inside pair p's range, which no
                         // other task writes.

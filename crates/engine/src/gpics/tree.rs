@@ -229,7 +229,38 @@ impl QuadTree {
         let (pts, odd) = Self::separate(input);
         let (root, _) = Self::root(&pts, params);
         let (nodes, leaves, pts) = Self::build_below(&pts, root, params);
-        QuadTree { params, nodes, leaves, pts, odd, device: Default::default() }
+        let mut tree = QuadTree { params, nodes, leaves, pts, odd, device: Default::default() };
+        tree.sort_leaves();
+        tree
+    }
+
+    /// Puts each leaf's points in ascending x order, which Step II relies
+    /// on to test only a query's x-window of a leaf (binary searches),
+    /// not all its points. Leaves already in order are only scanned.
+    pub(crate) fn sort_leaves(&mut self) {
+        let slices: Vec<(usize, usize)> =
+            self.leaves.iter().map(|&l| (self.nodes[l as usize].start as usize, self.nodes[l as usize].count as usize)).collect();
+        let (px, py, pid) = (SharedMut(self.pts.x.as_mut_ptr()), SharedMut(self.pts.y.as_mut_ptr()), SharedMut(self.pts.id.as_mut_ptr()));
+        slices.par_iter().for_each(|&(start, n)| {
+            // SAFETY: leaf slices are disjoint ranges of the arrays.
+            let (x, y, id) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(px.at(start), n),
+                    std::slice::from_raw_parts_mut(py.at(start), n),
+                    std::slice::from_raw_parts_mut(pid.at(start), n),
+                )
+            };
+            if x.is_sorted_by(|a, b| a <= b) {
+                return;
+            }
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_unstable_by(|&a, &b| x[a as usize].total_cmp(&x[b as usize]));
+            let (sx, sy, sid): (Vec<f64>, Vec<f64>, Vec<u64>) =
+                (order.iter().map(|&i| x[i as usize]).collect(), order.iter().map(|&i| y[i as usize]).collect(), order.iter().map(|&i| id[i as usize]).collect());
+            x.copy_from_slice(&sx);
+            y.copy_from_slice(&sy);
+            id.copy_from_slice(&sid);
+        });
     }
 
     /// The subtree under `root` (its box and depth set) holding `pts`
@@ -309,7 +340,9 @@ impl QuadTree {
                 nodes[i].count = c.iter().filter(|&&c| c != NONE).map(|&c| nodes[c as usize].count).sum();
             }
         }
-        QuadTree { params, nodes, leaves, pts, odd, device: Default::default() }
+        let mut tree = QuadTree { params, nodes, leaves, pts, odd, device: Default::default() };
+        tree.sort_leaves();
+        tree
     }
 
     pub fn len(&self) -> usize {
@@ -332,7 +365,7 @@ impl QuadTree {
         v
     }
 
-    /// Checks the invariants (for tests): every leaf's points in its box,
+    /// Checks the invariants (for tests): every leaf's points in its box and in x order,
     /// counts adding up, slices covering the arrays once, capacity kept
     /// unless at MH, no empty node.
     pub fn check(&self) -> Result<(), String> {
@@ -346,6 +379,9 @@ impl QuadTree {
                 return Err(format!("leaf {li} holds {} > MC below MH", l.count));
             }
             let r = l.rect();
+            if !self.pts.x[l.start as usize..(l.start + l.count) as usize].is_sorted_by(|a, b| a <= b) {
+                return Err(format!("leaf {li} not in x order"));
+            }
             for i in l.start as usize..(l.start + l.count) as usize {
                 if !r.contains(self.pts.x[i], self.pts.y[i]) {
                     return Err(format!("point {i} outside leaf {li}"));
