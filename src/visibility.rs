@@ -23,7 +23,7 @@ pub unsafe fn visible(
     heap_oid: pg_sys::Oid,
     mut matches: Vec<(Tid, i64)>,
 ) -> Vec<(i64, pg_sys::ItemPointerData)> {
-    matches.sort_unstable();
+    sort(&mut matches);
     let heap = pg_sys::table_open(heap_oid, pg_sys::AccessShareLock as i32);
     let snapshot = pg_sys::GetActiveSnapshot();
     // SERIALIZABLE needs the tuple-level predicate locks of the chain search.
@@ -113,4 +113,40 @@ unsafe fn hot_search(
     let mut all_dead = false;
     pg_sys::heap_hot_search_buffer(&mut t, heap, buf, snapshot, &mut tuple, &mut all_dead, true)
         .then_some(t)
+}
+
+/// Sorts matches on all cores (plain data, no PostgreSQL calls): batches
+/// reach millions of matches.
+pub fn sort(matches: &mut [(Tid, i64)]) {
+    use rayon::slice::ParallelSliceMut;
+    crate::batch::ensure_cpu_pool();
+    matches.par_sort_unstable();
+}
+
+/// Rows grouped by position, heap order kept within each (a counting
+/// sort: positions are a dense range, at most the number of queries).
+pub fn by_position<T: Copy>(rows: Vec<(i64, T)>) -> Vec<(i64, T)> {
+    let (Some(lo), Some(hi)) = (rows.iter().map(|r| r.0).min(), rows.iter().map(|r| r.0).max()) else {
+        return rows;
+    };
+    let span = (hi - lo) as usize + 1;
+    if span > 4 * rows.len() + 1024 {
+        let mut rows = rows;
+        rows.sort_by_key(|r| r.0);
+        return rows;
+    }
+    let mut start = vec![0usize; span + 1];
+    for r in &rows {
+        start[(r.0 - lo) as usize + 1] += 1;
+    }
+    for i in 0..span {
+        start[i + 1] += start[i];
+    }
+    let mut out = rows.clone();
+    for r in rows {
+        let slot = &mut start[(r.0 - lo) as usize];
+        out[*slot] = r;
+        *slot += 1;
+    }
+    out
 }

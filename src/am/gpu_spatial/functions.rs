@@ -97,11 +97,9 @@ unsafe fn search(rel: pg_sys::Relation, qs: &[(i64, Query)], what: &'static str)
         matches.extend(hits.of(i).iter().chain(delta_hits.of(i)).map(|&t| (t, ord)));
     }
     // A merge running beside the call may show an entry twice.
-    matches.sort_unstable();
+    crate::visibility::sort(&mut matches);
     matches.dedup();
-    let mut rows = crate::visibility::visible((*(*rel).rd_index).indrelid, matches);
-    rows.sort_by_key(|r| r.0); // stable: heap order within a query
-    rows
+    crate::visibility::by_position(crate::visibility::visible((*(*rel).rd_index).indrelid, matches))
 }
 
 unsafe fn with_index<T>(index: pgrx::PgRelation, f: impl FnOnce(pg_sys::Relation) -> T) -> T {
