@@ -201,14 +201,15 @@ __device__ __forceinline__ void x_window(const GQuery &q, const double *xs, u32 
 // One thread per (query, leaf) pair, taken in leaf order (neighbouring
 // threads read the same leaf): the pair's x-window of its leaf (all of
 // the odd leaf) is tested point by point. With `out` null, counts each
-// pair's matches into pair_count; else writes the matching positions at
-// out[pair_off[p]...].
+// pair's matches into pair_count; else writes the matching points' ids
+// (positions where `ids` is null) at out[pair_off[p]...].
 extern "C" __global__ void gpics_process(const double *__restrict__ x, const double *__restrict__ y,
                                          const u32 *__restrict__ leaf_start, const u32 *__restrict__ leaf_count,
                                          u32 tree_leaves, const u32 *__restrict__ leaf_pairs,
                                          const u32 *__restrict__ pair_leaf, const u32 *__restrict__ pair_query,
                                          const GQuery *__restrict__ queries, u64 pairs, u32 *__restrict__ pair_count,
-                                         const u64 *__restrict__ pair_off, u64 *__restrict__ out) {
+                                         const u64 *__restrict__ pair_off, u64 *__restrict__ out,
+                                         const u64 *__restrict__ ids) {
     for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < pairs; k += (u64)gridDim.x * blockDim.x) {
         const u32 p = leaf_pairs[k], l = pair_leaf[p];
         const GQuery q = queries[pair_query[p]];
@@ -219,7 +220,7 @@ extern "C" __global__ void gpics_process(const double *__restrict__ x, const dou
             u64 w = pair_off[p];
             if (pair_off[p + 1] == w) continue;
             for (u32 j = a; j < b; j++)
-                if (matches(q, x[start + j], y[start + j])) out[w++] = (u64)start + j;
+                if (matches(q, x[start + j], y[start + j])) out[w++] = ids ? ids[start + j] : (u64)start + j;
         } else {
             u32 c = 0;
             for (u32 j = a; j < b; j++) c += matches(q, x[start + j], y[start + j]);

@@ -9,6 +9,7 @@ use super::tree::{Node, Params, Points, QuadTree, NONE};
 use crate::gpu::{kernels::GPICS, DeviceBuffer, Gpu, GpuError};
 use crate::launch;
 use cudarc::driver::CudaStream;
+use rayon::prelude::*;
 use std::sync::Arc;
 
 const BLOCK: u32 = 256;
@@ -38,12 +39,13 @@ impl From<&Query> for GQuery {
     }
 }
 
-/// The tree on the device: nodes, points (tree points, then the odd ones)
-/// and each leaf's slice (the odd leaf last).
+/// The tree on the device: nodes, points with their ids (tree points,
+/// then the odd ones) and each leaf's slice (the odd leaf last).
 pub struct DeviceTree {
     nodes: DeviceBuffer<Node>,
     x: DeviceBuffer<f64>,
     y: DeviceBuffer<f64>,
+    id: DeviceBuffer<u64>,
     leaf_start: DeviceBuffer<u32>,
     leaf_count: DeviceBuffer<u32>,
     tree_leaves: u32,
@@ -122,7 +124,7 @@ impl QuadTree {
                 }
                 split = plan.next_split;
             }
-            let out = Points { x: ox.download()?, y: oy.download()?, id: oid.download()? };
+            let out = Points { x: gpu.download_staged(&ox)?, y: gpu.download_staged(&oy)?, id: gpu.download_staged(&oid)? };
             QuadTree { params, nodes, leaves, pts: out, odd, device: Default::default() }
         };
         tree.sort_leaves();
@@ -144,8 +146,10 @@ impl QuadTree {
     fn upload(&self, gpu: &Gpu) -> Result<DeviceTree, GpuError> {
         let mut x = self.pts.x.clone();
         let mut y = self.pts.y.clone();
+        let mut id = self.pts.id.clone();
         x.extend_from_slice(&self.odd.x);
         y.extend_from_slice(&self.odd.y);
+        id.extend_from_slice(&self.odd.id);
         let mut start: Vec<u32> = self.leaves.iter().map(|&l| self.nodes[l as usize].start).collect();
         let mut count: Vec<u32> = self.leaves.iter().map(|&l| self.nodes[l as usize].count).collect();
         start.push(self.pts.len() as u32);
@@ -154,6 +158,7 @@ impl QuadTree {
             nodes: gpu.upload(&self.nodes)?,
             x: gpu.upload(&x)?,
             y: gpu.upload(&y)?,
+            id: gpu.upload(&id)?,
             leaf_start: gpu.upload(&start)?,
             leaf_count: gpu.upload(&count)?,
             tree_leaves: self.leaves.len() as u32,
@@ -164,7 +169,7 @@ impl QuadTree {
 
     /// A batch of queries on the GPU (two steps); answers are ids.
     pub fn search_gpu(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
-        Ok(self.to_ids(self.search_gpu_positions(gpu, queries)?))
+        self.device_image(gpu)?.search(gpu, queries, true)
     }
 
     /// The same, answers as positions.
@@ -181,19 +186,24 @@ impl QuadTree {
 
 impl DeviceTree {
     pub fn bytes(&self) -> usize {
-        self.nodes.bytes() + self.x.bytes() + self.y.bytes() + self.leaf_start.bytes() + self.leaf_count.bytes()
+        self.nodes.bytes() + self.x.bytes() + self.y.bytes() + self.id.bytes() + self.leaf_start.bytes() + self.leaf_count.bytes()
     }
 
     /// A batch of queries in G-PICS's two steps; answers are positions
     /// (tree points, then odd points).
     pub fn search_positions(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
+        self.search(gpu, queries, false)
+    }
+
+    /// The same, answering ids (gathered on the device) or positions.
+    fn search(&self, gpu: &Gpu, queries: &[Query], as_ids: bool) -> Result<Hits, GpuError> {
         let m = queries.len();
         if m == 0 {
             return Ok(Hits { offsets: vec![0], ids: Vec::new() });
         }
         let stream = gpu.new_stream()?;
         let slots = self.tree_leaves as usize + 1;
-        let gq: Vec<GQuery> = queries.iter().map(GQuery::from).collect();
+        let gq: Vec<GQuery> = queries.par_iter().map(GQuery::from).collect();
         let dq = gpu.upload(&gq)?;
         let m64 = m as u64;
         // Step I: count, scan, fill.
@@ -215,20 +225,21 @@ impl DeviceTree {
         let pair_count = gpu.alloc::<u32>(pairs)?;
         let (xp, yp, lsp, lnp, pcp) = (self.x.ptr(), self.y.ptr(), self.leaf_start.ptr(), self.leaf_count.ptr(), pair_count.ptr());
         let (null, p64) = (0u64, pairs as u64);
+        let idp = if as_ids { self.id.ptr() } else { null };
         if pairs > 0 {
-            launch!(gpu, stream, GPICS, "gpics_process", (grid(pairs, gpu), BLOCK, 0), [xp, yp, lsp, lnp, tl, lpp, plp, pqp, qp, p64, pcp, null, null])?;
+            launch!(gpu, stream, GPICS, "gpics_process", (grid(pairs, gpu), BLOCK, 0), [xp, yp, lsp, lnp, tl, lpp, plp, pqp, qp, p64, pcp, null, null, null])?;
         }
         let (pair_off, total) = scan(gpu, &stream, &pair_count, pairs)?;
         let out = gpu.alloc::<u64>(total as usize)?;
         let (pop, outp) = (pair_off.ptr(), out.ptr());
         if total > 0 {
-            launch!(gpu, stream, GPICS, "gpics_process", (grid(pairs, gpu), BLOCK, 0), [xp, yp, lsp, lnp, tl, lpp, plp, pqp, qp, p64, pcp, pop, outp])?;
+            launch!(gpu, stream, GPICS, "gpics_process", (grid(pairs, gpu), BLOCK, 0), [xp, yp, lsp, lnp, tl, lpp, plp, pqp, qp, p64, pcp, pop, outp, idp])?;
         }
         let res_off = gpu.alloc::<u64>(m + 1)?;
         let rop = res_off.ptr();
         launch!(gpu, stream, GPICS, "gpics_query_offsets", (grid(m + 1, gpu), BLOCK, 0), [qop, pop, m64, rop])?;
-        let offsets = res_off.download()?.into_iter().map(|o| o as usize).collect();
-        let ids = if total > 0 { out.download()? } else { Vec::new() };
+        let offsets = gpu.download_staged(&res_off)?.into_iter().map(|o| o as usize).collect();
+        let ids = if total > 0 { gpu.download_staged(&out)? } else { Vec::new() };
         Ok(Hits { offsets, ids })
     }
 }

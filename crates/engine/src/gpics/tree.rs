@@ -166,6 +166,9 @@ impl QuadTree {
 
     /// Splits the input into tree points and odd (non-finite) points.
     pub(crate) fn separate(input: &Points) -> (Points, Points) {
+        if input.x.par_iter().zip(input.y.par_iter()).all(|(x, y)| x.is_finite() && y.is_finite()) {
+            return (input.clone(), Points::default());
+        }
         let mut tree = Points::default();
         let mut odd = Points::default();
         for i in 0..input.len() {

@@ -101,6 +101,19 @@ impl<T: Copy> DeviceBuffer<T> {
         unsafe { result::memcpy_dtoh_async(out, self.ptr, stream.cu_stream()) }.map_err(driver("cuMemcpyDtoHAsync"))
     }
 
+    /// Copies `out.len()` values starting at value `at` into `out`,
+    /// asynchronously on `stream`; `out` must be pinned and untouched until
+    /// the stream syncs.
+    pub fn read_range_async(&self, at: usize, out: &mut [T], stream: &CudaStream) -> Result<(), GpuError> {
+        assert!(at + out.len() <= self.len, "device buffer too small");
+        if out.is_empty() {
+            return Ok(());
+        }
+        let src = self.ptr + (at * std::mem::size_of::<T>()) as u64;
+        // SAFETY: bounds checked above.
+        unsafe { result::memcpy_dtoh_async(out, src, stream.cu_stream()) }.map_err(driver("cuMemcpyDtoHAsync"))
+    }
+
     /// The device address, to pass to a kernel.
     pub fn ptr(&self) -> u64 {
         self.ptr
