@@ -127,7 +127,7 @@ impl Query {
     #[inline(always)]
     pub fn x_window(&self, xs: &[f64]) -> std::ops::Range<usize> {
         let (a, b) = match *self {
-            Query::Range(q) => (xs.partition_point(|&x| x < q.lx), xs.partition_point(|&x| x <= q.hx || q.hx.is_nan())),
+            Query::Range(q) => (xs.partition_point(|&x| x < q.lx), xs.partition_point(|&x| x <= q.hx)),
             Query::Within { x: cx, r, .. } => (xs.partition_point(|&x| cx - x > r), xs.partition_point(|&x| cx - x >= -r)),
             Query::Point { x: qx, .. } => (xs.partition_point(|&x| qx - x > EPSILON), xs.partition_point(|&x| qx - x >= -EPSILON)),
         };
