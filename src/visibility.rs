@@ -25,6 +25,14 @@ pub unsafe fn visible(
 ) -> Vec<(i64, pg_sys::ItemPointerData)> {
     sort(&mut matches);
     let heap = pg_sys::table_open(heap_oid, pg_sys::AccessShareLock as i32);
+    // Pages are read as heap pages below.
+    if (*heap).rd_tableam != pg_sys::GetHeapamTableAmRoutine() {
+        crate::error::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "gpuindex batch functions read heap tables only",
+            "Use the operators through an index scan on tables of other access methods.",
+        );
+    }
     let snapshot = pg_sys::GetActiveSnapshot();
     // SERIALIZABLE needs the tuple-level predicate locks of the chain search.
     let fast = (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC
