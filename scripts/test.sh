@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test: sets up what is missing, runs the engine tests, installs the
+# Every test: sets up what is missing, runs the engine tests, compiles the
+# CUDA kernels with NVRTC (scripts/check-kernels.py), installs the
 # extension, runs pg_regress (sql/, expected/) and the integration tests
 # (tests/) against a throwaway cluster, then stops it. Works as root or as a
 # user with sudo. GPUINDEX_REQUIRE_GPU=1 makes a missing GPU a failure.
@@ -11,6 +12,9 @@ say "engine tests (cargo test -p gpuindex-engine)"
 log=$(mktemp)
 if ! cargo test -p gpuindex-engine --profile bench-build >"$log" 2>&1; then cat "$log"; exit 1; fi
 grep -E "^test result|skipping" "$log"; rm -f "$log"
+
+say "CUDA kernels compile with NVRTC (no GPU needed)"
+python3 "$ROOT/scripts/check-kernels.py"
 
 install_extension
 start_throwaway_cluster
