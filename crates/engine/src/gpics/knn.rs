@@ -1,11 +1,14 @@
-//! Exact k nearest neighbours as G-PICS does them: a within-distance search
-//! with an estimated radius, repeated with a doubled radius for the queries
-//! that found fewer than k points, then a k-selection by distance (ties by
-//! id, so answers are deterministic). The radius comes from the nearest
-//! leaf's distance and density, capped by a radius known to hold k points
-//! (the paper's estimate from the query's own leaf overshoots into dense
-//! clusters from sparse regions; see docs/notes.md). Distances are `point <-> point` (pg_hypot); NaN sorts
-//! after +Infinity, as PostgreSQL orders floats.
+//! Exact k nearest neighbours in G-PICS's shape: one within-distance batch
+//! (the two-step search, on the GPU or the CPU) for all queries, then a
+//! k-selection by distance (ties by id, so answers are deterministic). The
+//! radius of each query is its exact k-th nearest distance, from a
+//! best-first search over the nodes on the CPU. The paper estimates the
+//! radius and retries with a doubled one when short; estimates (the
+//! paper's, or one from leaf density) took in whole dense clusters from
+//! the sparse space between them (clustered kNN ran at 1.8e3 q/s; see
+//! docs/notes.md). A query short of k (fewer than k finite points in the
+//! tree) takes every point. Distances are `point <-> point` (pg_hypot);
+//! NaN sorts after +Infinity, as PostgreSQL orders floats.
 
 use super::geom::{distance, Query};
 use super::query::Hits;
@@ -34,35 +37,38 @@ fn dist_key(d: f64) -> u64 {
 }
 
 impl QuadTree {
-    /// Best-first over leaves by distance to their boxes, for a query that
-    /// found nothing (or too little) in its first radius. Returns (reach,
-    /// bound): `reach` is the distance to the nearest non-empty leaf plus
-    /// the radius that leaf's density gives for k points (the next circle
-    /// just reaches into the nearest data, instead of swallowing it);
-    /// `bound` is a radius surely holding k points (the farthest corner of
-    /// the nearest leaves that hold k points together).
-    fn knn_reach(&self, x: f64, y: f64, k: usize) -> (f64, f64) {
+    /// The radius of a query: the distance of its k-th nearest tree
+    /// point, by best-first search over nodes by the distance to their
+    /// boxes (stopping when no node left is nearer than the k-th distance
+    /// found). k real points lie within it (the same distance function as
+    /// the within-distance predicate), so one round finds them all; a
+    /// radius estimated from a leaf's density or box took in whole
+    /// clusters for queries in the sparse space between them (1.8e3 q/s
+    /// on clustered data). Infinity when the tree holds fewer than k
+    /// points.
+    fn knn_reach(&self, x: f64, y: f64, k: usize) -> f64 {
         use std::cmp::Reverse;
         let mut heap = std::collections::BinaryHeap::new();
         let key = |d: f64| Reverse(crate::keys::encode_f64(d));
         heap.push((key(0.0), 0u32));
-        let (mut held, mut far, mut reach) = (0usize, 0.0f64, f64::NAN);
-        while let Some((Reverse(d), n)) = heap.pop() {
+        // The k smallest distances seen, largest first.
+        let mut best: std::collections::BinaryHeap<u64> = std::collections::BinaryHeap::with_capacity(k + 1);
+        while let Some((Reverse(near), n)) = heap.pop() {
+            // Nothing nearer than the k-th distance is left: it is exact.
+            if best.len() >= k && near > *best.peek().expect("k > 0") {
+                break;
+            }
             let node = &self.nodes[n as usize];
             if node.is_leaf() {
-                let b = node.rect();
-                if reach.is_nan() {
-                    let near = crate::keys::decode_f64(d);
-                    let density = node.count as f64 / b.area().max(f64::MIN_POSITIVE);
-                    reach = near + (k as f64 / (std::f64::consts::PI * density)).sqrt() * 1.5;
-                }
-                held += node.count as usize;
-                for (cx, cy) in [(b.lx, b.ly), (b.lx, b.hy), (b.hx, b.ly), (b.hx, b.hy)] {
-                    far = far.max(distance(x, y, cx, cy));
-                }
-                if held >= k {
-                    let bound = far * (1.0 + 1e-12);
-                    return (reach.min(bound), bound);
+                let r = node.start as usize..(node.start + node.count) as usize;
+                for (&px, &py) in self.pts.x[r.clone()].iter().zip(&self.pts.y[r]) {
+                    let d = dist_key(distance(x, y, px, py));
+                    if best.len() < k {
+                        best.push(d);
+                    } else if d < *best.peek().expect("k > 0") {
+                        best.pop();
+                        best.push(d);
+                    }
                 }
             } else {
                 for &c in node.child.iter().filter(|&&c| c != super::tree::NONE) {
@@ -70,7 +76,7 @@ impl QuadTree {
                 }
             }
         }
-        (f64::INFINITY, f64::INFINITY)
+        if best.len() >= k { crate::keys::decode_f64(*best.peek().expect("k > 0")) } else { f64::INFINITY }
     }
 
     /// Distance beyond which every tree point is inside the circle.
@@ -112,14 +118,15 @@ impl QuadTree {
         let m = points.len();
         let mut cand: Vec<Vec<u64>> = vec![Vec::new(); m];
         if k > 0 {
-            // First radius: reach into the nearest leaf's data by its density
-            // (the paper estimates from the distribution and k; this takes
-            // the nearest data, so queries far from dense clusters do not
-            // swallow them), never past a radius known to hold k points.
-            let (mut radius, bound): (Vec<f64>, Vec<f64>) = points
+            // The radius: the k-th distance among the nearest leaves'
+            // points (the paper estimates it from the distribution and k,
+            // and retries with a doubled radius when short; a radius that
+            // holds k real points needs no retry, and does not swallow
+            // dense clusters from the sparse space between them).
+            let mut radius: Vec<f64> = points
                 .par_iter()
-                .map(|&(x, y)| if x.is_finite() && y.is_finite() { self.knn_reach(x, y, k) } else { (0.0, 0.0) })
-                .unzip();
+                .map(|&(x, y)| if x.is_finite() && y.is_finite() && !self.pts.is_empty() { self.knn_reach(x, y, k) } else { 0.0 })
+                .collect();
             let cover: Vec<f64> = points.iter().map(|&(x, y)| self.cover_radius(x, y)).collect();
             let mut pending: Vec<usize> =
                 (0..m).filter(|&i| points[i].0.is_finite() && points[i].1.is_finite()).collect();
@@ -132,13 +139,10 @@ impl QuadTree {
                     let got = hits.of(j);
                     if got.len() >= k || radius[i] >= cover[i] {
                         cand[i] = got.to_vec();
-                    } else if radius[i] >= bound[i] {
-                        // Short even at the bound (only rounding could do
-                        // that): take every point.
-                        radius[i] = cover[i];
-                        again.push(i);
                     } else {
-                        radius[i] = (radius[i] * 2.0).min(bound[i]);
+                        // Short (the tree holds fewer than k finite
+                        // points): take every point.
+                        radius[i] = cover[i];
                         again.push(i);
                     }
                 }
