@@ -125,8 +125,12 @@ unsafe fn hot_search(
 
 /// Sorts matches on all cores (plain data, no PostgreSQL calls): batches
 /// reach millions of matches.
+/// Callers that sorted already (to drop duplicates) cost one scan.
 pub fn sort(matches: &mut [(Tid, i64)]) {
     use rayon::slice::ParallelSliceMut;
+    if matches.is_sorted() {
+        return;
+    }
     crate::batch::ensure_cpu_pool();
     matches.par_sort_unstable();
 }
