@@ -15,6 +15,7 @@ use pgrx::prelude::*;
 mod am;
 mod arrays;
 mod batch;
+mod compat;
 mod error;
 mod functions;
 mod guc;

@@ -13,18 +13,19 @@
 use crate::storage::{tid_to, Tid};
 use pgrx::pg_sys;
 
-/// For (tid, position) matches of an index on `heap_oid`: the visible
-/// TIDs as (position, tid), in heap order (sorting first means each heap
-/// page is read once, and a join back by ctid reads the heap in order).
+/// For (tid, position) matches of an index on `heap`: the visible TIDs
+/// as (position, tid), in heap order (sorting first means each heap page
+/// is read once, and a join back by ctid reads the heap in order). Callers
+/// go through `OpenIndex::visible`, which also applies row-level security.
 ///
 /// # Safety
-/// Call from a backend inside a transaction with an active snapshot.
+/// Call from a backend inside a transaction with an active snapshot;
+/// `heap` open and locked.
 pub unsafe fn visible(
-    heap_oid: pg_sys::Oid,
+    heap: pg_sys::Relation,
     mut matches: Vec<(Tid, i64)>,
 ) -> Vec<(i64, pg_sys::ItemPointerData)> {
     sort(&mut matches);
-    let heap = pg_sys::table_open(heap_oid, pg_sys::AccessShareLock as i32);
     // Pages are read as heap pages below.
     if (*heap).rd_tableam != pg_sys::GetHeapamTableAmRoutine() {
         crate::error::raise(
@@ -81,7 +82,6 @@ pub unsafe fn visible(
         }
         i = end;
     }
-    pg_sys::table_close(heap, pg_sys::AccessShareLock as i32);
     out
 }
 

@@ -13,8 +13,7 @@ pub fn needs_wal(rel: pg_sys::Relation) -> bool {
         let r = &*rel;
         (*r.rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as std::ffi::c_char
             && (pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32
-                || (r.rd_createSubid == 0
-                    && r.rd_firstRelfilenodeSubid == 0))
+                || !crate::compat::file_created_in_this_transaction(rel))
     }
 }
 

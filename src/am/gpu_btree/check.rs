@@ -9,6 +9,7 @@
 use super::page::*;
 use super::tree::Tree;
 use crate::storage::Shared;
+use crate::am::common::{Access, OpenIndex};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -20,19 +21,25 @@ fn fail(index: &str, what: String) -> ! {
     )
 }
 
-#[pg_extern(volatile, parallel_safe, strict)]
+#[pg_extern(
+    volatile,
+    parallel_safe,
+    strict,
+    sql = "CREATE FUNCTION gpu_btree_check(index regclass)
+    RETURNS TABLE (level int, pages bigint, entries bigint, missing_downlinks bigint)
+    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+-- As amcheck's: reads every page; a superuser grants it deliberately.
+REVOKE ALL ON FUNCTION gpu_btree_check(regclass) FROM PUBLIC;"
+)]
 fn gpu_btree_check(
-    index: pgrx::PgRelation,
+    index: pg_sys::Oid,
 ) -> TableIterator<'static, (name!(level, i32), name!(pages, i64), name!(entries, i64), name!(missing_downlinks, i64))> {
     let mut rows = Vec::new();
+    let open = OpenIndex::open(index, c"gpu_btree", Access::Verify, pg_sys::AccessShareLock as i32);
+    let rel = open.index;
     // SAFETY: reads pages under share locks, one at a time.
     unsafe {
-        let rel = pg_sys::index_open(index.oid(), pg_sys::AccessShareLock as i32);
-        let am = pg_sys::get_index_am_oid(c"gpu_btree".as_ptr(), false);
         let name = pgrx::name_data_to_str(&(*(*rel).rd_rel).relname).to_string();
-        if (*(*rel).rd_rel).relam != am {
-            fail(&name, "not a gpu_btree index".into());
-        }
         let tree = Tree::new(rel);
         let m = tree.meta();
         // (high, block) of the level below, to check downlinks against.
@@ -113,7 +120,6 @@ fn gpu_btree_check(
             rows.push((level as i32, pages, entries, 0i64));
             below = this;
         }
-        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
     }
     TableIterator::new(rows.into_iter())
 }

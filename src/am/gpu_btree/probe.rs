@@ -8,41 +8,35 @@
 use super::keys;
 use super::page::Tid;
 use super::tree::Tree;
+use crate::am::common::{Access, OpenIndex};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-/// Opens `index` and checks that it is a gpu_btree index over keys
-/// comparable with `elem_type`.
-unsafe fn open_index(index: pg_sys::Oid, elem_type: pg_sys::Oid) -> pg_sys::Relation {
-    let rel = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
-    let am = pg_sys::get_index_am_oid(c"gpu_btree".as_ptr(), false);
-    if (*(*rel).rd_rel).relam != am {
-        crate::error::raise(
-            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-            format!("\"{}\" is not a gpu_btree index", pgrx::name_data_to_str(&(*(*rel).rd_rel).relname)),
-            "Pass an index created with USING gpu_btree.",
-        );
-    }
-    let key_type = super::build::key_type(rel);
+/// Opens `index` to read (the privilege guard) and checks that it is a
+/// gpu_btree index over keys comparable with `elem_type`.
+fn open_index(index: pg_sys::Oid, elem_type: pg_sys::Oid) -> OpenIndex {
+    let open = OpenIndex::open(index, c"gpu_btree", Access::Read, pg_sys::AccessShareLock as i32);
+    let key_type = super::build::key_type(open.index);
     if keys::family_of(elem_type) != keys::family_of(key_type) {
-        let name = |t| std::ffi::CStr::from_ptr(pg_sys::format_type_be(t)).to_string_lossy().into_owned();
+        // SAFETY: format_type_be returns a palloc'd C string.
+        let name = |t| unsafe { std::ffi::CStr::from_ptr(pg_sys::format_type_be(t)).to_string_lossy().into_owned() };
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
             format!("keys of type {}[] cannot probe an index on {}", name(elem_type), name(key_type)),
             "Cast the array to the indexed column's type, e.g. $1::bigint[].",
         );
     }
-    rel
+    open
 }
 
 /// For (code, input position) pairs: the visible TIDs, (position, tid),
 /// in heap order (the visibility checks read each heap page once, and a
 /// join back by ctid reads the heap sequentially).
-unsafe fn probe_visible(index: pg_sys::Relation, mut wanted: Vec<(u64, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+fn probe_visible(open: &OpenIndex, mut wanted: Vec<(u64, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
     wanted.sort_unstable();
     let mut codes: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     codes.dedup();
-    let tree = Tree::new(index);
+    let tree = Tree::new(open.index);
     let entries: Vec<(u64, Tid)> = if codes.is_empty() { Vec::new() } else { super::mirror::probe(&tree, &codes, "gpu_btree_probe") };
     // (tid, position) for every match, in heap order.
     let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(entries.len());
@@ -57,7 +51,7 @@ unsafe fn probe_visible(index: pg_sys::Relation, mut wanted: Vec<(u64, i64)>) ->
             i += 1;
         }
     }
-    crate::visibility::visible((*(*index).rd_index).indrelid, matches)
+    open.visible(matches)
 }
 
 #[pg_extern(
@@ -67,22 +61,20 @@ unsafe fn probe_visible(index: pg_sys::Relation, mut wanted: Vec<(u64, i64)>) ->
     sql = "CREATE FUNCTION gpu_btree_probe(index regclass, keys anyarray) RETURNS TABLE (ord bigint, ctid tid)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
-fn gpu_btree_probe(index: pgrx::PgRelation, keys: pgrx::datum::AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
-    // SAFETY: catalog and buffer access from a backend, relations closed below.
-    unsafe {
-        let (elem_type, values) = keys::array_elements(keys.datum());
-        let rel = open_index(index.oid(), elem_type);
-        let mut wanted = Vec::with_capacity(values.len());
-        for (i, v) in values {
-            let (lo, hi) = keys::equal_range(v, elem_type);
-            wanted.push((lo, i));
-            if hi != lo {
-                wanted.push((hi, i));
-            }
+fn gpu_btree_probe(index: pg_sys::Oid, keys: pgrx::datum::AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
+    let (elem_type, values) = keys::array_elements(keys.datum());
+    let open = open_index(index, elem_type);
+    let mut wanted = Vec::with_capacity(values.len());
+    for (i, v) in values {
+        let (lo, hi) = keys::equal_range(v, elem_type);
+        wanted.push((lo, i));
+        if hi != lo {
+            wanted.push((hi, i));
         }
-        let rows = probe_visible(rel, wanted);
-        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
-        crate::srf::ord_tids(fcinfo, rows)
     }
+    let rows = probe_visible(&open, wanted);
+    drop(open);
+    // SAFETY: the call's own fcinfo, declared (ord bigint, ctid tid).
+    unsafe { crate::srf::ord_tids(fcinfo, rows) }
 }
 

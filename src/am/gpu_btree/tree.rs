@@ -59,7 +59,7 @@ thread_local! {
 /// (index oid, relfilenode): what per-backend caches of an index are keyed by.
 pub fn cache_key(rel: pg_sys::Relation) -> (pg_sys::Oid, pg_sys::Oid) {
     // SAFETY: fields of an open relation.
-    unsafe { ((*rel).rd_id, (*rel).rd_node.relNode) }
+    unsafe { ((*rel).rd_id, crate::compat::relfilenode(rel)) }
 }
 
 pub struct Tree {

@@ -8,6 +8,7 @@
 
 use super::shape;
 use gpuindex_engine::gpics::tree::{quadrant_box, NONE as NO_CHILD};
+use crate::am::common::{Access, OpenIndex};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -19,21 +20,27 @@ fn fail(index: &str, what: String) -> ! {
     )
 }
 
-#[pg_extern(volatile, parallel_safe, strict)]
+#[pg_extern(
+    volatile,
+    parallel_safe,
+    strict,
+    sql = "CREATE FUNCTION gpu_spatial_check(index regclass)
+    RETURNS TABLE (nodes bigint, leaves bigint, tree_entries bigint, chain_pages bigint, chain_entries bigint)
+    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+-- As amcheck's: reads every page; a superuser grants it deliberately.
+REVOKE ALL ON FUNCTION gpu_spatial_check(regclass) FROM PUBLIC;"
+)]
 fn gpu_spatial_check(
-    index: pgrx::PgRelation,
+    index: pg_sys::Oid,
 ) -> TableIterator<
     'static,
     (name!(nodes, i64), name!(leaves, i64), name!(tree_entries, i64), name!(chain_pages, i64), name!(chain_entries, i64)),
 > {
     // SAFETY: reads pages under share locks, one at a time.
+    let open = OpenIndex::open(index, c"gpu_spatial", Access::Verify, pg_sys::AccessShareLock as i32);
+    let rel = open.index;
     let row = unsafe {
-        let rel = pg_sys::index_open(index.oid(), pg_sys::AccessShareLock as i32);
-        let am = pg_sys::get_index_am_oid(c"gpu_spatial".as_ptr(), false);
         let name = pgrx::name_data_to_str(&(*(*rel).rd_rel).relname).to_string();
-        if (*(*rel).rd_rel).relam != am {
-            fail(&name, "not a gpu_spatial index".into());
-        }
         let nblocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
         let m = shape::meta(rel);
         let s = shape::shape(rel, &m);
@@ -92,7 +99,6 @@ fn gpu_spatial_check(
             delta_pages += pages;
             delta_entries += entries;
         }
-        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
         (nodes.len() as i64, m.leaf_count as i64, tree_entries as i64, delta_pages as i64, delta_entries as i64)
     };
     TableIterator::new(std::iter::once(row))

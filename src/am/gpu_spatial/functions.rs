@@ -27,23 +27,15 @@ use pgrx::datum::AnyArray;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::spi::Spi;
+use crate::am::common::{Access, OpenIndex};
 
 fn fail(code: PgSqlErrorCode, msg: impl Into<String>, hint: &str) -> ! {
     crate::error::raise(code, msg, hint)
 }
 
-/// Opens a gpu_spatial index (AccessShareLock, closed by the caller).
-unsafe fn open_index(oid: pg_sys::Oid) -> pg_sys::Relation {
-    let rel = pg_sys::index_open(oid, pg_sys::AccessShareLock as i32);
-    let am = pg_sys::get_index_am_oid(c"gpu_spatial".as_ptr(), false);
-    if (*(*rel).rd_rel).relam != am {
-        fail(
-            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-            format!("\"{}\" is not a gpu_spatial index", pgrx::name_data_to_str(&(*(*rel).rd_rel).relname)),
-            "Pass an index created with USING gpu_spatial.",
-        );
-    }
-    rel
+/// Opens a gpu_spatial index to read (the privilege guard).
+fn open_index(oid: pg_sys::Oid) -> OpenIndex {
+    OpenIndex::open(oid, c"gpu_spatial", Access::Read, pg_sys::AccessShareLock as i32)
 }
 
 /// The elements of a geometric array as queries, with their positions.
@@ -81,10 +73,11 @@ fn check_radius(r: f64) {
 
 /// Every (position, visible TID) answering the queries, grouped by
 /// position, in heap order within each.
-unsafe fn search(rel: pg_sys::Relation, qs: &[(i64, Query)], what: &'static str) -> Vec<(i64, pg_sys::ItemPointerData)> {
+fn search(open: &OpenIndex, qs: &[(i64, Query)], what: &'static str) -> Vec<(i64, pg_sys::ItemPointerData)> {
     if qs.is_empty() {
         return Vec::new();
     }
+    let rel = open.index;
     let m = shape::meta(rel);
     let img = image::tree(rel, &m);
     let queries: Vec<Query> = qs.iter().map(|q| q.1).collect();
@@ -99,14 +92,14 @@ unsafe fn search(rel: pg_sys::Relation, qs: &[(i64, Query)], what: &'static str)
     // A merge running beside the call may show an entry twice.
     crate::visibility::sort(&mut matches);
     matches.dedup();
-    crate::visibility::by_position(crate::visibility::visible((*(*rel).rd_index).indrelid, matches))
+    crate::visibility::by_position(open.visible(matches))
 }
 
-unsafe fn with_index<T>(index: pgrx::PgRelation, f: impl FnOnce(pg_sys::Relation) -> T) -> T {
-    let rel = open_index(index.oid());
-    let out = f(rel);
-    pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
-    out
+/// Runs a search over index `oid` and returns its (ord, ctid) rows.
+fn search_rows(oid: pg_sys::Oid, qs: &[(i64, Query)], what: &'static str, fcinfo: pg_sys::FunctionCallInfo) {
+    let rows = search(&open_index(oid), qs, what);
+    // SAFETY: the call's own fcinfo, declared (ord bigint, ctid tid).
+    unsafe { crate::srf::ord_tids(fcinfo, rows) }
 }
 
 #[pg_extern(
@@ -116,10 +109,9 @@ unsafe fn with_index<T>(index: pgrx::PgRelation, f: impl FnOnce(pg_sys::Relation
     sql = "CREATE FUNCTION gpu_spatial_range(index regclass, boxes box[]) RETURNS TABLE (ord bigint, ctid tid)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
-fn gpu_spatial_range(index: pgrx::PgRelation, boxes: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
+fn gpu_spatial_range(index: pg_sys::Oid, boxes: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
     let qs = queries_of(&boxes, pg_sys::BOXOID, "box", box_query);
-    // SAFETY: catalog and buffer access from a backend.
-    unsafe { with_index(index, |rel| crate::srf::ord_tids(fcinfo, search(rel, &qs, "gpu_spatial_range"))) }
+    search_rows(index, &qs, "gpu_spatial_range", fcinfo)
 }
 
 #[pg_extern(
@@ -129,10 +121,9 @@ fn gpu_spatial_range(index: pgrx::PgRelation, boxes: AnyArray, fcinfo: pg_sys::F
     sql = "CREATE FUNCTION gpu_spatial_within(index regclass, circles circle[]) RETURNS TABLE (ord bigint, ctid tid)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
-fn gpu_spatial_within_circles(index: pgrx::PgRelation, circles: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
+fn gpu_spatial_within_circles(index: pg_sys::Oid, circles: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
     let qs = queries_of(&circles, pg_sys::CIRCLEOID, "circle", circle_query);
-    // SAFETY: as above.
-    unsafe { with_index(index, |rel| crate::srf::ord_tids(fcinfo, search(rel, &qs, "gpu_spatial_within"))) }
+    search_rows(index, &qs, "gpu_spatial_within", fcinfo)
 }
 
 #[pg_extern(
@@ -142,14 +133,13 @@ fn gpu_spatial_within_circles(index: pgrx::PgRelation, circles: AnyArray, fcinfo
     sql = "CREATE FUNCTION gpu_spatial_within(index regclass, centers point[], radius float8) RETURNS TABLE (ord bigint, ctid tid)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
-fn gpu_spatial_within_points(index: pgrx::PgRelation, centers: AnyArray, radius: f64, fcinfo: pg_sys::FunctionCallInfo) {
+fn gpu_spatial_within_points(index: pg_sys::Oid, centers: AnyArray, radius: f64, fcinfo: pg_sys::FunctionCallInfo) {
     check_radius(radius);
     let qs = queries_of(&centers, pg_sys::POINTOID, "point", |d| {
         let (x, y) = point_of(d);
         Query::Within { x, y, r: radius }
     });
-    // SAFETY: as above.
-    unsafe { with_index(index, |rel| crate::srf::ord_tids(fcinfo, search(rel, &qs, "gpu_spatial_within"))) }
+    search_rows(index, &qs, "gpu_spatial_within", fcinfo)
 }
 
 /// A kNN candidate: distance key (NaN last), TID, distance.
@@ -159,12 +149,12 @@ type Cand = (u64, Tid, f64);
 /// tree (one engine kNN batch) and the delta, merged in (distance, TID)
 /// order; dead ones are skipped, and a centre left short is asked again
 /// with twice as many candidates, until it has k or there are no more.
-unsafe fn knn(rel: pg_sys::Relation, centers: &[(i64, (f64, f64))], k: usize) -> Vec<(i64, pg_sys::ItemPointerData, f64)> {
+fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize) -> Vec<(i64, pg_sys::ItemPointerData, f64)> {
+    let rel = open.index;
     let m = shape::meta(rel);
     let img = image::tree(rel, &m);
     let delta = image::delta(rel, &m);
     let total = img.tree.len() + delta.len();
-    let heap = (*(*rel).rd_index).indrelid;
     let mut done: Vec<Vec<(pg_sys::ItemPointerData, f64)>> = vec![Vec::new(); centers.len()];
     let mut pending: Vec<usize> = (0..centers.len()).collect();
     let mut want = k;
@@ -186,7 +176,7 @@ unsafe fn knn(rel: pg_sys::Relation, centers: &[(i64, (f64, f64))], k: usize) ->
             matches.extend(c.iter().enumerate().map(|(r, c)| (c.1, (j * want + r) as i64)));
             cands.push(c);
         }
-        let seen = crate::visibility::visible(heap, matches);
+        let seen = open.visible(matches);
         let mut alive: Vec<Vec<(usize, pg_sys::ItemPointerData)>> = vec![Vec::new(); pending.len()];
         for (pos, ctid) in seen {
             let (j, r) = (pos as usize / want, pos as usize % want);
@@ -215,7 +205,7 @@ unsafe fn knn(rel: pg_sys::Relation, centers: &[(i64, (f64, f64))], k: usize) ->
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_knn(
-    index: pgrx::PgRelation,
+    index: pg_sys::Oid,
     centers: AnyArray,
     k: i32,
     fcinfo: pg_sys::FunctionCallInfo,
@@ -235,9 +225,9 @@ fn gpu_spatial_knn(
             "Nearest neighbours need finite centres: every distance from a NaN or infinite point is the same.",
         );
     }
-    // SAFETY: catalog and buffer access from a backend.
+    let rows = if pts.is_empty() { Vec::new() } else { knn(&open_index(index), &pts, k as usize) };
+    // SAFETY: the call's own fcinfo, declared (ord, ctid, distance).
     unsafe {
-        let rows = with_index(index, |rel| if pts.is_empty() { Vec::new() } else { knn(rel, &pts, k as usize) });
         crate::srf::materialize(fcinfo, rows, |r, v| {
             v[0] = r.0.into();
             v[1] = crate::srf::tid_datum(&r.1);
@@ -266,7 +256,7 @@ fn outer_type(table: pg_sys::Oid, column: &str) -> pg_sys::Oid {
     VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_join(
-    index: Option<pgrx::PgRelation>,
+    index: Option<pg_sys::Oid>,
     outer_table: Option<pg_sys::Oid>,
     outer_column: Option<&str>,
     within: Option<f64>,
@@ -317,13 +307,14 @@ fn gpu_spatial_join(
         .to_string_lossy()
         .into_owned();
         let col = std::ffi::CStr::from_ptr(pg_sys::quote_identifier(std::ffi::CString::new(column).unwrap().as_ptr())).to_string_lossy().into_owned();
-        format!("SELECT ctid, {col} FROM {rel} WHERE {col} IS NOT NULL")
+        // ONLY: a child table's ctids would not identify rows of this one.
+        // The query runs as the caller: SELECT privileges and row-level
+        // security on the outer table are PostgreSQL's own checks.
+        format!("SELECT ctid, {col} FROM ONLY {rel} WHERE {col} IS NOT NULL")
     };
     let mut out: Vec<(pg_sys::ItemPointerData, pg_sys::ItemPointerData)> = Vec::new();
-    // SAFETY: the index is opened and closed here; SPI reads the outer table.
-    unsafe {
-        with_index(index, |rel| {
-            Spi::connect(|client| {
+    let inner = open_index(index);
+    Spi::connect(|client| {
                 let mut cursor = client.open_cursor(&sql, &[]);
                 loop {
                     let rows = cursor.fetch(batch as _)?;
@@ -337,15 +328,14 @@ fn gpu_spatial_join(
                         qs.push((outer_tids.len() as i64, to_query(&row)?));
                         outer_tids.push(tid_from(tid));
                     }
-                    for (ord, inner) in search(rel, &qs, "gpu_spatial_join") {
-                        out.push((crate::storage::tid_to(outer_tids[ord as usize]), inner));
+                    for (ord, tid) in search(&inner, &qs, "gpu_spatial_join") {
+                        out.push((crate::storage::tid_to(outer_tids[ord as usize]), tid));
                     }
                 }
                 Ok::<_, pgrx::spi::Error>(())
-            })
-            .unwrap_or_else(|e| fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("reading the outer table: {e}"), "Check the table and column names."));
-        })
-    };
+    })
+    .unwrap_or_else(|e| fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("reading the outer table: {e}"), "Check the table and column names."));
+    drop(inner);
     // SAFETY: the call's own fcinfo; two tid columns.
     unsafe {
         crate::srf::materialize(fcinfo, out, |r, v| {

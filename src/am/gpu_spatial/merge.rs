@@ -28,6 +28,7 @@ use crate::storage::{new_page, new_pages, Exclusive, Xlog};
 use gpuindex_engine::gpics::tree::Node;
 use gpuindex_engine::gpics::update::{plan_update, LeafData, LeafSource};
 use gpuindex_engine::gpics::{Params, Points};
+use crate::am::common::{Access, OpenIndex};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -265,21 +266,16 @@ pub fn merge_locked(index: pg_sys::Relation, touched: &[u32]) -> u64 {
 
 /// `gpu_spatial_merge(index)`: folds the index's delta into its tree now
 /// (waiting for a running merge or VACUUM); returns the entries merged.
-#[pg_extern(volatile, parallel_unsafe, strict)]
-fn gpu_spatial_merge(index: pgrx::PgRelation) -> i64 {
-    // SAFETY: opens and closes the index; a RowExclusiveLock as inserts take.
-    unsafe {
-        let rel = pg_sys::index_open(index.oid(), pg_sys::RowExclusiveLock as i32);
-        let am = pg_sys::get_index_am_oid(c"gpu_spatial".as_ptr(), false);
-        if (*(*rel).rd_rel).relam != am {
-            crate::error::raise(
-                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-                format!("\"{}\" is not a gpu_spatial index", pgrx::name_data_to_str(&(*(*rel).rd_rel).relname)),
-                "Pass an index created with USING gpu_spatial.",
-            );
-        }
-        let merged = merge(rel, true).unwrap_or(0);
-        pg_sys::index_close(rel, pg_sys::RowExclusiveLock as i32);
-        merged as i64
-    }
+/// Only the table's owner may (as for REINDEX).
+#[pg_extern(
+    volatile,
+    parallel_unsafe,
+    strict,
+    sql = "CREATE FUNCTION gpu_spatial_merge(index regclass) RETURNS bigint
+    VOLATILE PARALLEL UNSAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+)]
+fn gpu_spatial_merge(index: pg_sys::Oid) -> i64 {
+    // RowExclusiveLock, as inserts take: merges run beside them.
+    let open = OpenIndex::open(index, c"gpu_spatial", Access::Maintain, pg_sys::RowExclusiveLock as i32);
+    merge(open.index, true).unwrap_or(0) as i64
 }

@@ -19,7 +19,7 @@ pub fn meta(rel: pg_sys::Relation) -> Meta {
 /// (index oid, relfilenode): a REINDEX or TRUNCATE gets a new key.
 pub fn cache_key(rel: pg_sys::Relation) -> (pg_sys::Oid, pg_sys::Oid) {
     // SAFETY: fields of an open relation.
-    unsafe { ((*rel).rd_id, (*rel).rd_node.relNode) }
+    unsafe { ((*rel).rd_id, crate::compat::relfilenode(rel)) }
 }
 
 pub struct Shape {

@@ -1,0 +1,177 @@
+//! The one way a SQL function (batch search, join, merge, check) opens an
+//! index: it checks that the index is of the expected access method and
+//! that the caller may do what the function does, as PostgreSQL checks the
+//! equivalent statement, before it reads a page:
+//!
+//! - `Access::Read` (batch searches: TIDs, distances, counts of rows):
+//!   SELECT on the table, or on every column the index reads (its key
+//!   columns, the columns of its expressions and of its predicate), which
+//!   is what an index scan of the same query needs; checked by the
+//!   executor's own routine. Where row-level security applies to the
+//!   caller, every row returned must pass the table's policies
+//!   (`OpenIndex::visible`); with `row_security = off` that is an ERROR, as
+//!   for a SELECT.
+//! - `Access::Maintain` (functions that change an index): ownership of the
+//!   table, as REINDEX.
+//! - `Access::Verify` (`gpu_*_check`): none here; like amcheck's, those
+//!   functions are revoked from PUBLIC by the extension script, so a
+//!   superuser grants them deliberately.
+//!
+//! Privileges are checked before any lock is taken (a role without access
+//! cannot queue a lock on the table), then the table and the index are
+//! locked, table first, as the executor locks them. Both are closed when
+//! the `OpenIndex` is dropped.
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::CStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Maintain,
+    Verify,
+}
+
+pub struct OpenIndex {
+    pub index: pg_sys::Relation,
+    pub heap: pg_sys::Relation,
+    lock: pg_sys::LOCKMODE,
+    /// Row-level security applies to the caller: rows returned are
+    /// filtered by the table's policies.
+    pub policies: bool,
+}
+
+fn rel_name(oid: pg_sys::Oid) -> String {
+    // SAFETY: get_rel_name returns a palloc'd name or NULL.
+    unsafe {
+        let n = pg_sys::get_rel_name(oid);
+        if n.is_null() { format!("relation with OID {}", oid.to_u32()) } else { CStr::from_ptr(n).to_string_lossy().into_owned() }
+    }
+}
+
+fn not_of_am(oid: pg_sys::Oid, am: &CStr) -> ! {
+    let am = am.to_string_lossy();
+    crate::error::raise(
+        PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+        format!("\"{}\" is not a {am} index", rel_name(oid)),
+        format!("Pass an index created with USING {am}."),
+    )
+}
+
+/// The table's columns the index reads, as the executor's selectedCols.
+///
+/// # Safety
+/// `index` is open.
+unsafe fn indexed_columns(index: pg_sys::Relation) -> *mut pg_sys::Bitmapset {
+    let offset = pg_sys::FirstLowInvalidHeapAttributeNumber as i32;
+    let mut cols: *mut pg_sys::Bitmapset = std::ptr::null_mut();
+    let ix = &*(*index).rd_index;
+    let keys = ix.indkey.values.as_slice(ix.indnatts as usize);
+    for &attno in keys.iter().filter(|&&a| a != 0) {
+        cols = pg_sys::bms_add_member(cols, attno as i32 - offset);
+    }
+    // Expression columns and the predicate of a partial index (varno 1 is
+    // the table in both).
+    pg_sys::pull_varattnos(pg_sys::RelationGetIndexExpressions(index).cast(), 1, &mut cols);
+    pg_sys::pull_varattnos(pg_sys::RelationGetIndexPredicate(index).cast(), 1, &mut cols);
+    cols
+}
+
+impl OpenIndex {
+    /// Opens index `oid` of access method `am` for `access`, under `lock`
+    /// (AccessShareLock to read; what the function needs to change).
+    pub fn open(oid: pg_sys::Oid, am: &CStr, access: Access, lock: pg_sys::LOCKMODE) -> OpenIndex {
+        // SAFETY: catalog lookups and relation opens from a backend.
+        unsafe {
+            let heap_oid = pg_sys::IndexGetRelation(oid, true);
+            if heap_oid == pg_sys::InvalidOid {
+                not_of_am(oid, am);
+            }
+            let relkind = pg_sys::get_rel_relkind(heap_oid);
+            let user = pg_sys::GetUserId();
+            let table_select =
+                pg_sys::pg_class_aclcheck(heap_oid, user, pg_sys::ACL_SELECT as pg_sys::AclMode) == pg_sys::AclResult::ACLCHECK_OK;
+            match access {
+                Access::Read => {
+                    // Before any lock: a role with no privilege on the table
+                    // and none on any of its columns is refused here.
+                    if !table_select
+                        && pg_sys::pg_attribute_aclcheck_all(heap_oid, user, pg_sys::ACL_SELECT as pg_sys::AclMode, pg_sys::AclMaskHow::ACLMASK_ANY)
+                            != pg_sys::AclResult::ACLCHECK_OK
+                    {
+                        pg_sys::aclcheck_error(pg_sys::AclResult::ACLCHECK_NO_PRIV, pg_sys::get_relkind_objtype(relkind), pg_sys::get_rel_name(heap_oid));
+                    }
+                }
+                Access::Maintain => {
+                    if !crate::compat::is_owner(heap_oid) {
+                        pg_sys::aclcheck_error(pg_sys::AclResult::ACLCHECK_NOT_OWNER, pg_sys::get_relkind_objtype(relkind), pg_sys::get_rel_name(heap_oid));
+                    }
+                }
+                Access::Verify => {}
+            }
+            let heap = pg_sys::table_open(heap_oid, lock);
+            let index = pg_sys::index_open(oid, lock);
+            let mut opened = OpenIndex { index, heap, lock, policies: false };
+            // The index may have been dropped and its OID reused while we
+            // waited for the locks.
+            if (*(*index).rd_index).indrelid != heap_oid {
+                crate::error::raise(
+                    PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+                    format!("index \"{}\" changed while it was being opened", rel_name(oid)),
+                    "Run the statement again.",
+                );
+            }
+            if (*(*index).rd_rel).relam != pg_sys::get_index_am_oid(am.as_ptr(), false) {
+                not_of_am(oid, am);
+            }
+            if access == Access::Read {
+                // The definitive check, column privileges included.
+                crate::compat::check_select(heap_oid, relkind, indexed_columns(index));
+                // RLS_ENABLED: policies apply. With row_security = off this
+                // raises "query would be affected by row-level security
+                // policy", as a SELECT would.
+                opened.policies = pg_sys::check_enable_rls(heap_oid, pg_sys::InvalidOid, false)
+                    == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32;
+                // Policies are applied by a query of the rows' ctids, which
+                // column privileges do not cover (as `SELECT ctid` is
+                // refused to such a role).
+                if opened.policies && !table_select {
+                    crate::error::raise(
+                        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                        format!("row-level security on table \"{}\" needs SELECT on the whole table for gpuindex batch functions", rel_name(heap_oid)),
+                        "Query through the index with a normal WHERE clause, which applies the policies, or grant SELECT on the table.",
+                    );
+                }
+            }
+            opened
+        }
+    }
+
+    /// Of (TID, position) matches found in the index: the rows visible to
+    /// the caller's snapshot and allowed by the table's policies, as
+    /// (position, TID) in heap order (see `visibility::visible`).
+    pub fn visible(&self, matches: Vec<(crate::storage::Tid, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+        // SAFETY: the heap is open and locked; called inside a transaction.
+        let rows = unsafe { crate::visibility::visible(self.heap, matches) };
+        if self.policies {
+            super::policies::filter(self.heap, rows)
+        } else {
+            rows
+        }
+    }
+}
+
+impl Drop for OpenIndex {
+    fn drop(&mut self) {
+        // An ERROR unwinding: transaction abort releases both.
+        if std::thread::panicking() {
+            return;
+        }
+        // SAFETY: opened by `open` with this lock.
+        unsafe {
+            pg_sys::index_close(self.index, self.lock);
+            pg_sys::table_close(self.heap, self.lock);
+        }
+    }
+}
