@@ -26,6 +26,7 @@ mod visibility;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
+    am::common::cache::init();
     am::gpu_btree::options::init();
     am::gpu_btree::wal::register();
     am::gpu_spatial::options::init();

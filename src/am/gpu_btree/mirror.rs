@@ -8,6 +8,7 @@
 
 use super::page::*;
 use super::tree::Tree;
+use crate::am::common::cache;
 use crate::storage::Shared;
 use gpuindex_engine::executor::BatchJob;
 use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
@@ -16,7 +17,6 @@ use gpuindex_engine::hbtree::leaf::{self, LeafLevel};
 use gpuindex_engine::hbtree::line::lower_bound;
 use pgrx::pg_sys;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 pub struct Mirror {
@@ -26,8 +26,16 @@ pub struct Mirror {
     pub inner: ImplicitInner,
 }
 
-thread_local! {
-    static CACHE: RefCell<HashMap<(pg_sys::Oid, pg_sys::Oid), Arc<Mirror>>> = RefCell::new(HashMap::new());
+impl cache::Image for Mirror {
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+    fn host_bytes(&self) -> usize {
+        self.inner.bytes() + self.blocks.len() * 4
+    }
+    fn device_bytes(&self) -> usize {
+        self.inner.device_bytes()
+    }
 }
 
 /// The mirror of `tree`'s index: the cached one while its generation is
@@ -35,18 +43,14 @@ thread_local! {
 /// right-moves), else rebuilt from the lowest inner level.
 pub fn get(tree: &Tree) -> Arc<Mirror> {
     let m = tree.meta();
-    let key = super::tree::cache_key(tree.rel);
-    let cached = CACHE.with(|c| c.borrow().get(&key).cloned());
-    if let Some(mirror) = cached {
+    if let Some(mirror) = cache::lookup::<Mirror>(tree.rel, "hb+ mirror") {
         let drift = m.generation.saturating_sub(mirror.generation) as usize;
         if m.generation >= mirror.generation && drift <= 16.max(mirror.blocks.len() / 100) {
             return mirror;
         }
     }
     let (highs, blocks) = if m.root_level == 0 { (vec![u64::MAX], vec![m.root]) } else { tree.level_entries(&m, 1) };
-    let mirror = Arc::new(Mirror { generation: m.generation, inner: ImplicitInner::build(&highs), blocks });
-    CACHE.with(|c| c.borrow_mut().insert(key, mirror.clone()));
-    mirror
+    cache::store(tree.rel, "hb+ mirror", Mirror { generation: m.generation, inner: ImplicitInner::build(&highs), blocks })
 }
 
 /// The inner search of a batch: leaf numbers, on the CPU or the GPU.

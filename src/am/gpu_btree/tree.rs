@@ -7,6 +7,7 @@
 //! downlink: searches still reach it through its left sibling's right link.
 
 use super::page::*;
+use crate::am::common::cache;
 use crate::storage::{new_page, Exclusive, PageRef, Shared, Xlog};
 use gpuindex_engine::hbtree::line::lower_bound;
 use pgrx::pg_sys;
@@ -48,18 +49,21 @@ pub fn upper_bound(keys: &[u64], q: u64) -> usize {
     }
 }
 
-thread_local! {
-    /// Root and root level per index (id, relfilenode): descents start
-    /// there without reading the metapage. A stale root is still a page of
-    /// its level, and one that has split is noticed (it lost RIGHTMOST).
-    static ROOTS: std::cell::RefCell<std::collections::HashMap<(pg_sys::Oid, pg_sys::Oid), (u32, u32)>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+/// The root and its level, cached per index: descents start there
+/// without reading the metapage. A stale root is still a page of its level,
+/// and one that has split is noticed (it lost RIGHTMOST).
+struct Root {
+    block: u32,
+    level: u32,
 }
 
-/// (index oid, relfilenode): what per-backend caches of an index are keyed by.
-pub fn cache_key(rel: pg_sys::Relation) -> (pg_sys::Oid, pg_sys::Oid) {
-    // SAFETY: fields of an open relation.
-    unsafe { ((*rel).rd_id, crate::compat::relfilenode(rel)) }
+impl cache::Image for Root {
+    fn generation(&self) -> u64 {
+        0
+    }
+    fn host_bytes(&self) -> usize {
+        std::mem::size_of::<Root>()
+    }
 }
 
 pub struct Tree {
@@ -83,14 +87,13 @@ impl Tree {
     /// receives the inner pages passed, top down.
     /// The root and its level: cached, or from the metapage.
     fn root(&self, fresh: bool) -> (u32, u32) {
-        let key = cache_key(self.rel);
         if !fresh {
-            if let Some(r) = ROOTS.with(|c| c.borrow().get(&key).copied()) {
-                return r;
+            if let Some(r) = cache::lookup::<Root>(self.rel, "root") {
+                return (r.block, r.level);
             }
         }
         let m = self.meta();
-        ROOTS.with(|c| c.borrow_mut().insert(key, (m.root, m.root_level)));
+        cache::store(self.rel, "root", Root { block: m.root, level: m.root_level });
         (m.root, m.root_level)
     }
 

@@ -6,10 +6,9 @@
 
 use super::page::*;
 use super::shape;
+use crate::am::common::cache;
 use gpuindex_engine::gpics::{Params, Points, QuadTree};
 use pgrx::pg_sys;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 pub struct Image {
@@ -18,8 +17,16 @@ pub struct Image {
     pub tree: QuadTree,
 }
 
-thread_local! {
-    static IMAGES: RefCell<HashMap<(pg_sys::Oid, pg_sys::Oid), Arc<Image>>> = RefCell::new(HashMap::new());
+impl cache::Image for Image {
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+    fn host_bytes(&self) -> usize {
+        self.tree.host_bytes()
+    }
+    fn device_bytes(&self) -> usize {
+        self.tree.device_bytes()
+    }
 }
 
 fn params(m: &Meta) -> Params {
@@ -28,14 +35,13 @@ fn params(m: &Meta) -> Params {
 
 /// The tree part of the index `m` describes.
 pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
-    let key = shape::cache_key(rel);
-    if let Some(i) = IMAGES.with(|c| c.borrow().get(&key).cloned()) {
+    if let Some(i) = cache::lookup::<Image>(rel, "points") {
         if i.generation == m.generation && i.vacuums == m.vacuums {
             return i;
         }
     }
     // Drop the stale copy first: two full copies need not coexist.
-    IMAGES.with(|c| c.borrow_mut().remove(&key));
+    cache::remove(rel, "points");
     let s = shape::shape(rel, m);
     let mut pts = Points { x: Vec::new(), y: Vec::new(), id: Vec::new() };
     let tree = if s.nodes.is_empty() {
@@ -62,9 +68,7 @@ pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
         }
         QuadTree::from_parts(params(m), nodes, pts, Points::default())
     };
-    let image = Arc::new(Image { generation: m.generation, vacuums: m.vacuums, tree });
-    IMAGES.with(|c| c.borrow_mut().insert(key, image.clone()));
-    image
+    cache::store(rel, "points", Image { generation: m.generation, vacuums: m.vacuums, tree })
 }
 
 /// The chains' non-NULL points as a tree (non-finite ones in its `odd`).

@@ -4,22 +4,15 @@
 //! filtered exactly by a set of queries.
 
 use super::page::*;
+use crate::am::common::cache;
 use crate::storage::Shared;
 use gpuindex_engine::gpics::tree::{Node, NONE as NO_CHILD};
 use gpuindex_engine::gpics::Query;
 use pgrx::pg_sys;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 pub fn meta(rel: pg_sys::Relation) -> Meta {
     read_meta(Shared::lock(rel, META_BLOCK).page())
-}
-
-/// (index oid, relfilenode): a REINDEX or TRUNCATE gets a new key.
-pub fn cache_key(rel: pg_sys::Relation) -> (pg_sys::Oid, pg_sys::Oid) {
-    // SAFETY: fields of an open relation.
-    unsafe { ((*rel).rd_id, crate::compat::relfilenode(rel)) }
 }
 
 pub struct Shape {
@@ -27,14 +20,18 @@ pub struct Shape {
     pub nodes: Vec<Node>,
 }
 
-thread_local! {
-    static SHAPES: RefCell<HashMap<(pg_sys::Oid, pg_sys::Oid), Arc<Shape>>> = RefCell::new(HashMap::new());
+impl cache::Image for Shape {
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+    fn host_bytes(&self) -> usize {
+        self.nodes.len() * std::mem::size_of::<Node>()
+    }
 }
 
 /// The nodes of the tree `m` describes.
 pub fn shape(rel: pg_sys::Relation, m: &Meta) -> Arc<Shape> {
-    let key = cache_key(rel);
-    if let Some(s) = SHAPES.with(|c| c.borrow().get(&key).cloned()) {
+    if let Some(s) = cache::lookup::<Shape>(rel, "nodes") {
         if s.generation == m.generation {
             return s;
         }
@@ -46,9 +43,7 @@ pub fn shape(rel: pg_sys::Relation, m: &Meta) -> Arc<Shape> {
         nodes.extend_from_slice(super::page::nodes(g.page()));
         block += 1;
     }
-    let s = Arc::new(Shape { generation: m.generation, nodes });
-    SHAPES.with(|c| c.borrow_mut().insert(key, s.clone()));
-    s
+    cache::store(rel, "nodes", Shape { generation: m.generation, nodes })
 }
 
 /// Whether an entry answers every query (a NULL answers none).

@@ -348,6 +348,17 @@ impl QuadTree {
         tree
     }
 
+    /// Bytes held in host memory (nodes, leaf numbers, points).
+    pub fn host_bytes(&self) -> usize {
+        let points = |p: &Points| p.x.len() * 8 + p.y.len() * 8 + p.id.len() * 8;
+        self.nodes.len() * std::mem::size_of::<Node>() + self.leaves.len() * 4 + points(&self.pts) + points(&self.odd)
+    }
+
+    /// Bytes of the device image, if one was made.
+    pub fn device_bytes(&self) -> usize {
+        self.device.lock().as_ref().map_or(0, |d| d.bytes())
+    }
+
     pub fn len(&self) -> usize {
         self.pts.len() + self.odd.len()
     }

@@ -87,6 +87,11 @@ impl ImplicitInner {
         self.nodes.len() * std::mem::size_of::<Line>()
     }
 
+    /// Bytes of the device mirror, if one was made.
+    pub fn device_bytes(&self) -> usize {
+        self.device.lock().as_ref().map_or(0, |d| d.bytes())
+    }
+
     /// The leaf that holds the lower bound of `q` (the last leaf when `q` is
     /// above every key).
     #[inline]
