@@ -46,6 +46,14 @@ ensure_deps() {
     echo "Rust (cargo) is required: https://rustup.rs" >&2
     exit 1
   fi
+  if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    if command -v rustup >/dev/null; then
+      rustup component add rustfmt clippy
+    else
+      echo "cargo fmt and cargo clippy are required (rustup component add rustfmt clippy)" >&2
+      exit 1
+    fi
+  fi
   if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION"; then
     say "installing cargo-pgrx $PGRX_VERSION (a few minutes, once)"
     cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked

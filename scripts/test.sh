@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test: sets up what is missing, runs the engine tests, compiles the
+# Every test: sets up what is missing, checks formatting and lints, runs
+# the engine tests, compiles the
 # CUDA kernels with NVRTC (scripts/check-kernels.py), installs the
 # extension, runs pg_regress (sql/, expected/) and the integration tests
 # (tests/) against a throwaway cluster, then stops it. Works as root or as a
@@ -7,6 +8,10 @@
 source "$(dirname "$0")/lib.sh"
 ensure_deps
 cd "$ROOT"
+
+say "formatting and lints (cargo fmt --check, cargo clippy -D warnings)"
+cargo fmt --all --check
+cargo clippy -q --workspace --all-targets -- -D warnings
 
 say "engine tests (cargo test -p gpuindex-engine)"
 log=$(mktemp)

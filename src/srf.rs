@@ -41,10 +41,7 @@ pub fn tid_datum(t: &pg_sys::ItemPointerData) -> pg_sys::Datum {
 ///
 /// # Safety
 /// As `materialize`, for a function declared with those two columns.
-pub unsafe fn ord_tids(
-    fcinfo: pg_sys::FunctionCallInfo,
-    rows: Vec<(i64, pg_sys::ItemPointerData)>,
-) {
+pub unsafe fn ord_tids(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<(i64, pg_sys::ItemPointerData)>) {
     materialize(fcinfo, rows, |r, v| {
         v[0] = r.0.into();
         v[1] = tid_datum(&r.1);

@@ -25,11 +25,8 @@ fn gpuindex_device_info() -> TableIterator<
     ),
 > {
     let setting = guc::device_name().to_string();
-    let found = if batch::cuda_allowed_here() {
-        gpu::gpu()
-    } else {
-        Err(gpu::GpuError::Unavailable("not probed in the postmaster".into()))
-    };
+    let found =
+        if batch::cuda_allowed_here() { gpu::gpu() } else { Err(gpu::GpuError::Unavailable("not probed in the postmaster".into())) };
     let row = match found {
         Err(e) => (setting, false, Some(e.to_string()), None, None, None, None, None, None, None, None),
         Ok(g) => {
@@ -59,17 +56,9 @@ fn gpuindex_device_info() -> TableIterator<
 #[pg_extern(volatile, parallel_unsafe)]
 fn gpuindex_last_batch() -> TableIterator<
     'static,
-    (
-        name!(function, String),
-        name!(queries, i64),
-        name!(device, String),
-        name!(cpu_reason, Option<String>),
-        name!(millis, f64),
-    ),
+    (name!(function, String), name!(queries, i64), name!(device, String), name!(cpu_reason, Option<String>), name!(millis, f64)),
 > {
     TableIterator::new(
-        batch::last_batch()
-            .map(|b| (b.what.to_string(), b.queries as i64, b.device.as_str().to_string(), b.cpu_reason, b.millis))
-            .into_iter(),
+        batch::last_batch().map(|b| (b.what.to_string(), b.queries as i64, b.device.as_str().to_string(), b.cpu_reason, b.millis)),
     )
 }

@@ -7,13 +7,7 @@ use pgrx::pg_sys;
 fn read(rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
     // SAFETY: plain buffer-manager call; errors are raised as PostgreSQL ERRORs.
     unsafe {
-        pg_sys::ReadBufferExtended(
-            rel,
-            pg_sys::ForkNumber::MAIN_FORKNUM,
-            block,
-            pg_sys::ReadBufferMode::RBM_NORMAL,
-            std::ptr::null_mut(),
-        )
+        pg_sys::ReadBufferExtended(rel, pg_sys::ForkNumber::MAIN_FORKNUM, block, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut())
     }
 }
 

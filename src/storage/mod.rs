@@ -7,8 +7,8 @@
 mod buffer;
 mod page;
 mod tid;
-mod xlog;
 pub mod wal;
+mod xlog;
 
 pub use buffer::{new_page, new_pages, Exclusive, Shared};
 pub use page::{PageMut, PageRef, Special, CONTENT_BYTES};

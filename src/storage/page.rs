@@ -32,7 +32,7 @@ const SPECIAL: usize = std::mem::size_of::<Special>();
 pub const CONTENT_START: usize = HEADER;
 pub const CONTENT_BYTES: usize = pg_sys::BLCKSZ as usize - HEADER - SPECIAL;
 const SPECIAL_START: usize = pg_sys::BLCKSZ as usize - SPECIAL;
-const _: () = assert!(SPECIAL % 8 == 0);
+const _: () = assert!(SPECIAL.is_multiple_of(8));
 
 /// A page read under a lock (shared or exclusive).
 #[derive(Clone, Copy)]

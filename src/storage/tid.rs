@@ -12,8 +12,5 @@ pub fn tid_from(p: pg_sys::ItemPointerData) -> Tid {
 
 pub fn tid_to(t: Tid) -> pg_sys::ItemPointerData {
     let block = (t >> 16) as u32;
-    pg_sys::ItemPointerData {
-        ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: block as u16 },
-        ip_posid: t as u16,
-    }
+    pg_sys::ItemPointerData { ip_blkid: pg_sys::BlockIdData { bi_hi: (block >> 16) as u16, bi_lo: block as u16 }, ip_posid: t as u16 }
 }

@@ -12,8 +12,7 @@ pub fn needs_wal(rel: pg_sys::Relation) -> bool {
     unsafe {
         let r = &*rel;
         (*r.rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as std::ffi::c_char
-            && (pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32
-                || !crate::compat::file_created_in_this_transaction(rel))
+            && (pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32 || !crate::compat::file_created_in_this_transaction(rel))
     }
 }
 

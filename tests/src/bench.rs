@@ -9,12 +9,7 @@ use std::time::Instant;
 pub fn connect() -> Client {
     let mut c = postgres::Config::new();
     c.host(&std::env::var("PGHOST").unwrap_or_else(|_| "/tmp".into()));
-    c.port(
-        std::env::var("PGPORT")
-            .ok()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(5432),
-    );
+    c.port(std::env::var("PGPORT").ok().and_then(|p| p.parse().ok()).unwrap_or(5432));
     c.user(&std::env::var("PGUSER").unwrap_or_else(|_| "postgres".into()));
     c.dbname(&std::env::var("PGDATABASE").unwrap_or_else(|_| "postgres".into()));
     c.connect(NoTls).expect("connect (PGHOST/PGPORT/PGUSER)")
@@ -58,60 +53,27 @@ pub struct Row {
 }
 
 /// Records `v` for setup `i` of `setups` in the row named `what`.
-pub fn push(
-    rows: &mut Vec<Row>,
-    setups: usize,
-    i: usize,
-    what: String,
-    unit: &'static str,
-    lower: bool,
-    v: f64,
-) {
+pub fn push(rows: &mut Vec<Row>, setups: usize, i: usize, what: String, unit: &'static str, lower: bool, v: f64) {
     if let Some(r) = rows.iter_mut().find(|r| r.what == what) {
         r.values[i] = v;
     } else {
         let mut values = vec![f64::NAN; setups];
         values[i] = v;
-        rows.push(Row {
-            what,
-            unit,
-            values,
-            lower_is_better: lower,
-        });
+        rows.push(Row { what, unit, values, lower_is_better: lower });
     }
 }
 
 /// The scan (and function) nodes of a statement's plan, outermost first,
 /// with the index each uses: "Function Scan, Index Scan (sp_p)".
-pub fn plan_of(
-    c: &mut Client,
-    sql: &str,
-    params: &[&(dyn postgres::types::ToSql + Sync)],
-) -> String {
+pub fn plan_of(c: &mut Client, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> String {
     let rows = c.query(&format!("EXPLAIN {sql}"), params).unwrap();
     let nodes: Vec<String> = rows
         .iter()
         .map(|r| r.get::<_, String>(0))
-        .filter(|l| {
-            l.contains("Scan") && !l.trim_start().starts_with("Index Cond") && !l.contains("Filter")
-        })
+        .filter(|l| l.contains("Scan") && !l.trim_start().starts_with("Index Cond") && !l.contains("Filter"))
         .map(|l| {
-            let node = l
-                .trim()
-                .trim_start_matches("->")
-                .trim()
-                .split("  ")
-                .next()
-                .unwrap_or("")
-                .to_string();
-            let kind = node
-                .split(" on ")
-                .next()
-                .unwrap_or("")
-                .split(" using")
-                .next()
-                .unwrap_or("")
-                .to_string();
+            let node = l.trim().trim_start_matches("->").trim().split("  ").next().unwrap_or("").to_string();
+            let kind = node.split(" on ").next().unwrap_or("").split(" using").next().unwrap_or("").to_string();
             match node.split(" using ").nth(1) {
                 Some(rest) => format!("{kind} ({})", rest.split(' ').next().unwrap_or("")),
                 None => kind,
@@ -124,22 +86,9 @@ pub fn plan_of(
 /// Prints rows as a markdown table, one column per setup; NaN is "-".
 pub fn print_table(setups: &[&str], rows: &[Row]) {
     println!("| measure | {} |", setups.join(" | "));
-    println!(
-        "|---|{}|",
-        setups.iter().map(|_| "---:").collect::<Vec<_>>().join("|")
-    );
+    println!("|---|{}|", setups.iter().map(|_| "---:").collect::<Vec<_>>().join("|"));
     for r in rows {
-        let cells: Vec<String> = r
-            .values
-            .iter()
-            .map(|v| {
-                if v.is_nan() {
-                    "-".to_string()
-                } else {
-                    format!("{v:.2} {}", r.unit)
-                }
-            })
-            .collect();
+        let cells: Vec<String> = r.values.iter().map(|v| if v.is_nan() { "-".to_string() } else { format!("{v:.2} {}", r.unit) }).collect();
         println!("| {} | {} |", r.what, cells.join(" | "));
     }
 }
@@ -148,24 +97,12 @@ pub fn print_table(setups: &[&str], rows: &[Row]) {
 pub fn describe_server(c: &mut Client) -> String {
     let v: String = c.query_one("SELECT version()", &[]).unwrap().get(0);
     let sb: String = c.query_one("SHOW shared_buffers", &[]).unwrap().get(0);
-    c.batch_execute("CREATE EXTENSION IF NOT EXISTS gpuindex")
-        .unwrap();
-    let r = c
-        .query_one(
-            "SELECT gpu_found, coalesce(name, reason) FROM gpuindex_device_info()",
-            &[],
-        )
-        .unwrap();
+    c.batch_execute("CREATE EXTENSION IF NOT EXISTS gpuindex").unwrap();
+    let r = c.query_one("SELECT gpu_found, coalesce(name, reason) FROM gpuindex_device_info()", &[]).unwrap();
     let (found, what): (bool, Option<String>) = (r.get(0), r.get(1));
-    let cpus = std::thread::available_parallelism()
-        .map(|x| x.get())
-        .unwrap_or(0);
+    let cpus = std::thread::available_parallelism().map(|x| x.get()).unwrap_or(0);
     format!(
         "{v}; shared_buffers = {sb}; GPU: {}; client machine: {cpus} hardware threads",
-        if found {
-            what.unwrap_or_default()
-        } else {
-            format!("none ({})", what.unwrap_or_default())
-        }
+        if found { what.unwrap_or_default() } else { format!("none ({})", what.unwrap_or_default()) }
     )
 }

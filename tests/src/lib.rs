@@ -56,7 +56,8 @@ pub fn set_index_only(c: &mut Client, bitmap: bool) {
 }
 
 pub fn set_seq_only(c: &mut Client) {
-    c.batch_execute("SET enable_seqscan = on; SET enable_indexscan = off; SET enable_indexonlyscan = off; SET enable_bitmapscan = off").unwrap();
+    c.batch_execute("SET enable_seqscan = on; SET enable_indexscan = off; SET enable_indexonlyscan = off; SET enable_bitmapscan = off")
+        .unwrap();
 }
 
 /// Asserts that `SELECT id FROM table WHERE pred` gives the same multiset
@@ -89,7 +90,6 @@ pub fn check_predicate(c: &mut Client, table: &str, index: &str, pred: &str) {
 pub fn check_index(c: &mut Client, index: &str) {
     c.query(&format!("SELECT * FROM gpu_btree_check('{index}')"), &[]).unwrap_or_else(|e| panic!("{index}: {e}"));
 }
-
 
 /// A long SQL predicate cut for messages.
 pub fn short(s: &str) -> String {

@@ -62,7 +62,13 @@ fn crash_recovery() {
                         return;
                     }
                     let x = v as f64 / 20.0;
-                    if v % 4 == 0 && c.execute("INSERT INTO crash_sp (p) SELECT point($1::float8 + g * 0.01, $1::float8) FROM generate_series(1, 20) g", &[&x]).is_err() {
+                    if v % 4 == 0
+                        && c.execute(
+                            "INSERT INTO crash_sp (p) SELECT point($1::float8 + g * 0.01, $1::float8) FROM generate_series(1, 20) g",
+                            &[&x],
+                        )
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -85,13 +91,13 @@ fn crash_recovery() {
     let victim = if start.is_some() { pm } else { *children(pm).iter().max().unwrap() };
     // SAFETY: plain kill(2) of a server process of this test.
     assert_eq!(unsafe { libc_kill(victim, 9) }, 0, "kill -9 {victim}");
-    if start.is_some() {
+    if let Some(start) = &start {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while !children(pm).is_empty() || std::path::Path::new(&format!("/proc/{pm}")).exists() {
             assert!(std::time::Instant::now() < deadline, "server processes outlived the postmaster");
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        let status = std::process::Command::new("sh").arg("-c").arg(start.as_ref().unwrap()).status().unwrap();
+        let status = std::process::Command::new("sh").arg("-c").arg(start).status().unwrap();
         assert!(status.success(), "restart command failed");
     }
     for t in inserters {

@@ -35,10 +35,8 @@ fn lower_bound_matches_oracle_on_every_setting() {
         let (keys, probes) = random_case(&mut rng, n, m);
         let want: Vec<i64> = probes.iter().map(|&p| oracle(&keys, p)).collect();
         for (setting, min_batch) in [("cpu", 4096), ("auto", 1), ("auto", 4096)] {
-            c.batch_execute(&format!("SET gpuindex.device = {setting}; SET gpuindex.gpu_min_batch = {min_batch}"))
-                .unwrap();
-            let got: Vec<i64> =
-                c.query_one("SELECT gpuindex_lower_bound($1, $2)", &[&keys, &probes]).unwrap().get(0);
+            c.batch_execute(&format!("SET gpuindex.device = {setting}; SET gpuindex.gpu_min_batch = {min_batch}")).unwrap();
+            let got: Vec<i64> = c.query_one("SELECT gpuindex_lower_bound($1, $2)", &[&keys, &probes]).unwrap().get(0);
             assert_eq!(got, want, "n={n} m={m} device={setting} min_batch={min_batch}");
             let device: String = c.query_one("SELECT device FROM gpuindex_last_batch()", &[]).unwrap().get(0);
             let expect = if setting == "auto" && gpu && m >= min_batch { "gpu" } else { "cpu" };
@@ -54,10 +52,7 @@ fn forcing_the_gpu() {
     let set = c.batch_execute("SET gpuindex.device = gpu");
     if server_has_gpu(&mut c) {
         set.unwrap();
-        let got: Vec<i64> = c
-            .query_one("SELECT gpuindex_lower_bound(ARRAY[1,2,3]::bigint[], ARRAY[0,2,9]::bigint[])", &[])
-            .unwrap()
-            .get(0);
+        let got: Vec<i64> = c.query_one("SELECT gpuindex_lower_bound(ARRAY[1,2,3]::bigint[], ARRAY[0,2,9]::bigint[])", &[]).unwrap().get(0);
         assert_eq!(got, vec![0, 1, 3]);
         let device: String = c.query_one("SELECT device FROM gpuindex_last_batch()", &[]).unwrap().get(0);
         assert_eq!(device, "gpu", "device = gpu must use the GPU even for tiny batches");
@@ -107,8 +102,7 @@ fn concurrent_sessions_agree() {
                 for _ in 0..5 {
                     let (keys, probes) = random_case(&mut rng, 20_000, 20_000);
                     let want: Vec<i64> = probes.iter().map(|&p| oracle(&keys, p)).collect();
-                    let got: Vec<i64> =
-                        c.query_one("SELECT gpuindex_lower_bound($1, $2)", &[&keys, &probes]).unwrap().get(0);
+                    let got: Vec<i64> = c.query_one("SELECT gpuindex_lower_bound($1, $2)", &[&keys, &probes]).unwrap().get(0);
                     assert_eq!(got, want);
                 }
             })

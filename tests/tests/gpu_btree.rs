@@ -51,8 +51,22 @@ fn kinds() -> Vec<Kind> {
         Kind { name: "i8", sql_type: "int8", literal: |r| int_lit(r, i64::MAX, &["int8", "int4", "int2"]) },
         Kind { name: "i4", sql_type: "int4", literal: |r| int_lit(r, i32::MAX as i64, &["int4", "int8"]) },
         Kind { name: "i2", sql_type: "int2", literal: |r| int_lit(r, i16::MAX as i64, &["int2", "int4", "int8"]) },
-        Kind { name: "f8", sql_type: "float8", literal: |r| { let c = pick(r, &["float8", "float4"]); float_lit(r, c) } },
-        Kind { name: "f4", sql_type: "float4", literal: |r| { let c = pick(r, &["float4", "float8"]); float_lit(r, c) } },
+        Kind {
+            name: "f8",
+            sql_type: "float8",
+            literal: |r| {
+                let c = pick(r, &["float8", "float4"]);
+                float_lit(r, c)
+            },
+        },
+        Kind {
+            name: "f4",
+            sql_type: "float4",
+            literal: |r| {
+                let c = pick(r, &["float4", "float8"]);
+                float_lit(r, c)
+            },
+        },
         Kind {
             name: "d",
             sql_type: "date",
@@ -92,7 +106,6 @@ fn predicate(rng: &mut SplitMix64, k: &Kind) -> String {
         4 => format!("v >= {}", lit()),
         5 => format!("v BETWEEN {} AND {}", lit(), lit()),
         6 | 7 => {
-            drop(lit);
             let n = pick(rng, &[1usize, 3, 40, 300, 5000]);
             let elems: Vec<String> = (0..n).map(|_| (k.literal)(rng)).collect();
             // Literals of mixed family types unify to the widest; the cast
@@ -221,9 +234,16 @@ fn concurrent_inserts_and_scans() {
                 let mut rng = SplitMix64::new(100 + w);
                 for _ in 0..60 {
                     // skewed keys: many land in the same leaves, forcing splits there
-                    let vals: Vec<String> = (0..500)
-                        .map(|_| if rng.below(20) == 0 { "NULL".into() } else { format!("{}", rng.below(3000) as i64 * (1 + (w as i64 % 2))) })
-                        .collect();
+                    let vals: Vec<String> =
+                        (0..500)
+                            .map(|_| {
+                                if rng.below(20) == 0 {
+                                    "NULL".into()
+                                } else {
+                                    format!("{}", rng.below(3000) as i64 * (1 + (w as i64 % 2)))
+                                }
+                            })
+                            .collect();
                     c.batch_execute(&format!("INSERT INTO conc (v) SELECT unnest(ARRAY[{}]::int8[])", vals.join(","))).unwrap();
                 }
             })

@@ -143,7 +143,8 @@ fn index_scans_equal_gist() {
 
 /// (position, id) pairs of a function call or a LATERAL join, sorted.
 fn pairs(c: &mut Client, sql: &str) -> Vec<(i64, i32)> {
-    let mut v: Vec<(i64, i32)> = c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect();
+    let mut v: Vec<(i64, i32)> =
+        c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect();
     v.sort_unstable();
     v
 }
@@ -204,21 +205,54 @@ fn batch_functions_equal_gist_laterals() {
             .collect();
         let boxes: Vec<String> =
             qs.iter().map(|(x, y)| format!("box(point({x:?},{y:?}), point({:?},{:?}))", x + rng.below(6) as f64 * 0.25, y + 0.5)).collect();
-        let got = pairs(&mut c, &format!("SELECT r.ord, t.id FROM gpu_spatial_range('bf_gpu_p', {}) r JOIN bf_gpu t ON t.ctid = r.ctid", array(&boxes, "box")));
-        let want = pairs(&mut c, &format!("SELECT q.ord, t.id FROM unnest({}) WITH ORDINALITY q(b, ord), LATERAL (SELECT id FROM bf_gist WHERE p <@ q.b) t", array(&boxes, "box")));
+        let got = pairs(
+            &mut c,
+            &format!("SELECT r.ord, t.id FROM gpu_spatial_range('bf_gpu_p', {}) r JOIN bf_gpu t ON t.ctid = r.ctid", array(&boxes, "box")),
+        );
+        let want = pairs(
+            &mut c,
+            &format!(
+                "SELECT q.ord, t.id FROM unnest({}) WITH ORDINALITY q(b, ord), LATERAL (SELECT id FROM bf_gist WHERE p <@ q.b) t",
+                array(&boxes, "box")
+            ),
+        );
         assert_eq!(got, want, "gpu_spatial_range of {n} boxes");
-        let circles: Vec<String> = qs.iter().map(|(x, y)| format!("circle(point({x:?},{y:?}), {:?})", rng.below(5) as f64 * 0.25)).collect();
-        let got = pairs(&mut c, &format!("SELECT r.ord, t.id FROM gpu_spatial_within('bf_gpu_p', {}) r JOIN bf_gpu t ON t.ctid = r.ctid", array(&circles, "circle")));
-        let want = pairs(&mut c, &format!("SELECT q.ord, t.id FROM unnest({}) WITH ORDINALITY q(c, ord), LATERAL (SELECT id FROM bf_gist WHERE p <@ q.c) t", array(&circles, "circle")));
+        let circles: Vec<String> =
+            qs.iter().map(|(x, y)| format!("circle(point({x:?},{y:?}), {:?})", rng.below(5) as f64 * 0.25)).collect();
+        let got = pairs(
+            &mut c,
+            &format!(
+                "SELECT r.ord, t.id FROM gpu_spatial_within('bf_gpu_p', {}) r JOIN bf_gpu t ON t.ctid = r.ctid",
+                array(&circles, "circle")
+            ),
+        );
+        let want = pairs(
+            &mut c,
+            &format!(
+                "SELECT q.ord, t.id FROM unnest({}) WITH ORDINALITY q(c, ord), LATERAL (SELECT id FROM bf_gist WHERE p <@ q.c) t",
+                array(&circles, "circle")
+            ),
+        );
         assert_eq!(got, want, "gpu_spatial_within of {n} circles");
         let centres: Vec<String> = qs.iter().map(|(x, y)| format!("point({x:?},{y:?})")).collect();
-        let got = pairs(&mut c, &format!("SELECT r.ord, t.id FROM gpu_spatial_within('bf_gpu_p', {}, 0.75) r JOIN bf_gpu t ON t.ctid = r.ctid", array(&centres, "point")));
+        let got = pairs(
+            &mut c,
+            &format!(
+                "SELECT r.ord, t.id FROM gpu_spatial_within('bf_gpu_p', {}, 0.75) r JOIN bf_gpu t ON t.ctid = r.ctid",
+                array(&centres, "point")
+            ),
+        );
         let want = pairs(&mut c, &format!("SELECT q.ord, t.id FROM unnest({}) WITH ORDINALITY q(c, ord), LATERAL (SELECT id FROM bf_gist WHERE p <@ circle(q.c, 0.75)) t", array(&centres, "point")));
         assert_eq!(got, want, "gpu_spatial_within of {n} points");
         // kNN: the same distances per query, in order (ties may pick other rows).
         let k = 1 + rng.below(12) as i32;
-        let dist = |c: &mut Client, sql: String| -> Vec<(i64, f64)> { c.query(&sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect() };
-        let got = dist(&mut c, format!("SELECT ord, distance FROM gpu_spatial_knn('bf_gpu_p', {}, {k}) ORDER BY ord, distance", array(&centres, "point")));
+        let dist = |c: &mut Client, sql: String| -> Vec<(i64, f64)> {
+            c.query(&sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect()
+        };
+        let got = dist(
+            &mut c,
+            format!("SELECT ord, distance FROM gpu_spatial_knn('bf_gpu_p', {}, {k}) ORDER BY ord, distance", array(&centres, "point")),
+        );
         let want = dist(&mut c, format!(
             "SELECT q.ord, t.d FROM unnest({}) WITH ORDINALITY q(c, ord), LATERAL (SELECT p <-> q.c AS d FROM bf_gist ORDER BY p <-> q.c LIMIT {k}) t ORDER BY 1, 2",
             array(&centres, "point")
@@ -226,7 +260,8 @@ fn batch_functions_equal_gist_laterals() {
         assert_eq!(got, want, "gpu_spatial_knn of {n} points, k = {k}");
     }
     // The join, the outer side in several batches.
-    c.batch_execute("CREATE TABLE bf_outer AS SELECT id, p, box(p, point(p[0] + 0.5, p[1] + 0.25)) AS b FROM bf_gist WHERE id % 23 = 0").unwrap();
+    c.batch_execute("CREATE TABLE bf_outer AS SELECT id, p, box(p, point(p[0] + 0.5, p[1] + 0.25)) AS b FROM bf_gist WHERE id % 23 = 0")
+        .unwrap();
     let got = pairs(&mut c, "SELECT o.id::int8, t.id FROM gpu_spatial_join('bf_gpu_p', 'bf_outer', 'p', within => 0.5, batch => 100) j JOIN bf_outer o ON o.ctid = j.outer_ctid JOIN bf_gpu t ON t.ctid = j.inner_ctid");
     let want = pairs(&mut c, "SELECT o.id::int8, t.id FROM bf_outer o JOIN bf_gist t ON t.p <@ circle(o.p, 0.5)");
     assert_eq!(got, want, "gpu_spatial_join within");
@@ -293,8 +328,9 @@ fn concurrent_inserts_and_scans() {
                 let mut c = connect(DB);
                 let mut rng = SplitMix64::new(500 + w);
                 for _ in 0..40 {
-                    let vals: Vec<String> =
-                        (0..300).map(|_| if rng.below(30) == 0 { "NULL".into() } else { format!("point({},{})", rng.below(100), rng.below(100)) }).collect();
+                    let vals: Vec<String> = (0..300)
+                        .map(|_| if rng.below(30) == 0 { "NULL".into() } else { format!("point({},{})", rng.below(100), rng.below(100)) })
+                        .collect();
                     c.batch_execute(&format!("INSERT INTO sp_conc (p) SELECT unnest(ARRAY[{}]::point[])", vals.join(","))).unwrap();
                 }
             })

@@ -98,17 +98,26 @@ fn compare_as_role(c: &mut Client, rng: &mut SplitMix64, n: usize) {
         (
             "gpu_spatial_range",
             format!("SELECT ord, ctid::text FROM gpu_spatial_range('sec_t_p', {})", array(&boxes, "box")),
-            format!("SELECT q.ord, t.ctid::text FROM unnest({}) WITH ORDINALITY q(b, ord) JOIN sec_t t ON t.p <@ q.b", array(&boxes, "box")),
+            format!(
+                "SELECT q.ord, t.ctid::text FROM unnest({}) WITH ORDINALITY q(b, ord) JOIN sec_t t ON t.p <@ q.b",
+                array(&boxes, "box")
+            ),
         ),
         (
             "gpu_spatial_within (circles)",
             format!("SELECT ord, ctid::text FROM gpu_spatial_within('sec_t_p', {})", array(&circles, "circle")),
-            format!("SELECT q.ord, t.ctid::text FROM unnest({}) WITH ORDINALITY q(c, ord) JOIN sec_t t ON t.p <@ q.c", array(&circles, "circle")),
+            format!(
+                "SELECT q.ord, t.ctid::text FROM unnest({}) WITH ORDINALITY q(c, ord) JOIN sec_t t ON t.p <@ q.c",
+                array(&circles, "circle")
+            ),
         ),
         (
             "gpu_spatial_within (points)",
             format!("SELECT ord, ctid::text FROM gpu_spatial_within('sec_t_p', {}, 0.6)", array(&centres, "point")),
-            format!("SELECT q.ord, t.ctid::text FROM unnest({}) WITH ORDINALITY q(c, ord) JOIN sec_t t ON t.p <@ circle(q.c, 0.6)", array(&centres, "point")),
+            format!(
+                "SELECT q.ord, t.ctid::text FROM unnest({}) WITH ORDINALITY q(c, ord) JOIN sec_t t ON t.p <@ circle(q.c, 0.6)",
+                array(&centres, "point")
+            ),
         ),
         (
             "gpu_spatial_join",
@@ -136,7 +145,8 @@ fn compare_as_role(c: &mut Client, rng: &mut SplitMix64, n: usize) {
         c.query(&sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect()
     };
     c.batch_execute(&format!("SET ROLE {ROLE}")).unwrap();
-    let got = dist(c, format!("SELECT ord, distance FROM gpu_spatial_knn('sec_t_p', {}, {k}) ORDER BY ord, distance", array(&centres, "point")));
+    let got =
+        dist(c, format!("SELECT ord, distance FROM gpu_spatial_knn('sec_t_p', {}, {k}) ORDER BY ord, distance", array(&centres, "point")));
     let want = dist(
         c,
         format!(

@@ -49,19 +49,7 @@ mod tests {
 
     #[test]
     fn f64_order_and_round_trip() {
-        let xs = [
-            f64::NEG_INFINITY,
-            -1e300,
-            -1.0,
-            -f64::MIN_POSITIVE,
-            -0.0,
-            0.0,
-            f64::MIN_POSITIVE,
-            1.0,
-            1e300,
-            f64::INFINITY,
-            f64::NAN,
-        ];
+        let xs = [f64::NEG_INFINITY, -1e300, -1.0, -f64::MIN_POSITIVE, -0.0, 0.0, f64::MIN_POSITIVE, 1.0, 1e300, f64::INFINITY, f64::NAN];
         for w in xs.windows(2) {
             assert!(encode_f64(w[0]) < encode_f64(w[1]), "{} < {}", w[0], w[1]);
         }

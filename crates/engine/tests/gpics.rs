@@ -39,7 +39,11 @@ pub fn dataset(rng: &mut SplitMix64, n: usize, shape: u32) -> Points {
 fn random_queries(rng: &mut SplitMix64, pts: &Points, m: usize) -> Vec<Query> {
     let pick = |rng: &mut SplitMix64| {
         let i = rng.below(pts.len().max(1) as u64) as usize;
-        if pts.is_empty() { (0.0, 0.0) } else { (pts.x[i], pts.y[i]) }
+        if pts.is_empty() {
+            (0.0, 0.0)
+        } else {
+            (pts.x[i], pts.y[i])
+        }
     };
     (0..m)
         .map(|i| {
@@ -176,7 +180,7 @@ fn cpu_knn_matches_brute_force() {
                         (gpuindex_engine::keys::encode_f64(d), pts.id[j], d)
                     })
                     .collect();
-                all.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+                all.sort_unstable_by_key(|a| (a.0, a.1));
                 all.truncate(k);
                 let (ids, dists) = got.of(i);
                 let want_ids: Vec<u64> = all.iter().map(|a| a.1).collect();

@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 fn sorted_keys(rng: &mut SplitMix64, n: usize, dups: bool) -> Vec<u64> {
-    let mut k: Vec<u64> = (0..n)
-        .map(|_| if dups { rng.below(n as u64 / 3 + 1) } else { rng.next_u64() })
-        .collect();
+    let mut k: Vec<u64> = (0..n).map(|_| if dups { rng.below(n as u64 / 3 + 1) } else { rng.next_u64() }).collect();
     if n > 3 && rng.below(2) == 0 {
         k[0] = u64::MAX;
         k[1] = 0;
@@ -160,7 +158,12 @@ fn regular_bulk_load_then_update() {
             if leaf_fill == 3 && n > 20_000 {
                 continue;
             }
-            let keys: Vec<u64> = sorted_keys(&mut rng, n, false).into_iter().map(|k| k >> 44).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+            let keys: Vec<u64> = sorted_keys(&mut rng, n, false)
+                .into_iter()
+                .map(|k| k >> 44)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
             let values: Vec<u64> = keys.iter().map(|k| k + 1).collect();
             let mut t = RegularTree::bulk_load(&keys, &values, leaf_fill, node_fill);
             let mut m: BTreeMap<u64, u64> = keys.iter().map(|&k| (k, k + 1)).collect();

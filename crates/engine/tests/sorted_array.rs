@@ -16,8 +16,7 @@ fn oracle(keys: &[u64], q: u64) -> u64 {
 /// sometimes with 0 and u64::MAX.
 fn random_keys(rng: &mut SplitMix64, n: usize) -> Vec<u64> {
     let narrow = rng.below(2) == 0;
-    let mut keys: Vec<u64> =
-        (0..n).map(|_| if narrow { rng.below(n as u64 / 4 + 1) * 3 } else { rng.next_u64() }).collect();
+    let mut keys: Vec<u64> = (0..n).map(|_| if narrow { rng.below(n as u64 / 4 + 1) * 3 } else { rng.next_u64() }).collect();
     if n > 2 && rng.below(2) == 0 {
         keys[0] = 0;
         keys[1] = u64::MAX;

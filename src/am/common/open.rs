@@ -46,7 +46,11 @@ fn rel_name(oid: pg_sys::Oid) -> String {
     // SAFETY: get_rel_name returns a palloc'd name or NULL.
     unsafe {
         let n = pg_sys::get_rel_name(oid);
-        if n.is_null() { format!("relation with OID {}", oid.to_u32()) } else { CStr::from_ptr(n).to_string_lossy().into_owned() }
+        if n.is_null() {
+            format!("relation with OID {}", oid.to_u32())
+        } else {
+            CStr::from_ptr(n).to_string_lossy().into_owned()
+        }
     }
 }
 
@@ -64,7 +68,7 @@ fn not_of_am(oid: pg_sys::Oid, am: &CStr) -> ! {
 /// # Safety
 /// `index` is open.
 unsafe fn indexed_columns(index: pg_sys::Relation) -> *mut pg_sys::Bitmapset {
-    let offset = pg_sys::FirstLowInvalidHeapAttributeNumber as i32;
+    let offset = pg_sys::FirstLowInvalidHeapAttributeNumber;
     let mut cols: *mut pg_sys::Bitmapset = std::ptr::null_mut();
     let ix = &*(*index).rd_index;
     let keys = ix.indkey.values.as_slice(ix.indnatts as usize);
@@ -97,15 +101,27 @@ impl OpenIndex {
                     // Before any lock: a role with no privilege on the table
                     // and none on any of its columns is refused here.
                     if !table_select
-                        && pg_sys::pg_attribute_aclcheck_all(heap_oid, user, pg_sys::ACL_SELECT as pg_sys::AclMode, pg_sys::AclMaskHow::ACLMASK_ANY)
-                            != pg_sys::AclResult::ACLCHECK_OK
+                        && pg_sys::pg_attribute_aclcheck_all(
+                            heap_oid,
+                            user,
+                            pg_sys::ACL_SELECT as pg_sys::AclMode,
+                            pg_sys::AclMaskHow::ACLMASK_ANY,
+                        ) != pg_sys::AclResult::ACLCHECK_OK
                     {
-                        pg_sys::aclcheck_error(pg_sys::AclResult::ACLCHECK_NO_PRIV, pg_sys::get_relkind_objtype(relkind), pg_sys::get_rel_name(heap_oid));
+                        pg_sys::aclcheck_error(
+                            pg_sys::AclResult::ACLCHECK_NO_PRIV,
+                            pg_sys::get_relkind_objtype(relkind),
+                            pg_sys::get_rel_name(heap_oid),
+                        );
                     }
                 }
                 Access::Maintain => {
                     if !crate::compat::is_owner(heap_oid) {
-                        pg_sys::aclcheck_error(pg_sys::AclResult::ACLCHECK_NOT_OWNER, pg_sys::get_relkind_objtype(relkind), pg_sys::get_rel_name(heap_oid));
+                        pg_sys::aclcheck_error(
+                            pg_sys::AclResult::ACLCHECK_NOT_OWNER,
+                            pg_sys::get_relkind_objtype(relkind),
+                            pg_sys::get_rel_name(heap_oid),
+                        );
                     }
                 }
                 Access::Verify => {}
@@ -131,15 +147,18 @@ impl OpenIndex {
                 // RLS_ENABLED: policies apply. With row_security = off this
                 // raises "query would be affected by row-level security
                 // policy", as a SELECT would.
-                opened.policies = pg_sys::check_enable_rls(heap_oid, pg_sys::InvalidOid, false)
-                    == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32;
+                opened.policies =
+                    pg_sys::check_enable_rls(heap_oid, pg_sys::InvalidOid, false) == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32;
                 // Policies are applied by a query of the rows' ctids, which
                 // column privileges do not cover (as `SELECT ctid` is
                 // refused to such a role).
                 if opened.policies && !table_select {
                     crate::error::raise(
                         PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-                        format!("row-level security on table \"{}\" needs SELECT on the whole table for gpuindex batch functions", rel_name(heap_oid)),
+                        format!(
+                            "row-level security on table \"{}\" needs SELECT on the whole table for gpuindex batch functions",
+                            rel_name(heap_oid)
+                        ),
                         "Query through the index with a normal WHERE clause, which applies the policies, or grant SELECT on the table.",
                     );
                 }

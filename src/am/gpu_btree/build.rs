@@ -86,8 +86,7 @@ fn write_tree(index: pg_sys::Relation, entries: &[(u64, Tid)], nulls: &[Tid], fi
     let mut meta = new_page(index);
     assert_eq!(meta.block(), META_BLOCK);
     let per_leaf = (LEAF_CAPACITY * fill / 100).max(1);
-    let leaves: Vec<&[(u64, Tid)]> =
-        if entries.is_empty() { vec![&[][..]] } else { entries.chunks(per_leaf).collect() };
+    let leaves: Vec<&[(u64, Tid)]> = if entries.is_empty() { vec![&[][..]] } else { entries.chunks(per_leaf).collect() };
     // Level 0, then each level above from the (high, block) of the one below.
     let mut level_items: Vec<(u64, u32)> = Vec::with_capacity(leaves.len());
     let mut leftmost = [NONE; MAX_LEVELS];
@@ -125,14 +124,7 @@ fn write_tree(index: pg_sys::Relation, entries: &[(u64, Tid)], nulls: &[Tid], fi
         level_items = blocks;
     }
     let (null_head, null_tail) = write_nulls(index, nulls);
-    let m = Meta {
-        root: level_items[0].1,
-        root_level: level as u32,
-        leftmost,
-        null_head,
-        null_tail,
-        ..Meta::new(level_items[0].1)
-    };
+    let m = Meta { root: level_items[0].1, root_level: level as u32, leftmost, null_head, null_tail, ..Meta::new(level_items[0].1) };
     init_meta(&mut meta.page_mut_unlogged(), &m);
     meta.mark_dirty();
 }

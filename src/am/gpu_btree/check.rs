@@ -8,8 +8,8 @@
 
 use super::page::*;
 use super::tree::Tree;
-use crate::storage::Shared;
 use crate::am::common::{Access, OpenIndex};
+use crate::storage::Shared;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -121,5 +121,5 @@ fn gpu_btree_check(
             below = this;
         }
     }
-    TableIterator::new(rows.into_iter())
+    TableIterator::new(rows)
 }

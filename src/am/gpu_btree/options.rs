@@ -53,7 +53,11 @@ pub fn fillfactor(index: pg_sys::Relation) -> usize {
     // SAFETY: rd_options is NULL or the struct amoptions built.
     let ff = unsafe {
         let o = (*index).rd_options as *const Options;
-        if o.is_null() { DEFAULT_FILLFACTOR } else { (*o).fillfactor }
+        if o.is_null() {
+            DEFAULT_FILLFACTOR
+        } else {
+            (*o).fillfactor
+        }
     };
     ff.clamp(10, 100) as usize
 }

@@ -77,4 +77,3 @@ fn gpu_btree_probe(index: pg_sys::Oid, keys: pgrx::datum::AnyArray, fcinfo: pg_s
     // SAFETY: the call's own fcinfo, declared (ord bigint, ctid tid).
     unsafe { crate::srf::ord_tids(fcinfo, rows) }
 }
-

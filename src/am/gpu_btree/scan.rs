@@ -92,7 +92,11 @@ fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -> Plan {
                 // col < ANY(a) is col < max(a); col > ANY(a) is col > min(a).
                 let pick = |take_max: bool| {
                     let codes = values.iter().map(|&(_, v)| (keys::encode(v, elem_type), v));
-                    if take_max { codes.max_by_key(|c| c.0) } else { codes.min_by_key(|c| c.0) }
+                    if take_max {
+                        codes.max_by_key(|c| c.0)
+                    } else {
+                        codes.min_by_key(|c| c.0)
+                    }
                 };
                 let (_, v) = pick(k.sk_strategy <= 2).expect("non-empty array");
                 b.narrow(k.sk_strategy, v, elem_type);
@@ -260,8 +264,7 @@ pub unsafe extern "C-unwind" fn ambeginscan(
     norderbys: std::ffi::c_int,
 ) -> pg_sys::IndexScanDesc {
     let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
-    let tuple_ctx =
-        pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpu_btree tuples".as_ptr(), 0, 1024, 8192);
+    let tuple_ctx = pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpu_btree tuples".as_ptr(), 0, 1024, 8192);
     let st = ScanState {
         key_type: super::build::key_type(index),
         plan: Plan::Empty,

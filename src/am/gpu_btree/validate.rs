@@ -36,11 +36,8 @@ pub unsafe extern "C-unwind" fn amvalidate(opclass: pg_sys::Oid) -> bool {
         if own[1..].iter().any(|x| !x) {
             problems.push(format!("{name}: strategies 1..5 are not all present for its own type"));
         }
-        let procs: i64 = c
-            .select("SELECT count(*) FROM pg_amproc WHERE amprocfamily = $1", None, &[family.into()])?
-            .first()
-            .get(1)?
-            .unwrap_or(0);
+        let procs: i64 =
+            c.select("SELECT count(*) FROM pg_amproc WHERE amprocfamily = $1", None, &[family.into()])?.first().get(1)?.unwrap_or(0);
         if procs != 0 {
             problems.push(format!("{name}: gpu_btree uses no support functions, found {procs}"));
         }

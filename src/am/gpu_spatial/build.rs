@@ -63,12 +63,7 @@ pub fn check_column(index: pg_sys::Relation) {
 
 /// The quadtree of `pts`, built on the device the GUCs pick.
 pub fn build_tree(pts: &Points, params: Params) -> QuadTree {
-    crate::batch::run(
-        "gpu_spatial build",
-        pts.len(),
-        || QuadTree::build_cpu(pts, params),
-        |g| QuadTree::build_gpu(g, pts, params),
-    )
+    crate::batch::run("gpu_spatial build", pts.len(), || QuadTree::build_cpu(pts, params), |g| QuadTree::build_gpu(g, pts, params))
 }
 
 #[pg_guard]

@@ -21,7 +21,11 @@ fn chain(m: &mut Meta, which: Which) -> &mut Chain {
 /// The chain an entry belongs to: the delta for finite points, the odd
 /// chain for NULLs and non-finite points.
 pub fn which(e: &Entry) -> Which {
-    if !e.is_null() && e.x.is_finite() && e.y.is_finite() { Which::Delta } else { Which::Odd }
+    if !e.is_null() && e.x.is_finite() && e.y.is_finite() {
+        Which::Delta
+    } else {
+        Which::Odd
+    }
 }
 
 /// Appends one entry to its chain: the metapage (counts, tail) and the

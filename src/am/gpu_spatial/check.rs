@@ -7,8 +7,8 @@
 //! first violation; returns the counts otherwise.
 
 use super::shape;
-use gpuindex_engine::gpics::tree::{quadrant_box, NONE as NO_CHILD};
 use crate::am::common::{Access, OpenIndex};
+use gpuindex_engine::gpics::tree::{quadrant_box, NONE as NO_CHILD};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 

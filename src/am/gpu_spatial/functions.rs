@@ -20,6 +20,7 @@
 
 use super::image;
 use super::shape;
+use crate::am::common::{Access, OpenIndex};
 use crate::storage::{tid_from, Tid};
 use gpuindex_engine::gpics::{Query, Rect};
 use gpuindex_engine::keys::encode_f64;
@@ -27,7 +28,6 @@ use pgrx::datum::AnyArray;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::spi::Spi;
-use crate::am::common::{Access, OpenIndex};
 
 fn fail(code: PgSqlErrorCode, msg: impl Into<String>, hint: &str) -> ! {
     crate::error::raise(code, msg, hint)
@@ -168,8 +168,7 @@ fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize) -> Vec<(i64, p
         for j in 0..pending.len() {
             let (ai, ad) = a.of(j);
             let (bi, bd) = b.of(j);
-            let mut c: Vec<Cand> =
-                ai.iter().zip(ad).chain(bi.iter().zip(bd)).map(|(&t, &d)| (encode_f64(d), t, d)).collect();
+            let mut c: Vec<Cand> = ai.iter().zip(ad).chain(bi.iter().zip(bd)).map(|(&t, &d)| (encode_f64(d), t, d)).collect();
             c.sort_unstable_by_key(|c| (c.0, c.1));
             c.dedup_by_key(|c| c.1);
             c.truncate(want);
@@ -204,12 +203,7 @@ fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize) -> Vec<(i64, p
     sql = "CREATE FUNCTION gpu_spatial_knn(index regclass, centers point[], k int) RETURNS TABLE (ord bigint, ctid tid, distance float8)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
-fn gpu_spatial_knn(
-    index: pg_sys::Oid,
-    centers: AnyArray,
-    k: i32,
-    fcinfo: pg_sys::FunctionCallInfo,
-) {
+fn gpu_spatial_knn(index: pg_sys::Oid, centers: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
     if k <= 0 {
         fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("k = {k}: k must be positive"), "Ask for k >= 1 neighbours.");
     }
@@ -244,7 +238,11 @@ fn outer_type(table: pg_sys::Oid, column: &str) -> pg_sys::Oid {
     )
     .unwrap_or(None);
     t.unwrap_or_else(|| {
-        fail(PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN, format!("column \"{column}\" does not exist in the outer table"), "Name a point, box or circle column.")
+        fail(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+            format!("column \"{column}\" does not exist in the outer table"),
+            "Name a point, box or circle column.",
+        )
     })
 }
 
@@ -264,22 +262,42 @@ fn gpu_spatial_join(
     fcinfo: pg_sys::FunctionCallInfo,
 ) {
     let (Some(index), Some(outer), Some(column)) = (index, outer_table, outer_column) else {
-        fail(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, "index, outer_table and outer_column must not be NULL", "Name the index, the outer table and its column.");
+        fail(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            "index, outer_table and outer_column must not be NULL",
+            "Name the index, the outer table and its column.",
+        );
     };
     let batch = batch.unwrap_or(65536);
     if batch <= 0 {
-        fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("batch = {batch} must be positive"), "Use batches of thousands of outer rows.");
+        fail(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("batch = {batch} must be positive"),
+            "Use batches of thousands of outer rows.",
+        );
     }
     let kind = outer_type(outer, column);
     if kind == pg_sys::POINTOID {
         match within {
             Some(r) => check_radius(r),
-            None => fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "joining on a point column needs a distance", "Pass within => d: pairs of points at most d apart."),
+            None => fail(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                "joining on a point column needs a distance",
+                "Pass within => d: pairs of points at most d apart.",
+            ),
         }
     } else if ![pg_sys::BOXOID, pg_sys::CIRCLEOID].contains(&kind) {
-        fail(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("column \"{column}\" is not a point, box or circle"), "Join on a point (with within), box or circle column.");
+        fail(
+            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+            format!("column \"{column}\" is not a point, box or circle"),
+            "Join on a point (with within), box or circle column.",
+        );
     } else if within.is_some() {
-        fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "within applies to point columns only", "Boxes and circles carry their own extent; drop within.");
+        fail(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "within applies to point columns only",
+            "Boxes and circles carry their own extent; drop within.",
+        );
     }
     // The outer value of a row as a query.
     let to_query = |row: &pgrx::spi::SpiHeapTupleData| -> Result<Query, pgrx::spi::Error> {
@@ -306,7 +324,9 @@ fn gpu_spatial_join(
         ))
         .to_string_lossy()
         .into_owned();
-        let col = std::ffi::CStr::from_ptr(pg_sys::quote_identifier(std::ffi::CString::new(column).unwrap().as_ptr())).to_string_lossy().into_owned();
+        let col = std::ffi::CStr::from_ptr(pg_sys::quote_identifier(std::ffi::CString::new(column).unwrap().as_ptr()))
+            .to_string_lossy()
+            .into_owned();
         // ONLY: a child table's ctids would not identify rows of this one.
         // The query runs as the caller: SELECT privileges and row-level
         // security on the outer table are PostgreSQL's own checks.
@@ -315,26 +335,28 @@ fn gpu_spatial_join(
     let mut out: Vec<(pg_sys::ItemPointerData, pg_sys::ItemPointerData)> = Vec::new();
     let inner = open_index(index);
     Spi::connect(|client| {
-                let mut cursor = client.open_cursor(&sql, &[]);
-                loop {
-                    let rows = cursor.fetch(batch as _)?;
-                    if rows.is_empty() {
-                        break;
-                    }
-                    let mut outer_tids = Vec::with_capacity(rows.len());
-                    let mut qs = Vec::with_capacity(rows.len());
-                    for row in rows {
-                        let tid: pg_sys::ItemPointerData = row.get(1)?.expect("ctid");
-                        qs.push((outer_tids.len() as i64, to_query(&row)?));
-                        outer_tids.push(tid_from(tid));
-                    }
-                    for (ord, tid) in search(&inner, &qs, "gpu_spatial_join") {
-                        out.push((crate::storage::tid_to(outer_tids[ord as usize]), tid));
-                    }
-                }
-                Ok::<_, pgrx::spi::Error>(())
+        let mut cursor = client.open_cursor(&sql, &[]);
+        loop {
+            let rows = cursor.fetch(batch as _)?;
+            if rows.is_empty() {
+                break;
+            }
+            let mut outer_tids = Vec::with_capacity(rows.len());
+            let mut qs = Vec::with_capacity(rows.len());
+            for row in rows {
+                let tid: pg_sys::ItemPointerData = row.get(1)?.expect("ctid");
+                qs.push((outer_tids.len() as i64, to_query(&row)?));
+                outer_tids.push(tid_from(tid));
+            }
+            for (ord, tid) in search(&inner, &qs, "gpu_spatial_join") {
+                out.push((crate::storage::tid_to(outer_tids[ord as usize]), tid));
+            }
+        }
+        Ok::<_, pgrx::spi::Error>(())
     })
-    .unwrap_or_else(|e| fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("reading the outer table: {e}"), "Check the table and column names."));
+    .unwrap_or_else(|e| {
+        fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("reading the outer table: {e}"), "Check the table and column names.")
+    });
     drop(inner);
     // SAFETY: the call's own fcinfo; two tid columns.
     unsafe {

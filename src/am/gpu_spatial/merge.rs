@@ -24,11 +24,11 @@
 
 use super::page::*;
 use super::shape;
+use crate::am::common::{Access, OpenIndex};
 use crate::storage::{new_page, new_pages, Exclusive, Xlog};
 use gpuindex_engine::gpics::tree::Node;
 use gpuindex_engine::gpics::update::{plan_update, LeafData, LeafSource};
 use gpuindex_engine::gpics::{Params, Points};
-use crate::am::common::{Access, OpenIndex};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -128,7 +128,13 @@ fn entries_of(p: &Points) -> Vec<Entry> {
 
 /// Writes `items` on new consecutive pages of `kind`, WAL-logged (full
 /// images, four pages a record); returns the first block and the pages.
-fn write_run<T: Copy>(index: pg_sys::Relation, kind: u8, items: &[T], per_page: usize, set: fn(&mut crate::storage::PageMut, &[T])) -> (u32, u32) {
+fn write_run<T: Copy>(
+    index: pg_sys::Relation,
+    kind: u8,
+    items: &[T],
+    per_page: usize,
+    set: fn(&mut crate::storage::PageMut, &[T]),
+) -> (u32, u32) {
     let chunks: Vec<&[T]> = if items.is_empty() { vec![&[][..]] } else { items.chunks(per_page).collect() };
     let pages = new_pages(index, chunks.len());
     let first = pages[0].block();

@@ -124,11 +124,7 @@ impl Meta {
 }
 
 pub fn corrupted(what: String) -> ! {
-    crate::error::raise(
-        PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
-        format!("gpu_spatial: {what}"),
-        "REINDEX the index.",
-    )
+    crate::error::raise(PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED, format!("gpu_spatial: {what}"), "REINDEX the index.")
 }
 
 fn expect_kind(page: &PageRef, kinds: &[u8]) -> Special {

@@ -25,7 +25,10 @@ pub const STRATEGY_DISTANCE: u16 = 15;
 
 enum Mode {
     /// Collected matches and the position of the next one.
-    Plain { items: Vec<Entry>, pos: usize },
+    Plain {
+        items: Vec<Entry>,
+        pos: usize,
+    },
     Ordered(Box<Knn>),
 }
 
@@ -116,8 +119,7 @@ pub unsafe extern "C-unwind" fn ambeginscan(
     norderbys: std::ffi::c_int,
 ) -> pg_sys::IndexScanDesc {
     let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
-    let tuple_ctx =
-        pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpu_spatial tuples".as_ptr(), 0, 1024, 8192);
+    let tuple_ctx = pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpu_spatial tuples".as_ptr(), 0, 1024, 8192);
     if norderbys > 0 {
         let n = norderbys as usize;
         (*scan).xs_orderbyvals = pg_sys::palloc0(std::mem::size_of::<pg_sys::Datum>() * n) as *mut pg_sys::Datum;

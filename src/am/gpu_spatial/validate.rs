@@ -10,7 +10,8 @@ use pgrx::prelude::*;
 pub unsafe extern "C-unwind" fn amvalidate(opclass: pg_sys::Oid) -> bool {
     let problems = Spi::connect(|c| -> Result<Vec<String>, pgrx::spi::Error> {
         let mut problems = Vec::new();
-        let row = c.select("SELECT opcintype::regtype::text, opcfamily, opcname::text FROM pg_opclass WHERE oid = $1", None, &[opclass.into()])?;
+        let row =
+            c.select("SELECT opcintype::regtype::text, opcfamily, opcname::text FROM pg_opclass WHERE oid = $1", None, &[opclass.into()])?;
         let Some(r) = row.into_iter().next() else { return Ok(vec![format!("operator class {opclass:?} not found")]) };
         let (intype, family, name): (String, pg_sys::Oid, String) = (r.get(1)?.unwrap(), r.get(2)?.unwrap(), r.get(3)?.unwrap());
         if intype != "point" {
@@ -33,11 +34,8 @@ pub unsafe extern "C-unwind" fn amvalidate(opclass: pg_sys::Oid) -> bool {
                 problems.push(format!("{name}: operator of strategy {strategy} ({left}, {right}) for purpose {purpose} is not supported"));
             }
         }
-        let procs: i64 = c
-            .select("SELECT count(*) FROM pg_amproc WHERE amprocfamily = $1", None, &[family.into()])?
-            .first()
-            .get(1)?
-            .unwrap_or(0);
+        let procs: i64 =
+            c.select("SELECT count(*) FROM pg_amproc WHERE amprocfamily = $1", None, &[family.into()])?.first().get(1)?.unwrap_or(0);
         if procs != 0 {
             problems.push(format!("{name}: gpu_spatial uses no support functions, found {procs}"));
         }

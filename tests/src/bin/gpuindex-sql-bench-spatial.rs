@@ -28,18 +28,11 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args {
-        rows: 10_000_000,
-        reps: 3,
-        queries: 100_000,
-    };
+    let mut a = Args { rows: 10_000_000, reps: 3, queries: 100_000 };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
-        let num = || {
-            v.parse::<f64>()
-                .unwrap_or_else(|_| panic!("{x} takes a number")) as u64
-        };
+        let num = || v.parse::<f64>().unwrap_or_else(|_| panic!("{x} takes a number")) as u64;
         match x.as_str() {
             "--rows" => a.rows = num(),
             "--reps" => a.reps = num() as usize,
@@ -67,30 +60,19 @@ impl Answer {
 /// opclass has no `<@ circle`: PostgreSQL would scan the table per query).
 fn uses_index(c: &mut Client, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> bool {
     let plan = c.query(&format!("EXPLAIN {sql}"), params).unwrap();
-    plan.iter()
-        .any(|r| r.get::<_, String>(0).contains("bench_sp_p"))
+    plan.iter().any(|r| r.get::<_, String>(0).contains("bench_sp_p"))
 }
 
-fn answer<T: ?Sized + ToStatement>(
-    c: &mut Client,
-    sql: &T,
-    params: &[&(dyn postgres::types::ToSql + Sync)],
-) -> Answer {
+fn answer<T: ?Sized + ToStatement>(c: &mut Client, sql: &T, params: &[&(dyn postgres::types::ToSql + Sync)]) -> Answer {
     let r = c.query_one(sql, params).unwrap();
-    Answer {
-        count: r.get(0),
-        sum: r.get::<_, Option<f64>>(1).unwrap_or(0.0),
-    }
+    Answer { count: r.get(0), sum: r.get::<_, Option<f64>>(1).unwrap_or(0.0) }
 }
 
 fn main() {
     let a = args();
     let n = a.rows;
     let mut c = connect();
-    println!(
-        "# gpuindex-sql-bench-spatial: {n} points, median of {} runs",
-        a.reps
-    );
+    println!("# gpuindex-sql-bench-spatial: {n} points, median of {} runs", a.reps);
     println!("\n{}", describe_server(&mut c));
 
     let t = Instant::now();
@@ -103,25 +85,19 @@ fn main() {
     .unwrap();
     c.batch_execute("VACUUM (ANALYZE) bench_sp").unwrap();
     eprintln!("table built in {:.1} s", t.elapsed().as_secs_f64());
-    let _ =
-        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench_sp')");
+    let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench_sp')");
 
     // Boxes and circles of area ~1e6 (10 points each on average at 1e7
     // points), kNN centres; stored once as arrays that every form reads.
     let m = a.queries;
     let mut rng = Rng(7);
-    let mut coords = |k: usize| -> (Vec<f64>, Vec<f64>) {
-        (0..k)
-            .map(|_| (rng.unit() * SIDE, rng.unit() * SIDE))
-            .unzip()
-    };
+    let mut coords = |k: usize| -> (Vec<f64>, Vec<f64>) { (0..k).map(|_| (rng.unit() * SIDE, rng.unit() * SIDE)).unzip() };
     let (bx, by) = coords(m);
     let (cx, cy) = coords(m);
     let (kx, ky) = coords((m / 10).max(1));
     let box_side = (SIDE * SIDE * 10.0 / n as f64).sqrt();
     let radius = box_side / std::f64::consts::PI.sqrt();
-    c.batch_execute("CREATE TABLE bench_sp_q (boxes box[], circles circle[], centers point[])")
-        .unwrap();
+    c.batch_execute("CREATE TABLE bench_sp_q (boxes box[], circles circle[], centers point[])").unwrap();
     c.execute(
         "INSERT INTO bench_sp_q SELECT
            (SELECT array_agg(box(point(x, y), point(x + $7, y + $7)) ORDER BY i) FROM unnest($1::float8[], $2::float8[]) WITH ORDINALITY u(x, y, i)),
@@ -143,49 +119,21 @@ fn main() {
     let mut rows: Vec<Row> = Vec::new();
     let mut reference: Vec<Option<Answer>> = Vec::new(); // GiST's
     let mut plans: Vec<String> = Vec::new();
-    let (boxes, circles, centers) = (
-        "(SELECT boxes FROM bench_sp_q)",
-        "(SELECT circles FROM bench_sp_q)",
-        "(SELECT centers FROM bench_sp_q)",
-    );
+    let (boxes, circles, centers) =
+        ("(SELECT boxes FROM bench_sp_q)", "(SELECT circles FROM bench_sp_q)", "(SELECT centers FROM bench_sp_q)");
     for (i, (label, using, device)) in setups.iter().enumerate() {
         let setting = format!("SET gpuindex.device = {device}");
         if i == 0 || setups[i - 1].1 != *using {
             c.batch_execute("DROP INDEX IF EXISTS bench_sp_p").unwrap();
             let t = Instant::now();
-            c.batch_execute(&format!(
-                "CREATE INDEX bench_sp_p ON bench_sp USING {using}"
-            ))
-            .unwrap();
-            push(
-                &mut rows,
-                ns,
-                i,
-                "CREATE INDEX".into(),
-                "s",
-                true,
-                t.elapsed().as_secs_f64(),
-            );
+            c.batch_execute(&format!("CREATE INDEX bench_sp_p ON bench_sp USING {using}")).unwrap();
+            push(&mut rows, ns, i, "CREATE INDEX".into(), "s", true, t.elapsed().as_secs_f64());
             c.batch_execute("VACUUM (ANALYZE) bench_sp").unwrap();
             let _ = c.batch_execute("SELECT pg_prewarm('bench_sp_p')");
-            let size: i64 = c
-                .query_one("SELECT pg_relation_size('bench_sp_p')", &[])
-                .unwrap()
-                .get(0);
-            push(
-                &mut rows,
-                ns,
-                i,
-                "index size".into(),
-                "MiB",
-                true,
-                size as f64 / 1048576.0,
-            );
+            let size: i64 = c.query_one("SELECT pg_relation_size('bench_sp_p')", &[]).unwrap().get(0);
+            push(&mut rows, ns, i, "index size".into(), "MiB", true, size as f64 / 1048576.0);
         } else {
-            for r in rows
-                .iter_mut()
-                .filter(|r| r.what == "CREATE INDEX" || r.what == "index size")
-            {
+            for r in rows.iter_mut().filter(|r| r.what == "CREATE INDEX" || r.what == "index size") {
                 r.values[i] = r.values[i - 1];
             }
         }
@@ -210,11 +158,7 @@ fn main() {
         for (what, sql) in single {
             let mut c = session();
             let st = c.prepare(sql).unwrap();
-            let size = if what.contains("circle") {
-                radius
-            } else {
-                box_side
-            };
+            let size = if what.contains("circle") { radius } else { box_side };
             let (xs, ys) = if what.contains("box") {
                 (&bx, &by)
             } else if what.contains("circle") {
@@ -224,46 +168,25 @@ fn main() {
             };
             let count = singles.min(xs.len());
             let knn = what.contains("kNN");
-            let supported = if knn {
-                uses_index(&mut c, sql, &[&kx[0], &ky[0]])
-            } else {
-                uses_index(&mut c, sql, &[&bx[0], &by[0], &size])
-            };
+            let supported =
+                if knn { uses_index(&mut c, sql, &[&kx[0], &ky[0]]) } else { uses_index(&mut c, sql, &[&bx[0], &by[0], &size]) };
             if !supported {
                 answers.push(None);
-                plans.push(format!(
-                    "{label}: {what} -> not measured: the index cannot answer it"
-                ));
+                plans.push(format!("{label}: {what} -> not measured: the index cannot answer it"));
                 continue;
             }
             let mut total = Answer { count: 0, sum: 0.0 };
             let secs = time(a.reps, || {
                 total = Answer { count: 0, sum: 0.0 };
                 for j in 0..count {
-                    let r = if knn {
-                        answer(&mut c, &st, &[&xs[j], &ys[j]])
-                    } else {
-                        answer(&mut c, &st, &[&xs[j], &ys[j], &size])
-                    };
+                    let r = if knn { answer(&mut c, &st, &[&xs[j], &ys[j]]) } else { answer(&mut c, &st, &[&xs[j], &ys[j], &size]) };
                     total.count += r.count;
                     total.sum += r.sum;
                 }
             });
             answers.push(Some(total));
-            push(
-                &mut rows,
-                ns,
-                i,
-                what.into(),
-                "us",
-                true,
-                secs / count as f64 * 1e6,
-            );
-            let plan = if knn {
-                plan_of(&mut c, sql, &[&kx[0], &ky[0]])
-            } else {
-                plan_of(&mut c, sql, &[&bx[0], &by[0], &size])
-            };
+            push(&mut rows, ns, i, what.into(), "us", true, secs / count as f64 * 1e6);
+            let plan = if knn { plan_of(&mut c, sql, &[&kx[0], &ky[0]]) } else { plan_of(&mut c, sql, &[&bx[0], &by[0], &size]) };
             plans.push(format!("{label}: {what} -> {plan}"));
         }
 
@@ -272,24 +195,9 @@ fn main() {
         // LATERAL over the index for every index; gpu_spatial's batch
         // functions (joined back by ctid for rows).
         let kinds = [
-            (
-                format!("{m} boxes"),
-                boxes,
-                "WHERE p <@ q.v",
-                "gpu_spatial_range('bench_sp_p', {a})",
-            ),
-            (
-                format!("{m} circles"),
-                circles,
-                "WHERE p <@ q.v",
-                "gpu_spatial_within('bench_sp_p', {a})",
-            ),
-            (
-                format!("{} kNN (k = 10)", kx.len()),
-                centers,
-                "ORDER BY p <-> q.v LIMIT 10",
-                "gpu_spatial_knn('bench_sp_p', {a}, 10)",
-            ),
+            (format!("{m} boxes"), boxes, "WHERE p <@ q.v", "gpu_spatial_range('bench_sp_p', {a})"),
+            (format!("{m} circles"), circles, "WHERE p <@ q.v", "gpu_spatial_within('bench_sp_p', {a})"),
+            (format!("{} kNN (k = 10)", kx.len()), centers, "ORDER BY p <-> q.v LIMIT 10", "gpu_spatial_knn('bench_sp_p', {a}, 10)"),
         ];
         let mut lateral: Vec<(String, String)> = Vec::new();
         let mut functions: Vec<(String, String)> = Vec::new();
@@ -297,14 +205,27 @@ fn main() {
             let call = call.replace("{a}", arr);
             let knn = cond.starts_with("ORDER");
             let (lat_pairs, fun_pairs) = if knn {
-                (format!("SELECT count(*), sum(t.d) FROM unnest({arr}) q(v) CROSS JOIN LATERAL (SELECT p <-> q.v d FROM bench_sp {cond}) t"), format!("SELECT count(*), sum(distance) FROM {call}"))
+                (
+                    format!(
+                        "SELECT count(*), sum(t.d) FROM unnest({arr}) q(v) CROSS JOIN LATERAL (SELECT p <-> q.v d FROM bench_sp {cond}) t"
+                    ),
+                    format!("SELECT count(*), sum(distance) FROM {call}"),
+                )
             } else {
-                (format!("SELECT count(*), 0::float8 FROM unnest({arr}) q(v) CROSS JOIN LATERAL (SELECT ctid FROM bench_sp {cond}) t"), format!("SELECT count(*), 0::float8 FROM {call}"))
+                (
+                    format!("SELECT count(*), 0::float8 FROM unnest({arr}) q(v) CROSS JOIN LATERAL (SELECT ctid FROM bench_sp {cond}) t"),
+                    format!("SELECT count(*), 0::float8 FROM {call}"),
+                )
             };
             let (lat_rows, fun_rows) = if knn {
                 (format!("SELECT count(t.id), sum(t.d) FROM unnest({arr}) q(v) CROSS JOIN LATERAL (SELECT id, p <-> q.v d FROM bench_sp {cond}) t"), format!("SELECT count(t.id), sum(r.distance) FROM {call} r JOIN bench_sp t ON t.ctid = r.ctid"))
             } else {
-                (format!("SELECT count(*), sum(t.id)::float8 FROM unnest({arr}) q(v) CROSS JOIN LATERAL (SELECT id FROM bench_sp {cond}) t"), format!("SELECT count(*), sum(t.id)::float8 FROM {call} r JOIN bench_sp t ON t.ctid = r.ctid"))
+                (
+                    format!(
+                        "SELECT count(*), sum(t.id)::float8 FROM unnest({arr}) q(v) CROSS JOIN LATERAL (SELECT id FROM bench_sp {cond}) t"
+                    ),
+                    format!("SELECT count(*), sum(t.id)::float8 FROM {call} r JOIN bench_sp t ON t.ctid = r.ctid"),
+                )
             };
             let fname = call.split('(').next().unwrap().to_string();
             lateral.push((format!("{name} -> (ord, ctid), LATERAL join"), lat_pairs));
@@ -323,9 +244,7 @@ fn main() {
                 plans.push(format!("{label}: {what} -> {}", plan_of(&mut c, sql, &[])));
             } else {
                 answers.push(None);
-                plans.push(format!(
-                    "{label}: {what} -> not measured: the index cannot answer it"
-                ));
+                plans.push(format!("{label}: {what} -> not measured: the index cannot answer it"));
             }
             let (what, sql) = &functions[j];
             if is_gpu {
@@ -335,23 +254,10 @@ fn main() {
                 push(&mut rows, ns, i, what.clone(), "ms", true, secs * 1e3);
                 // The engine's share: the index batch itself (for kNN, its
                 // last within-distance round), and where it ran.
-                let r = c
-                    .query_one("SELECT device, millis FROM gpuindex_last_batch()", &[])
-                    .unwrap();
+                let r = c.query_one("SELECT device, millis FROM gpuindex_last_batch()", &[]).unwrap();
                 let (dev, ms): (String, f64) = (r.get(0), r.get(1));
-                push(
-                    &mut rows,
-                    ns,
-                    i,
-                    format!("{what}: engine batch (last call)"),
-                    "ms",
-                    true,
-                    ms,
-                );
-                plans.push(format!(
-                    "{label}: {what} -> {} (engine batch on {dev})",
-                    plan_of(&mut c, sql, &[])
-                ));
+                push(&mut rows, ns, i, format!("{what}: engine batch (last call)"), "ms", true, ms);
+                plans.push(format!("{label}: {what} -> {} (engine batch on {dev})", plan_of(&mut c, sql, &[])));
             } else {
                 answers.push(None);
             }
@@ -361,10 +267,7 @@ fn main() {
         } else {
             for (k, (x, r)) in answers.iter().zip(&reference).enumerate() {
                 if let (Some(x), Some(r)) = (x, r) {
-                    assert!(
-                        x.same(r),
-                        "{label} answered {x:?} where GiST answered {r:?} (answer {k})"
-                    );
+                    assert!(x.same(r), "{label} answered {x:?} where GiST answered {r:?} (answer {k})");
                 }
             }
         }
@@ -375,45 +278,20 @@ fn main() {
     print_table(&labels, &rows);
     println!("\nEvery answer was checked against GiST's (count and sum of ids; for kNN, count and sum of distances).");
     println!("\"-\": not measured (no such function, or an operator the index does not support).");
-    let get = |what: &str, i: usize| {
-        rows.iter()
-            .find(|r| r.what.starts_with(what))
-            .map(|r| r.values[i])
-            .unwrap_or(f64::NAN)
-    };
+    let get = |what: &str, i: usize| rows.iter().find(|r| r.what.starts_with(what)).map(|r| r.values[i]).unwrap_or(f64::NAN);
     println!("\nRatios (> 1: gpu_spatial (auto) faster):\n");
     println!("| measure | best of GiST, SP-GiST (LATERAL) | gpu_spatial (auto) | ratio |");
     println!("|---|---:|---:|---:|");
-    for (l, f) in rows
-        .iter()
-        .filter(|r| r.what.contains("LATERAL"))
-        .map(|r| r.what.clone())
-        .collect::<Vec<_>>()
-        .iter()
-        .zip(
-            rows.iter()
-                .filter(|r| r.what.contains("gpu_spatial_") && !r.what.contains("engine"))
-                .map(|r| r.what.clone())
-                .collect::<Vec<_>>(),
-        )
-    {
+    for (l, f) in rows.iter().filter(|r| r.what.contains("LATERAL")).map(|r| r.what.clone()).collect::<Vec<_>>().iter().zip(
+        rows.iter().filter(|r| r.what.contains("gpu_spatial_") && !r.what.contains("engine")).map(|r| r.what.clone()).collect::<Vec<_>>(),
+    ) {
         let best = get(l, 0).min(get(l, 1)); // f64::min skips NaN
         let g = get(&f, 2);
-        println!(
-            "| {f} vs LATERAL | {best:.1} ms | {g:.1} ms | {:.2}x |",
-            best / g
-        );
+        println!("| {f} vs LATERAL | {best:.1} ms | {g:.1} ms | {:.2}x |", best / g);
     }
-    for what in [
-        "single box query",
-        "single circle query",
-        "single kNN query",
-    ] {
+    for what in ["single box query", "single circle query", "single kNN query"] {
         let (gist, g) = (get(what, 0), get(what, 2));
-        println!(
-            "| {what}: vs GiST | {gist:.1} us (GiST) | {g:.1} us | {:.2}x |",
-            gist / g
-        );
+        println!("| {what}: vs GiST | {gist:.1} us (GiST) | {g:.1} us | {:.2}x |", gist / g);
     }
     println!("\nPlans:");
     for p in plans {

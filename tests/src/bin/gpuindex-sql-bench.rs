@@ -108,7 +108,11 @@ fn main() {
             let m = p.len();
             for (what, sql, forced) in [
                 (format!("= ANY({}K keys), count", m / 1000), "SELECT count(*) FROM bench_t WHERE k = ANY($1)", false),
-                (format!("= ANY({}K keys), sum(payload)", m / 1000), "SELECT coalesce(sum(payload), 0)::int8 FROM bench_t WHERE k = ANY($1)", false),
+                (
+                    format!("= ANY({}K keys), sum(payload)", m / 1000),
+                    "SELECT coalesce(sum(payload), 0)::int8 FROM bench_t WHERE k = ANY($1)",
+                    false,
+                ),
                 (
                     format!("= ANY({}K keys), sum(payload), index scan forced", m / 1000),
                     "SELECT coalesce(sum(payload), 0)::int8 FROM bench_t WHERE k = ANY($1)",
@@ -139,7 +143,10 @@ fn main() {
             answers.push(total);
             push(&mut rows, setups.len(), i, format!("BETWEEN, {w} rows"), "us", true, secs / starts.len() as f64 * 1e6);
             if w == 1 {
-                plans.push(format!("{label}: BETWEEN, 1 row -> {}", plan_of(&mut c, "SELECT sum(payload) FROM bench_t WHERE k BETWEEN 1000 AND 1000", &[])));
+                plans.push(format!(
+                    "{label}: BETWEEN, 1 row -> {}",
+                    plan_of(&mut c, "SELECT sum(payload) FROM bench_t WHERE k BETWEEN 1000 AND 1000", &[])
+                ));
             }
         }
         // The batch function against the join that btree users write.
@@ -168,10 +175,8 @@ fn main() {
         push(&mut rows, setups.len(), i, "single-row INSERT".into(), "us", true, t.elapsed().as_secs_f64() / 20_000.0 * 1e6);
         let t = Instant::now();
         for b in 0..200i64 {
-            c.batch_execute(&format!(
-                "INSERT INTO bench_t SELECT ({b} * 1000 + g) * 2654435761 % {n}, -1 FROM generate_series(0, 999) g"
-            ))
-            .unwrap();
+            c.batch_execute(&format!("INSERT INTO bench_t SELECT ({b} * 1000 + g) * 2654435761 % {n}, -1 FROM generate_series(0, 999) g"))
+                .unwrap();
         }
         push(&mut rows, setups.len(), i, "INSERT, 1000-row statements".into(), "krows/s", false, 200.0 / t.elapsed().as_secs_f64());
         c.batch_execute("DELETE FROM bench_t WHERE payload = -1").unwrap();

@@ -220,20 +220,41 @@ impl DeviceTree {
         let leaf_pairs = gpu.alloc::<u32>(pairs)?;
         let lcursor = gpu.upload(&vec![0u32; slots])?;
         let (qop, lop, lcurp, pqp, plp, lpp) = (qoff.ptr(), loff.ptr(), lcursor.ptr(), pair_query.ptr(), pair_leaf.ptr(), leaf_pairs.ptr());
-        launch!(gpu, stream, GPICS, "gpics_register_fill", (grid(m, gpu), BLOCK, 0), [np, ht, ho, tl, qp, m64, qop, lop, lcurp, pqp, plp, lpp])?;
+        launch!(
+            gpu,
+            stream,
+            GPICS,
+            "gpics_register_fill",
+            (grid(m, gpu), BLOCK, 0),
+            [np, ht, ho, tl, qp, m64, qop, lop, lcurp, pqp, plp, lpp]
+        )?;
         // Step II, one thread per pair in leaf order: count, scan, write.
         let pair_count = gpu.alloc::<u32>(pairs)?;
         let (xp, yp, lsp, lnp, pcp) = (self.x.ptr(), self.y.ptr(), self.leaf_start.ptr(), self.leaf_count.ptr(), pair_count.ptr());
         let (null, p64) = (0u64, pairs as u64);
         let idp = if as_ids { self.id.ptr() } else { null };
         if pairs > 0 {
-            launch!(gpu, stream, GPICS, "gpics_process", (grid(pairs, gpu), BLOCK, 0), [xp, yp, lsp, lnp, tl, lpp, plp, pqp, qp, p64, pcp, null, null, null])?;
+            launch!(
+                gpu,
+                stream,
+                GPICS,
+                "gpics_process",
+                (grid(pairs, gpu), BLOCK, 0),
+                [xp, yp, lsp, lnp, tl, lpp, plp, pqp, qp, p64, pcp, null, null, null]
+            )?;
         }
         let (pair_off, total) = scan(gpu, &stream, &pair_count, pairs)?;
         let out = gpu.alloc::<u64>(total as usize)?;
         let (pop, outp) = (pair_off.ptr(), out.ptr());
         if total > 0 {
-            launch!(gpu, stream, GPICS, "gpics_process", (grid(pairs, gpu), BLOCK, 0), [xp, yp, lsp, lnp, tl, lpp, plp, pqp, qp, p64, pcp, pop, outp, idp])?;
+            launch!(
+                gpu,
+                stream,
+                GPICS,
+                "gpics_process",
+                (grid(pairs, gpu), BLOCK, 0),
+                [xp, yp, lsp, lnp, tl, lpp, plp, pqp, qp, p64, pcp, pop, outp, idp]
+            )?;
         }
         let res_off = gpu.alloc::<u64>(m + 1)?;
         let rop = res_off.ptr();

@@ -76,16 +76,17 @@ impl QuadTree {
                 }
             }
         }
-        if best.len() >= k { crate::keys::decode_f64(*best.peek().expect("k > 0")) } else { f64::INFINITY }
+        if best.len() >= k {
+            crate::keys::decode_f64(*best.peek().expect("k > 0"))
+        } else {
+            f64::INFINITY
+        }
     }
 
     /// Distance beyond which every tree point is inside the circle.
     fn cover_radius(&self, x: f64, y: f64) -> f64 {
         let r = self.root_rect();
-        [(r.lx, r.ly), (r.lx, r.hy), (r.hx, r.ly), (r.hx, r.hy)]
-            .iter()
-            .map(|&(cx, cy)| distance(x, y, cx, cy))
-            .fold(0.0, f64::max)
+        [(r.lx, r.ly), (r.lx, r.hy), (r.hx, r.ly), (r.hx, r.hy)].iter().map(|&(cx, cy)| distance(x, y, cx, cy)).fold(0.0, f64::max)
     }
 
     /// kNN through a within-distance batch runner (`within` is the CPU or
@@ -109,12 +110,7 @@ impl QuadTree {
         Ok(out)
     }
 
-    fn knn_chunk<E>(
-        &self,
-        points: &[(f64, f64)],
-        k: usize,
-        within: &mut impl FnMut(&[Query]) -> Result<Hits, E>,
-    ) -> Result<Neighbors, E> {
+    fn knn_chunk<E>(&self, points: &[(f64, f64)], k: usize, within: &mut impl FnMut(&[Query]) -> Result<Hits, E>) -> Result<Neighbors, E> {
         let m = points.len();
         let mut cand: Vec<Vec<u64>> = vec![Vec::new(); m];
         if k > 0 {
@@ -128,8 +124,7 @@ impl QuadTree {
                 .map(|&(x, y)| if x.is_finite() && y.is_finite() && !self.pts.is_empty() { self.knn_reach(x, y, k) } else { 0.0 })
                 .collect();
             let cover: Vec<f64> = points.iter().map(|&(x, y)| self.cover_radius(x, y)).collect();
-            let mut pending: Vec<usize> =
-                (0..m).filter(|&i| points[i].0.is_finite() && points[i].1.is_finite()).collect();
+            let mut pending: Vec<usize> = (0..m).filter(|&i| points[i].0.is_finite() && points[i].1.is_finite()).collect();
             while !pending.is_empty() {
                 let qs: Vec<Query> =
                     pending.iter().map(|&i| Query::Within { x: points[i].0, y: points[i].1, r: radius[i].min(cover[i]) }).collect();

@@ -146,13 +146,8 @@ impl QuadTree {
     /// a root grown by doubling has the old root exactly as a quadrant
     /// (bulk updates re-root instead of rebuilding).
     pub(crate) fn bounds(pts: &Points) -> [f64; 4] {
-        let (lx, ly, hx, hy) = pts
-            .x
-            .par_iter()
-            .zip(pts.y.par_iter())
-            .filter(|(x, y)| x.is_finite() && y.is_finite())
-            .map(|(&x, &y)| (x, y, x, y))
-            .reduce(
+        let (lx, ly, hx, hy) =
+            pts.x.par_iter().zip(pts.y.par_iter()).filter(|(x, y)| x.is_finite() && y.is_finite()).map(|(&x, &y)| (x, y, x, y)).reduce(
                 || (f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY),
                 |a, b| (a.0.min(b.0), a.1.min(b.1), a.2.max(b.2), a.3.max(b.3)),
             );
@@ -173,7 +168,11 @@ impl QuadTree {
         let mut odd = Points::default();
         for i in 0..input.len() {
             let (x, y, id) = (input.x[i], input.y[i], input.id[i]);
-            if x.is_finite() && y.is_finite() { tree.push(x, y, id) } else { odd.push(x, y, id) }
+            if x.is_finite() && y.is_finite() {
+                tree.push(x, y, id)
+            } else {
+                odd.push(x, y, id)
+            }
         }
         (tree, odd)
     }
@@ -258,8 +257,11 @@ impl QuadTree {
             }
             let mut order: Vec<u32> = (0..n as u32).collect();
             order.sort_unstable_by(|&a, &b| x[a as usize].total_cmp(&x[b as usize]));
-            let (sx, sy, sid): (Vec<f64>, Vec<f64>, Vec<u64>) =
-                (order.iter().map(|&i| x[i as usize]).collect(), order.iter().map(|&i| y[i as usize]).collect(), order.iter().map(|&i| id[i as usize]).collect());
+            let (sx, sy, sid): (Vec<f64>, Vec<f64>, Vec<u64>) = (
+                order.iter().map(|&i| x[i as usize]).collect(),
+                order.iter().map(|&i| y[i as usize]).collect(),
+                order.iter().map(|&i| id[i as usize]).collect(),
+            );
             x.copy_from_slice(&sx);
             y.copy_from_slice(&sy);
             id.copy_from_slice(&sid);
@@ -375,7 +377,7 @@ impl QuadTree {
     pub fn all_sorted(&self) -> Vec<(u64, f64, f64)> {
         let mut v: Vec<(u64, f64, f64)> = (0..self.pts.len()).map(|i| (self.pts.id[i], self.pts.x[i], self.pts.y[i])).collect();
         v.extend((0..self.odd.len()).map(|i| (self.odd.id[i], self.odd.x[i], self.odd.y[i])));
-        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.sort_by_key(|a| a.0);
         v
     }
 
@@ -407,7 +409,7 @@ impl QuadTree {
             return Err(format!("leaves cover {covered} of {} points", self.pts.len()));
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.count == 0 && self.pts.len() > 0 {
+            if n.count == 0 && !self.pts.is_empty() {
                 return Err(format!("empty node {i}"));
             }
             if !n.is_leaf() {

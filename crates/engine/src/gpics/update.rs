@@ -172,11 +172,8 @@ pub fn plan_update(
         w.data.get_mut(&n).expect("affected leaf").push(inserts.x[i], inserts.y[i], inserts.id[i]);
     }
     // Node-Partitioning of the leaves now over MC.
-    let over: Vec<u32> = affected
-        .iter()
-        .copied()
-        .filter(|n| w.data[n].len() > params.mc && (w.nodes[*n as usize].depth as usize) < params.mh)
-        .collect();
+    let over: Vec<u32> =
+        affected.iter().copied().filter(|n| w.data[n].len() > params.mc && (w.nodes[*n as usize].depth as usize) < params.mh).collect();
     let subtrees: Vec<(u32, Vec<Node>, Vec<u32>, Points)> = over
         .par_iter()
         .map(|&n| {
@@ -408,7 +405,11 @@ impl QuadTree {
             total += len(d);
         }
         let mut pts = Points { x: vec![0.0; total], y: vec![0.0; total], id: vec![0; total] };
-        let (ox, oy, oid) = (super::tree::SharedMut(pts.x.as_mut_ptr()), super::tree::SharedMut(pts.y.as_mut_ptr()), super::tree::SharedMut(pts.id.as_mut_ptr()));
+        let (ox, oy, oid) = (
+            super::tree::SharedMut(pts.x.as_mut_ptr()),
+            super::tree::SharedMut(pts.y.as_mut_ptr()),
+            super::tree::SharedMut(pts.id.as_mut_ptr()),
+        );
         leaves.par_iter().zip(starts.par_iter()).for_each(|(d, &at)| {
             let (x, y, id): (&[f64], &[f64], &[u64]) = match d {
                 LeafData::Keep(o) => {

@@ -69,15 +69,11 @@ pub(crate) fn detect(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), G
             return Err(GpuError::Unavailable("the driver found no CUDA device".into()));
         }
         if ordinal >= count as usize {
-            return Err(GpuError::Unavailable(format!(
-                "device {ordinal} asked for, but only {count} found"
-            )));
+            return Err(GpuError::Unavailable(format!("device {ordinal} asked for, but only {count} found")));
         }
         // SAFETY: only probes dlopen.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(GpuError::Unavailable(
-                "NVRTC (libnvrtc.so.13 or .12) was not found: kernels cannot be compiled".into(),
-            ));
+            return Err(GpuError::Unavailable("NVRTC (libnvrtc.so.13 or .12) was not found: kernels cannot be compiled".into()));
         }
         let (mut maj, mut min) = (0, 0);
         // SAFETY: plain out-parameter call.

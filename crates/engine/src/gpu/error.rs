@@ -23,18 +23,12 @@ impl GpuError {
     /// A one-line hint for users, suitable for a PostgreSQL `errhint`.
     pub fn hint(&self) -> &'static str {
         match self {
-            GpuError::Unavailable(_) => {
-                "Set gpuindex.device = auto or cpu to run on the CPU; gpuindex_device_info() shows what was found."
-            }
-            GpuError::OutOfMemory { .. } => {
-                "Use smaller batches, free GPU memory used by other processes, or set gpuindex.device = cpu."
-            }
+            GpuError::Unavailable(_) => "Set gpuindex.device = auto or cpu to run on the CPU; gpuindex_device_info() shows what was found.",
+            GpuError::OutOfMemory { .. } => "Use smaller batches, free GPU memory used by other processes, or set gpuindex.device = cpu.",
             GpuError::Compile { .. } => {
                 "The kernel did not compile for this GPU with this NVRTC; please report it. gpuindex.device = cpu avoids the GPU."
             }
-            GpuError::Driver { .. } | GpuError::Panic(_) => {
-                "The CUDA driver reported an error; gpuindex.device = cpu avoids the GPU."
-            }
+            GpuError::Driver { .. } | GpuError::Panic(_) => "The CUDA driver reported an error; gpuindex.device = cpu avoids the GPU.",
         }
     }
 }
@@ -43,13 +37,9 @@ impl fmt::Display for GpuError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             GpuError::Unavailable(why) => write!(f, "no usable GPU: {why}"),
-            GpuError::OutOfMemory { requested, free, total } => write!(
-                f,
-                "GPU out of memory: asked for {} MiB, {} MiB free of {} MiB",
-                requested >> 20,
-                free >> 20,
-                total >> 20
-            ),
+            GpuError::OutOfMemory { requested, free, total } => {
+                write!(f, "GPU out of memory: asked for {} MiB, {} MiB free of {} MiB", requested >> 20, free >> 20, total >> 20)
+            }
             GpuError::Compile { kernel, log } => write!(f, "kernel {kernel} failed to compile: {log}"),
             GpuError::Driver { call, detail } => write!(f, "CUDA error in {call}: {detail}"),
             GpuError::Panic(msg) => write!(f, "CUDA bindings panicked: {msg}"),

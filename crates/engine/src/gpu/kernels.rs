@@ -10,10 +10,7 @@ pub struct KernelSource {
 
 macro_rules! kernel {
     ($name:literal) => {
-        KernelSource {
-            name: $name,
-            source: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../kernels/", $name, ".cu")),
-        }
+        KernelSource { name: $name, source: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../kernels/", $name, ".cu")) }
     };
 }
 

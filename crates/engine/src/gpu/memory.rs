@@ -154,8 +154,7 @@ impl<T: Copy + Default> PinnedBuffer<T> {
         let bytes = (len * std::mem::size_of::<T>()).max(1);
         ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         // SAFETY: plain allocation (not write-combined: the host reads results back).
-        let ptr = unsafe { result::malloc_host(bytes, 0) }.map_err(|e| alloc_error(ctx, bytes, "cuMemHostAlloc", e))?
-            as *mut T;
+        let ptr = unsafe { result::malloc_host(bytes, 0) }.map_err(|e| alloc_error(ctx, bytes, "cuMemHostAlloc", e))? as *mut T;
         // Initialise so that the slices below never expose uninitialised memory.
         // SAFETY: ptr holds len values.
         unsafe { std::slice::from_raw_parts_mut(ptr, len).fill(T::default()) };

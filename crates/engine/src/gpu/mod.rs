@@ -50,9 +50,9 @@ static RUNTIME: OnceLock<Result<Arc<Gpu>, GpuError>> = OnceLock::new();
 /// failure is remembered: the reason is returned on every later call.
 pub fn gpu() -> Result<Arc<Gpu>, GpuError> {
     match RUNTIME.get_or_init(|| Gpu::init(0).map(Arc::new)) {
-        Ok(g) if g.pid != std::process::id() => Err(GpuError::Unavailable(
-            "CUDA was initialised before this process was forked; a forked child cannot use it".into(),
-        )),
+        Ok(g) if g.pid != std::process::id() => {
+            Err(GpuError::Unavailable("CUDA was initialised before this process was forked; a forked child cannot use it".into()))
+        }
         Ok(g) => Ok(g.clone()),
         Err(e) => Err(e.clone()),
     }

@@ -59,9 +59,8 @@ impl ImplicitInner {
             total += leaves.div_ceil(FANOUT.pow((height - m) as u32));
         }
         let mut nodes = super::huge_vec(total, Line::EMPTY);
-        for m in 0..height {
+        for (m, &first) in level_offsets.iter().enumerate() {
             let span = FANOUT.pow((height - m - 1) as u32);
-            let first = level_offsets[m];
             let count = leaves.div_ceil(span * FANOUT);
             nodes[first..first + count].par_iter_mut().enumerate().for_each(|(i, node)| {
                 for j in 0..FANOUT {
@@ -139,11 +138,7 @@ impl ImplicitInner {
             return Ok(d.clone());
         }
         let offsets: Vec<u64> = self.level_offsets.iter().map(|&o| o as u64).collect();
-        let d = Arc::new(DeviceInner {
-            nodes: gpu.upload(&self.nodes)?,
-            offsets: gpu.upload(&offsets)?,
-            height: self.height() as u32,
-        });
+        let d = Arc::new(DeviceInner { nodes: gpu.upload(&self.nodes)?, offsets: gpu.upload(&offsets)?, height: self.height() as u32 });
         *slot = Some(d.clone());
         Ok(d)
     }
@@ -155,14 +150,7 @@ impl ImplicitInner {
 
     /// Enqueues the inner search of `m` queries (device address `queries`)
     /// writing leaf numbers (u32) to `out`.
-    pub fn launch_descend(
-        &self,
-        gpu: &Gpu,
-        stream: &Arc<CudaStream>,
-        queries: u64,
-        out: u64,
-        m: usize,
-    ) -> Result<(), GpuError> {
+    pub fn launch_descend(&self, gpu: &Gpu, stream: &Arc<CudaStream>, queries: u64, out: u64, m: usize) -> Result<(), GpuError> {
         if m == 0 {
             return Ok(());
         }
@@ -175,23 +163,15 @@ impl ImplicitInner {
             let f = gpu.function(&kernels::HBTREE, "hb_implicit_descend")?;
             let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
             // SAFETY: arguments match the kernel; buffers hold the nodes, height offsets, m queries, m outputs.
-            unsafe {
-                stream.launch_builder(&f).arg(&nodes).arg(&offsets).arg(&d.height).arg(&queries).arg(&m64).arg(&out).launch(cfg)
-            }
-            .map(|_| ())
-            .map_err(gpu::driver_error("cuLaunchKernel"))
+            unsafe { stream.launch_builder(&f).arg(&nodes).arg(&offsets).arg(&d.height).arg(&queries).arg(&m64).arg(&out).launch(cfg) }
+                .map(|_| ())
+                .map_err(gpu::driver_error("cuLaunchKernel"))
         })
     }
 
     /// GPU inner search of a batch through the bucket pipeline; `consume`
     /// gets each bucket's leaf numbers in order while later buckets run.
-    pub fn descend_gpu(
-        &self,
-        gpu: &Gpu,
-        queries: &[u64],
-        schedule: Schedule,
-        consume: impl FnMut(usize, &[u32]),
-    ) -> Result<(), GpuError> {
+    pub fn descend_gpu(&self, gpu: &Gpu, queries: &[u64], schedule: Schedule, consume: impl FnMut(usize, &[u32])) -> Result<(), GpuError> {
         self.device_image(gpu)?;
         gpu.pipeline(queries, schedule, |s, q, o, m| self.launch_descend(gpu, s, q, o, m), consume)
     }

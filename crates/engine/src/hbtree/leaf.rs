@@ -40,14 +40,7 @@ pub fn leaf_step_par<L: LeafLevel + Sync>(leaves: &L, refs: &[u32], queries: &[u
 
 /// `leaf_step_par` with the prefetch distance and the queries per task set
 /// (for the benchmark's sweep).
-pub fn leaf_step_par_tuned<L: LeafLevel + Sync>(
-    leaves: &L,
-    refs: &[u32],
-    queries: &[u64],
-    out: &mut [L::Hit],
-    ahead: usize,
-    piece: usize,
-) {
+pub fn leaf_step_par_tuned<L: LeafLevel + Sync>(leaves: &L, refs: &[u32], queries: &[u64], out: &mut [L::Hit], ahead: usize, piece: usize) {
     out.par_chunks_mut(piece)
         .zip(refs.par_chunks(piece))
         .zip(queries.par_chunks(piece))

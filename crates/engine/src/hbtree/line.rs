@@ -36,8 +36,7 @@ mod avx2 {
         let b = _mm256_xor_si256(_mm256_loadu_si256(keys.add(4) as *const __m256i), flip);
         let lt_a = _mm256_cmpgt_epi64(qv, a);
         let lt_b = _mm256_cmpgt_epi64(qv, b);
-        let m = (_mm256_movemask_pd(_mm256_castsi256_pd(lt_a)) | (_mm256_movemask_pd(_mm256_castsi256_pd(lt_b)) << 4))
-            as u32;
+        let m = (_mm256_movemask_pd(_mm256_castsi256_pd(lt_a)) | (_mm256_movemask_pd(_mm256_castsi256_pd(lt_b)) << 4)) as u32;
         m.count_ones() as usize
     }
 

@@ -231,21 +231,18 @@ impl RegularTree {
         // Last level: nodes 0..nleaves, each with its big leaf.
         {
             let (nodes, leaves, size) = (&mut t.nodes[..nleaves], &mut t.leaves[..nleaves], &mut t.size[..nleaves]);
-            nodes.par_iter_mut().zip(leaves.par_iter_mut()).zip(size.par_iter_mut()).enumerate().for_each(
-                |(i, ((node, leaf), size))| {
-                    let lo = (i * leaf_fill).min(keys.len());
-                    let hi = ((i + 1) * leaf_fill).min(keys.len());
-                    for (e, p) in (lo..hi).enumerate() {
-                        leaf.set(e, keys[p], values[p]);
-                    }
-                    *size = (hi - lo) as u16;
-                    rebuild_leaf_keys(node, leaf, hi - lo);
-                },
-            );
+            nodes.par_iter_mut().zip(leaves.par_iter_mut()).zip(size.par_iter_mut()).enumerate().for_each(|(i, ((node, leaf), size))| {
+                let lo = (i * leaf_fill).min(keys.len());
+                let hi = ((i + 1) * leaf_fill).min(keys.len());
+                for (e, p) in (lo..hi).enumerate() {
+                    leaf.set(e, keys[p], values[p]);
+                }
+                *size = (hi - lo) as u16;
+                rebuild_leaf_keys(node, leaf, hi - lo);
+            });
         }
         // Upper levels, bottom-up; bounds[i] = bound of the i-th node of the level below.
-        let mut bounds: Vec<u64> =
-            (0..nleaves).map(|i| if i + 1 == nleaves { MAX } else { keys[((i + 1) * leaf_fill) - 1] }).collect();
+        let mut bounds: Vec<u64> = (0..nleaves).map(|i| if i + 1 == nleaves { MAX } else { keys[((i + 1) * leaf_fill) - 1] }).collect();
         let mut below = 0usize; // first node id of the level below
         let mut count = nleaves;
         for w in 0..count.saturating_sub(1) {
@@ -345,7 +342,7 @@ impl RegularTree {
 
     pub fn get(&self, q: u64) -> Option<u64> {
         let (node, slot) = self.descend(q, None);
-        self.search(((node as u32) << 6) | slot as u32, q)
+        self.search((node << 6) | slot as u32, q)
     }
 
     /// Entries with lo <= key <= hi, in key order.
@@ -538,11 +535,7 @@ impl RegularTree {
                 // sorted target list), so each thread touches its own node,
                 // leaf and size only; the vectors are not resized meanwhile.
                 let (n, l, sz) = unsafe {
-                    (
-                        &mut *raw.nodes.add(*node as usize),
-                        &mut *raw.leaves.add(*node as usize),
-                        &mut *raw.size.add(*node as usize),
-                    )
+                    (&mut *raw.nodes.add(*node as usize), &mut *raw.leaves.add(*node as usize), &mut *raw.size.add(*node as usize))
                 };
                 let mut changed = false;
                 let mut delta = 0isize;
@@ -687,11 +680,9 @@ impl RegularTree {
             let f = gpu.function(&kernels::HBTREE, "hb_regular_descend")?;
             let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
             // SAFETY: arguments match the kernel; the mirror holds every node id reachable from root.
-            unsafe {
-                stream.launch_builder(&f).arg(&nodes).arg(&self.root).arg(&self.height).arg(&queries).arg(&m64).arg(&out).launch(cfg)
-            }
-            .map(|_| ())
-            .map_err(gpu::driver_error("cuLaunchKernel"))
+            unsafe { stream.launch_builder(&f).arg(&nodes).arg(&self.root).arg(&self.height).arg(&queries).arg(&m64).arg(&out).launch(cfg) }
+                .map(|_| ())
+                .map_err(gpu::driver_error("cuLaunchKernel"))
         })
     }
 
@@ -700,10 +691,15 @@ impl RegularTree {
     /// uploaded (`upload`) and current (`apply` keeps it so).
     pub fn search_gpu(&self, gpu: &Gpu, queries: &[u64], out: &mut [Option<u64>], schedule: Schedule) -> Result<(), GpuError> {
         assert_eq!(queries.len(), out.len());
-        gpu.pipeline(queries, schedule, |s, q, o, m| self.launch_descend(gpu, s, q, o, m), |off, refs: &[u32]| {
-            let n = refs.len();
-            leaf::leaf_step_par(self, refs, &queries[off..off + n], &mut out[off..off + n]);
-        })
+        gpu.pipeline(
+            queries,
+            schedule,
+            |s, q, o, m| self.launch_descend(gpu, s, q, o, m),
+            |off, refs: &[u32]| {
+                let n = refs.len();
+                leaf::leaf_step_par(self, refs, &queries[off..off + n], &mut out[off..off + n]);
+            },
+        )
     }
 
     /// Range scans of a batch: the GPU finds each range's start leaf, the
@@ -716,13 +712,18 @@ impl RegularTree {
         visit: impl Fn(usize, u64, u64) + Sync,
     ) -> Result<(), GpuError> {
         let los: Vec<u64> = ranges.iter().map(|r| r.0).collect();
-        gpu.pipeline(&los, schedule, |s, q, o, m| self.launch_descend(gpu, s, q, o, m), |off, refs: &[u32]| {
-            refs.par_iter().enumerate().for_each(|(i, &r)| {
-                let (lo, hi) = ranges[off + i];
-                let node = r >> 6;
-                self.walk(node, self.entry_in(node, (r & 63) as usize, lo), hi, |k, v| visit(off + i, k, v));
-            });
-        })
+        gpu.pipeline(
+            &los,
+            schedule,
+            |s, q, o, m| self.launch_descend(gpu, s, q, o, m),
+            |off, refs: &[u32]| {
+                refs.par_iter().enumerate().for_each(|(i, &r)| {
+                    let (lo, hi) = ranges[off + i];
+                    let node = r >> 6;
+                    self.walk(node, self.entry_in(node, (r & 63) as usize, lo), hi, |k, v| visit(off + i, k, v));
+                });
+            },
+        )
     }
 
     /// The same on the CPU only.

@@ -202,12 +202,31 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
     );
     table(
         "G-PICS bulk update (a share of the points moved: deleted and reinserted nearby, same id): seconds",
-        &["data", "moved", "update, all cores", "leaves rewritten", "rebuild, all cores", "rebuild/update", "GPU rebuild", "GPU rebuild/update"],
+        &[
+            "data",
+            "moved",
+            "update, all cores",
+            "leaves rewritten",
+            "rebuild, all cores",
+            "rebuild/update",
+            "GPU rebuild",
+            "GPU rebuild/update",
+        ],
         &update_rows,
     );
     table(
         "G-PICS batched queries: queries/s (GPU: end to end, queries up and answers down)",
-        &["data", "query", "batch", "answers per query", "CPU two-step, all cores", "R-tree (rstar), all cores", "GPU two-step", "GPU/CPU", "GPU/R-tree"],
+        &[
+            "data",
+            "query",
+            "batch",
+            "answers per query",
+            "CPU two-step, all cores",
+            "R-tree (rstar), all cores",
+            "GPU two-step",
+            "GPU/CPU",
+            "GPU/R-tree",
+        ],
         &rows,
     );
     println!("\n(range: boxes of side 1 (uniform) or 0.05 (clustered), within: r = 0.5 or 0.025, point: ~= on stored points, kNN: k = 10; points in [0, 1000)^2.)");

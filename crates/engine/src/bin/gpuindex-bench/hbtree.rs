@@ -74,17 +74,14 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             let dout = g.alloc::<u32>(m).unwrap();
             let stream = g.new_stream().unwrap();
             inner_dev = m as f64
-                / median_device_secs(g, &stream, args.reps, || imp.inner.launch_descend(g, &stream, dq.ptr(), dout.ptr(), m))
-                    .unwrap();
+                / median_device_secs(g, &stream, args.reps, || imp.inner.launch_descend(g, &stream, dq.ptr(), dout.ptr(), m)).unwrap();
             // The floor: sorted array, sampled binary search.
             let sk = SortedKeys::new(keys.clone()).unwrap();
             let dpos = g.alloc::<u64>(m).unwrap();
             floor_dev = m as f64
-                / median_device_secs(g, &stream, args.reps, || sk.launch(g, &stream, GpuSearch::Sampled, dq.ptr(), dpos.ptr(), m))
-                    .unwrap();
+                / median_device_secs(g, &stream, args.reps, || sk.launch(g, &stream, GpuSearch::Sampled, dq.ptr(), dpos.ptr(), m)).unwrap();
             let mut pos = vec![0u64; m];
-            floor_xfer = m as f64
-                / median_secs(args.reps, || sk.lower_bound_gpu(g, &qs, &mut pos, GpuSearch::Sampled, sched).unwrap());
+            floor_xfer = m as f64 / median_secs(args.reps, || sk.lower_bound_gpu(g, &qs, &mut pos, GpuSearch::Sampled, sched).unwrap());
             if n == sweep_n {
                 bucket_sweep(g, &imp, &reg, &qs, &hits, &vals, args.reps);
             }
@@ -134,10 +131,22 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
         &rows,
     );
     println!("\n(CPU trees: all cores, groups of 16 queries per thread with prefetching. HB+: the GPU walks the inner");
-    println!("levels, the CPU searches the leaves on all cores; transfers included, buckets of {} with {} in flight.)", sched.chunk, sched.in_flight);
+    println!(
+        "levels, the CPU searches the leaves on all cores; transfers included, buckets of {} with {} in flight.)",
+        sched.chunk, sched.in_flight
+    );
     table(
         "Sizes (MiB) and bulk-build times (s)",
-        &["n keys", "implicit I-seg", "implicit L-seg", "implicit build", "regular I-seg", "regular L-seg", "regular build", "regular height"],
+        &[
+            "n keys",
+            "implicit I-seg",
+            "implicit L-seg",
+            "implicit build",
+            "regular I-seg",
+            "regular L-seg",
+            "regular build",
+            "regular height",
+        ],
         &sizes,
     );
 }
@@ -165,7 +174,14 @@ fn bucket_sweep(g: &Gpu, imp: &ImplicitTree, reg: &RegularTree, qs: &[u64], hits
     }
     table(
         &format!("HB+ bucket size and schedule, n = {}, queries/s", imp.len()),
-        &["bucket", "implicit sequential", "implicit double-buffered", "implicit 3 in flight", "regular sequential", "regular double-buffered"],
+        &[
+            "bucket",
+            "implicit sequential",
+            "implicit double-buffered",
+            "implicit 3 in flight",
+            "regular sequential",
+            "regular double-buffered",
+        ],
         &rows,
     );
 }
@@ -188,7 +204,11 @@ fn update_batches(gpu: Option<&Gpu>, reg: &mut RegularTree, keys: &[u64], reps: 
                 let ups: Vec<Update> = (0..b)
                     .map(|i| {
                         let k = keys[rng.below(keys.len() as u64) as usize];
-                        if i % 2 == 0 { Update::Insert(k ^ 1, k) } else { Update::Delete(k) }
+                        if i % 2 == 0 {
+                            Update::Insert(k ^ 1, k)
+                        } else {
+                            Update::Delete(k)
+                        }
                     })
                     .collect();
                 let t = Instant::now();
@@ -231,19 +251,26 @@ pub fn leafstep(args: &Args, gpu: Option<&Gpu>) {
         let mut out = vec![Hit::default(); m];
         let mut row = vec![size_label(n)];
         for (ahead, piece) in [(0, 1024), (8, 1024), (16, 1024), (32, 1024), (64, 1024), (32, 16384)] {
-            let r = m as f64
-                / median_secs(args.reps, || leaf_step_par_tuned(&imp.leaves, &refs, &qs, &mut out, ahead, piece));
+            let r = m as f64 / median_secs(args.reps, || leaf_step_par_tuned(&imp.leaves, &refs, &qs, &mut out, ahead, piece));
             row.push(rate(r));
         }
-        let gpu_only = gpu.map(|g| {
-            m as f64 / median_secs(args.reps, || imp.inner.descend_gpu(g, &qs, Schedule::default(), |_, _| {}).unwrap())
-        });
+        let gpu_only =
+            gpu.map(|g| m as f64 / median_secs(args.reps, || imp.inner.descend_gpu(g, &qs, Schedule::default(), |_, _| {}).unwrap()));
         row.push(rate(gpu_only.unwrap_or(f64::NAN)));
         rows.push(row);
     }
     table(
         "HB+ implicit: CPU leaf step alone (queries/s, all cores) and GPU side alone",
-        &["n keys", "no prefetch", "ahead 8", "ahead 16", "ahead 32", "ahead 64", "ahead 32, 16K per task", "GPU inner + transfers, no leaf step"],
+        &[
+            "n keys",
+            "no prefetch",
+            "ahead 8",
+            "ahead 16",
+            "ahead 32",
+            "ahead 64",
+            "ahead 32, 16K per task",
+            "GPU inner + transfers, no leaf step",
+        ],
         &rows,
     );
 }

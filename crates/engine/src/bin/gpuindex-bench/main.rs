@@ -71,7 +71,11 @@ fn main() {
         .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
         .unwrap_or_default();
     let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
-    println!("\nCPU: {model}, {cpus} hardware threads, rayon pool of {}; transparent huge pages: {}", rayon::current_num_threads(), thp.trim());
+    println!(
+        "\nCPU: {model}, {cpus} hardware threads, rayon pool of {}; transparent huge pages: {}",
+        rayon::current_num_threads(),
+        thp.trim()
+    );
     let g = match gpu::gpu() {
         Ok(g) => {
             let i = g.info();

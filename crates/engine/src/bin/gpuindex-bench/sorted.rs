@@ -114,11 +114,7 @@ fn sweeps(gpu: &Gpu, sk: &SortedKeys, qs: &[u64], want: &[u64], reps: usize) {
         rows.push(row);
     }
     table(
-        &format!(
-            "Pipeline schedule, n = {:.0e}, batch = {:.0e}, transfers included: queries/s",
-            sk.len() as f64,
-            qs.len() as f64
-        ),
+        &format!("Pipeline schedule, n = {:.0e}, batch = {:.0e}, transfers included: queries/s", sk.len() as f64, qs.len() as f64),
         &["chunk", "sequential (1 in flight)", "double-buffered (2)", "3 in flight"],
         &rows,
     );

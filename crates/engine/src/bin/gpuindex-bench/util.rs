@@ -64,13 +64,7 @@ pub fn queries(keys: &[u64], m: usize, seed: u64) -> Vec<u64> {
     let mut rng = SplitMix64::new(seed);
     let (lo, hi) = (keys.first().copied().unwrap_or(0), keys.last().copied().unwrap_or(u64::MAX));
     (0..m)
-        .map(|i| {
-            if i % 2 == 0 && !keys.is_empty() {
-                keys[rng.below(keys.len() as u64) as usize]
-            } else {
-                lo + rng.below(hi - lo + 1)
-            }
-        })
+        .map(|i| if i % 2 == 0 && !keys.is_empty() { keys[rng.below(keys.len() as u64) as usize] } else { lo + rng.below(hi - lo + 1) })
         .collect()
 }
 
