@@ -27,9 +27,9 @@ mod visibility;
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
     am::common::cache::init();
-    am::gpu_btree::options::init();
+    am::gpu_btree::options::OPTIONS.register();
     am::gpu_btree::wal::register();
-    am::gpu_spatial::options::init();
+    am::gpu_spatial::options::OPTIONS.register();
 }
 
 /// Required by `cargo pgrx test`; gpuindex tests run through pg_regress and

@@ -4,11 +4,30 @@
 use super::page::{PageMut, PageRef};
 use pgrx::pg_sys;
 
-fn read(rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
-    // SAFETY: plain buffer-manager call; errors are raised as PostgreSQL ERRORs.
-    unsafe {
-        pg_sys::ReadBufferExtended(rel, pg_sys::ForkNumber::MAIN_FORKNUM, block, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut())
+/// The relation forks gpuindex writes: the main one, and the init fork
+/// of an unlogged index (copied over the main fork at crash recovery).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fork {
+    Main,
+    Init,
+}
+
+impl Fork {
+    pub fn number(self) -> pg_sys::ForkNumber::Type {
+        match self {
+            Fork::Main => pg_sys::ForkNumber::MAIN_FORKNUM,
+            Fork::Init => pg_sys::ForkNumber::INIT_FORKNUM,
+        }
     }
+}
+
+fn read_fork(rel: pg_sys::Relation, fork: Fork, block: u32) -> pg_sys::Buffer {
+    // SAFETY: plain buffer-manager call; errors are raised as PostgreSQL ERRORs.
+    unsafe { pg_sys::ReadBufferExtended(rel, fork.number(), block, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut()) }
+}
+
+fn read(rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
+    read_fork(rel, Fork::Main, block)
 }
 
 /// A pinned page under a share lock.
@@ -70,7 +89,7 @@ impl Exclusive {
 
     /// The page itself (not a copy), for a change made inside a critical
     /// section and logged with the caller's own WAL record.
-    pub fn page_mut_in_place(&self) -> PageMut<'_> {
+    pub fn page_mut_in_place(&mut self) -> PageMut<'_> {
         // SAFETY: exclusively locked while self lives.
         unsafe { PageMut::new(pg_sys::BufferGetPage(self.buf) as *mut u8) }
     }
@@ -101,10 +120,15 @@ impl Drop for Exclusive {
 /// (contents zeroed: the caller initialises it, in an Xlog record with
 /// `new_page = true`, or directly during a build).
 pub fn new_page(rel: pg_sys::Relation) -> Exclusive {
+    new_page_in(rel, Fork::Main)
+}
+
+/// The same, in `fork` (builds write the init fork too).
+pub fn new_page_in(rel: pg_sys::Relation, fork: Fork) -> Exclusive {
     // SAFETY: the extension lock serialises extenders, as nbtree does.
     unsafe {
         pg_sys::LockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
-        let buf = read(rel, pg_sys::InvalidBlockNumber);
+        let buf = read_fork(rel, fork, pg_sys::InvalidBlockNumber);
         pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
         pg_sys::UnlockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
         Exclusive { buf }

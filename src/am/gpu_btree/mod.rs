@@ -19,68 +19,61 @@ pub mod wal;
 pub mod check;
 pub mod probe;
 
+use crate::am::common::options::Reloptions;
+use crate::am::common::validate::OpClass;
+use crate::am::common::{Estimate, HeapRows, IndexAm};
+use crate::storage::{Fork, Tid};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-#[pg_guard]
-unsafe extern "C-unwind" fn aminsert(
-    index: pg_sys::Relation,
-    values: *mut pg_sys::Datum,
-    isnull: *mut bool,
-    heap_tid: pg_sys::ItemPointer,
-    _heap: pg_sys::Relation,
-    _check_unique: pg_sys::IndexUniqueCheck::Type,
-    _index_unchanged: bool,
-    _info: *mut pg_sys::IndexInfo,
-) -> bool {
-    let tree = tree::Tree::new(index);
-    let tid = page::tid_from(*heap_tid);
-    if *isnull {
-        tree.insert_null(tid);
-    } else {
-        tree.insert(keys::encode(*values, build::key_type(index)), tid);
+pub struct GpuBtree;
+
+impl IndexAm for GpuBtree {
+    const NAME: &'static str = "gpu_btree";
+    const OPTIONS: &'static Reloptions = &options::OPTIONS;
+
+    fn capabilities(am: &mut pg_sys::IndexAmRoutine) {
+        am.amstrategies = 5;
+        am.amcanorder = true;
+        am.amcanbackward = true;
+        am.amsearcharray = true;
+        am.amsearchnulls = true;
     }
-    false
+
+    fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {
+        build::build(index, fork, rows)
+    }
+
+    fn insert(index: pg_sys::Relation, value: Option<pg_sys::Datum>, tid: Tid) {
+        let tree = tree::Tree::new(index);
+        match value {
+            None => tree.insert_null(tid),
+            Some(v) => tree.insert(keys::encode(v, build::key_type(index)), tid),
+        }
+    }
+
+    fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult, dead: &dyn Fn(Tid) -> bool) {
+        vacuum::bulk_delete(index, stats, dead)
+    }
+
+    fn vacuum_cleanup(info: &pg_sys::IndexVacuumInfo, stats: &mut pg_sys::IndexBulkDeleteResult, bulk_deleted: bool) {
+        if !bulk_deleted {
+            // No bulk delete ran: the heap's count is the best cheap estimate.
+            stats.num_index_tuples = info.num_heap_tuples;
+            stats.estimated_count = info.estimated_count;
+        }
+    }
+
+    fn cost(path: &pg_sys::IndexPath, generic: &pg_sys::GenericCosts) -> Estimate {
+        cost::estimate(path, generic)
+    }
+
+    fn check_opclass(c: &OpClass) -> Vec<String> {
+        validate::check(c)
+    }
 }
 
-fn routine() -> PgBox<pg_sys::IndexAmRoutine> {
-    // SAFETY: a zeroed node of the right tag, filled below.
-    let mut am = unsafe { PgBox::<pg_sys::IndexAmRoutine>::alloc_node(pg_sys::NodeTag::T_IndexAmRoutine) };
-    am.amstrategies = 5;
-    am.amsupport = 0;
-    am.amoptsprocnum = 0;
-    am.amcanorder = true;
-    am.amcanorderbyop = false;
-    am.amcanbackward = true;
-    am.amcanunique = false;
-    am.amcanmulticol = false;
-    am.amoptionalkey = true;
-    am.amsearcharray = true;
-    am.amsearchnulls = true;
-    am.amstorage = false;
-    am.amclusterable = false;
-    am.ampredlocks = false;
-    am.amcanparallel = false;
-    am.amcaninclude = false;
-    am.amusemaintenanceworkmem = false;
-    am.amparallelvacuumoptions = pg_sys::VACUUM_OPTION_PARALLEL_BULKDEL as u8;
-    am.amkeytype = pg_sys::InvalidOid;
-    am.ambuild = Some(build::ambuild);
-    am.ambuildempty = Some(build::ambuildempty);
-    am.aminsert = Some(aminsert);
-    am.ambulkdelete = Some(vacuum::ambulkdelete);
-    am.amvacuumcleanup = Some(vacuum::amvacuumcleanup);
-    am.amcanreturn = Some(scan::amcanreturn);
-    am.amcostestimate = Some(cost::amcostestimate);
-    am.amoptions = Some(options::amoptions);
-    am.amvalidate = Some(validate::amvalidate);
-    am.ambeginscan = Some(scan::ambeginscan);
-    am.amrescan = Some(scan::amrescan);
-    am.amgettuple = Some(scan::amgettuple);
-    am.amgetbitmap = Some(scan::amgetbitmap);
-    am.amendscan = Some(scan::amendscan);
-    am.into_pg_boxed()
-}
+crate::index_am!(GpuBtree);
 
 #[pg_extern(sql = "
 CREATE FUNCTION gpu_btree_handler(internal) RETURNS index_am_handler

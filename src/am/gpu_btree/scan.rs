@@ -12,6 +12,7 @@ use super::keys::{self, Bounds};
 use super::mirror;
 use super::page::*;
 use super::tree::Tree;
+use crate::am::common::scan as common_scan;
 use crate::storage::{Shared, Special};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -252,9 +253,8 @@ impl ScanState {
 }
 
 fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
-    // SAFETY: opaque was set by ambeginscan to a ScanState that lives as
-    // long as the scan's memory context.
-    unsafe { &mut *((*scan).opaque as *mut ScanState) }
+    // SAFETY: started by ambeginscan with a ScanState.
+    unsafe { common_scan::state(scan) }
 }
 
 #[pg_guard]
@@ -263,10 +263,9 @@ pub unsafe extern "C-unwind" fn ambeginscan(
     nkeys: std::ffi::c_int,
     norderbys: std::ffi::c_int,
 ) -> pg_sys::IndexScanDesc {
-    let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
-    let tuple_ctx = pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpu_btree tuples".as_ptr(), 0, 1024, 8192);
-    let st = ScanState {
-        key_type: super::build::key_type(index),
+    let key_type = super::build::key_type(index);
+    common_scan::begin(index, nkeys, norderbys, |tuple_ctx| ScanState {
+        key_type,
         plan: Plan::Empty,
         started: false,
         items: Vec::new(),
@@ -274,21 +273,11 @@ pub unsafe extern "C-unwind" fn ambeginscan(
         phase: Phase::Keys,
         page: None,
         tuple_ctx,
-    };
-    (*scan).opaque = pgrx::PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(st) as *mut std::ffi::c_void;
-    scan
+    })
 }
 
 fn check_snapshot(scan: &pg_sys::IndexScanDescData) {
-    // SAFETY: xs_snapshot is set for every scan the executor runs.
-    let t = unsafe { scan.xs_snapshot.as_ref().map(|s| s.snapshot_type) };
-    if !matches!(t, Some(pg_sys::SnapshotType::SNAPSHOT_MVCC | pg_sys::SnapshotType::SNAPSHOT_HISTORIC_MVCC)) {
-        crate::error::raise(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            "gpu_btree scans need an MVCC snapshot",
-            "gpu_btree cannot serve exclusion constraints or CLUSTER; use btree for those.",
-        );
-    }
+    common_scan::check_snapshot(scan, "gpu_btree", "btree");
 }
 
 #[pg_guard]

@@ -199,14 +199,14 @@ impl Tree {
     /// Inserts one entry.
     pub fn insert(&self, key: u64, tid: Tid) {
         let mut path = Vec::new();
-        let Locked::X(leaf) = self.descend(key, 0, true, &mut path) else { unreachable!("exclusive descent") };
+        let Locked::X(mut leaf) = self.descend(key, 0, true, &mut path) else { unreachable!("exclusive descent") };
         let (count, pos) = {
             let l = Leaf::new(leaf.page());
             (l.count(), upper_bound(l.keys(), key))
         };
         if count < LEAF_CAPACITY {
             if super::wal::available() {
-                super::wal::leaf_insert_logged(self.rel, &leaf, pos, key, tid);
+                super::wal::leaf_insert_logged(self.rel, &mut leaf, pos, key, tid);
             } else {
                 let x = Xlog::start(self.rel);
                 leaf_insert(&mut x.register(&leaf, false), pos, key, tid);

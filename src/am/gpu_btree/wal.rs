@@ -57,18 +57,19 @@ pub fn available() -> bool {
 
 /// Inserts an entry into a leaf with room, in place, logged with our own
 /// record (callers check `available()` and the room first).
-pub fn leaf_insert_logged(rel: pg_sys::Relation, leaf: &Exclusive, pos: usize, key: u64, tid: Tid) {
+pub fn leaf_insert_logged(rel: pg_sys::Relation, leaf: &mut Exclusive, pos: usize, key: u64, tid: Tid) {
     let logged = wal::needs_wal(rel);
+    let buffer = leaf.buffer();
     wal::critical(|| {
+        leaf.mark_dirty();
         let mut page = leaf.page_mut_in_place();
         leaf_insert(&mut page, pos, key, tid);
-        leaf.mark_dirty();
         if logged {
             let mut rec = LeafInsert { pos: pos as u16, key, tid: tid_to(tid) };
             // SAFETY: standard XLogInsert protocol inside a critical section.
             unsafe {
                 pg_sys::XLogBeginInsert();
-                pg_sys::XLogRegisterBuffer(0, leaf.buffer(), pg_sys::REGBUF_STANDARD as u8);
+                pg_sys::XLogRegisterBuffer(0, buffer, pg_sys::REGBUF_STANDARD as u8);
                 pg_sys::XLogRegisterData(&mut rec as *mut LeafInsert as *mut std::ffi::c_char, std::mem::size_of::<LeafInsert>() as i32);
                 let lsn = pg_sys::XLogInsert(RMGR_ID, LEAF_INSERT);
                 page.set_lsn(lsn);

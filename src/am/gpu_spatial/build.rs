@@ -1,41 +1,17 @@
-//! ambuild / ambuildempty: collect (point, TID) from the heap, build the
-//! G-PICS quadtree (level by level, on the GPU or on all cores: the same
-//! tree either way), write each leaf's points as a run of entry pages, the
+//! The build: collect (point, TID) from the heap, build the G-PICS
+//! quadtree (level by level, on the GPU or on all cores: the same tree
+//! either way), write each leaf's points as a run of entry pages, the
 //! nodes after them, the rest (non-finite points, NULLs) into the odd
-//! chain; then log every page with log_newpage_range.
+//! chain; the common build logs every page. An empty build (the init fork
+//! of an unlogged index) is a metapage and empty delta and odd pages.
 
 use super::page::*;
-use crate::storage::{new_page, tid_from, Exclusive, PageMut};
+use crate::am::common::HeapRows;
+use crate::storage::{new_page_in, Exclusive, Fork, PageMut};
 use gpuindex_engine::gpics::tree::Node;
 use gpuindex_engine::gpics::{Params, Points, QuadTree};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-
-struct Collected {
-    pts: Points,
-    nulls: Vec<Entry>,
-    heap_tuples: f64,
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn build_callback(
-    _index: pg_sys::Relation,
-    tid: pg_sys::ItemPointer,
-    values: *mut pg_sys::Datum,
-    isnull: *mut bool,
-    _alive: bool,
-    state: *mut std::ffi::c_void,
-) {
-    let c = &mut *(state as *mut Collected);
-    c.heap_tuples += 1.0;
-    let t = tid_from(*tid);
-    if *isnull {
-        c.nulls.push(Entry { x: f64::NAN, y: f64::NAN, tid: t | NULL_FLAG });
-    } else {
-        let p = &*((*values).cast_mut_ptr::<pg_sys::Point>());
-        c.pts.push(p.x, p.y, t);
-    }
-}
 
 /// gpu_spatial indexes one `point` column.
 pub fn check_column(index: pg_sys::Relation) {
@@ -66,37 +42,39 @@ pub fn build_tree(pts: &Points, params: Params) -> QuadTree {
     crate::batch::run("gpu_spatial build", pts.len(), || QuadTree::build_cpu(pts, params), |g| QuadTree::build_gpu(g, pts, params))
 }
 
-#[pg_guard]
-pub unsafe extern "C-unwind" fn ambuild(
-    heap: pg_sys::Relation,
-    index: pg_sys::Relation,
-    info: *mut pg_sys::IndexInfo,
-) -> *mut pg_sys::IndexBuildResult {
+/// Builds into `fork`: the heap rows' points (none for an empty index)
+/// as a quadtree, written leaf run by leaf run.
+pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {
     check_column(index);
-    if pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) != 0 {
-        pgrx::error!("index \"{}\" already contains data", pgrx::name_data_to_str(&(*(*index).rd_rel).relname));
-    }
-    let mut c = Collected { pts: Points::default(), nulls: Vec::new(), heap_tuples: 0.0 };
-    pg_sys::IndexBuildHeapScan(heap, index, info, Some(build_callback), &mut c);
     let params = super::options::params(index);
-    let indexed = c.pts.len() + c.nulls.len();
-    let tree = build_tree(&c.pts, params);
-    drop(c.pts);
-    write_index(index, &tree, &c.nulls, params);
-    let nblocks = pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM);
-    if (*(*index).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as std::ffi::c_char {
-        pg_sys::log_newpage_range(index, pg_sys::ForkNumber::MAIN_FORKNUM, 0, nblocks, true);
+    let (mut pts, mut nulls) = (Points::default(), Vec::new());
+    if let Some(rows) = rows {
+        rows.scan(index, |tid, value| match value {
+            Some(v) => {
+                // SAFETY: a point datum (checked column type).
+                let p = unsafe { &*v.cast_mut_ptr::<pg_sys::Point>() };
+                pts.push(p.x, p.y, tid)
+            }
+            None => nulls.push(Entry { x: f64::NAN, y: f64::NAN, tid: tid | NULL_FLAG }),
+        });
     }
-    let mut r = PgBox::<pg_sys::IndexBuildResult>::alloc0();
-    r.heap_tuples = c.heap_tuples;
-    r.index_tuples = indexed as f64;
-    r.into_pg()
+    let indexed = pts.len() + nulls.len();
+    let tree = if pts.is_empty() { QuadTree::build_cpu(&pts, params) } else { build_tree(&pts, params) };
+    drop(pts);
+    write_index(&Target { index, fork }, &tree, &nulls, params);
+    indexed as f64
+}
+
+/// Where a build writes.
+struct Target {
+    index: pg_sys::Relation,
+    fork: Fork,
 }
 
 /// Formats a freshly allocated page (no WAL: the build logs every page at
 /// its end).
-fn fresh(index: pg_sys::Relation, kind: u8, fill: impl FnOnce(&mut PageMut)) -> Exclusive {
-    let mut g = new_page(index);
+fn fresh(t: &Target, kind: u8, fill: impl FnOnce(&mut PageMut)) -> Exclusive {
+    let mut g = new_page_in(t.index, t.fork);
     {
         let mut p = g.page_mut_unlogged();
         p.init(special(kind));
@@ -114,23 +92,23 @@ fn as_entries(pts: &Points, from: usize, to: usize) -> Vec<Entry> {
 /// (block 1), the first odd page (block 2), each leaf's run of entry
 /// pages, the node pages, and further odd pages for what the tree does
 /// not hold (NULLs, non-finite points).
-fn write_index(index: pg_sys::Relation, tree: &QuadTree, nulls: &[Entry], params: Params) {
-    let mut meta_page = new_page(index);
+fn write_index(t: &Target, tree: &QuadTree, nulls: &[Entry], params: Params) {
+    let mut meta_page = new_page_in(t.index, t.fork);
     assert_eq!(meta_page.block(), META_BLOCK);
     let mut odd: Vec<Entry> = as_entries(&tree.odd, 0, tree.odd.len());
     odd.extend_from_slice(nulls);
-    let delta = fresh(index, KIND_DELTA, |p| set_entries(p, &[]));
-    let mut tail = fresh(index, KIND_DELTA, |p| set_entries(p, &[]));
+    let delta = fresh(t, KIND_DELTA, |p| set_entries(p, &[]));
+    let mut tail = fresh(t, KIND_DELTA, |p| set_entries(p, &[]));
     let mut m = Meta::new(delta.block(), tail.block(), params.mc as u32, params.mh as u32);
     drop(delta);
     if !tree.pts.is_empty() {
-        let (start, count, leaves) = write_tree(index, tree);
+        let (start, count, leaves) = write_tree(t, tree);
         (m.node_start, m.node_count, m.leaf_count) = (start, count, leaves);
         m.tree_entries = tree.pts.len() as u64;
     }
     for chunk in odd.chunks(ENTRY_CAPACITY) {
         if tail.page().special().count as usize > 0 {
-            let next = fresh(index, KIND_DELTA, |p| set_entries(p, &[]));
+            let next = fresh(t, KIND_DELTA, |p| set_entries(p, &[]));
             tail.page_mut_unlogged().update_special(|s| s.right = next.block());
             tail.mark_dirty();
             m.odd.pages += 1;
@@ -147,7 +125,7 @@ fn write_index(index: pg_sys::Relation, tree: &QuadTree, nulls: &[Entry], params
 
 /// Writes the tree's leaves (a run of pages each) and nodes without WAL;
 /// returns (first node page, nodes, leaves).
-fn write_tree(index: pg_sys::Relation, tree: &QuadTree) -> (u32, u32, u32) {
+fn write_tree(t: &Target, tree: &QuadTree) -> (u32, u32, u32) {
     let mut nodes: Vec<Node> = tree.nodes.clone();
     for &li in &tree.leaves {
         let n = &mut nodes[li as usize];
@@ -157,7 +135,7 @@ fn write_tree(index: pg_sys::Relation, tree: &QuadTree) -> (u32, u32, u32) {
         for c in 0..pages {
             let from = start + c * ENTRY_CAPACITY;
             let to = (from + ENTRY_CAPACITY).min(start + count);
-            let g = fresh(index, KIND_LEAF, |p| set_entries(p, &as_entries(&tree.pts, from, to)));
+            let g = fresh(t, KIND_LEAF, |p| set_entries(p, &as_entries(&tree.pts, from, to)));
             if c == 0 {
                 first = g.block();
             }
@@ -167,38 +145,10 @@ fn write_tree(index: pg_sys::Relation, tree: &QuadTree) -> (u32, u32, u32) {
     }
     let mut node_start = NONE;
     for (i, chunk) in nodes.chunks(NODE_CAPACITY).enumerate() {
-        let g = fresh(index, KIND_NODES, |p| set_nodes(p, chunk));
+        let g = fresh(t, KIND_NODES, |p| set_nodes(p, chunk));
         if i == 0 {
             node_start = g.block();
         }
     }
     (node_start, nodes.len() as u32, tree.leaves.len() as u32)
-}
-
-/// The init fork of an unlogged index: a metapage and empty delta and
-/// odd pages, WAL-logged so that recovery recreates it.
-#[pg_guard]
-pub unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
-    let params = super::options::params(index);
-    let page = |init: &dyn Fn(&mut PageMut)| {
-        let buf = pg_sys::ReadBufferExtended(
-            index,
-            pg_sys::ForkNumber::INIT_FORKNUM,
-            pg_sys::InvalidBlockNumber,
-            pg_sys::ReadBufferMode::RBM_NORMAL,
-            std::ptr::null_mut(),
-        );
-        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
-        init(&mut PageMut::new(pg_sys::BufferGetPage(buf) as *mut u8));
-        pg_sys::MarkBufferDirty(buf);
-        pg_sys::UnlockReleaseBuffer(buf);
-    };
-    page(&|p| init_meta(p, &Meta::new(1, 2, params.mc as u32, params.mh as u32)));
-    for _ in 0..2 {
-        page(&|p| {
-            p.init(special(KIND_DELTA));
-            set_entries(p, &[]);
-        });
-    }
-    pg_sys::log_newpage_range(index, pg_sys::ForkNumber::INIT_FORKNUM, 0, 3, true);
 }

@@ -22,74 +22,61 @@ mod shape;
 mod vacuum;
 mod validate;
 
-use crate::storage::tid_from;
+use crate::am::common::options::Reloptions;
+use crate::am::common::validate::OpClass;
+use crate::am::common::{Estimate, HeapRows, IndexAm};
+use crate::storage::{Fork, Tid};
 use page::*;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-#[pg_guard]
-unsafe extern "C-unwind" fn aminsert(
-    index: pg_sys::Relation,
-    values: *mut pg_sys::Datum,
-    isnull: *mut bool,
-    heap_tid: pg_sys::ItemPointer,
-    _heap: pg_sys::Relation,
-    _check_unique: pg_sys::IndexUniqueCheck::Type,
-    _index_unchanged: bool,
-    _info: *mut pg_sys::IndexInfo,
-) -> bool {
-    let tid = tid_from(*heap_tid);
-    let e = if *isnull {
-        Entry { x: f64::NAN, y: f64::NAN, tid: tid | NULL_FLAG }
-    } else {
-        let p = &*(*values).cast_mut_ptr::<pg_sys::Point>();
-        Entry { x: p.x, y: p.y, tid }
-    };
-    let m = chain::append(index, e);
-    if m.delta.pages > options::delta_limit(index) {
-        merge::merge(index, false);
+pub struct GpuSpatial;
+
+impl IndexAm for GpuSpatial {
+    const NAME: &'static str = "gpu_spatial";
+    const OPTIONS: &'static Reloptions = &options::OPTIONS;
+
+    fn capabilities(am: &mut pg_sys::IndexAmRoutine) {
+        am.amcanorderbyop = true;
     }
-    false
+
+    fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {
+        build::build(index, fork, rows)
+    }
+
+    fn insert(index: pg_sys::Relation, value: Option<pg_sys::Datum>, tid: Tid) {
+        let e = match value {
+            None => Entry { x: f64::NAN, y: f64::NAN, tid: tid | NULL_FLAG },
+            Some(v) => {
+                // SAFETY: a point datum (the operator class's type).
+                let p = unsafe { &*v.cast_mut_ptr::<pg_sys::Point>() };
+                Entry { x: p.x, y: p.y, tid }
+            }
+        };
+        let m = chain::append(index, e);
+        if m.delta.pages > options::delta_limit(index) {
+            merge::merge(index, false);
+        }
+    }
+
+    fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult, dead: &dyn Fn(Tid) -> bool) {
+        vacuum::bulk_delete(index, stats, dead)
+    }
+
+    fn vacuum_cleanup(info: &pg_sys::IndexVacuumInfo, stats: &mut pg_sys::IndexBulkDeleteResult, _bulk_deleted: bool) {
+        vacuum::cleanup(info.index, stats)
+    }
+
+    fn cost(path: &pg_sys::IndexPath, generic: &pg_sys::GenericCosts) -> Estimate {
+        cost::estimate(path, generic)
+    }
+
+    fn check_opclass(c: &OpClass) -> Vec<String> {
+        validate::check(c)
+    }
 }
 
-fn routine() -> PgBox<pg_sys::IndexAmRoutine> {
-    // SAFETY: a zeroed node of the right tag, filled below.
-    let mut am = unsafe { PgBox::<pg_sys::IndexAmRoutine>::alloc_node(pg_sys::NodeTag::T_IndexAmRoutine) };
-    am.amstrategies = 0;
-    am.amsupport = 0;
-    am.amoptsprocnum = 0;
-    am.amcanorder = false;
-    am.amcanorderbyop = true;
-    am.amcanbackward = false;
-    am.amcanunique = false;
-    am.amcanmulticol = false;
-    am.amoptionalkey = true;
-    am.amsearcharray = false;
-    am.amsearchnulls = false;
-    am.amstorage = false;
-    am.amclusterable = false;
-    am.ampredlocks = false;
-    am.amcanparallel = false;
-    am.amcaninclude = false;
-    am.amusemaintenanceworkmem = false;
-    am.amparallelvacuumoptions = pg_sys::VACUUM_OPTION_PARALLEL_BULKDEL as u8;
-    am.amkeytype = pg_sys::InvalidOid;
-    am.ambuild = Some(build::ambuild);
-    am.ambuildempty = Some(build::ambuildempty);
-    am.aminsert = Some(aminsert);
-    am.ambulkdelete = Some(vacuum::ambulkdelete);
-    am.amvacuumcleanup = Some(vacuum::amvacuumcleanup);
-    am.amcanreturn = Some(scan::amcanreturn);
-    am.amcostestimate = Some(cost::amcostestimate);
-    am.amoptions = Some(options::amoptions);
-    am.amvalidate = Some(validate::amvalidate);
-    am.ambeginscan = Some(scan::ambeginscan);
-    am.amrescan = Some(scan::amrescan);
-    am.amgettuple = Some(scan::amgettuple);
-    am.amgetbitmap = Some(scan::amgetbitmap);
-    am.amendscan = Some(scan::amendscan);
-    am.into_pg_boxed()
-}
+crate::index_am!(GpuSpatial);
 
 #[pg_extern(sql = "
 CREATE FUNCTION gpu_spatial_handler(internal) RETURNS index_am_handler

@@ -10,6 +10,7 @@
 use super::knn::Knn;
 use super::page::Entry;
 use super::shape;
+use crate::am::common::scan as common_scan;
 use crate::storage::tid_to;
 use gpuindex_engine::gpics::{Query, Rect};
 use pgrx::pg_sys;
@@ -107,9 +108,8 @@ fn order_of(scan: &pg_sys::IndexScanDescData) -> Option<(f64, f64)> {
 }
 
 fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
-    // SAFETY: opaque was set by ambeginscan to a ScanState that lives as
-    // long as the scan's memory context.
-    unsafe { &mut *((*scan).opaque as *mut ScanState) }
+    // SAFETY: started by ambeginscan with a ScanState.
+    unsafe { common_scan::state(scan) }
 }
 
 #[pg_guard]
@@ -118,29 +118,24 @@ pub unsafe extern "C-unwind" fn ambeginscan(
     nkeys: std::ffi::c_int,
     norderbys: std::ffi::c_int,
 ) -> pg_sys::IndexScanDesc {
-    let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
-    let tuple_ctx = pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpu_spatial tuples".as_ptr(), 0, 1024, 8192);
+    let scan = common_scan::begin(index, nkeys, norderbys, |tuple_ctx| ScanState {
+        quals: Some(Vec::new()),
+        order: None,
+        ordered: norderbys > 0,
+        mode: None,
+        tuple_ctx,
+    });
     if norderbys > 0 {
         let n = norderbys as usize;
         (*scan).xs_orderbyvals = pg_sys::palloc0(std::mem::size_of::<pg_sys::Datum>() * n) as *mut pg_sys::Datum;
         (*scan).xs_orderbynulls = pg_sys::palloc(n) as *mut bool;
         std::ptr::write_bytes((*scan).xs_orderbynulls, 1, n);
     }
-    let st = ScanState { quals: Some(Vec::new()), order: None, ordered: norderbys > 0, mode: None, tuple_ctx };
-    (*scan).opaque = pgrx::PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(st) as *mut std::ffi::c_void;
     scan
 }
 
 fn check_snapshot(scan: &pg_sys::IndexScanDescData) {
-    // SAFETY: xs_snapshot is set for every scan the executor runs.
-    let t = unsafe { scan.xs_snapshot.as_ref().map(|s| s.snapshot_type) };
-    if !matches!(t, Some(pg_sys::SnapshotType::SNAPSHOT_MVCC | pg_sys::SnapshotType::SNAPSHOT_HISTORIC_MVCC)) {
-        crate::error::raise(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            "gpu_spatial scans need an MVCC snapshot",
-            "gpu_spatial cannot serve exclusion constraints or CLUSTER; use GiST for those.",
-        );
-    }
+    common_scan::check_snapshot(scan, "gpu_spatial", "GiST");
 }
 
 #[pg_guard]

@@ -8,25 +8,8 @@
 
 use super::page::*;
 use super::{merge, shape};
-use crate::storage::{tid_to, Exclusive, Shared, Xlog};
+use crate::storage::{Exclusive, Shared, Tid, Xlog};
 use pgrx::pg_sys;
-use pgrx::prelude::*;
-
-fn nblocks(index: pg_sys::Relation) -> u32 {
-    // SAFETY: an open index relation.
-    unsafe { pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) }
-}
-
-fn stats_or_new(stats: *mut pg_sys::IndexBulkDeleteResult) -> &'static mut pg_sys::IndexBulkDeleteResult {
-    // SAFETY: palloc0'd in the vacuum's context when absent, as the AMs do.
-    unsafe {
-        if stats.is_null() {
-            &mut *(pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBulkDeleteResult>()) as *mut pg_sys::IndexBulkDeleteResult)
-        } else {
-            &mut *stats
-        }
-    }
-}
 
 /// Removes the dead entries of one page; returns how many, and the next
 /// page of its chain.
@@ -51,19 +34,8 @@ fn clean(index: pg_sys::Relation, block: u32, dead: &impl Fn(&Entry) -> bool) ->
     (removed, s.right)
 }
 
-#[pg_guard]
-pub unsafe extern "C-unwind" fn ambulkdelete(
-    info: *mut pg_sys::IndexVacuumInfo,
-    stats: *mut pg_sys::IndexBulkDeleteResult,
-    callback: pg_sys::IndexBulkDeleteCallback,
-    callback_state: *mut std::ffi::c_void,
-) -> *mut pg_sys::IndexBulkDeleteResult {
-    let index = (*info).index;
-    let stats = stats_or_new(stats);
-    let dead = |e: &Entry| {
-        let mut t = tid_to(e.heap_tid());
-        callback.expect("bulk-delete callback")(&mut t, callback_state)
-    };
+pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult, dead_tid: &dyn Fn(Tid) -> bool) {
+    let dead = |e: &Entry| dead_tid(e.heap_tid());
     merge::lock_structure(index, true);
     let m = shape::meta(index);
     let s = shape::shape(index, &m);
@@ -107,24 +79,13 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
     }
     merge::merge_locked(index, &touched);
     merge::unlock_structure(index);
-    stats as *mut _
 }
 
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amvacuumcleanup(
-    info: *mut pg_sys::IndexVacuumInfo,
-    stats: *mut pg_sys::IndexBulkDeleteResult,
-) -> *mut pg_sys::IndexBulkDeleteResult {
-    if (*info).analyze_only {
-        return stats;
-    }
-    let index = (*info).index;
-    let stats = stats_or_new(stats);
-    // Without dead rows bulk delete did not run: fold the delta here.
+/// After VACUUM: folds the delta (without dead rows bulk delete did not
+/// run and merge), and counts the entries.
+pub fn cleanup(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult) {
     merge::merge(index, true);
     let m = shape::meta(index);
-    stats.num_pages = nblocks(index);
     stats.num_index_tuples = (m.tree_entries + m.chains().iter().map(|c| c.entries).sum::<u64>()) as f64;
     stats.estimated_count = false;
-    stats as *mut _
 }
