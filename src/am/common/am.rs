@@ -8,8 +8,8 @@
 //!
 //! Scans keep their own state type per access method; the macro wires the
 //! callbacks of the AM's `scan` module by their IndexAmRoutine names
-//! (`ambeginscan`, `amrescan`, `amgettuple`, `amgetbitmap`, `amendscan`,
-//! `amcanreturn`), and `common::scan` holds what they share.
+//! (`ambeginscan`, `amrescan`, `amgettuple`, `amgetbitmap`, `amendscan`),
+//! and `common::scan` holds what they share (amcanreturn included).
 
 use super::options::Reloptions;
 use super::validate::OpClass;
@@ -157,7 +157,7 @@ macro_rules! index_am {
             am.amcostestimate = Some(amcostestimate);
             am.amoptions = Some(amoptions);
             am.amvalidate = Some(amvalidate);
-            am.amcanreturn = Some(scan::amcanreturn);
+            am.amcanreturn = Some($crate::am::common::scan::amcanreturn);
             am.ambeginscan = Some(scan::ambeginscan);
             am.amrescan = Some(scan::amrescan);
             am.amgettuple = Some(scan::amgettuple);

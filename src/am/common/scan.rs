@@ -45,3 +45,26 @@ pub fn check_snapshot(scan: &pg_sys::IndexScanDescData, am: &str, instead: &str)
         );
     }
 }
+
+/// amrescan's first step: the new keys (and ORDER BY keys) into the scan.
+///
+/// # Safety
+/// amrescan's arguments.
+pub unsafe fn copy_keys(scan: pg_sys::IndexScanDesc, keys: pg_sys::ScanKey, nkeys: i32, orderbys: pg_sys::ScanKey, norderbys: i32) {
+    // SAFETY: the scan has room for the counts it was begun with.
+    unsafe {
+        if !keys.is_null() && nkeys > 0 {
+            std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
+        }
+        if !orderbys.is_null() && norderbys > 0 {
+            std::ptr::copy(orderbys, (*scan).orderByData, norderbys as usize);
+        }
+    }
+}
+
+/// amcanreturn: every gpuindex index stores its one column's value
+/// exactly, so index-only scans can return it.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn amcanreturn(_index: pg_sys::Relation, attno: std::ffi::c_int) -> bool {
+    attno == 1
+}

@@ -8,23 +8,11 @@ use super::page::*;
 use crate::am::common::HeapRows;
 use crate::storage::{new_page_in, Exclusive, Fork};
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 use rayon::prelude::*;
 
-/// The indexed column's type (gpu_btree indexes one column).
+/// The indexed column's type.
 pub fn key_type(index: pg_sys::Relation) -> pg_sys::Oid {
-    // SAFETY: an open index relation has a tuple descriptor with >= 1 attribute.
-    unsafe {
-        let desc = (*index).rd_att;
-        if (*desc).natts != 1 {
-            crate::error::raise(
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                "gpu_btree indexes exactly one column",
-                "Create one gpu_btree index per column.",
-            );
-        }
-        (*(*desc).attrs.as_ptr()).atttypid
-    }
+    crate::am::common::key_type(index, "gpu_btree")
 }
 
 /// Builds into `fork`: (key, TID) from the heap rows (none for an empty

@@ -14,11 +14,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 fn fail(index: &str, what: String) -> ! {
-    crate::error::raise(
-        PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
-        format!("gpu_btree index \"{index}\" is corrupted: {what}"),
-        "REINDEX the index, and please report how it happened.",
-    )
+    crate::am::common::corrupted("gpu_btree", index, what)
 }
 
 #[pg_extern(

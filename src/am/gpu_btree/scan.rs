@@ -285,12 +285,10 @@ pub unsafe extern "C-unwind" fn amrescan(
     scan: pg_sys::IndexScanDesc,
     keys: pg_sys::ScanKey,
     nkeys: std::ffi::c_int,
-    _orderbys: pg_sys::ScanKey,
-    _norderbys: std::ffi::c_int,
+    orderbys: pg_sys::ScanKey,
+    norderbys: std::ffi::c_int,
 ) {
-    if !keys.is_null() && nkeys > 0 {
-        std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
-    }
+    common_scan::copy_keys(scan, keys, nkeys, orderbys, norderbys);
     let st = state(scan);
     let plan = plan_of(&*scan, st.key_type);
     st.reset(plan);
@@ -346,9 +344,4 @@ pub unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
     let st = state(scan);
     st.items = Vec::new();
     st.plan = Plan::Empty;
-}
-
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amcanreturn(_index: pg_sys::Relation, attno: std::ffi::c_int) -> bool {
-    attno == 1
 }

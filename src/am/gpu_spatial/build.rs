@@ -17,15 +17,7 @@ use pgrx::prelude::*;
 pub fn check_column(index: pg_sys::Relation) {
     // SAFETY: an open index relation has a tuple descriptor.
     unsafe {
-        let desc = (*index).rd_att;
-        if (*desc).natts != 1 {
-            crate::error::raise(
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                "gpu_spatial indexes exactly one column",
-                "Create one gpu_spatial index per point column.",
-            );
-        }
-        let t = (*(*desc).attrs.as_ptr()).atttypid;
+        let t = crate::am::common::key_type(index, "gpu_spatial");
         if t != pg_sys::POINTOID {
             let name = std::ffi::CStr::from_ptr(pg_sys::format_type_be(t)).to_string_lossy().into_owned();
             crate::error::raise(

@@ -13,11 +13,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 fn fail(index: &str, what: String) -> ! {
-    crate::error::raise(
-        PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
-        format!("gpu_spatial index \"{index}\" is corrupted: {what}"),
-        "REINDEX the index, and please report how it happened.",
-    )
+    crate::am::common::corrupted("gpu_spatial", index, what)
 }
 
 #[pg_extern(

@@ -146,12 +146,7 @@ pub unsafe extern "C-unwind" fn amrescan(
     orderbys: pg_sys::ScanKey,
     norderbys: std::ffi::c_int,
 ) {
-    if !keys.is_null() && nkeys > 0 {
-        std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
-    }
-    if !orderbys.is_null() && norderbys > 0 {
-        std::ptr::copy(orderbys, (*scan).orderByData, norderbys as usize);
-    }
+    common_scan::copy_keys(scan, keys, nkeys, orderbys, norderbys);
     let st = state(scan);
     st.quals = quals_of(&*scan);
     st.order = order_of(&*scan);
@@ -222,9 +217,4 @@ pub unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
     // The state is dropped with the scan's memory context; free its
     // buffers now.
     state(scan).mode = None;
-}
-
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amcanreturn(_index: pg_sys::Relation, attno: std::ffi::c_int) -> bool {
-    attno == 1
 }
