@@ -85,6 +85,9 @@ listen_addresses = ''
 unix_socket_directories = '$dir'
 port = 5432
 shared_preload_libraries = 'gpuindex'
+# Replay (crash recovery) compares every gpuindex and GenericXLog page
+# with the image logged beside the record, masked by the rmgrs' rm_mask.
+wal_consistency_checking = 'gpuindex,generic'
 fsync = off
 max_connections = 50
 CONF

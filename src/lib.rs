@@ -28,7 +28,7 @@ pub extern "C-unwind" fn _PG_init() {
     guc::init();
     am::common::cache::init();
     am::gpu_btree::options::OPTIONS.register();
-    am::gpu_btree::wal::register();
+    storage::rmgr::register();
     am::gpu_spatial::options::OPTIONS.register();
 }
 

@@ -6,6 +6,7 @@
 
 mod buffer;
 mod page;
+pub mod rmgr;
 mod tid;
 pub mod wal;
 mod xlog;
