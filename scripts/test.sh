@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Every test: sets up what is missing, checks formatting and lints, runs
-# the engine tests, compiles the
-# CUDA kernels with NVRTC (scripts/check-kernels.py), installs the
-# extension, runs pg_regress (sql/, expected/) and the integration tests
-# (tests/) against a throwaway cluster, then stops it. Works as root or as a
+# the engine tests, compiles the CUDA kernels with NVRTC
+# (scripts/check-kernels.py), installs the extension, runs pg_regress
+# (sql/, expected/) and the integration tests (tests/) against a throwaway
+# cluster, then stops it. Works as root or as a
 # user with sudo. GPUINDEX_REQUIRE_GPU=1 makes a missing GPU a failure.
 source "$(dirname "$0")/lib.sh"
 ensure_deps
