@@ -74,9 +74,11 @@ install_extension() {
 
 # cluster_start DIR: initdb DIR/data and start a server listening only on
 # the Unix socket in DIR (no TCP port, so it never collides with another
-# server), with gpuindex preloaded. Prints nothing; sets PGHOST/PGPORT/PGUSER.
+# server), with gpuindex preloaded (PRELOAD=0: not). Prints nothing; sets
+# PGHOST/PGPORT/PGUSER.
 cluster_start() {
-  local dir=$1
+  local dir=$1 preload="shared_preload_libraries = 'gpuindex'" checked="gpuindex,generic"
+  if [ "${PRELOAD:-1}" = 0 ]; then preload="# no shared_preload_libraries"; checked="generic"; fi
   mkdir -p "$dir"
   [ "$(id -u)" = 0 ] && chown postgres: "$dir"
   as_db_user "$PG_BIN/initdb" -D "$dir/data" -U postgres -A trust --no-sync -E UTF8 >"$dir/initdb.log" 2>&1
@@ -84,10 +86,10 @@ cluster_start() {
 listen_addresses = ''
 unix_socket_directories = '$dir'
 port = 5432
-shared_preload_libraries = 'gpuindex'
+$preload
 # Replay (crash recovery) compares every gpuindex and GenericXLog page
 # with the image logged beside the record, masked by the rmgrs' rm_mask.
-wal_consistency_checking = 'gpuindex,generic'
+wal_consistency_checking = '$checked'
 fsync = off
 max_connections = 50
 CONF
@@ -103,12 +105,37 @@ cluster_stop() {
   fi
 }
 
+# standby_start PRIMARY DIR: a streaming replica (pg_basebackup -R) of the
+# cluster whose socket is in PRIMARY, listening only on the socket in DIR.
+standby_start() {
+  local primary=$1 dir=$2
+  mkdir -p "$dir"
+  [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+  as_db_user "$PG_BIN/pg_basebackup" -h "$primary" -p 5432 -U postgres -D "$dir/data" -R -X stream -c fast >"$dir/basebackup.log" 2>&1
+  printf "unix_socket_directories = '%s'\nhot_standby = on\n" "$dir" | as_db_user tee -a "$dir/data/postgresql.conf" >/dev/null
+  as_db_user env -u RUST_BACKTRACE "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+}
+
+# Beside the throwaway cluster: a streaming replica of it (PGHOST_STANDBY)
+# and a cluster without shared_preload_libraries (PGHOST_NOPRELOAD, and
+# GPUINDEX_NOPRELOAD_RESTART to stop it immediately and start it again),
+# for the replica and GenericXLog-only test runners.
+start_side_clusters() {
+  standby_start "$CLUSTER_DIR" "$CLUSTER_DIR/standby"
+  (PRELOAD=0 cluster_start "$CLUSTER_DIR/nopreload")
+  export PGHOST_STANDBY=$CLUSTER_DIR/standby PGHOST_NOPRELOAD=$CLUSTER_DIR/nopreload
+  local ctl="env -u RUST_BACKTRACE $PG_BIN/pg_ctl -D $CLUSTER_DIR/nopreload/data -l $CLUSTER_DIR/nopreload/server.log -w -t 60"
+  GPUINDEX_NOPRELOAD_RESTART="$ctl -m immediate stop >/dev/null && $ctl start >/dev/null"
+  [ "$(id -u)" = 0 ] && GPUINDEX_NOPRELOAD_RESTART="cd /tmp && runuser -u postgres -- sh -c '$GPUINDEX_NOPRELOAD_RESTART'"
+  export GPUINDEX_NOPRELOAD_RESTART GPUINDEX_REQUIRE_STANDBY=1 GPUINDEX_REQUIRE_NOPRELOAD=1
+}
+
 # Starts a throwaway cluster in a new directory under /tmp (its path in
-# CLUSTER_DIR); on exit it is stopped and removed.
+# CLUSTER_DIR); on exit it (and any side cluster in it) is stopped and removed.
 start_throwaway_cluster() {
   CLUSTER_DIR=$(mktemp -d /tmp/gpuindex-XXXXXX)
   chmod 755 "$CLUSTER_DIR"
-  trap 'cluster_stop "$CLUSTER_DIR"; rm -rf "$CLUSTER_DIR"' EXIT
+  trap 'for d in "$CLUSTER_DIR"/standby "$CLUSTER_DIR"/nopreload "$CLUSTER_DIR"; do cluster_stop "$d"; done; rm -rf "$CLUSTER_DIR"' EXIT
   say "starting a throwaway cluster in $CLUSTER_DIR"
   cluster_start "$CLUSTER_DIR"
 }

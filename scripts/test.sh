@@ -35,6 +35,9 @@ if ! "$PG_REGRESS" --bindir="$PG_BIN" --host="$PGHOST" --port="$PGPORT" --user=p
   exit 1
 fi
 
+say "starting a streaming replica and a cluster without shared_preload_libraries beside it"
+start_side_clusters
+
 say "integration tests (cargo test -p gpuindex-tests) against $PGHOST"
 # The crash test restarts the server with this after killing it.
 start="env -u RUST_BACKTRACE $PG_BIN/pg_ctl -D $CLUSTER_DIR/data -l $CLUSTER_DIR/server.log -w -t 60 start >/dev/null"

@@ -3,12 +3,13 @@
 //! throwaway cluster and sets them), each test file in its own database.
 
 pub mod bench;
+pub mod runners;
 
 use postgres::{Client, Config, NoTls};
 
-fn config(db: &str) -> Config {
+fn config_at(host: &str, db: &str) -> Config {
     let mut c = Config::new();
-    c.host(&std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into()));
+    c.host(host);
     c.port(std::env::var("PGPORT").ok().and_then(|p| p.parse().ok()).unwrap_or(5432));
     c.user(&std::env::var("PGUSER").unwrap_or_else(|_| "postgres".into()));
     c.dbname(db);
@@ -17,13 +18,24 @@ fn config(db: &str) -> Config {
 
 /// A connection to database `db`, created (with the extension) on first use.
 pub fn connect(db: &str) -> Client {
-    let mut admin = config("postgres").connect(NoTls).expect("connect to the test server (PGHOST/PGPORT)");
+    connect_creating(&std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into()), db)
+}
+
+/// A connection to database `db` of the server at `host` (a socket
+/// directory), which must exist there (a standby's, say).
+pub fn connect_at(host: &str, db: &str) -> Result<Client, postgres::Error> {
+    config_at(host, db).connect(NoTls)
+}
+
+/// As `connect`, for the server at `host`.
+pub fn connect_creating(host: &str, db: &str) -> Client {
+    let mut admin = config_at(host, "postgres").connect(NoTls).expect("connect to the test server (PGHOST/PGPORT)");
     let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&db]).unwrap().is_some();
     if !exists {
         // Concurrent tests may race to create it; a duplicate is fine.
         let _ = admin.batch_execute(&format!("CREATE DATABASE {db}"));
     }
-    let mut c = config(db).connect(NoTls).expect("connect to the test database");
+    let mut c = config_at(host, db).connect(NoTls).expect("connect to the test database");
     c.batch_execute("CREATE EXTENSION IF NOT EXISTS gpuindex").ok();
     c
 }
