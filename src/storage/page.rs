@@ -34,6 +34,21 @@ pub const CONTENT_BYTES: usize = pg_sys::BLCKSZ as usize - HEADER - SPECIAL;
 const SPECIAL_START: usize = pg_sys::BLCKSZ as usize - SPECIAL;
 const _: () = assert!(SPECIAL.is_multiple_of(8));
 
+/// Types a page may be read as and written from: `repr(C)` (or
+/// primitive) data for which every bit pattern is a valid value, with no
+/// pointers or references, so a page's bytes can be viewed as them.
+///
+/// # Safety
+/// Implement only for such types.
+pub unsafe trait PageData: Copy {}
+
+// SAFETY: primitives and PostgreSQL's plain TID struct (three u16).
+unsafe impl PageData for u32 {}
+unsafe impl PageData for u64 {}
+unsafe impl PageData for pg_sys::ItemPointerData {}
+// SAFETY: repr(C): 4 f64 and 8 u32, every bit pattern valid.
+unsafe impl PageData for gpuindex_engine::gpics::tree::Node {}
+
 /// A page read under a lock (shared or exclusive).
 #[derive(Clone, Copy)]
 pub struct PageRef<'a> {
@@ -54,7 +69,7 @@ impl<'a> PageRef<'a> {
     }
 
     /// `n` values of T from content offset `at` (bytes from the front).
-    pub fn front<T: Copy>(&self, at: usize, n: usize) -> &'a [T] {
+    pub fn front<T: PageData>(&self, at: usize, n: usize) -> &'a [T] {
         assert!(at + n * std::mem::size_of::<T>() <= CONTENT_BYTES);
         // SAFETY: in bounds (checked) and aligned by the layouts' design.
         unsafe { std::slice::from_raw_parts(self.ptr.add(CONTENT_START + at) as *const T, n) }
@@ -62,7 +77,7 @@ impl<'a> PageRef<'a> {
 
     /// The i-th value of T stored from the back (element 0 ends at the
     /// special area).
-    pub fn back<T: Copy>(&self, i: usize) -> T {
+    pub fn back<T: PageData>(&self, i: usize) -> T {
         let off = SPECIAL_START - (i + 1) * std::mem::size_of::<T>();
         assert!(off >= CONTENT_START);
         // SAFETY: in bounds; unaligned read for 6-byte items.
@@ -70,7 +85,7 @@ impl<'a> PageRef<'a> {
     }
 
     /// A struct at the start of the contents (the metapage).
-    pub fn header<T: Copy>(&self) -> T {
+    pub fn header<T: PageData>(&self) -> T {
         // SAFETY: T fits the contents (checked by callers' layouts).
         unsafe { std::ptr::read_unaligned(self.ptr.add(CONTENT_START) as *const T) }
     }
@@ -124,13 +139,13 @@ impl<'a> PageMut<'a> {
         }
     }
 
-    pub fn front_mut<T: Copy>(&mut self, at: usize, n: usize) -> &mut [T] {
+    pub fn front_mut<T: PageData>(&mut self, at: usize, n: usize) -> &mut [T] {
         assert!(at + n * std::mem::size_of::<T>() <= CONTENT_BYTES);
         // SAFETY: in bounds, aligned by design, exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(CONTENT_START + at) as *mut T, n) }
     }
 
-    pub fn set_back<T: Copy>(&mut self, i: usize, v: T) {
+    pub fn set_back<T: PageData>(&mut self, i: usize, v: T) {
         let off = SPECIAL_START - (i + 1) * std::mem::size_of::<T>();
         assert!(off >= CONTENT_START);
         // SAFETY: in bounds; unaligned write for 6-byte items.
@@ -139,7 +154,7 @@ impl<'a> PageMut<'a> {
 
     /// Moves back-stored elements [from, from + n) to start at `to`
     /// (overlap allowed), for inserts and removals in the back array.
-    pub fn move_back<T: Copy>(&mut self, from: usize, to: usize, n: usize) {
+    pub fn move_back<T: PageData>(&mut self, from: usize, to: usize, n: usize) {
         if n == 0 {
             return;
         }
@@ -162,7 +177,7 @@ impl<'a> PageMut<'a> {
         }
     }
 
-    pub fn set_header<T: Copy>(&mut self, v: T) {
+    pub fn set_header<T: PageData>(&mut self, v: T) {
         assert!(std::mem::size_of::<T>() <= CONTENT_BYTES);
         // SAFETY: fits the contents.
         unsafe { std::ptr::write_unaligned(self.ptr.add(CONTENT_START) as *mut T, v) };

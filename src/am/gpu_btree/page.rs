@@ -13,7 +13,7 @@
 //!
 //! Keys are the order-preserving u64 encodings of `keys.rs`.
 
-use crate::storage::{PageMut, PageRef, Special, CONTENT_BYTES};
+use crate::storage::{PageData, PageMut, PageRef, Special, CONTENT_BYTES};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -53,6 +53,10 @@ pub struct Meta {
     pub null_head: u32,
     pub null_tail: u32,
 }
+
+// SAFETY: repr(C) integers only, every bit pattern valid (checked on read
+// by the magic and version).
+unsafe impl PageData for Meta {}
 
 impl Meta {
     pub fn new(root: u32) -> Meta {

@@ -14,7 +14,7 @@
 //!   first, consecutive blocks. A leaf node's `start` is the first block of
 //!   its run and `count` the number of pages in it.
 
-use crate::storage::{PageMut, PageRef, Special, Tid, CONTENT_BYTES};
+use crate::storage::{PageData, PageMut, PageRef, Special, Tid, CONTENT_BYTES};
 use gpuindex_engine::gpics::tree::Node;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -41,6 +41,9 @@ pub struct Entry {
     pub y: f64,
     pub tid: u64,
 }
+
+// SAFETY: repr(C) f64, f64, u64: every bit pattern valid.
+unsafe impl PageData for Entry {}
 
 impl Entry {
     pub fn is_null(&self) -> bool {
@@ -96,6 +99,10 @@ pub struct Meta {
     /// NULLs and points with a non-finite coordinate (never in the tree).
     pub odd: Chain,
 }
+
+// SAFETY: repr(C) integers and chains of integers, every bit pattern
+// valid (checked on read by the magic and version).
+unsafe impl PageData for Meta {}
 
 impl Meta {
     pub fn new(delta: u32, odd: u32, mc: u32, mh: u32) -> Meta {
