@@ -111,7 +111,10 @@ standby_start() {
   local primary=$1 dir=$2
   mkdir -p "$dir"
   [ "$(id -u)" = 0 ] && chown postgres: "$dir"
-  as_db_user "$PG_BIN/pg_basebackup" -h "$primary" -p 5432 -U postgres -D "$dir/data" -R -X stream -c fast >"$dir/basebackup.log" 2>&1
+  # A physical slot: the primary keeps the WAL a lagging standby still
+  # needs (the tests write a lot, and the crash test restarts the primary).
+  as_db_user "$PG_BIN/pg_basebackup" -h "$primary" -p 5432 -U postgres -D "$dir/data" -R -X stream -c fast \
+    -C -S gpuindex_standby >"$dir/basebackup.log" 2>&1
   printf "unix_socket_directories = '%s'\nhot_standby = on\n" "$dir" | as_db_user tee -a "$dir/data/postgresql.conf" >/dev/null
   as_db_user env -u RUST_BACKTRACE "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
 }

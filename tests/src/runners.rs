@@ -151,7 +151,7 @@ pub fn differential(c: &mut Client, table: &str, predicates: &[String]) {
 
 /// Runs the case's check function on the index.
 pub fn check(c: &mut Client, case: &Case, table: &str) {
-    c.query(&format!("SELECT * FROM {}('{table}_v')", case.check), &[]).unwrap_or_else(|e| panic!("{} on {table}_v: {e}", case.check));
+    c.query(&format!("SELECT * FROM {}('{table}_v')", case.check), &[]).unwrap_or_else(|e| panic!("{} on {table}_v: {e:?}", case.check));
 }
 
 pub fn predicates(case: &Case, rng: &mut SplitMix64, n: usize) -> Vec<String> {

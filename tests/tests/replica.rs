@@ -17,7 +17,7 @@ const DB: &str = "gpuindex_it_replica";
 
 fn wait_for_replay(primary: &mut Client, standby_host: &str) -> Client {
     let lsn: String = primary.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
     loop {
         // The database itself arrives by replay.
         if let Ok(mut s) = connect_at(standby_host, DB) {
@@ -26,7 +26,7 @@ fn wait_for_replay(primary: &mut Client, standby_host: &str) -> Client {
                 return s;
             }
         }
-        assert!(std::time::Instant::now() < deadline, "the standby did not replay up to {lsn} in 120 s");
+        assert!(std::time::Instant::now() < deadline, "the standby did not replay up to {lsn} in 600 s");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
