@@ -1,12 +1,13 @@
 //! gpuindex: GPU-backed index access methods for PostgreSQL.
 //!
-//! This crate is the PostgreSQL adapter: GUCs, SQL functions and (later)
-//! the access methods. The structures and the CUDA runtime live in
-//! `gpuindex-engine`, which knows nothing of PostgreSQL.
+//! This crate is the PostgreSQL adapter: GUCs, SQL functions and the
+//! access methods (docs/design.md). The structures and the CUDA runtime
+//! live in `gpuindex-engine`, which knows nothing of PostgreSQL.
 //!
 //! CUDA is never touched while loading: `_PG_init` (which runs in the
-//! postmaster under shared_preload_libraries) only defines GUCs; a backend
-//! creates its CUDA context at its first GPU batch.
+//! postmaster under shared_preload_libraries) defines GUCs and reloptions
+//! and registers the relcache callback and the WAL resource manager; a
+//! backend creates its CUDA context at its first GPU batch.
 
 use pgrx::prelude::*;
 

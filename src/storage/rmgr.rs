@@ -28,7 +28,7 @@ pub struct Client {
 }
 
 /// Every access method with records of its own; record types are unique
-/// across them (checked by `client_of`'s callers at registration).
+/// across them (checked by `register`).
 const CLIENTS: &[&Client] = &[&crate::am::gpu_btree::wal::CLIENT];
 
 static REGISTERED: AtomicBool = AtomicBool::new(false);

@@ -205,7 +205,7 @@ impl Tree {
             (l.count(), upper_bound(l.keys(), key))
         };
         if count < LEAF_CAPACITY {
-            if super::wal::available() {
+            if crate::storage::rmgr::available() {
                 super::wal::leaf_insert_logged(self.rel, &mut leaf, pos, key, tid);
             } else {
                 let x = Xlog::start(self.rel);

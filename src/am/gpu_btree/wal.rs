@@ -25,13 +25,8 @@ struct LeafInsert {
 
 pub const CLIENT: rmgr::Client = rmgr::Client { records: &[(LEAF_INSERT, c"GPU_BTREE_LEAF_INSERT")], redo, desc };
 
-/// Whether leaf inserts can use the record (the rmgr is registered).
-pub fn available() -> bool {
-    rmgr::available()
-}
-
 /// Inserts an entry into a leaf with room, in place, logged with our own
-/// record (callers check `available()` and the room first).
+/// record (callers check `rmgr::available()` and the room first).
 pub fn leaf_insert_logged(rel: pg_sys::Relation, leaf: &mut Exclusive, pos: usize, key: u64, tid: Tid) {
     let logged = wal::needs_wal(rel);
     let buffer = leaf.buffer();
