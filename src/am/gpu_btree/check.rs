@@ -4,7 +4,9 @@
 //! high keys, and that every inner entry points to a page
 //! one level down. Raises an ERROR at the first violation; returns one row
 //! per level otherwise. Safe beside concurrent inserts (one page locked at
-//! a time); `missing_downlinks` then also counts splits in progress.
+//! a time; a left link that names a page split off the left sibling since
+//! it was read is followed); `missing_downlinks` then also counts splits
+//! in progress.
 
 use super::page::*;
 use super::tree::Tree;
@@ -12,6 +14,27 @@ use crate::am::common::{Access, OpenIndex};
 use crate::storage::Shared;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+
+/// Whether `prev` split since it was read (concurrent inserts): walking
+/// right from it reaches `block`, and the page just before `block` is
+/// `left`. Locks one page at a time, left to right, as writers do.
+fn split_since(rel: pg_sys::Relation, prev: u32, block: u32, left: u32) -> bool {
+    if prev == NONE {
+        return false;
+    }
+    let mut at = prev;
+    for _ in 0..10_000 {
+        let s = Shared::lock(rel, at).page().special();
+        if s.right == block {
+            return at == left;
+        }
+        if s.flags & RIGHTMOST != 0 || s.right == NONE {
+            return false;
+        }
+        at = s.right;
+    }
+    false
+}
 
 fn fail(index: &str, what: String) -> ! {
     crate::am::common::corrupted("gpu_btree", index, what)
@@ -54,11 +77,10 @@ fn gpu_btree_check(
                 if (s.flags & LEFTMOST != 0) != (prev_block == NONE) {
                     fail(&name, format!("block {block}: LEFTMOST flag wrong"));
                 }
+                let mut left_link = prev_block;
                 let keys: Vec<u64> = if level == 0 {
                     let l = Leaf::new(g.page());
-                    if l.s.left != prev_block {
-                        fail(&name, format!("leaf {block}: left link {} but left sibling {prev_block}", l.s.left));
-                    }
+                    left_link = l.s.left;
                     l.keys().to_vec()
                 } else {
                     let p = Inner::new(g.page());
@@ -79,6 +101,10 @@ fn gpu_btree_check(
                 }
                 if !rightmost && keys.last().is_some_and(|&k| k > s.high) {
                     fail(&name, format!("block {block}: key above the high key"));
+                }
+                drop(g);
+                if left_link != prev_block && !split_since(rel, prev_block, block, left_link) {
+                    fail(&name, format!("leaf {block}: left link {left_link} but left sibling {prev_block}"));
                 }
                 pages += 1;
                 entries += keys.len() as i64;
