@@ -8,3 +8,9 @@ pub fn raise(code: PgSqlErrorCode, message: impl Into<String>, hint: impl Into<S
     ErrorReport::new(code, message.into(), "gpuindex").set_hint(hint).report(PgLogLevel::ERROR);
     unreachable!("ERROR does not return")
 }
+
+/// A type's SQL name, for messages.
+pub fn type_name(typ: pgrx::pg_sys::Oid) -> String {
+    // SAFETY: format_type_be returns a palloc'd C string (or raises).
+    unsafe { std::ffi::CStr::from_ptr(pgrx::pg_sys::format_type_be(typ)).to_string_lossy().into_owned() }
+}

@@ -47,3 +47,17 @@ pub unsafe fn ord_tids(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<(i64, pg_sys:
         v[1] = tid_datum(&r.1);
     })
 }
+
+/// Returns `(ord bigint, ctid tid, distance float8)` rows of a nearest
+/// search.
+///
+/// # Safety
+/// As `materialize`, for a function declared with those three columns.
+pub unsafe fn ord_tid_distances(fcinfo: pg_sys::FunctionCallInfo, hits: crate::am::common::search::Hits) {
+    let rows = hits.rows.into_iter().zip(hits.distances.expect("distances of neighbours"));
+    materialize(fcinfo, rows, |((ord, ctid), d), v| {
+        v[0] = (*ord).into();
+        v[1] = tid_datum(ctid);
+        v[2] = pg_sys::Datum::from(d.to_bits());
+    })
+}

@@ -2,3 +2,4 @@
 
 mod device_info;
 mod lower_bound;
+mod search;

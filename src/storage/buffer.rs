@@ -1,8 +1,9 @@
 //! Pinned, locked buffers as guards: dropping one unlocks and unpins it,
 //! also when an ERROR unwinds.
 
-use super::page::{PageMut, PageRef};
+use super::page::{PageMut, PageRef, SpecialArea};
 use pgrx::pg_sys;
+use std::marker::PhantomData;
 
 /// The relation forks gpuindex writes: the main one, and the init fork
 /// of an unlogged index (copied over the main fork at crash recovery).
@@ -30,20 +31,22 @@ fn read(rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
     read_fork(rel, Fork::Main, block)
 }
 
-/// A pinned page under a share lock.
-pub struct Shared {
+/// A pinned page under a share lock, of an access method whose pages
+/// have special area `S`.
+pub struct Shared<S> {
     buf: pg_sys::Buffer,
+    _special: PhantomData<S>,
 }
 
-impl Shared {
-    pub fn lock(rel: pg_sys::Relation, block: u32) -> Shared {
+impl<S: SpecialArea> Shared<S> {
+    pub fn lock(rel: pg_sys::Relation, block: u32) -> Self {
         let buf = read(rel, block);
         // SAFETY: buf is pinned.
         unsafe { pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32) };
-        Shared { buf }
+        Shared { buf, _special: PhantomData }
     }
 
-    pub fn page(&self) -> PageRef<'_> {
+    pub fn page(&self) -> PageRef<'_, S> {
         // SAFETY: the buffer is pinned and share-locked while self lives.
         unsafe { PageRef::new(pg_sys::BufferGetPage(self.buf) as *const u8) }
     }
@@ -54,7 +57,7 @@ impl Shared {
     }
 }
 
-impl Drop for Shared {
+impl<S> Drop for Shared<S> {
     fn drop(&mut self) {
         // SAFETY: locked and pinned by this guard.
         unsafe { pg_sys::UnlockReleaseBuffer(self.buf) };
@@ -63,33 +66,34 @@ impl Drop for Shared {
 
 /// A pinned page under an exclusive lock. Change it through an `Xlog`
 /// record (or, during a build, directly followed by `mark_dirty`).
-pub struct Exclusive {
+pub struct Exclusive<S> {
     buf: pg_sys::Buffer,
+    _special: PhantomData<S>,
 }
 
-impl Exclusive {
-    pub fn lock(rel: pg_sys::Relation, block: u32) -> Exclusive {
+impl<S: SpecialArea> Exclusive<S> {
+    pub fn lock(rel: pg_sys::Relation, block: u32) -> Self {
         let buf = read(rel, block);
         // SAFETY: buf is pinned.
         unsafe { pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32) };
-        Exclusive { buf }
+        Exclusive { buf, _special: PhantomData }
     }
 
-    pub fn page(&self) -> PageRef<'_> {
+    pub fn page(&self) -> PageRef<'_, S> {
         // SAFETY: pinned and locked while self lives.
         unsafe { PageRef::new(pg_sys::BufferGetPage(self.buf) as *const u8) }
     }
 
     /// Direct write access, for bulk builds only (no WAL record; the build
     /// logs every page at its end with log_newpage_range).
-    pub fn page_mut_unlogged(&mut self) -> PageMut<'_> {
+    pub fn page_mut_unlogged(&mut self) -> PageMut<'_, S> {
         // SAFETY: exclusively locked while self lives.
         unsafe { PageMut::new(pg_sys::BufferGetPage(self.buf) as *mut u8) }
     }
 
     /// The page itself (not a copy), for a change made inside a critical
     /// section and logged with the caller's own WAL record.
-    pub fn page_mut_in_place(&mut self) -> PageMut<'_> {
+    pub fn page_mut_in_place(&mut self) -> PageMut<'_, S> {
         // SAFETY: exclusively locked while self lives.
         unsafe { PageMut::new(pg_sys::BufferGetPage(self.buf) as *mut u8) }
     }
@@ -109,7 +113,7 @@ impl Exclusive {
     }
 }
 
-impl Drop for Exclusive {
+impl<S> Drop for Exclusive<S> {
     fn drop(&mut self) {
         // SAFETY: locked and pinned by this guard.
         unsafe { pg_sys::UnlockReleaseBuffer(self.buf) };
@@ -119,26 +123,26 @@ impl Drop for Exclusive {
 /// Extends the relation by one page and returns it exclusively locked
 /// (contents zeroed: the caller initialises it, in an Xlog record with
 /// `new_page = true`, or directly during a build).
-pub fn new_page(rel: pg_sys::Relation) -> Exclusive {
+pub fn new_page<S: SpecialArea>(rel: pg_sys::Relation) -> Exclusive<S> {
     new_page_in(rel, Fork::Main)
 }
 
 /// The same, in `fork` (builds write the init fork too).
-pub fn new_page_in(rel: pg_sys::Relation, fork: Fork) -> Exclusive {
+pub fn new_page_in<S: SpecialArea>(rel: pg_sys::Relation, fork: Fork) -> Exclusive<S> {
     // SAFETY: the extension lock serialises extenders, as nbtree does.
     unsafe {
         pg_sys::LockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
         let buf = read_fork(rel, fork, pg_sys::InvalidBlockNumber);
         pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
         pg_sys::UnlockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
-        Exclusive { buf }
+        Exclusive { buf, _special: PhantomData }
     }
 }
 
 /// Extends the relation by `n` consecutive pages, returned exclusively
 /// locked in block order (contents zeroed). The extension lock is held
 /// across, so no other backend's page lands between them.
-pub fn new_pages(rel: pg_sys::Relation, n: usize) -> Vec<Exclusive> {
+pub fn new_pages<S: SpecialArea>(rel: pg_sys::Relation, n: usize) -> Vec<Exclusive<S>> {
     // SAFETY: as new_page, for n pages under one extension lock.
     unsafe {
         pg_sys::LockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
@@ -146,7 +150,7 @@ pub fn new_pages(rel: pg_sys::Relation, n: usize) -> Vec<Exclusive> {
             .map(|_| {
                 let buf = read(rel, pg_sys::InvalidBlockNumber);
                 pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
-                Exclusive { buf }
+                Exclusive { buf, _special: PhantomData }
             })
             .collect();
         pg_sys::UnlockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);

@@ -12,6 +12,6 @@ pub mod wal;
 mod xlog;
 
 pub use buffer::{new_page, new_page_in, new_pages, Exclusive, Fork, Shared};
-pub use page::{PageData, PageMut, PageRef, Special, CONTENT_BYTES};
+pub use page::{content_bytes, PageData, PageMut, PageRef, SpecialArea};
 pub use tid::{tid_from, tid_to, Tid};
 pub use xlog::Xlog;

@@ -4,7 +4,7 @@
 //! unwinding) is aborted: nothing is changed.
 
 use super::buffer::Exclusive;
-use super::page::PageMut;
+use super::page::{PageMut, SpecialArea};
 use pgrx::pg_sys;
 
 pub struct Xlog {
@@ -20,7 +20,7 @@ impl Xlog {
 
     /// Registers a locked page; returns the copy to modify. `new_page`
     /// logs a full image (for pages initialised in this record).
-    pub fn register<'a>(&'a self, page: &'a Exclusive, new_page: bool) -> PageMut<'a> {
+    pub fn register<'a, S: SpecialArea>(&'a self, page: &'a Exclusive<S>, new_page: bool) -> PageMut<'a, S> {
         let n = self.registered.get();
         assert!(n < pg_sys::XLR_NORMAL_MAX_BLOCK_ID as usize, "GenericXLog takes at most 4 pages");
         self.registered.set(n + 1);

@@ -12,6 +12,7 @@ pub mod open;
 pub mod options;
 pub mod policies;
 pub mod scan;
+pub mod search;
 pub mod vacuum;
 pub mod validate;
 

@@ -40,6 +40,8 @@ pub struct OpenIndex {
     /// Row-level security applies to the caller: rows returned are
     /// filtered by the table's policies.
     pub policies: bool,
+    /// The index's access method.
+    pub am: &'static str,
 }
 
 fn rel_name(oid: pg_sys::Oid) -> String {
@@ -54,12 +56,15 @@ fn rel_name(oid: pg_sys::Oid) -> String {
     }
 }
 
-fn not_of_am(oid: pg_sys::Oid, am: &CStr) -> ! {
-    let am = am.to_string_lossy();
+fn not_of_am(oid: pg_sys::Oid, ams: &[&str]) -> ! {
+    let (what, using) = match ams {
+        [am] => (am.to_string(), am.to_string()),
+        _ => ("gpuindex".to_string(), ams.join(" or ")),
+    };
     crate::error::raise(
         PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-        format!("\"{}\" is not a {am} index", rel_name(oid)),
-        format!("Pass an index created with USING {am}."),
+        format!("\"{}\" is not a {what} index", rel_name(oid)),
+        format!("Pass an index created with USING {using}."),
     )
 }
 
@@ -85,12 +90,17 @@ unsafe fn indexed_columns(index: pg_sys::Relation) -> *mut pg_sys::Bitmapset {
 impl OpenIndex {
     /// Opens index `oid` of access method `am` for `access`, under `lock`
     /// (AccessShareLock to read; what the function needs to change).
-    pub fn open(oid: pg_sys::Oid, am: &CStr, access: Access, lock: pg_sys::LOCKMODE) -> OpenIndex {
+    pub fn open(oid: pg_sys::Oid, am: &'static str, access: Access, lock: pg_sys::LOCKMODE) -> OpenIndex {
+        Self::open_of(oid, &[am], access, lock)
+    }
+
+    /// Opens index `oid`, of any of the access methods `ams`, as `open`.
+    pub fn open_of(oid: pg_sys::Oid, ams: &[&'static str], access: Access, lock: pg_sys::LOCKMODE) -> OpenIndex {
         // SAFETY: catalog lookups and relation opens from a backend.
         unsafe {
             let heap_oid = pg_sys::IndexGetRelation(oid, true);
             if heap_oid == pg_sys::InvalidOid {
-                not_of_am(oid, am);
+                not_of_am(oid, ams);
             }
             let relkind = pg_sys::get_rel_relkind(heap_oid);
             let user = pg_sys::GetUserId();
@@ -128,7 +138,7 @@ impl OpenIndex {
             }
             let heap = pg_sys::table_open(heap_oid, lock);
             let index = pg_sys::index_open(oid, lock);
-            let mut opened = OpenIndex { index, heap, lock, policies: false };
+            let mut opened = OpenIndex { index, heap, lock, policies: false, am: "" };
             // The index may have been dropped and its OID reused while we
             // waited for the locks.
             if (*(*index).rd_index).indrelid != heap_oid {
@@ -138,9 +148,9 @@ impl OpenIndex {
                     "Run the statement again.",
                 );
             }
-            if (*(*index).rd_rel).relam != pg_sys::get_index_am_oid(am.as_ptr(), false) {
-                not_of_am(oid, am);
-            }
+            let relam = (*(*index).rd_rel).relam;
+            let am_oid = |am: &str| pg_sys::get_index_am_oid(std::ffi::CString::new(am).unwrap().as_ptr(), true);
+            opened.am = ams.iter().copied().find(|&am| am_oid(am) == relam).unwrap_or_else(|| not_of_am(oid, ams));
             if access == Access::Read {
                 // The definitive check, column privileges included.
                 crate::compat::check_select(heap_oid, relkind, indexed_columns(index));

@@ -5,8 +5,9 @@
 
 use super::keys;
 use super::page::*;
+use super::page::{Exclusive, PageMut};
 use crate::am::common::HeapRows;
-use crate::storage::{new_page_in, Exclusive, Fork};
+use crate::storage::{new_page_in, Fork};
 use pgrx::pg_sys;
 use rayon::prelude::*;
 
@@ -93,7 +94,7 @@ fn write_level(
     fork: Fork,
     n: usize,
     level: u8,
-    mut fill: impl FnMut(usize, &mut crate::storage::PageMut) -> u64,
+    mut fill: impl FnMut(usize, &mut PageMut) -> u64,
 ) -> Vec<(u64, u32)> {
     let mut out = Vec::with_capacity(n);
     let mut prev: Option<Exclusive> = None;

@@ -8,10 +8,10 @@
 //! it was read is followed); `missing_downlinks` then also counts splits
 //! in progress.
 
+use super::page::Shared;
 use super::page::*;
 use super::tree::Tree;
 use crate::am::common::{Access, OpenIndex};
-use crate::storage::Shared;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -54,7 +54,7 @@ fn gpu_btree_check(
     index: pg_sys::Oid,
 ) -> TableIterator<'static, (name!(level, i32), name!(pages, i64), name!(entries, i64), name!(missing_downlinks, i64))> {
     let mut rows = Vec::new();
-    let open = OpenIndex::open(index, c"gpu_btree", Access::Verify, pg_sys::AccessShareLock as i32);
+    let open = OpenIndex::open(index, "gpu_btree", Access::Verify, pg_sys::AccessShareLock as i32);
     let rel = open.index;
     // SAFETY: reads pages under share locks, one at a time.
     unsafe {

@@ -36,14 +36,9 @@ pub fn family_of(typ: Oid) -> Option<Family> {
 pub fn unsupported(typ: Oid) -> ! {
     crate::error::raise(
         PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-        format!("gpu_btree does not support type {}", type_name(typ)),
+        format!("gpu_btree does not support type {}", crate::error::type_name(typ)),
         "gpu_btree indexes int2, int4, int8, float4, float8, date, timestamp and timestamptz columns.",
     )
-}
-
-fn type_name(typ: Oid) -> String {
-    // SAFETY: format_type_be returns a palloc'd C string.
-    unsafe { std::ffi::CStr::from_ptr(pg_sys::format_type_be(typ)).to_string_lossy().into_owned() }
 }
 
 /// The code of a non-NULL value of type `typ`.

@@ -6,10 +6,10 @@
 //! leaf pages in this backend. Every hint is checked against the page's
 //! fence keys, so a stale mirror costs right-moves, never answers.
 
+use super::page::Shared;
 use super::page::*;
 use super::tree::Tree;
 use crate::am::common::cache;
-use crate::storage::Shared;
 use gpuindex_engine::executor::BatchJob;
 use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
 use gpuindex_engine::hbtree::implicit::ImplicitInner;

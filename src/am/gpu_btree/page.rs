@@ -13,9 +13,40 @@
 //!
 //! Keys are the order-preserving u64 encodings of `keys.rs`.
 
-use crate::storage::{PageData, PageMut, PageRef, Special, CONTENT_BYTES};
+use crate::storage::{self, PageData, SpecialArea};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+
+/// gpu_btree's special area: sibling links, fence keys, a count, the page
+/// kind and level (40 bytes; the on-disk format of every gpu_btree page).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Special {
+    pub right: u32,
+    pub left: u32,
+    /// Fence keys: every key on the page is in [low, high] (encoded keys);
+    /// `low` is meaningless on a leftmost page, `high` on a rightmost one.
+    pub low: u64,
+    pub high: u64,
+    pub count: u32,
+    pub flags: u16,
+    pub kind: u8,
+    pub level: u8,
+    /// Identifies gpu_btree pages when checking.
+    pub page_id: u16,
+    pub _pad: [u8; 6],
+}
+
+// SAFETY: repr(C) integers, every bit pattern valid.
+unsafe impl PageData for Special {}
+impl SpecialArea for Special {}
+const _: () = assert!(std::mem::size_of::<Special>() == 40);
+
+pub type PageRef<'a> = storage::PageRef<'a, Special>;
+pub type PageMut<'a> = storage::PageMut<'a, Special>;
+pub type Shared = storage::Shared<Special>;
+pub type Exclusive = storage::Exclusive<Special>;
+const CONTENT_BYTES: usize = storage::content_bytes::<Special>();
 
 pub const PAGE_ID: u16 = 0xB7EE;
 pub const META_BLOCK: u32 = 0;

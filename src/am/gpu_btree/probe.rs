@@ -8,36 +8,54 @@
 use super::keys;
 use super::page::Tid;
 use super::tree::Tree;
+use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
 use crate::am::common::{Access, OpenIndex};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-/// Opens `index` to read (the privilege guard) and checks that it is a
-/// gpu_btree index over keys comparable with `elem_type`.
-fn open_index(index: pg_sys::Oid, elem_type: pg_sys::Oid) -> OpenIndex {
-    let open = OpenIndex::open(index, c"gpu_btree", Access::Read, pg_sys::AccessShareLock as i32);
-    let key_type = super::build::key_type(open.index);
-    if keys::family_of(elem_type) != keys::family_of(key_type) {
-        // SAFETY: format_type_be returns a palloc'd C string.
-        let name = |t| unsafe { std::ffi::CStr::from_ptr(pg_sys::format_type_be(t)).to_string_lossy().into_owned() };
+impl BatchSearch for super::GpuBtree {
+    const NAME: &'static str = "gpu_btree";
+
+    /// Equality only: the batch finds each key's run of entries through
+    /// the mirror. Range strategies are index scans.
+    fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+        if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
+            search::unsupported("gpu_btree", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
+        }
+        check_key_type(open.index, batch.query_type);
+        let mut wanted = Vec::with_capacity(batch.queries.len());
+        for &(i, v) in batch.queries {
+            let (lo, hi) = keys::equal_range(v, batch.query_type);
+            wanted.push((lo, i));
+            if hi != lo {
+                wanted.push((hi, i));
+            }
+        }
+        Hits { rows: probe_visible(open, wanted, batch.what), distances: None }
+    }
+}
+
+/// Checks that keys of `query_type` compare with the index's keys.
+fn check_key_type(index: pg_sys::Relation, query_type: pg_sys::Oid) {
+    let key_type = super::build::key_type(index);
+    if keys::family_of(query_type) != keys::family_of(key_type) {
+        let name = crate::error::type_name;
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
-            format!("keys of type {}[] cannot probe an index on {}", name(elem_type), name(key_type)),
+            format!("keys of type {}[] cannot probe an index on {}", name(query_type), name(key_type)),
             "Cast the array to the indexed column's type, e.g. $1::bigint[].",
         );
     }
-    open
 }
-
 /// For (code, input position) pairs: the visible TIDs, (position, tid),
 /// in heap order (the visibility checks read each heap page once, and a
 /// join back by ctid reads the heap sequentially).
-fn probe_visible(open: &OpenIndex, mut wanted: Vec<(u64, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+fn probe_visible(open: &OpenIndex, mut wanted: Vec<(u64, i64)>, what: &'static str) -> Vec<(i64, pg_sys::ItemPointerData)> {
     wanted.sort_unstable();
     let mut codes: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     codes.dedup();
     let tree = Tree::new(open.index);
-    let entries: Vec<(u64, Tid)> = if codes.is_empty() { Vec::new() } else { super::mirror::probe(&tree, &codes, "gpu_btree_probe") };
+    let entries: Vec<(u64, Tid)> = if codes.is_empty() { Vec::new() } else { super::mirror::probe(&tree, &codes, what) };
     // (tid, position) for every match, in heap order.
     let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(entries.len());
     let mut w = 0;
@@ -62,18 +80,13 @@ fn probe_visible(open: &OpenIndex, mut wanted: Vec<(u64, i64)>) -> Vec<(i64, pg_
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_btree_probe(index: pg_sys::Oid, keys: pgrx::datum::AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
-    let (elem_type, values) = keys::array_elements(keys.datum());
-    let open = open_index(index, elem_type);
-    let mut wanted = Vec::with_capacity(values.len());
-    for (i, v) in values {
-        let (lo, hi) = keys::equal_range(v, elem_type);
-        wanted.push((lo, i));
-        if hi != lo {
-            wanted.push((hi, i));
-        }
-    }
-    let rows = probe_visible(&open, wanted);
+    let (query_type, queries) = keys::array_elements(keys.datum());
+    let open = OpenIndex::open(index, "gpu_btree", Access::Read, pg_sys::AccessShareLock as i32);
+    // Checked before an empty batch returns nothing.
+    check_key_type(open.index, query_type);
+    let ask = Ask::Matches(pg_sys::BTEqualStrategyNumber as u16);
+    let hits = search::search(&open, &Batch { ask, query_type, queries: &queries, what: "gpu_btree_probe" });
     drop(open);
     // SAFETY: the call's own fcinfo, declared (ord bigint, ctid tid).
-    unsafe { crate::srf::ord_tids(fcinfo, rows) }
+    unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }
 }

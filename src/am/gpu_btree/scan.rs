@@ -11,9 +11,9 @@
 use super::keys::{self, Bounds};
 use super::mirror;
 use super::page::*;
+use super::page::{Shared, Special};
 use super::tree::Tree;
 use crate::am::common::scan as common_scan;
-use crate::storage::{Shared, Special};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 

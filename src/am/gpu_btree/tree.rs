@@ -7,8 +7,9 @@
 //! downlink: searches still reach it through its left sibling's right link.
 
 use super::page::*;
+use super::page::{Exclusive, PageRef, Shared};
 use crate::am::common::cache;
-use crate::storage::{new_page, Exclusive, PageRef, Shared, Xlog};
+use crate::storage::{new_page, Xlog};
 use gpuindex_engine::hbtree::line::lower_bound;
 use pgrx::pg_sys;
 use pgrx::prelude::*;

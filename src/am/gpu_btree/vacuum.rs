@@ -3,9 +3,10 @@
 //! the common amvacuumcleanup reports the index's size. Empty pages are kept (no page
 //! deletion yet): their fence keys keep every mirror hint valid.
 
+use super::page::Exclusive;
 use super::page::*;
 use super::tree::Tree;
-use crate::storage::{Exclusive, Xlog};
+use crate::storage::Xlog;
 use pgrx::pg_sys;
 
 pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult, dead: &dyn Fn(Tid) -> bool) {

@@ -10,7 +10,8 @@
 //! A server that wrote these records needs gpuindex preloaded to recover.
 
 use super::page::{leaf_insert, tid_from, tid_to, Tid};
-use crate::storage::{rmgr, wal, Exclusive, PageMut};
+use super::page::{Exclusive, PageMut};
+use crate::storage::{rmgr, wal};
 use pgrx::pg_sys;
 
 const LEAF_INSERT: u8 = 0x10;

@@ -6,8 +6,9 @@
 //! of an unlogged index) is a metapage and empty delta and odd pages.
 
 use super::page::*;
+use super::page::{Exclusive, PageMut};
 use crate::am::common::HeapRows;
-use crate::storage::{new_page_in, Exclusive, Fork, PageMut};
+use crate::storage::{new_page_in, Fork};
 use gpuindex_engine::gpics::tree::Node;
 use gpuindex_engine::gpics::{Params, Points, QuadTree};
 use pgrx::pg_sys;
@@ -15,17 +16,13 @@ use pgrx::prelude::*;
 
 /// gpu_spatial indexes one `point` column.
 pub fn check_column(index: pg_sys::Relation) {
-    // SAFETY: an open index relation has a tuple descriptor.
-    unsafe {
-        let t = crate::am::common::key_type(index, "gpu_spatial");
-        if t != pg_sys::POINTOID {
-            let name = std::ffi::CStr::from_ptr(pg_sys::format_type_be(t)).to_string_lossy().into_owned();
-            crate::error::raise(
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                format!("gpu_spatial does not support type {name}"),
-                "gpu_spatial indexes point columns; use GiST for other geometric types.",
-            );
-        }
+    let t = crate::am::common::key_type(index, "gpu_spatial");
+    if t != pg_sys::POINTOID {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("gpu_spatial does not support type {}", crate::error::type_name(t)),
+            "gpu_spatial indexes point columns; use GiST for other geometric types.",
+        );
     }
 }
 

@@ -2,7 +2,8 @@
 //! an entry (aminsert), and reading them.
 
 use super::page::*;
-use crate::storage::{new_page, Exclusive, Shared, Xlog};
+use super::page::{Exclusive, Shared};
+use crate::storage::{new_page, Xlog};
 use pgrx::pg_sys;
 
 #[derive(Clone, Copy, PartialEq, Eq)]

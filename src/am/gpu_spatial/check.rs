@@ -37,7 +37,7 @@ fn gpu_spatial_check(
     (name!(nodes, i64), name!(leaves, i64), name!(tree_entries, i64), name!(chain_pages, i64), name!(chain_entries, i64)),
 > {
     // SAFETY: reads pages under share locks, one at a time.
-    let open = OpenIndex::open(index, c"gpu_spatial", Access::Verify, pg_sys::AccessShareLock as i32);
+    let open = OpenIndex::open(index, "gpu_spatial", Access::Verify, pg_sys::AccessShareLock as i32);
     let rel = open.index;
     let row = unsafe {
         let name = pgrx::name_data_to_str(&(*(*rel).rd_rel).relname).to_string();

@@ -18,12 +18,9 @@
 //! NULL array elements (and outer rows with NULL) match nothing; their
 //! positions still count.
 
-use super::image;
-use super::shape;
+use super::scan::{STRATEGY_DISTANCE, STRATEGY_IN_BOX, STRATEGY_IN_CIRCLE};
+use crate::am::common::search::{self, Ask, Batch, Hits};
 use crate::am::common::{Access, OpenIndex};
-use crate::storage::{tid_from, Tid};
-use gpuindex_engine::gpics::{Query, Rect};
-use gpuindex_engine::keys::encode_f64;
 use pgrx::datum::AnyArray;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -33,36 +30,14 @@ fn fail(code: PgSqlErrorCode, msg: impl Into<String>, hint: &str) -> ! {
     crate::error::raise(code, msg, hint)
 }
 
-/// Opens a gpu_spatial index to read (the privilege guard).
-fn open_index(oid: pg_sys::Oid) -> OpenIndex {
-    OpenIndex::open(oid, c"gpu_spatial", Access::Read, pg_sys::AccessShareLock as i32)
-}
-
-/// The elements of a geometric array as queries, with their positions.
-fn queries_of(arr: &AnyArray, expect: pg_sys::Oid, what: &str, f: impl Fn(pg_sys::Datum) -> Query) -> Vec<(i64, Query)> {
+/// The non-NULL elements of a geometric array with their positions,
+/// checked to be of type `expect` (named `what`).
+fn elements(arr: &AnyArray, expect: pg_sys::Oid, what: &str) -> Vec<(i64, pg_sys::Datum)> {
     let (elem, values) = crate::arrays::elements(arr.datum());
     if elem != expect {
         fail(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("expected an array of {what}"), &format!("Cast it: ARRAY[...]::{what}[]."));
     }
-    values.into_iter().map(|(i, d)| (i, f(d))).collect()
-}
-
-fn box_query(d: pg_sys::Datum) -> Query {
-    // SAFETY: a box datum (checked element type).
-    let b = unsafe { &*d.cast_mut_ptr::<pg_sys::BOX>() };
-    Query::Range(Rect { lx: b.low.x, ly: b.low.y, hx: b.high.x, hy: b.high.y })
-}
-
-fn circle_query(d: pg_sys::Datum) -> Query {
-    // SAFETY: a circle datum (checked element type).
-    let c = unsafe { &*d.cast_mut_ptr::<pg_sys::CIRCLE>() };
-    Query::Within { x: c.center.x, y: c.center.y, r: c.radius }
-}
-
-fn point_of(d: pg_sys::Datum) -> (f64, f64) {
-    // SAFETY: a point datum (checked element type).
-    let p = unsafe { &*d.cast_mut_ptr::<pg_sys::Point>() };
-    (p.x, p.y)
+    values
 }
 
 fn check_radius(r: f64) {
@@ -71,35 +46,28 @@ fn check_radius(r: f64) {
     }
 }
 
-/// Every (position, visible TID) answering the queries, grouped by
-/// position, in heap order within each.
-fn search(open: &OpenIndex, qs: &[(i64, Query)], what: &'static str) -> Vec<(i64, pg_sys::ItemPointerData)> {
-    if qs.is_empty() {
-        return Vec::new();
-    }
-    let rel = open.index;
-    let m = shape::meta(rel);
-    let img = image::tree(rel, &m);
-    let queries: Vec<Query> = qs.iter().map(|q| q.1).collect();
-    let tree = &img.tree;
-    let hits = crate::batch::run(what, queries.len(), || tree.search_cpu(&queries), |g| tree.search_gpu(g, &queries));
-    let delta = image::delta(rel, &m);
-    let delta_hits = delta.search_cpu(&queries);
-    let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(hits.ids.len() + delta_hits.ids.len());
-    for (i, &(ord, _)) in qs.iter().enumerate() {
-        matches.extend(hits.of(i).iter().chain(delta_hits.of(i)).map(|&t| (t, ord)));
-    }
-    // A merge running beside the call may show an entry twice.
-    crate::visibility::sort(&mut matches);
-    matches.dedup();
-    crate::visibility::by_position(open.visible(matches))
+/// A circle of radius `r` around a point datum, as a query.
+fn circle_around(d: pg_sys::Datum, r: f64) -> pg_sys::CIRCLE {
+    // SAFETY: a point datum (checked element type).
+    let center = unsafe { *d.cast_mut_ptr::<pg_sys::Point>() };
+    pg_sys::CIRCLE { center, radius: r }
 }
 
-/// Runs a search over index `oid` and returns its (ord, ctid) rows.
-fn search_rows(oid: pg_sys::Oid, qs: &[(i64, Query)], what: &'static str, fcinfo: pg_sys::FunctionCallInfo) {
-    let rows = search(&open_index(oid), qs, what);
+/// Datums pointing at `circles`, with the positions of `at`.
+fn circle_datums(at: &[(i64, pg_sys::Datum)], circles: &[pg_sys::CIRCLE]) -> Vec<(i64, pg_sys::Datum)> {
+    at.iter().zip(circles).map(|(&(i, _), c)| (i, pg_sys::Datum::from(c as *const pg_sys::CIRCLE))).collect()
+}
+
+/// Runs one batch over gpu_spatial index `oid`.
+fn run(oid: pg_sys::Oid, ask: Ask, query_type: pg_sys::Oid, queries: &[(i64, pg_sys::Datum)], what: &'static str) -> Hits {
+    let open = OpenIndex::open(oid, "gpu_spatial", Access::Read, pg_sys::AccessShareLock as i32);
+    search::search(&open, &Batch { ask, query_type, queries, what })
+}
+
+/// Returns a batch's (ord, ctid) rows.
+fn return_rows(hits: Hits, fcinfo: pg_sys::FunctionCallInfo) {
     // SAFETY: the call's own fcinfo, declared (ord bigint, ctid tid).
-    unsafe { crate::srf::ord_tids(fcinfo, rows) }
+    unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }
 }
 
 #[pg_extern(
@@ -110,8 +78,8 @@ fn search_rows(oid: pg_sys::Oid, qs: &[(i64, Query)], what: &'static str, fcinfo
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_range(index: pg_sys::Oid, boxes: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
-    let qs = queries_of(&boxes, pg_sys::BOXOID, "box", box_query);
-    search_rows(index, &qs, "gpu_spatial_range", fcinfo)
+    let qs = elements(&boxes, pg_sys::BOXOID, "box");
+    return_rows(run(index, Ask::Matches(STRATEGY_IN_BOX), pg_sys::BOXOID, &qs, "gpu_spatial_range"), fcinfo)
 }
 
 #[pg_extern(
@@ -122,8 +90,8 @@ fn gpu_spatial_range(index: pg_sys::Oid, boxes: AnyArray, fcinfo: pg_sys::Functi
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_within_circles(index: pg_sys::Oid, circles: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
-    let qs = queries_of(&circles, pg_sys::CIRCLEOID, "circle", circle_query);
-    search_rows(index, &qs, "gpu_spatial_within", fcinfo)
+    let qs = elements(&circles, pg_sys::CIRCLEOID, "circle");
+    return_rows(run(index, Ask::Matches(STRATEGY_IN_CIRCLE), pg_sys::CIRCLEOID, &qs, "gpu_spatial_within"), fcinfo)
 }
 
 #[pg_extern(
@@ -135,65 +103,10 @@ fn gpu_spatial_within_circles(index: pg_sys::Oid, circles: AnyArray, fcinfo: pg_
 )]
 fn gpu_spatial_within_points(index: pg_sys::Oid, centers: AnyArray, radius: f64, fcinfo: pg_sys::FunctionCallInfo) {
     check_radius(radius);
-    let qs = queries_of(&centers, pg_sys::POINTOID, "point", |d| {
-        let (x, y) = point_of(d);
-        Query::Within { x, y, r: radius }
-    });
-    search_rows(index, &qs, "gpu_spatial_within", fcinfo)
-}
-
-/// A kNN candidate: distance key (NaN last), TID, distance.
-type Cand = (u64, Tid, f64);
-
-/// The k nearest visible rows of each centre. Candidates come from the
-/// tree (one engine kNN batch) and the delta, merged in (distance, TID)
-/// order; dead ones are skipped, and a centre left short is asked again
-/// with twice as many candidates, until it has k or there are no more.
-fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize) -> Vec<(i64, pg_sys::ItemPointerData, f64)> {
-    let rel = open.index;
-    let m = shape::meta(rel);
-    let img = image::tree(rel, &m);
-    let delta = image::delta(rel, &m);
-    let total = img.tree.len() + delta.len();
-    let mut done: Vec<Vec<(pg_sys::ItemPointerData, f64)>> = vec![Vec::new(); centers.len()];
-    let mut pending: Vec<usize> = (0..centers.len()).collect();
-    let mut want = k;
-    while !pending.is_empty() {
-        let pts: Vec<(f64, f64)> = pending.iter().map(|&i| centers[i].1).collect();
-        let tree = &img.tree;
-        let a = crate::batch::run("gpu_spatial_knn", pts.len(), || tree.knn_cpu(&pts, want), |g| tree.knn_gpu(g, &pts, want));
-        let b = delta.knn_cpu(&pts, want);
-        let mut cands: Vec<Vec<Cand>> = Vec::with_capacity(pending.len());
-        let mut matches: Vec<(Tid, i64)> = Vec::new();
-        for j in 0..pending.len() {
-            let (ai, ad) = a.of(j);
-            let (bi, bd) = b.of(j);
-            let mut c: Vec<Cand> = ai.iter().zip(ad).chain(bi.iter().zip(bd)).map(|(&t, &d)| (encode_f64(d), t, d)).collect();
-            c.sort_unstable_by_key(|c| (c.0, c.1));
-            c.dedup_by_key(|c| c.1);
-            c.truncate(want);
-            matches.extend(c.iter().enumerate().map(|(r, c)| (c.1, (j * want + r) as i64)));
-            cands.push(c);
-        }
-        let seen = open.visible(matches);
-        let mut alive: Vec<Vec<(usize, pg_sys::ItemPointerData)>> = vec![Vec::new(); pending.len()];
-        for (pos, ctid) in seen {
-            let (j, r) = (pos as usize / want, pos as usize % want);
-            alive[j].push((r, ctid));
-        }
-        let mut again = Vec::new();
-        for (j, &i) in pending.iter().enumerate() {
-            alive[j].sort_unstable_by_key(|a| a.0);
-            if alive[j].len() >= k || cands[j].len() < want || want >= total {
-                done[i] = alive[j].iter().take(k).map(|&(r, ctid)| (ctid, cands[j][r].2)).collect();
-            } else {
-                again.push(i);
-            }
-        }
-        pending = again;
-        want = want.saturating_mul(2).min(total.max(1));
-    }
-    centers.iter().zip(done).flat_map(|(&(ord, _), rows)| rows.into_iter().map(move |(t, d)| (ord, t, d))).collect()
+    let points = elements(&centers, pg_sys::POINTOID, "point");
+    let circles: Vec<pg_sys::CIRCLE> = points.iter().map(|&(_, d)| circle_around(d, radius)).collect();
+    let qs = circle_datums(&points, &circles);
+    return_rows(run(index, Ask::Matches(STRATEGY_IN_CIRCLE), pg_sys::CIRCLEOID, &qs, "gpu_spatial_within"), fcinfo)
 }
 
 #[pg_extern(
@@ -207,27 +120,10 @@ fn gpu_spatial_knn(index: pg_sys::Oid, centers: AnyArray, k: i32, fcinfo: pg_sys
     if k <= 0 {
         fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("k = {k}: k must be positive"), "Ask for k >= 1 neighbours.");
     }
-    let (elem, values) = crate::arrays::elements(centers.datum());
-    if elem != pg_sys::POINTOID {
-        fail(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, "expected an array of point", "Cast it: ARRAY[...]::point[].");
-    }
-    let pts: Vec<(i64, (f64, f64))> = values.into_iter().map(|(i, d)| (i, point_of(d))).collect();
-    if let Some((i, (x, y))) = pts.iter().find(|p| !(p.1 .0.is_finite() && p.1 .1.is_finite())) {
-        fail(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("centre {i} ({x},{y}) has a non-finite coordinate"),
-            "Nearest neighbours need finite centres: every distance from a NaN or infinite point is the same.",
-        );
-    }
-    let rows = if pts.is_empty() { Vec::new() } else { knn(&open_index(index), &pts, k as usize) };
+    let qs = elements(&centers, pg_sys::POINTOID, "point");
+    let hits = run(index, Ask::Nearest { strategy: STRATEGY_DISTANCE, k: k as usize }, pg_sys::POINTOID, &qs, "gpu_spatial_knn");
     // SAFETY: the call's own fcinfo, declared (ord, ctid, distance).
-    unsafe {
-        crate::srf::materialize(fcinfo, rows, |r, v| {
-            v[0] = r.0.into();
-            v[1] = crate::srf::tid_datum(&r.1);
-            v[2] = r.2.into_datum().expect("float8");
-        })
-    }
+    unsafe { crate::srf::ord_tid_distances(fcinfo, hits) }
 }
 
 /// The outer column's type: point, box or circle.
@@ -299,23 +195,9 @@ fn gpu_spatial_join(
             "Boxes and circles carry their own extent; drop within.",
         );
     }
-    // The outer value of a row as a query.
-    let to_query = |row: &pgrx::spi::SpiHeapTupleData| -> Result<Query, pgrx::spi::Error> {
-        Ok(match kind {
-            pg_sys::POINTOID => {
-                let p: pg_sys::Point = row.get(2)?.expect("not null");
-                Query::Within { x: p.x, y: p.y, r: within.unwrap_or(0.0) }
-            }
-            pg_sys::BOXOID => {
-                let b: pg_sys::BOX = row.get(2)?.expect("not null");
-                Query::Range(Rect { lx: b.low.x, ly: b.low.y, hx: b.high.x, hy: b.high.y })
-            }
-            _ => {
-                let c: pg_sys::CIRCLE = row.get(2)?.expect("not null");
-                Query::Within { x: c.center.x, y: c.center.y, r: c.radius }
-            }
-        })
-    };
+    // Points join as circles of radius `within` around them.
+    let (strategy, query_type) =
+        if kind == pg_sys::BOXOID { (STRATEGY_IN_BOX, pg_sys::BOXOID) } else { (STRATEGY_IN_CIRCLE, pg_sys::CIRCLEOID) };
     // SAFETY: regclass and identifiers quoted by PostgreSQL.
     let sql = unsafe {
         let rel = std::ffi::CStr::from_ptr(pg_sys::quote_qualified_identifier(
@@ -333,7 +215,7 @@ fn gpu_spatial_join(
         format!("SELECT ctid, {col} FROM ONLY {rel} WHERE {col} IS NOT NULL")
     };
     let mut out: Vec<(pg_sys::ItemPointerData, pg_sys::ItemPointerData)> = Vec::new();
-    let inner = open_index(index);
+    let inner = OpenIndex::open(index, "gpu_spatial", Access::Read, pg_sys::AccessShareLock as i32);
     Spi::connect(|client| {
         let mut cursor = client.open_cursor(&sql, &[]);
         loop {
@@ -341,16 +223,26 @@ fn gpu_spatial_join(
             if rows.is_empty() {
                 break;
             }
-            let mut outer_tids = Vec::with_capacity(rows.len());
-            let mut qs = Vec::with_capacity(rows.len());
+            let mut outer_tids: Vec<pg_sys::ItemPointerData> = Vec::with_capacity(rows.len());
+            let (mut boxes, mut circles) = (Vec::new(), Vec::new());
             for row in rows {
-                let tid: pg_sys::ItemPointerData = row.get(1)?.expect("ctid");
-                qs.push((outer_tids.len() as i64, to_query(&row)?));
-                outer_tids.push(tid_from(tid));
+                outer_tids.push(row.get(1)?.expect("ctid"));
+                match kind {
+                    pg_sys::POINTOID => {
+                        circles.push(pg_sys::CIRCLE { center: row.get(2)?.expect("not null"), radius: within.unwrap_or(0.0) })
+                    }
+                    pg_sys::BOXOID => boxes.push(row.get::<pg_sys::BOX>(2)?.expect("not null")),
+                    _ => circles.push(row.get(2)?.expect("not null")),
+                }
             }
-            for (ord, tid) in search(&inner, &qs, "gpu_spatial_join") {
-                out.push((crate::storage::tid_to(outer_tids[ord as usize]), tid));
-            }
+            // Datums pointing at the values; positions index outer_tids.
+            let qs: Vec<(i64, pg_sys::Datum)> = if kind == pg_sys::BOXOID {
+                boxes.iter().enumerate().map(|(i, b)| (i as i64, pg_sys::Datum::from(b as *const pg_sys::BOX))).collect()
+            } else {
+                circles.iter().enumerate().map(|(i, c)| (i as i64, pg_sys::Datum::from(c as *const pg_sys::CIRCLE))).collect()
+            };
+            let hits = search::search(&inner, &Batch { ask: Ask::Matches(strategy), query_type, queries: &qs, what: "gpu_spatial_join" });
+            out.extend(hits.rows.into_iter().map(|(ord, tid)| (outer_tids[ord as usize], tid)));
         }
         Ok::<_, pgrx::spi::Error>(())
     })

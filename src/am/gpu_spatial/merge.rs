@@ -22,10 +22,11 @@
 //! next merge starts again from the frozen delta; entries already
 //! appended are recognised by TID and not added twice.
 
+use super::page::Exclusive;
 use super::page::*;
 use super::shape;
 use crate::am::common::{Access, OpenIndex};
-use crate::storage::{new_page, new_pages, Exclusive, Xlog};
+use crate::storage::{new_page, new_pages, Xlog};
 use gpuindex_engine::gpics::tree::Node;
 use gpuindex_engine::gpics::update::{plan_update, LeafData, LeafSource};
 use gpuindex_engine::gpics::{Params, Points};
@@ -133,7 +134,7 @@ fn write_run<T: Copy>(
     kind: u8,
     items: &[T],
     per_page: usize,
-    set: fn(&mut crate::storage::PageMut, &[T]),
+    set: fn(&mut super::page::PageMut, &[T]),
 ) -> (u32, u32) {
     let chunks: Vec<&[T]> = if items.is_empty() { vec![&[][..]] } else { items.chunks(per_page).collect() };
     let pages = new_pages(index, chunks.len());
@@ -282,6 +283,6 @@ pub fn merge_locked(index: pg_sys::Relation, touched: &[u32]) -> u64 {
 )]
 fn gpu_spatial_merge(index: pg_sys::Oid) -> i64 {
     // RowExclusiveLock, as inserts take: merges run beside them.
-    let open = OpenIndex::open(index, c"gpu_spatial", Access::Maintain, pg_sys::RowExclusiveLock as i32);
+    let open = OpenIndex::open(index, "gpu_spatial", Access::Maintain, pg_sys::RowExclusiveLock as i32);
     merge(open.index, true).unwrap_or(0) as i64
 }

@@ -7,6 +7,7 @@
 //! PostgreSQL's own operators', exactly: `<@ box`, `<@ circle`, `~=`, and
 //! `ORDER BY p <-> q` in exact distance order.
 
+mod batch;
 mod build;
 mod chain;
 pub mod check;

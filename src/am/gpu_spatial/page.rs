@@ -14,15 +14,39 @@
 //!   first, consecutive blocks. A leaf node's `start` is the first block of
 //!   its run and `count` the number of pages in it.
 
-use crate::storage::{PageData, PageMut, PageRef, Special, Tid, CONTENT_BYTES};
+use crate::storage::{self, PageData, SpecialArea, Tid};
 use gpuindex_engine::gpics::tree::Node;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+/// gpu_spatial's special area: the next page of a chain, the number of
+/// entries or nodes on the page, its kind.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Special {
+    pub right: u32,
+    pub count: u32,
+    pub kind: u8,
+    _pad: [u8; 5],
+    /// Identifies gpu_spatial pages when checking.
+    pub page_id: u16,
+}
+
+// SAFETY: repr(C) integers, every bit pattern valid.
+unsafe impl PageData for Special {}
+impl SpecialArea for Special {}
+
+pub type PageRef<'a> = storage::PageRef<'a, Special>;
+pub type PageMut<'a> = storage::PageMut<'a, Special>;
+pub type Shared = storage::Shared<Special>;
+pub type Exclusive = storage::Exclusive<Special>;
+const CONTENT_BYTES: usize = storage::content_bytes::<Special>();
+
 pub const PAGE_ID: u16 = 0x5A71;
 pub const META_BLOCK: u32 = 0;
 pub const MAGIC: u32 = 0x4753_5054; // "GSPT"
-pub const VERSION: u32 = 1;
+/// 2: the special area is gpu_spatial's own (16 bytes, was gpu_btree's 40).
+pub const VERSION: u32 = 2;
 pub const NONE: u32 = pg_sys::InvalidBlockNumber;
 
 pub const KIND_META: u8 = 1;
@@ -157,7 +181,7 @@ pub fn write_meta(page: &mut PageMut, m: &Meta) {
 }
 
 pub fn special(kind: u8) -> Special {
-    Special { kind, right: NONE, left: NONE, page_id: PAGE_ID, ..Default::default() }
+    Special { kind, right: NONE, page_id: PAGE_ID, ..Default::default() }
 }
 
 pub fn init_meta(page: &mut PageMut, m: &Meta) {

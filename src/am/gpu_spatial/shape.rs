@@ -3,9 +3,9 @@
 //! rebuilt or merged), and the entries of leaf runs and of the delta chain,
 //! filtered exactly by a set of queries.
 
+use super::page::Shared;
 use super::page::*;
 use crate::am::common::cache;
-use crate::storage::Shared;
 use gpuindex_engine::gpics::tree::{Node, NONE as NO_CHILD};
 use gpuindex_engine::gpics::Query;
 use pgrx::pg_sys;

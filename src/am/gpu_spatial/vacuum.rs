@@ -7,8 +7,9 @@
 //! merges the delta and any underfull leaves. amvacuumcleanup reports.
 
 use super::page::*;
+use super::page::{Exclusive, Shared};
 use super::{merge, shape};
-use crate::storage::{Exclusive, Shared, Tid, Xlog};
+use crate::storage::{Tid, Xlog};
 use pgrx::pg_sys;
 
 /// Removes the dead entries of one page; returns how many, and the next

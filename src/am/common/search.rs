@@ -1,0 +1,111 @@
+//! The batch search every access method answers, for callers that do not
+//! know which access method an index has (the batch SQL functions, joins,
+//! later the GPU service): a batch of query datums in, (query position,
+//! visible TID[, distance]) out, with the CPU or the GPU behind it as the
+//! GUCs and the batch's size decide.
+//!
+//! A query is `key OP query` for the operator of an operator-class strategy
+//! (`Ask::Matches`), or the k nearest keys by an ordering operator
+//! (`Ask::Nearest`). Rows are those visible to the caller's snapshot and
+//! allowed by row-level security (`OpenIndex::visible`).
+
+use super::OpenIndex;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// The rows whose key satisfies the strategy's operator with the query.
+    Matches(u16),
+    /// The `k` rows nearest the query by the ordering strategy's operator,
+    /// nearest first.
+    Nearest { strategy: u16, k: usize },
+}
+
+impl std::fmt::Display for Ask {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Ask::Matches(s) => write!(f, "search strategy {s}"),
+            Ask::Nearest { strategy, .. } => write!(f, "nearest by ordering strategy {strategy}"),
+        }
+    }
+}
+
+/// A batch's answer: `rows` are (query position, TID); `distances` (for
+/// `Ask::Nearest`) are the rows' distances. Rows of one position are in
+/// the access method's order: heap order for matches, nearest first for
+/// neighbours.
+#[derive(Default)]
+pub struct Hits {
+    pub rows: Vec<(i64, pg_sys::ItemPointerData)>,
+    pub distances: Option<Vec<f64>>,
+}
+
+/// A batch: what is asked, the queries' type, and the queries with their
+/// positions (NULL queries left out: they match nothing).
+pub struct Batch<'a> {
+    pub ask: Ask,
+    pub query_type: pg_sys::Oid,
+    pub queries: &'a [(i64, pg_sys::Datum)],
+    /// Recorded as the batch's name in `gpuindex_last_batch()`.
+    pub what: &'static str,
+}
+
+/// What an access method implements to be searched in batches.
+pub trait BatchSearch {
+    const NAME: &'static str;
+    /// Answers `batch` over the open index; raises an ERROR with a hint
+    /// for a strategy or query type it does not answer.
+    fn search(open: &OpenIndex, batch: &Batch) -> Hits;
+}
+
+/// A searcher, as the registry lists it.
+pub type SearchFn = fn(&OpenIndex, &Batch) -> Hits;
+
+/// `(name, search)` of `A`, for the registry.
+pub const fn entry<A: BatchSearch>() -> (&'static str, SearchFn) {
+    (A::NAME, A::search)
+}
+
+/// Opens index `oid` to read, of any access method that answers batches.
+pub fn open(oid: pg_sys::Oid) -> OpenIndex {
+    let names: Vec<&'static str> = crate::am::SEARCHABLE.iter().map(|s| s.0).collect();
+    OpenIndex::open_of(oid, &names, super::Access::Read, pg_sys::AccessShareLock as i32)
+}
+
+/// Answers `batch` over `open`, by its access method.
+pub fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+    let (_, f) = crate::am::SEARCHABLE.iter().find(|s| s.0 == open.am).expect("opened by search::open");
+    if batch.queries.is_empty() {
+        return Hits { rows: Vec::new(), distances: matches!(batch.ask, Ask::Nearest { .. }).then(Vec::new) };
+    }
+    f(open, batch)
+}
+
+/// The ERROR for a strategy or query type an access method does not batch.
+pub fn unsupported(am: &str, what: String, hint: &str) -> ! {
+    crate::error::raise(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("{am} batches do not answer {what}"), hint)
+}
+
+/// The strategy number of operator `op` in the index's operator family,
+/// as a search operator (`nearest` false) or an ordering one.
+pub fn strategy_of(index: pg_sys::Relation, op: pg_sys::Oid, nearest: bool) -> Option<u16> {
+    let purpose = if nearest { pg_sys::AMOP_ORDER } else { pg_sys::AMOP_SEARCH };
+    // SAFETY: an open index has one operator family per column; a
+    // catalog-cache lookup, released before returning.
+    unsafe {
+        let family = *(*index).rd_opfamily;
+        let tup = pg_sys::SearchSysCache3(
+            pg_sys::SysCacheIdentifier::AMOPOPID as i32,
+            pg_sys::Datum::from(op),
+            pg_sys::Datum::from(purpose),
+            pg_sys::Datum::from(family),
+        );
+        if tup.is_null() {
+            return None;
+        }
+        let strategy = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_amop>(tup)).amopstrategy as u16;
+        pg_sys::ReleaseSysCache(tup);
+        Some(strategy)
+    }
+}

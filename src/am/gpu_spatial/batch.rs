@@ -1,0 +1,148 @@
+//! gpu_spatial's batch search (`common::search`): a batch of boxes,
+//! circles or points as one G-PICS batch (two-step search on the GPU or on
+//! all cores) over the index's points, plus the delta; and the k nearest
+//! rows of a batch of centres.
+
+use super::image;
+use super::scan::{query_of, STRATEGY_DISTANCE, STRATEGY_IN_BOX, STRATEGY_IN_CIRCLE, STRATEGY_SAME};
+use super::shape;
+use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
+use crate::am::common::OpenIndex;
+use crate::storage::Tid;
+use gpuindex_engine::gpics::Query;
+use gpuindex_engine::keys::encode_f64;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+const HINT: &str = "gpu_spatial batches answer point <@ box, <@ circle, ~= point and the k nearest to a point (<->).";
+
+impl BatchSearch for super::GpuSpatial {
+    const NAME: &'static str = "gpu_spatial";
+
+    fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+        let (strategy, k) = match batch.ask {
+            Ask::Matches(s) => (s, None),
+            Ask::Nearest { strategy, k } => (strategy, Some(k)),
+        };
+        let expect = match (strategy, k) {
+            (STRATEGY_IN_BOX, None) => pg_sys::BOXOID,
+            (STRATEGY_IN_CIRCLE, None) => pg_sys::CIRCLEOID,
+            (STRATEGY_SAME, None) | (STRATEGY_DISTANCE, Some(_)) => pg_sys::POINTOID,
+            _ => search::unsupported("gpu_spatial", batch.ask.to_string(), HINT),
+        };
+        if batch.query_type != expect {
+            search::unsupported(
+                "gpu_spatial",
+                format!("strategy {strategy} with queries of type {}", crate::error::type_name(batch.query_type)),
+                HINT,
+            );
+        }
+        match k {
+            None => {
+                // SAFETY: datums of the strategy's type (checked above).
+                let qs: Vec<(i64, Query)> = batch.queries.iter().map(|&(i, d)| (i, unsafe { query_of(strategy, d) })).collect();
+                Hits { rows: matches(open, &qs, batch.what), distances: None }
+            }
+            Some(k) => {
+                let centers: Vec<(i64, (f64, f64))> = batch.queries.iter().map(|&(i, d)| (i, point_of(d))).collect();
+                if let Some((i, (x, y))) = centers.iter().find(|p| !(p.1 .0.is_finite() && p.1 .1.is_finite())) {
+                    crate::error::raise(
+                        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                        format!("centre {i} ({x},{y}) has a non-finite coordinate"),
+                        "Nearest neighbours need finite centres: every distance from a NaN or infinite point is the same.",
+                    );
+                }
+                knn(open, &centers, k, batch.what)
+            }
+        }
+    }
+}
+
+fn point_of(d: pg_sys::Datum) -> (f64, f64) {
+    // SAFETY: a point datum (checked query type).
+    let p = unsafe { &*d.cast_mut_ptr::<pg_sys::Point>() };
+    (p.x, p.y)
+}
+
+/// Every (position, visible TID) answering the queries, grouped by
+/// position, in heap order within each.
+fn matches(open: &OpenIndex, qs: &[(i64, Query)], what: &'static str) -> Vec<(i64, pg_sys::ItemPointerData)> {
+    let rel = open.index;
+    let m = shape::meta(rel);
+    let img = image::tree(rel, &m);
+    let queries: Vec<Query> = qs.iter().map(|q| q.1).collect();
+    let tree = &img.tree;
+    let hits = crate::batch::run(what, queries.len(), || tree.search_cpu(&queries), |g| tree.search_gpu(g, &queries));
+    let delta = image::delta(rel, &m);
+    let delta_hits = delta.search_cpu(&queries);
+    let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(hits.ids.len() + delta_hits.ids.len());
+    for (i, &(ord, _)) in qs.iter().enumerate() {
+        matches.extend(hits.of(i).iter().chain(delta_hits.of(i)).map(|&t| (t, ord)));
+    }
+    // A merge running beside the call may show an entry twice.
+    crate::visibility::sort(&mut matches);
+    matches.dedup();
+    crate::visibility::by_position(open.visible(matches))
+}
+
+/// A kNN candidate: distance key (NaN last), TID, distance.
+type Cand = (u64, Tid, f64);
+
+/// The k nearest visible rows of each centre. Candidates come from the
+/// tree (one engine kNN batch) and the delta, merged in (distance, TID)
+/// order; dead ones are skipped, and a centre left short is asked again
+/// with twice as many candidates, until it has k or there are no more.
+fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static str) -> Hits {
+    let rel = open.index;
+    let m = shape::meta(rel);
+    let img = image::tree(rel, &m);
+    let delta = image::delta(rel, &m);
+    let total = img.tree.len() + delta.len();
+    let mut done: Vec<Vec<(pg_sys::ItemPointerData, f64)>> = vec![Vec::new(); centers.len()];
+    let mut pending: Vec<usize> = (0..centers.len()).collect();
+    let mut want = k;
+    while !pending.is_empty() {
+        let pts: Vec<(f64, f64)> = pending.iter().map(|&i| centers[i].1).collect();
+        let tree = &img.tree;
+        let a = crate::batch::run(what, pts.len(), || tree.knn_cpu(&pts, want), |g| tree.knn_gpu(g, &pts, want));
+        let b = delta.knn_cpu(&pts, want);
+        let mut cands: Vec<Vec<Cand>> = Vec::with_capacity(pending.len());
+        let mut matches: Vec<(Tid, i64)> = Vec::new();
+        for j in 0..pending.len() {
+            let (ai, ad) = a.of(j);
+            let (bi, bd) = b.of(j);
+            let mut c: Vec<Cand> = ai.iter().zip(ad).chain(bi.iter().zip(bd)).map(|(&t, &d)| (encode_f64(d), t, d)).collect();
+            c.sort_unstable_by_key(|c| (c.0, c.1));
+            c.dedup_by_key(|c| c.1);
+            c.truncate(want);
+            matches.extend(c.iter().enumerate().map(|(r, c)| (c.1, (j * want + r) as i64)));
+            cands.push(c);
+        }
+        let seen = open.visible(matches);
+        let mut alive: Vec<Vec<(usize, pg_sys::ItemPointerData)>> = vec![Vec::new(); pending.len()];
+        for (pos, ctid) in seen {
+            let (j, r) = (pos as usize / want, pos as usize % want);
+            alive[j].push((r, ctid));
+        }
+        let mut again = Vec::new();
+        for (j, &i) in pending.iter().enumerate() {
+            alive[j].sort_unstable_by_key(|a| a.0);
+            if alive[j].len() >= k || cands[j].len() < want || want >= total {
+                done[i] = alive[j].iter().take(k).map(|&(r, ctid)| (ctid, cands[j][r].2)).collect();
+            } else {
+                again.push(i);
+            }
+        }
+        pending = again;
+        want = want.saturating_mul(2).min(total.max(1));
+    }
+    let mut hits = Hits { rows: Vec::new(), distances: Some(Vec::new()) };
+    let distances = hits.distances.as_mut().expect("set above");
+    for (&(ord, _), rows) in centers.iter().zip(done) {
+        for (t, d) in rows {
+            hits.rows.push((ord, t));
+            distances.push(d);
+        }
+    }
+    hits
+}

@@ -1,0 +1,40 @@
+//! The shared runners, for every access method (`runners::cases()`):
+//! index scans and batch searches equal sequential scans through loads,
+//! splits, merges, deletes, updates and VACUUM; concurrent readers agree
+//! with the heap while writers insert.
+
+use gpuindex_engine::rng::SplitMix64;
+use gpuindex_tests::{connect, runners};
+
+const DB: &str = "gpuindex_it_am";
+
+#[test]
+fn scans_and_batches_equal_sequential_scans() {
+    let mut c = connect(DB);
+    let mut rng = SplitMix64::new(7);
+    for case in runners::cases() {
+        let table = format!("am_{}", case.am);
+        runners::load(&mut c, &case, &table, &mut rng, 12_000);
+        let preds = runners::predicates(&case, &mut rng, 25);
+        runners::differential(&mut c, &table, &preds);
+        runners::batch_differential(&mut c, &case, &table, &mut rng, 8, 300);
+        runners::change(&mut c, &case, &table, &mut rng, 100_000, 4_000);
+        runners::differential(&mut c, &table, &preds);
+        // The batches on the GPU path wherever there is one.
+        c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
+        runners::batch_differential(&mut c, &case, &table, &mut rng, 8, 300);
+        c.batch_execute("RESET gpuindex.gpu_min_batch").unwrap();
+        runners::check(&mut c, &case, &table);
+        c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
+    }
+}
+
+#[test]
+fn concurrent_gpu_btree() {
+    runners::concurrent(DB, runners::gpu_btree(), "conc_gpu_btree", 100);
+}
+
+#[test]
+fn concurrent_gpu_spatial() {
+    runners::concurrent(DB, runners::gpu_spatial(), "conc_gpu_spatial", 500);
+}
