@@ -62,26 +62,29 @@ pub fn is_owner(relid: pg_sys::Oid) -> bool {
 /// # Safety
 /// A backend inside a transaction; `columns` palloc'd or NULL.
 pub unsafe fn check_select(relid: pg_sys::Oid, relkind: std::ffi::c_char, columns: *mut pg_sys::Bitmapset) {
-    #[cfg(feature = "pg15")]
-    {
-        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
-        (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
-        (*rte).rtekind = pg_sys::RTEKind::RTE_RELATION;
-        (*rte).relid = relid;
-        (*rte).relkind = relkind;
-        (*rte).rellockmode = pg_sys::AccessShareLock as i32;
-        (*rte).requiredPerms = pg_sys::ACL_SELECT as pg_sys::AclMode;
-        (*rte).selectedCols = columns;
-        pg_sys::ExecCheckRTPerms(pg_sys::lappend(std::ptr::null_mut(), rte.cast()), true);
-    }
-    #[cfg(not(feature = "pg15"))]
-    {
-        let _ = relkind;
-        let p = pg_sys::palloc0(std::mem::size_of::<pg_sys::RTEPermissionInfo>()) as *mut pg_sys::RTEPermissionInfo;
-        (*p).type_ = pg_sys::NodeTag::T_RTEPermissionInfo;
-        (*p).relid = relid;
-        (*p).requiredPerms = pg_sys::ACL_SELECT as pg_sys::AclMode;
-        (*p).selectedCols = columns;
-        pg_sys::ExecCheckPermissions(std::ptr::null_mut(), pg_sys::lappend(std::ptr::null_mut(), p.cast()), true);
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        #[cfg(feature = "pg15")]
+        {
+            let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
+            (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
+            (*rte).rtekind = pg_sys::RTEKind::RTE_RELATION;
+            (*rte).relid = relid;
+            (*rte).relkind = relkind;
+            (*rte).rellockmode = pg_sys::AccessShareLock as i32;
+            (*rte).requiredPerms = pg_sys::ACL_SELECT as pg_sys::AclMode;
+            (*rte).selectedCols = columns;
+            pg_sys::ExecCheckRTPerms(pg_sys::lappend(std::ptr::null_mut(), rte.cast()), true);
+        }
+        #[cfg(not(feature = "pg15"))]
+        {
+            let _ = relkind;
+            let p = pg_sys::palloc0(std::mem::size_of::<pg_sys::RTEPermissionInfo>()) as *mut pg_sys::RTEPermissionInfo;
+            (*p).type_ = pg_sys::NodeTag::T_RTEPermissionInfo;
+            (*p).relid = relid;
+            (*p).requiredPerms = pg_sys::ACL_SELECT as pg_sys::AclMode;
+            (*p).selectedCols = columns;
+            pg_sys::ExecCheckPermissions(std::ptr::null_mut(), pg_sys::lappend(std::ptr::null_mut(), p.cast()), true);
+        }
     }
 }

@@ -48,18 +48,21 @@ fn set_check_message(slot: *mut *mut std::ffi::c_char, text: &str) {
 /// nor while reading the configuration file outside a backend.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_device(newval: *mut i32, _extra: *mut *mut std::ffi::c_void, _source: pg_sys::GucSource::Type) -> bool {
-    if *newval != DeviceSetting::Gpu as i32 || !batch::cuda_allowed_here() {
-        return true;
-    }
-    match gpuindex_engine::gpu::gpu() {
-        Ok(_) => true,
-        Err(e) => {
-            set_check_message(std::ptr::addr_of_mut!(pg_sys::GUC_check_errdetail_string), &e.to_string());
-            set_check_message(
-                std::ptr::addr_of_mut!(pg_sys::GUC_check_errhint_string),
-                "Use gpuindex.device = auto (the GPU when there is one, else the CPU) or cpu.",
-            );
-            false
+    // SAFETY: called by PostgreSQL with the arguments its API promises.
+    unsafe {
+        if *newval != DeviceSetting::Gpu as i32 || !batch::cuda_allowed_here() {
+            return true;
+        }
+        match gpuindex_engine::gpu::gpu() {
+            Ok(_) => true,
+            Err(e) => {
+                set_check_message(std::ptr::addr_of_mut!(pg_sys::GUC_check_errdetail_string), &e.to_string());
+                set_check_message(
+                    std::ptr::addr_of_mut!(pg_sys::GUC_check_errhint_string),
+                    "Use gpuindex.device = auto (the GPU when there is one, else the CPU) or cpu.",
+                );
+                false
+            }
         }
     }
 }

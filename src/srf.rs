@@ -18,17 +18,20 @@ pub unsafe fn materialize<R>(
     rows: impl IntoIterator<Item = R>,
     mut fill: impl FnMut(&R, &mut [pg_sys::Datum]),
 ) {
-    // Checks that the caller accepts a materialized set; makes the store
-    // (work_mem, spilling to disk beyond) and the result descriptor.
-    pg_sys::InitMaterializedSRF(fcinfo, 0);
-    let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
-    let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
-    let natts = (*desc).natts as usize;
-    let mut values = vec![pg_sys::Datum::from(0usize); natts];
-    let mut nulls = vec![false; natts];
-    for row in rows {
-        fill(&row, &mut values);
-        pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        // Checks that the caller accepts a materialized set; makes the store
+        // (work_mem, spilling to disk beyond) and the result descriptor.
+        pg_sys::InitMaterializedSRF(fcinfo, 0);
+        let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+        let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
+        let natts = (*desc).natts as usize;
+        let mut values = vec![pg_sys::Datum::from(0usize); natts];
+        let mut nulls = vec![false; natts];
+        for row in rows {
+            fill(&row, &mut values);
+            pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        }
     }
 }
 
@@ -42,10 +45,13 @@ pub fn tid_datum(t: &pg_sys::ItemPointerData) -> pg_sys::Datum {
 /// # Safety
 /// As `materialize`, for a function declared with those two columns.
 pub unsafe fn ord_tids(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<(i64, pg_sys::ItemPointerData)>) {
-    materialize(fcinfo, rows, |r, v| {
-        v[0] = r.0.into();
-        v[1] = tid_datum(&r.1);
-    })
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        materialize(fcinfo, rows, |r, v| {
+            v[0] = r.0.into();
+            v[1] = tid_datum(&r.1);
+        })
+    }
 }
 
 /// Returns `(ord bigint, ctid tid, distance float8)` rows of a nearest
@@ -54,10 +60,13 @@ pub unsafe fn ord_tids(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<(i64, pg_sys:
 /// # Safety
 /// As `materialize`, for a function declared with those three columns.
 pub unsafe fn ord_tid_distances(fcinfo: pg_sys::FunctionCallInfo, hits: crate::am::common::search::Hits) {
-    let rows = hits.rows.into_iter().zip(hits.distances.expect("distances of neighbours"));
-    materialize(fcinfo, rows, |((ord, ctid), d), v| {
-        v[0] = (*ord).into();
-        v[1] = tid_datum(ctid);
-        v[2] = pg_sys::Datum::from(d.to_bits());
-    })
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        let rows = hits.rows.into_iter().zip(hits.distances.expect("distances of neighbours"));
+        materialize(fcinfo, rows, |((ord, ctid), d), v| {
+            v[0] = (*ord).into();
+            v[1] = tid_datum(ctid);
+            v[2] = pg_sys::Datum::from(d.to_bits());
+        })
+    }
 }

@@ -22,84 +22,94 @@ use pgrx::pg_sys;
 /// Call from a backend inside a transaction with an active snapshot;
 /// `heap` open and locked.
 pub unsafe fn visible(heap: pg_sys::Relation, mut matches: Vec<(Tid, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
-    sort(&mut matches);
-    // Pages are read as heap pages below.
-    if (*heap).rd_tableam != pg_sys::GetHeapamTableAmRoutine() {
-        crate::error::raise(
-            pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            "gpuindex batch functions read heap tables only",
-            "Use the operators through an index scan on tables of other access methods.",
-        );
-    }
-    let snapshot = pg_sys::GetActiveSnapshot();
-    // SERIALIZABLE needs the tuple-level predicate locks of the chain search.
-    let fast = (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC && pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32;
-    let nblocks = pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM);
-    let mut out = Vec::with_capacity(matches.len());
-    let mut i = 0;
-    while i < matches.len() {
-        let block = (matches[i].0 >> 16) as u32;
-        let end = i + matches[i..].partition_point(|m| (m.0 >> 16) as u32 == block);
-        if block < nblocks {
-            let buf = pg_sys::ReadBufferExtended(
-                heap,
-                pg_sys::ForkNumber::MAIN_FORKNUM,
-                block,
-                pg_sys::ReadBufferMode::RBM_NORMAL,
-                std::ptr::null_mut(),
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        sort(&mut matches);
+        // Pages are read as heap pages below.
+        if (*heap).rd_tableam != pg_sys::GetHeapamTableAmRoutine() {
+            crate::error::raise(
+                pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "gpuindex batch functions read heap tables only",
+                "Use the operators through an index scan on tables of other access methods.",
             );
-            pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
-            let page = pg_sys::BufferGetPage(buf);
-            let all_visible = fast && ((*(page as *const pg_sys::PageHeaderData)).pd_flags as u32 & pg_sys::PD_ALL_VISIBLE) != 0;
-            let mut last: Option<(Tid, Option<pg_sys::ItemPointerData>)> = None;
-            for &(tid, position) in &matches[i..end] {
-                // One check per distinct TID (several queries may match one row).
-                let seen = match last {
-                    Some((t, v)) if t == tid => v,
-                    _ => {
-                        let v = if all_visible { line_pointer_answer(page, tid) } else { None }
-                            .unwrap_or_else(|| hot_search(heap, buf, snapshot, tid));
-                        last = Some((tid, v));
-                        v
-                    }
-                };
-                if let Some(v) = seen {
-                    out.push((position, v));
-                }
-            }
-            pg_sys::UnlockReleaseBuffer(buf);
         }
-        i = end;
+        let snapshot = pg_sys::GetActiveSnapshot();
+        // SERIALIZABLE needs the tuple-level predicate locks of the chain search.
+        let fast =
+            (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC && pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32;
+        let nblocks = pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM);
+        let mut out = Vec::with_capacity(matches.len());
+        let mut i = 0;
+        while i < matches.len() {
+            let block = (matches[i].0 >> 16) as u32;
+            let end = i + matches[i..].partition_point(|m| (m.0 >> 16) as u32 == block);
+            if block < nblocks {
+                let buf = pg_sys::ReadBufferExtended(
+                    heap,
+                    pg_sys::ForkNumber::MAIN_FORKNUM,
+                    block,
+                    pg_sys::ReadBufferMode::RBM_NORMAL,
+                    std::ptr::null_mut(),
+                );
+                pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+                let page = pg_sys::BufferGetPage(buf);
+                let all_visible = fast && ((*(page as *const pg_sys::PageHeaderData)).pd_flags as u32 & pg_sys::PD_ALL_VISIBLE) != 0;
+                let mut last: Option<(Tid, Option<pg_sys::ItemPointerData>)> = None;
+                for &(tid, position) in &matches[i..end] {
+                    // One check per distinct TID (several queries may match one row).
+                    let seen = match last {
+                        Some((t, v)) if t == tid => v,
+                        _ => {
+                            let v = if all_visible { line_pointer_answer(page, tid) } else { None }
+                                .unwrap_or_else(|| hot_search(heap, buf, snapshot, tid));
+                            last = Some((tid, v));
+                            v
+                        }
+                    };
+                    if let Some(v) = seen {
+                        out.push((position, v));
+                    }
+                }
+                pg_sys::UnlockReleaseBuffer(buf);
+            }
+            i = end;
+        }
+        out
     }
-    out
 }
 
 /// On an all-visible page: a normal line pointer is its own visible row;
 /// an unused or dead one is no row (Some(None)); a redirect is left to the
 /// chain search (None).
 unsafe fn line_pointer_answer(page: pg_sys::Page, tid: Tid) -> Option<Option<pg_sys::ItemPointerData>> {
-    let header = &*(page as *const pg_sys::PageHeaderData);
-    let off = (tid & 0xffff) as usize;
-    let count = (header.pd_lower as usize).saturating_sub(std::mem::offset_of!(pg_sys::PageHeaderData, pd_linp))
-        / std::mem::size_of::<pg_sys::ItemIdData>();
-    if off == 0 || off > count {
-        return Some(None);
-    }
-    let lp = &*header.pd_linp.as_ptr().add(off - 1);
-    match lp.lp_flags() {
-        pg_sys::LP_NORMAL => Some(Some(tid_to(tid))),
-        pg_sys::LP_REDIRECT => None,
-        _ => Some(None),
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        let header = &*(page as *const pg_sys::PageHeaderData);
+        let off = (tid & 0xffff) as usize;
+        let count = (header.pd_lower as usize).saturating_sub(std::mem::offset_of!(pg_sys::PageHeaderData, pd_linp))
+            / std::mem::size_of::<pg_sys::ItemIdData>();
+        if off == 0 || off > count {
+            return Some(None);
+        }
+        let lp = &*header.pd_linp.as_ptr().add(off - 1);
+        match lp.lp_flags() {
+            pg_sys::LP_NORMAL => Some(Some(tid_to(tid))),
+            pg_sys::LP_REDIRECT => None,
+            _ => Some(None),
+        }
     }
 }
 
 /// The visible member of the HOT chain rooted at `tid`, if any (the
 /// buffer share-locked by the caller).
 unsafe fn hot_search(heap: pg_sys::Relation, buf: pg_sys::Buffer, snapshot: pg_sys::Snapshot, tid: Tid) -> Option<pg_sys::ItemPointerData> {
-    let mut t = tid_to(tid);
-    let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
-    let mut all_dead = false;
-    pg_sys::heap_hot_search_buffer(&mut t, heap, buf, snapshot, &mut tuple, &mut all_dead, true).then_some(t)
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        let mut t = tid_to(tid);
+        let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
+        let mut all_dead = false;
+        pg_sys::heap_hot_search_buffer(&mut t, heap, buf, snapshot, &mut tuple, &mut all_dead, true).then_some(t)
+    }
 }
 
 /// Sorts matches on all cores (plain data, no PostgreSQL calls): batches

@@ -108,7 +108,7 @@ macro_rules! index_am {
             callback: pgrx::pg_sys::IndexBulkDeleteCallback,
             callback_state: *mut std::ffi::c_void,
         ) -> *mut pgrx::pg_sys::IndexBulkDeleteResult {
-            $crate::am::common::vacuum::ambulkdelete::<$am>(info, stats, callback, callback_state)
+            unsafe { $crate::am::common::vacuum::ambulkdelete::<$am>(info, stats, callback, callback_state) }
         }
 
         #[pgrx::pg_guard]
@@ -116,7 +116,7 @@ macro_rules! index_am {
             info: *mut pgrx::pg_sys::IndexVacuumInfo,
             stats: *mut pgrx::pg_sys::IndexBulkDeleteResult,
         ) -> *mut pgrx::pg_sys::IndexBulkDeleteResult {
-            $crate::am::common::vacuum::amvacuumcleanup::<$am>(info, stats)
+            unsafe { $crate::am::common::vacuum::amvacuumcleanup::<$am>(info, stats) }
         }
 
         #[pgrx::pg_guard]
@@ -130,8 +130,11 @@ macro_rules! index_am {
             correlation: *mut f64,
             pages: *mut f64,
         ) {
-            let out = $crate::am::common::cost::CostOut { startup, total, selectivity, correlation, pages };
-            $crate::am::common::cost::amcostestimate::<$am>(root, path, loop_count, &out)
+            // SAFETY: called by PostgreSQL with the arguments its API promises.
+            unsafe {
+                let out = $crate::am::common::cost::CostOut { startup, total, selectivity, correlation, pages };
+                $crate::am::common::cost::amcostestimate::<$am>(root, path, loop_count, &out)
+            }
         }
 
         #[pgrx::pg_guard]

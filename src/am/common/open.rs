@@ -73,18 +73,21 @@ fn not_of_am(oid: pg_sys::Oid, ams: &[&str]) -> ! {
 /// # Safety
 /// `index` is open.
 unsafe fn indexed_columns(index: pg_sys::Relation) -> *mut pg_sys::Bitmapset {
-    let offset = pg_sys::FirstLowInvalidHeapAttributeNumber;
-    let mut cols: *mut pg_sys::Bitmapset = std::ptr::null_mut();
-    let ix = &*(*index).rd_index;
-    let keys = ix.indkey.values.as_slice(ix.indnatts as usize);
-    for &attno in keys.iter().filter(|&&a| a != 0) {
-        cols = pg_sys::bms_add_member(cols, attno as i32 - offset);
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        let offset = pg_sys::FirstLowInvalidHeapAttributeNumber;
+        let mut cols: *mut pg_sys::Bitmapset = std::ptr::null_mut();
+        let ix = &*(*index).rd_index;
+        let keys = ix.indkey.values.as_slice(ix.indnatts as usize);
+        for &attno in keys.iter().filter(|&&a| a != 0) {
+            cols = pg_sys::bms_add_member(cols, attno as i32 - offset);
+        }
+        // Expression columns and the predicate of a partial index (varno 1 is
+        // the table in both).
+        pg_sys::pull_varattnos(pg_sys::RelationGetIndexExpressions(index).cast(), 1, &mut cols);
+        pg_sys::pull_varattnos(pg_sys::RelationGetIndexPredicate(index).cast(), 1, &mut cols);
+        cols
     }
-    // Expression columns and the predicate of a partial index (varno 1 is
-    // the table in both).
-    pg_sys::pull_varattnos(pg_sys::RelationGetIndexExpressions(index).cast(), 1, &mut cols);
-    pg_sys::pull_varattnos(pg_sys::RelationGetIndexPredicate(index).cast(), 1, &mut cols);
-    cols
 }
 
 impl OpenIndex {

@@ -263,17 +263,20 @@ pub unsafe extern "C-unwind" fn ambeginscan(
     nkeys: std::ffi::c_int,
     norderbys: std::ffi::c_int,
 ) -> pg_sys::IndexScanDesc {
-    let key_type = super::build::key_type(index);
-    common_scan::begin(index, nkeys, norderbys, |tuple_ctx| ScanState {
-        key_type,
-        plan: Plan::Empty,
-        started: false,
-        items: Vec::new(),
-        pos: -1,
-        phase: Phase::Keys,
-        page: None,
-        tuple_ctx,
-    })
+    // SAFETY: called by PostgreSQL with the arguments its API promises.
+    unsafe {
+        let key_type = super::build::key_type(index);
+        common_scan::begin(index, nkeys, norderbys, |tuple_ctx| ScanState {
+            key_type,
+            plan: Plan::Empty,
+            started: false,
+            items: Vec::new(),
+            pos: -1,
+            phase: Phase::Keys,
+            page: None,
+            tuple_ctx,
+        })
+    }
 }
 
 fn check_snapshot(scan: &pg_sys::IndexScanDescData) {
@@ -288,53 +291,62 @@ pub unsafe extern "C-unwind" fn amrescan(
     orderbys: pg_sys::ScanKey,
     norderbys: std::ffi::c_int,
 ) {
-    common_scan::copy_keys(scan, keys, nkeys, orderbys, norderbys);
-    let st = state(scan);
-    let plan = plan_of(&*scan, st.key_type);
-    st.reset(plan);
+    // SAFETY: called by PostgreSQL with the arguments its API promises.
+    unsafe {
+        common_scan::copy_keys(scan, keys, nkeys, orderbys, norderbys);
+        let st = state(scan);
+        let plan = plan_of(&*scan, st.key_type);
+        st.reset(plan);
+    }
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: pg_sys::ScanDirection::Type) -> bool {
-    check_snapshot(&*scan);
-    let dir: isize = if direction == pg_sys::ScanDirection::BackwardScanDirection { -1 } else { 1 };
-    let tree = Tree::new((*scan).indexRelation);
-    let st = state(scan);
-    let Some((key, tid, is_null)) = st.next(&tree, dir) else { return false };
-    (*scan).xs_heaptid = tid_to(tid);
-    (*scan).xs_recheck = false;
-    if (*scan).xs_want_itup {
-        pg_sys::MemoryContextReset(st.tuple_ctx);
-        let desc = (*(*scan).indexRelation).rd_att;
-        let mut value = if is_null { pg_sys::Datum::from(0) } else { keys::decode(key, st.key_type) };
-        let mut null = is_null;
-        (*scan).xs_itup = pg_sys::index_form_tuple_context(desc, &mut value, &mut null, st.tuple_ctx);
-        (*scan).xs_itupdesc = desc;
+    // SAFETY: called by PostgreSQL with the arguments its API promises.
+    unsafe {
+        check_snapshot(&*scan);
+        let dir: isize = if direction == pg_sys::ScanDirection::BackwardScanDirection { -1 } else { 1 };
+        let tree = Tree::new((*scan).indexRelation);
+        let st = state(scan);
+        let Some((key, tid, is_null)) = st.next(&tree, dir) else { return false };
+        (*scan).xs_heaptid = tid_to(tid);
+        (*scan).xs_recheck = false;
+        if (*scan).xs_want_itup {
+            pg_sys::MemoryContextReset(st.tuple_ctx);
+            let desc = (*(*scan).indexRelation).rd_att;
+            let mut value = if is_null { pg_sys::Datum::from(0) } else { keys::decode(key, st.key_type) };
+            let mut null = is_null;
+            (*scan).xs_itup = pg_sys::index_form_tuple_context(desc, &mut value, &mut null, st.tuple_ctx);
+            (*scan).xs_itupdesc = desc;
+        }
+        true
     }
-    true
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
-    check_snapshot(&*scan);
-    let tree = Tree::new((*scan).indexRelation);
-    let st = state(scan);
-    let mut tids: Vec<pg_sys::ItemPointerData> = Vec::new();
-    let mut total = 0i64;
-    let mut flush = |tids: &mut Vec<pg_sys::ItemPointerData>| {
-        total += tids.len() as i64;
-        pg_sys::tbm_add_tuples(tbm, tids.as_mut_ptr(), tids.len() as i32, false);
-        tids.clear();
-    };
-    st.reset(st.plan.clone());
-    while let Some((_, tid, _)) = st.next(&tree, 1) {
-        tids.push(tid_to(tid));
-        if tids.len() == 4096 {
-            flush(&mut tids);
+    // SAFETY: called by PostgreSQL with the arguments its API promises.
+    unsafe {
+        check_snapshot(&*scan);
+        let tree = Tree::new((*scan).indexRelation);
+        let st = state(scan);
+        let mut tids: Vec<pg_sys::ItemPointerData> = Vec::new();
+        let mut total = 0i64;
+        let mut flush = |tids: &mut Vec<pg_sys::ItemPointerData>| {
+            total += tids.len() as i64;
+            pg_sys::tbm_add_tuples(tbm, tids.as_mut_ptr(), tids.len() as i32, false);
+            tids.clear();
+        };
+        st.reset(st.plan.clone());
+        while let Some((_, tid, _)) = st.next(&tree, 1) {
+            tids.push(tid_to(tid));
+            if tids.len() == 4096 {
+                flush(&mut tids);
+            }
         }
+        flush(&mut tids);
+        total
     }
-    flush(&mut tids);
-    total
 }
 
 #[pg_guard]

@@ -49,24 +49,27 @@ pub struct ScanState {
 /// `k` must be a gpu_spatial key with a non-NULL argument of its
 /// strategy's type.
 pub unsafe fn query_of(strategy: u16, arg: pg_sys::Datum) -> Query {
-    match strategy {
-        STRATEGY_IN_BOX => {
-            let b = &*arg.cast_mut_ptr::<pg_sys::BOX>();
-            Query::Range(Rect { lx: b.low.x, ly: b.low.y, hx: b.high.x, hy: b.high.y })
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        match strategy {
+            STRATEGY_IN_BOX => {
+                let b = &*arg.cast_mut_ptr::<pg_sys::BOX>();
+                Query::Range(Rect { lx: b.low.x, ly: b.low.y, hx: b.high.x, hy: b.high.y })
+            }
+            STRATEGY_IN_CIRCLE => {
+                let c = &*arg.cast_mut_ptr::<pg_sys::CIRCLE>();
+                Query::Within { x: c.center.x, y: c.center.y, r: c.radius }
+            }
+            STRATEGY_SAME => {
+                let p = &*arg.cast_mut_ptr::<pg_sys::Point>();
+                Query::Point { x: p.x, y: p.y }
+            }
+            s => crate::error::raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("gpu_spatial: unsupported strategy {s}"),
+                "gpu_spatial answers <@ box, <@ circle, ~= and ORDER BY <->.",
+            ),
         }
-        STRATEGY_IN_CIRCLE => {
-            let c = &*arg.cast_mut_ptr::<pg_sys::CIRCLE>();
-            Query::Within { x: c.center.x, y: c.center.y, r: c.radius }
-        }
-        STRATEGY_SAME => {
-            let p = &*arg.cast_mut_ptr::<pg_sys::Point>();
-            Query::Point { x: p.x, y: p.y }
-        }
-        s => crate::error::raise(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            format!("gpu_spatial: unsupported strategy {s}"),
-            "gpu_spatial answers <@ box, <@ circle, ~= and ORDER BY <->.",
-        ),
     }
 }
 
@@ -118,20 +121,23 @@ pub unsafe extern "C-unwind" fn ambeginscan(
     nkeys: std::ffi::c_int,
     norderbys: std::ffi::c_int,
 ) -> pg_sys::IndexScanDesc {
-    let scan = common_scan::begin(index, nkeys, norderbys, |tuple_ctx| ScanState {
-        quals: Some(Vec::new()),
-        order: None,
-        ordered: norderbys > 0,
-        mode: None,
-        tuple_ctx,
-    });
-    if norderbys > 0 {
-        let n = norderbys as usize;
-        (*scan).xs_orderbyvals = pg_sys::palloc0(std::mem::size_of::<pg_sys::Datum>() * n) as *mut pg_sys::Datum;
-        (*scan).xs_orderbynulls = pg_sys::palloc(n) as *mut bool;
-        std::ptr::write_bytes((*scan).xs_orderbynulls, 1, n);
+    // SAFETY: called by PostgreSQL with the arguments its API promises.
+    unsafe {
+        let scan = common_scan::begin(index, nkeys, norderbys, |tuple_ctx| ScanState {
+            quals: Some(Vec::new()),
+            order: None,
+            ordered: norderbys > 0,
+            mode: None,
+            tuple_ctx,
+        });
+        if norderbys > 0 {
+            let n = norderbys as usize;
+            (*scan).xs_orderbyvals = pg_sys::palloc0(std::mem::size_of::<pg_sys::Datum>() * n) as *mut pg_sys::Datum;
+            (*scan).xs_orderbynulls = pg_sys::palloc(n) as *mut bool;
+            std::ptr::write_bytes((*scan).xs_orderbynulls, 1, n);
+        }
+        scan
     }
-    scan
 }
 
 fn check_snapshot(scan: &pg_sys::IndexScanDescData) {
@@ -146,11 +152,14 @@ pub unsafe extern "C-unwind" fn amrescan(
     orderbys: pg_sys::ScanKey,
     norderbys: std::ffi::c_int,
 ) {
-    common_scan::copy_keys(scan, keys, nkeys, orderbys, norderbys);
-    let st = state(scan);
-    st.quals = quals_of(&*scan);
-    st.order = order_of(&*scan);
-    st.mode = None;
+    // SAFETY: called by PostgreSQL with the arguments its API promises.
+    unsafe {
+        common_scan::copy_keys(scan, keys, nkeys, orderbys, norderbys);
+        let st = state(scan);
+        st.quals = quals_of(&*scan);
+        st.order = order_of(&*scan);
+        st.mode = None;
+    }
 }
 
 impl ScanState {
@@ -177,39 +186,45 @@ impl ScanState {
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, _direction: pg_sys::ScanDirection::Type) -> bool {
-    check_snapshot(&*scan);
-    let rel = (*scan).indexRelation;
-    let st = state(scan);
-    let Some((e, dist)) = st.next(rel) else { return false };
-    (*scan).xs_heaptid = tid_to(e.heap_tid());
-    (*scan).xs_recheck = false;
-    if st.ordered {
-        (*scan).xs_recheckorderby = false;
-        *(*scan).xs_orderbynulls = dist.is_none();
-        *(*scan).xs_orderbyvals = dist.map_or(pg_sys::Datum::from(0), |d| d.into_datum().expect("float8 datum"));
+    // SAFETY: called by PostgreSQL with the arguments its API promises.
+    unsafe {
+        check_snapshot(&*scan);
+        let rel = (*scan).indexRelation;
+        let st = state(scan);
+        let Some((e, dist)) = st.next(rel) else { return false };
+        (*scan).xs_heaptid = tid_to(e.heap_tid());
+        (*scan).xs_recheck = false;
+        if st.ordered {
+            (*scan).xs_recheckorderby = false;
+            *(*scan).xs_orderbynulls = dist.is_none();
+            *(*scan).xs_orderbyvals = dist.map_or(pg_sys::Datum::from(0), |d| d.into_datum().expect("float8 datum"));
+        }
+        if (*scan).xs_want_itup {
+            pg_sys::MemoryContextReset(st.tuple_ctx);
+            let desc = (*(*scan).indexRelation).rd_att;
+            let p = pg_sys::MemoryContextAlloc(st.tuple_ctx, std::mem::size_of::<pg_sys::Point>()) as *mut pg_sys::Point;
+            *p = pg_sys::Point { x: e.x, y: e.y };
+            let mut value = pg_sys::Datum::from(p);
+            let mut null = e.is_null();
+            (*scan).xs_itup = pg_sys::index_form_tuple_context(desc, &mut value, &mut null, st.tuple_ctx);
+            (*scan).xs_itupdesc = desc;
+        }
+        true
     }
-    if (*scan).xs_want_itup {
-        pg_sys::MemoryContextReset(st.tuple_ctx);
-        let desc = (*(*scan).indexRelation).rd_att;
-        let p = pg_sys::MemoryContextAlloc(st.tuple_ctx, std::mem::size_of::<pg_sys::Point>()) as *mut pg_sys::Point;
-        *p = pg_sys::Point { x: e.x, y: e.y };
-        let mut value = pg_sys::Datum::from(p);
-        let mut null = e.is_null();
-        (*scan).xs_itup = pg_sys::index_form_tuple_context(desc, &mut value, &mut null, st.tuple_ctx);
-        (*scan).xs_itupdesc = desc;
-    }
-    true
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
-    check_snapshot(&*scan);
-    let st = state(scan);
-    let Some(quals) = st.quals.as_ref() else { return 0 };
-    let mut tids: Vec<pg_sys::ItemPointerData> =
-        shape::collect((*scan).indexRelation, quals).iter().map(|e| tid_to(e.heap_tid())).collect();
-    pg_sys::tbm_add_tuples(tbm, tids.as_mut_ptr(), tids.len() as i32, false);
-    tids.len() as i64
+    // SAFETY: called by PostgreSQL with the arguments its API promises.
+    unsafe {
+        check_snapshot(&*scan);
+        let st = state(scan);
+        let Some(quals) = st.quals.as_ref() else { return 0 };
+        let mut tids: Vec<pg_sys::ItemPointerData> =
+            shape::collect((*scan).indexRelation, quals).iter().map(|e| tid_to(e.heap_tid())).collect();
+        pg_sys::tbm_add_tuples(tbm, tids.as_mut_ptr(), tids.len() as i32, false);
+        tids.len() as i64
+    }
 }
 
 #[pg_guard]

@@ -32,8 +32,9 @@ mod avx2 {
     pub unsafe fn rank8(keys: *const u64, q: u64) -> usize {
         let flip = _mm256_set1_epi64x(i64::MIN);
         let qv = _mm256_xor_si256(_mm256_set1_epi64x(q as i64), flip);
-        let a = _mm256_xor_si256(_mm256_loadu_si256(keys as *const __m256i), flip);
-        let b = _mm256_xor_si256(_mm256_loadu_si256(keys.add(4) as *const __m256i), flip);
+        // SAFETY: the caller passes 8 readable keys.
+        let (a, b) = unsafe { (_mm256_loadu_si256(keys as *const __m256i), _mm256_loadu_si256(keys.add(4) as *const __m256i)) };
+        let (a, b) = (_mm256_xor_si256(a, flip), _mm256_xor_si256(b, flip));
         let lt_a = _mm256_cmpgt_epi64(qv, a);
         let lt_b = _mm256_cmpgt_epi64(qv, b);
         let m = (_mm256_movemask_pd(_mm256_castsi256_pd(lt_a)) | (_mm256_movemask_pd(_mm256_castsi256_pd(lt_b)) << 4)) as u32;
@@ -45,7 +46,8 @@ mod avx2 {
     pub unsafe fn rank4(keys: *const u64, q: u64) -> usize {
         let flip = _mm256_set1_epi64x(i64::MIN);
         let qv = _mm256_xor_si256(_mm256_set1_epi64x(q as i64), flip);
-        let a = _mm256_xor_si256(_mm256_loadu_si256(keys as *const __m256i), flip);
+        // SAFETY: the caller passes 4 readable keys.
+        let a = _mm256_xor_si256(unsafe { _mm256_loadu_si256(keys as *const __m256i) }, flip);
         (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(qv, a))) as u32).count_ones() as usize
     }
 }
