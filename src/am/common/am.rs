@@ -6,10 +6,8 @@
 //! the generic cost estimate, reloptions, the operator-class walk) around
 //! the trait's plain Rust functions.
 //!
-//! Scans keep their own state type per access method; the macro wires the
-//! callbacks of the AM's `scan` module by their IndexAmRoutine names
-//! (`ambeginscan`, `amrescan`, `amgettuple`, `amgetbitmap`, `amendscan`),
-//! and `common::scan` holds what they share (amcanreturn included).
+//! Scans keep their own state type per access method (`IndexAm::Scan`,
+//! an `IndexScan`); `common::scan` holds the scan callbacks around it.
 
 use super::options::Reloptions;
 use super::validate::OpClass;
@@ -36,6 +34,8 @@ pub trait IndexAm {
     const NAME: &'static str;
     /// Its reloptions.
     const OPTIONS: &'static Reloptions;
+    /// Its scans' state.
+    type Scan: super::scan::IndexScan;
 
     /// Turns on what the access method can do (amcanorder, amstrategies...).
     fn capabilities(am: &mut pg_sys::IndexAmRoutine);
@@ -64,12 +64,19 @@ pub trait IndexAm {
     fn check_opclass(c: &OpClass) -> Vec<String>;
 }
 
-/// Emits, in an access method's module, the C callbacks and `routine()`
-/// for the type implementing `IndexAm`. The module has a `scan` module
-/// with the scan callbacks.
+/// Emits, in an access method's module, the C callbacks, `routine()` and
+/// the handler function `$handler` for the type implementing `IndexAm`.
+/// The access method's SQL file creates the handler (C symbol
+/// `<handler>_wrapper`) and the access method.
 #[macro_export]
 macro_rules! index_am {
-    ($am:ty) => {
+    ($am:ty, $handler:ident) => {
+        /// The access method's handler (declared in its SQL file).
+        #[pgrx::pg_extern(sql = false)]
+        fn $handler(_fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::PgBox<pgrx::pg_sys::IndexAmRoutine> {
+            routine()
+        }
+
         #[pgrx::pg_guard]
         unsafe extern "C-unwind" fn ambuild(
             heap: pgrx::pg_sys::Relation,
@@ -148,6 +155,48 @@ macro_rules! index_am {
             $crate::am::common::validate::amvalidate::<$am>(opclass)
         }
 
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn ambeginscan(
+            index: pgrx::pg_sys::Relation,
+            nkeys: std::ffi::c_int,
+            norderbys: std::ffi::c_int,
+        ) -> pgrx::pg_sys::IndexScanDesc {
+            // SAFETY: called by PostgreSQL with the arguments its API promises.
+            unsafe { $crate::am::common::scan::ambeginscan::<<$am as $crate::am::common::IndexAm>::Scan>(index, nkeys, norderbys) }
+        }
+
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn amrescan(
+            scan: pgrx::pg_sys::IndexScanDesc,
+            keys: pgrx::pg_sys::ScanKey,
+            nkeys: std::ffi::c_int,
+            orderbys: pgrx::pg_sys::ScanKey,
+            norderbys: std::ffi::c_int,
+        ) {
+            // SAFETY: called by PostgreSQL with the arguments its API promises.
+            unsafe {
+                $crate::am::common::scan::amrescan::<<$am as $crate::am::common::IndexAm>::Scan>(scan, keys, nkeys, orderbys, norderbys)
+            }
+        }
+
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn amgettuple(scan: pgrx::pg_sys::IndexScanDesc, direction: pgrx::pg_sys::ScanDirection::Type) -> bool {
+            // SAFETY: called by PostgreSQL with the arguments its API promises.
+            unsafe { $crate::am::common::scan::amgettuple::<<$am as $crate::am::common::IndexAm>::Scan>(scan, direction) }
+        }
+
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn amgetbitmap(scan: pgrx::pg_sys::IndexScanDesc, tbm: *mut pgrx::pg_sys::TIDBitmap) -> i64 {
+            // SAFETY: called by PostgreSQL with the arguments its API promises.
+            unsafe { $crate::am::common::scan::amgetbitmap::<<$am as $crate::am::common::IndexAm>::Scan>(scan, tbm) }
+        }
+
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn amendscan(scan: pgrx::pg_sys::IndexScanDesc) {
+            // SAFETY: called by PostgreSQL with the arguments its API promises.
+            unsafe { $crate::am::common::scan::amendscan::<<$am as $crate::am::common::IndexAm>::Scan>(scan) }
+        }
+
         /// The access method's IndexAmRoutine.
         fn routine() -> pgrx::PgBox<pgrx::pg_sys::IndexAmRoutine> {
             let mut am = $crate::am::common::am::base_routine();
@@ -161,11 +210,11 @@ macro_rules! index_am {
             am.amoptions = Some(amoptions);
             am.amvalidate = Some(amvalidate);
             am.amcanreturn = Some($crate::am::common::scan::amcanreturn);
-            am.ambeginscan = Some(scan::ambeginscan);
-            am.amrescan = Some(scan::amrescan);
-            am.amgettuple = Some(scan::amgettuple);
-            am.amgetbitmap = Some(scan::amgetbitmap);
-            am.amendscan = Some(scan::amendscan);
+            am.ambeginscan = Some(ambeginscan);
+            am.amrescan = Some(amrescan);
+            am.amgettuple = Some(amgettuple);
+            am.amgetbitmap = Some(amgetbitmap);
+            am.amendscan = Some(amendscan);
             am.into_pg_boxed()
         }
     };

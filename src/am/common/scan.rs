@@ -1,36 +1,145 @@
-//! What every access method's scan shares: the scan descriptor with the
-//! AM's state in `opaque` (freed with the scan's memory context) and a
-//! memory context for returned index tuples, and the MVCC check.
+//! Index scans of every access method: the access method's scan state
+//! implements `IndexScan`; the callbacks here (which `index_am!` wires as
+//! ambeginscan, amrescan, amgettuple, amgetbitmap and amendscan) keep it
+//! in the scan descriptor's `opaque` (freed with the scan's memory
+//! context), copy the keys, check the snapshot, fill in heap TIDs, ORDER BY
+//! distances and index tuples (in a memory context of their own).
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-/// Starts a scan with `state` in `opaque`.
+/// A match a scan returns.
+pub struct Found {
+    pub tid: pg_sys::ItemPointerData,
+    /// Its ORDER BY distance (ordered scans; None: NULL).
+    pub distance: Option<f64>,
+}
+
+/// What an access method's scan does; its state is `Self`.
+pub trait IndexScan: Sized {
+    /// For the MVCC error: this access method and the core one to use
+    /// instead.
+    const AM: &'static str;
+    const INSTEAD: &'static str;
+    /// A new scan's state (ambeginscan).
+    fn begin(index: pg_sys::Relation, nkeys: usize, norderbys: usize) -> Self;
+    /// The scan's keys changed (amrescan): they are in `scan.keyData` and
+    /// `scan.orderByData`.
+    fn rescan(&mut self, scan: &pg_sys::IndexScanDescData);
+    /// The next match (amgettuple), in `forward` or backward direction.
+    fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found>;
+    /// The indexed value of the match `next` returned last (None: NULL),
+    /// allocated in `ctx` if by reference, for index-only scans.
+    fn value(&self, ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum>;
+    /// Every match (amgetbitmap), given to `add` in pieces.
+    fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData]));
+    /// Frees what the scan holds (amendscan).
+    fn end(&mut self);
+}
+
+struct State<S> {
+    am: S,
+    /// Where index tuples of index-only scans live, reset at every tuple.
+    tuple_ctx: pg_sys::MemoryContext,
+}
+
+/// The state `ambeginscan` stored.
 ///
 /// # Safety
+/// `scan` was started by `ambeginscan::<S>`.
+unsafe fn state<'a, S>(scan: pg_sys::IndexScanDesc) -> &'a mut State<S> {
+    // SAFETY: as the caller's; lives as long as the scan's memory context.
+    unsafe { &mut *((*scan).opaque as *mut State<S>) }
+}
+
+/// # Safety
 /// ambeginscan's arguments.
-pub unsafe fn begin<S>(
-    index: pg_sys::Relation,
-    nkeys: i32,
-    norderbys: i32,
-    state: impl FnOnce(pg_sys::MemoryContext) -> S,
-) -> pg_sys::IndexScanDesc {
+pub unsafe fn ambeginscan<S: IndexScan>(index: pg_sys::Relation, nkeys: i32, norderbys: i32) -> pg_sys::IndexScanDesc {
     // SAFETY: as the caller's.
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
         let tuple_ctx = pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpuindex tuples".as_ptr(), 0, 1024, 8192);
-        (*scan).opaque = pgrx::PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(state(tuple_ctx)) as *mut std::ffi::c_void;
+        let st = State { am: S::begin(index, nkeys as usize, norderbys as usize), tuple_ctx };
+        (*scan).opaque = pgrx::PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(st) as *mut std::ffi::c_void;
+        if norderbys > 0 {
+            let n = norderbys as usize;
+            (*scan).xs_orderbyvals = pg_sys::palloc0(std::mem::size_of::<pg_sys::Datum>() * n) as *mut pg_sys::Datum;
+            (*scan).xs_orderbynulls = pg_sys::palloc(n) as *mut bool;
+            std::ptr::write_bytes((*scan).xs_orderbynulls, 1, n);
+        }
         scan
     }
 }
 
-/// The state `begin` stored.
-///
 /// # Safety
-/// `scan` was started by `begin` with a state of type `S`.
-pub unsafe fn state<'a, S>(scan: pg_sys::IndexScanDesc) -> &'a mut S {
-    // SAFETY: as the caller's; lives as long as the scan's memory context.
-    unsafe { &mut *((*scan).opaque as *mut S) }
+/// amrescan's arguments, for a scan of `S`.
+pub unsafe fn amrescan<S: IndexScan>(
+    scan: pg_sys::IndexScanDesc,
+    keys: pg_sys::ScanKey,
+    nkeys: i32,
+    orderbys: pg_sys::ScanKey,
+    norderbys: i32,
+) {
+    // SAFETY: the scan has room for the counts it was begun with.
+    unsafe {
+        if !keys.is_null() && nkeys > 0 {
+            std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
+        }
+        if !orderbys.is_null() && norderbys > 0 {
+            std::ptr::copy(orderbys, (*scan).orderByData, norderbys as usize);
+        }
+        state::<S>(scan).am.rescan(&*scan);
+    }
+}
+
+/// # Safety
+/// amgettuple's arguments, for a scan of `S`.
+pub unsafe fn amgettuple<S: IndexScan>(scan: pg_sys::IndexScanDesc, direction: pg_sys::ScanDirection::Type) -> bool {
+    // SAFETY: as the caller's; the fields written are the scan's outputs.
+    unsafe {
+        check_snapshot(&*scan, S::AM, S::INSTEAD);
+        let st = state::<S>(scan);
+        let Some(found) = st.am.next(&*scan, direction != pg_sys::ScanDirection::BackwardScanDirection) else { return false };
+        (*scan).xs_heaptid = found.tid;
+        (*scan).xs_recheck = false;
+        if (*scan).numberOfOrderBys > 0 {
+            (*scan).xs_recheckorderby = false;
+            *(*scan).xs_orderbynulls = found.distance.is_none();
+            *(*scan).xs_orderbyvals = found.distance.map_or(pg_sys::Datum::from(0), |d| d.into_datum().expect("float8 datum"));
+        }
+        if (*scan).xs_want_itup {
+            pg_sys::MemoryContextReset(st.tuple_ctx);
+            let desc = (*(*scan).indexRelation).rd_att;
+            let value = st.am.value(st.tuple_ctx);
+            let (mut datum, mut null) = (value.unwrap_or(pg_sys::Datum::from(0)), value.is_none());
+            (*scan).xs_itup = pg_sys::index_form_tuple_context(desc, &mut datum, &mut null, st.tuple_ctx);
+            (*scan).xs_itupdesc = desc;
+        }
+        true
+    }
+}
+
+/// # Safety
+/// amgetbitmap's arguments, for a scan of `S`.
+pub unsafe fn amgetbitmap<S: IndexScan>(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
+    // SAFETY: as the caller's.
+    unsafe {
+        check_snapshot(&*scan, S::AM, S::INSTEAD);
+        let mut total = 0i64;
+        state::<S>(scan).am.all(&*scan, &mut |tids| {
+            total += tids.len() as i64;
+            pg_sys::tbm_add_tuples(tbm, tids.as_mut_ptr(), tids.len() as i32, false);
+        });
+        total
+    }
+}
+
+/// # Safety
+/// amendscan's argument, for a scan of `S`.
+pub unsafe fn amendscan<S: IndexScan>(scan: pg_sys::IndexScanDesc) {
+    // SAFETY: as the caller's. The state itself is dropped with the scan's
+    // memory context; its buffers are freed now.
+    unsafe { state::<S>(scan).am.end() }
 }
 
 /// Scans that drop page locks between calls need an MVCC snapshot.
@@ -43,22 +152,6 @@ pub fn check_snapshot(scan: &pg_sys::IndexScanDescData, am: &str, instead: &str)
             format!("{am} scans need an MVCC snapshot"),
             format!("{am} cannot serve exclusion constraints or CLUSTER; use {instead} for those."),
         );
-    }
-}
-
-/// amrescan's first step: the new keys (and ORDER BY keys) into the scan.
-///
-/// # Safety
-/// amrescan's arguments.
-pub unsafe fn copy_keys(scan: pg_sys::IndexScanDesc, keys: pg_sys::ScanKey, nkeys: i32, orderbys: pg_sys::ScanKey, norderbys: i32) {
-    // SAFETY: the scan has room for the counts it was begun with.
-    unsafe {
-        if !keys.is_null() && nkeys > 0 {
-            std::ptr::copy(keys, (*scan).keyData, nkeys as usize);
-        }
-        if !orderbys.is_null() && norderbys > 0 {
-            std::ptr::copy(orderbys, (*scan).orderByData, norderbys as usize);
-        }
     }
 }
 

@@ -31,6 +31,7 @@ pub struct GpuBtree;
 impl IndexAm for GpuBtree {
     const NAME: &'static str = "gpu_btree";
     const OPTIONS: &'static Reloptions = &options::OPTIONS;
+    type Scan = scan::ScanState;
 
     fn capabilities(am: &mut pg_sys::IndexAmRoutine) {
         am.amstrategies = 5;
@@ -73,17 +74,6 @@ impl IndexAm for GpuBtree {
     }
 }
 
-crate::index_am!(GpuBtree);
+crate::index_am!(GpuBtree, gpu_btree_handler);
 
-#[pg_extern(sql = "
-CREATE FUNCTION gpu_btree_handler(internal) RETURNS index_am_handler
-    PARALLEL SAFE IMMUTABLE STRICT LANGUAGE c
-    AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
-CREATE ACCESS METHOD gpu_btree TYPE INDEX HANDLER gpu_btree_handler;
-COMMENT ON ACCESS METHOD gpu_btree IS 'hybrid CPU-GPU B+-tree (HB+-tree): B-link pages, inner levels mirrored on the GPU for batches';
-")]
-fn gpu_btree_handler(_fcinfo: pg_sys::FunctionCallInfo) -> PgBox<pg_sys::IndexAmRoutine> {
-    routine()
-}
-
-extension_sql_file!("opclasses.sql", name = "gpu_btree_opclasses", requires = [gpu_btree_handler]);
+extension_sql_file!("access_method.sql", name = "gpu_btree");

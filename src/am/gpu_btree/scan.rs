@@ -1,5 +1,5 @@
-//! Index scans: ambeginscan, amrescan, amgettuple (both directions,
-//! index-only), amgetbitmap, amendscan.
+//! Index scans (`common::scan::IndexScan`): both directions, index-only,
+//! bitmaps.
 //!
 //! The scan keys become a plan: a range of codes (optionally followed by
 //! the NULLs, for unqualified ordered scans), a sorted list of probes
@@ -13,9 +13,8 @@ use super::mirror;
 use super::page::*;
 use super::page::{Shared, Special};
 use super::tree::Tree;
-use crate::am::common::scan as common_scan;
+use crate::am::common::scan::{Found, IndexScan};
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 
 /// Below this many probes, probes are searched one descent each (building
 /// a mirror would cost more).
@@ -50,7 +49,8 @@ pub struct ScanState {
     pos: isize,
     phase: Phase,
     page: Option<PageInfo>,
-    tuple_ctx: pg_sys::MemoryContext,
+    /// The last item returned: its key, and whether it is a NULL.
+    last: (u64, bool),
 }
 
 fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -> Plan {
@@ -231,7 +231,7 @@ impl ScanState {
         true
     }
 
-    fn next(&mut self, tree: &Tree, dir: isize) -> Option<(u64, Tid, bool)> {
+    fn next_item(&mut self, tree: &Tree, dir: isize) -> Option<(u64, Tid, bool)> {
         if !self.started {
             self.start(tree, dir);
         } else {
@@ -252,108 +252,56 @@ impl ScanState {
     }
 }
 
-fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
-    // SAFETY: started by ambeginscan with a ScanState.
-    unsafe { common_scan::state(scan) }
-}
+impl IndexScan for ScanState {
+    const AM: &'static str = "gpu_btree";
+    const INSTEAD: &'static str = "btree";
 
-#[pg_guard]
-pub unsafe extern "C-unwind" fn ambeginscan(
-    index: pg_sys::Relation,
-    nkeys: std::ffi::c_int,
-    norderbys: std::ffi::c_int,
-) -> pg_sys::IndexScanDesc {
-    // SAFETY: called by PostgreSQL with the arguments its API promises.
-    unsafe {
-        let key_type = super::build::key_type(index);
-        common_scan::begin(index, nkeys, norderbys, |tuple_ctx| ScanState {
-            key_type,
+    fn begin(index: pg_sys::Relation, _nkeys: usize, _norderbys: usize) -> Self {
+        ScanState {
+            key_type: super::build::key_type(index),
             plan: Plan::Empty,
             started: false,
             items: Vec::new(),
             pos: -1,
             phase: Phase::Keys,
             page: None,
-            tuple_ctx,
-        })
-    }
-}
-
-fn check_snapshot(scan: &pg_sys::IndexScanDescData) {
-    common_scan::check_snapshot(scan, "gpu_btree", "btree");
-}
-
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amrescan(
-    scan: pg_sys::IndexScanDesc,
-    keys: pg_sys::ScanKey,
-    nkeys: std::ffi::c_int,
-    orderbys: pg_sys::ScanKey,
-    norderbys: std::ffi::c_int,
-) {
-    // SAFETY: called by PostgreSQL with the arguments its API promises.
-    unsafe {
-        common_scan::copy_keys(scan, keys, nkeys, orderbys, norderbys);
-        let st = state(scan);
-        let plan = plan_of(&*scan, st.key_type);
-        st.reset(plan);
-    }
-}
-
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, direction: pg_sys::ScanDirection::Type) -> bool {
-    // SAFETY: called by PostgreSQL with the arguments its API promises.
-    unsafe {
-        check_snapshot(&*scan);
-        let dir: isize = if direction == pg_sys::ScanDirection::BackwardScanDirection { -1 } else { 1 };
-        let tree = Tree::new((*scan).indexRelation);
-        let st = state(scan);
-        let Some((key, tid, is_null)) = st.next(&tree, dir) else { return false };
-        (*scan).xs_heaptid = tid_to(tid);
-        (*scan).xs_recheck = false;
-        if (*scan).xs_want_itup {
-            pg_sys::MemoryContextReset(st.tuple_ctx);
-            let desc = (*(*scan).indexRelation).rd_att;
-            let mut value = if is_null { pg_sys::Datum::from(0) } else { keys::decode(key, st.key_type) };
-            let mut null = is_null;
-            (*scan).xs_itup = pg_sys::index_form_tuple_context(desc, &mut value, &mut null, st.tuple_ctx);
-            (*scan).xs_itupdesc = desc;
+            last: (0, false),
         }
-        true
     }
-}
 
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
-    // SAFETY: called by PostgreSQL with the arguments its API promises.
-    unsafe {
-        check_snapshot(&*scan);
-        let tree = Tree::new((*scan).indexRelation);
-        let st = state(scan);
-        let mut tids: Vec<pg_sys::ItemPointerData> = Vec::new();
-        let mut total = 0i64;
-        let mut flush = |tids: &mut Vec<pg_sys::ItemPointerData>| {
-            total += tids.len() as i64;
-            pg_sys::tbm_add_tuples(tbm, tids.as_mut_ptr(), tids.len() as i32, false);
-            tids.clear();
-        };
-        st.reset(st.plan.clone());
-        while let Some((_, tid, _)) = st.next(&tree, 1) {
+    fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
+        let plan = plan_of(scan, self.key_type);
+        self.reset(plan);
+    }
+
+    fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
+        let (key, tid, is_null) = self.next_item(&Tree::new(scan.indexRelation), if forward { 1 } else { -1 })?;
+        self.last = (key, is_null);
+        Some(Found { tid: tid_to(tid), distance: None })
+    }
+
+    fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
+        // Every key type is passed by value.
+        let (key, is_null) = self.last;
+        (!is_null).then(|| keys::decode(key, self.key_type))
+    }
+
+    fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
+        let tree = Tree::new(scan.indexRelation);
+        self.reset(self.plan.clone());
+        let mut tids: Vec<pg_sys::ItemPointerData> = Vec::with_capacity(4096);
+        while let Some((_, tid, _)) = self.next_item(&tree, 1) {
             tids.push(tid_to(tid));
             if tids.len() == 4096 {
-                flush(&mut tids);
+                add(&mut tids);
+                tids.clear();
             }
         }
-        flush(&mut tids);
-        total
+        add(&mut tids);
     }
-}
 
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
-    // The state is dropped with the scan's memory context; free its
-    // buffers now.
-    let st = state(scan);
-    st.items = Vec::new();
-    st.plan = Plan::Empty;
+    fn end(&mut self) {
+        self.items = Vec::new();
+        self.plan = Plan::Empty;
+    }
 }

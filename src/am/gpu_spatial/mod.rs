@@ -36,6 +36,7 @@ pub struct GpuSpatial;
 impl IndexAm for GpuSpatial {
     const NAME: &'static str = "gpu_spatial";
     const OPTIONS: &'static Reloptions = &options::OPTIONS;
+    type Scan = scan::ScanState;
 
     fn capabilities(am: &mut pg_sys::IndexAmRoutine) {
         am.amcanorderbyop = true;
@@ -77,17 +78,6 @@ impl IndexAm for GpuSpatial {
     }
 }
 
-crate::index_am!(GpuSpatial);
+crate::index_am!(GpuSpatial, gpu_spatial_handler);
 
-#[pg_extern(sql = "
-CREATE FUNCTION gpu_spatial_handler(internal) RETURNS index_am_handler
-    PARALLEL SAFE IMMUTABLE STRICT LANGUAGE c
-    AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
-CREATE ACCESS METHOD gpu_spatial TYPE INDEX HANDLER gpu_spatial_handler;
-COMMENT ON ACCESS METHOD gpu_spatial IS 'G-PICS quadtree over points: leaves as page runs, nodes mirrored on the GPU for batches';
-")]
-fn gpu_spatial_handler(_fcinfo: pg_sys::FunctionCallInfo) -> PgBox<pg_sys::IndexAmRoutine> {
-    routine()
-}
-
-extension_sql_file!("opclasses.sql", name = "gpu_spatial_opclasses", requires = [gpu_spatial_handler]);
+extension_sql_file!("access_method.sql", name = "gpu_spatial");

@@ -1,5 +1,5 @@
-//! Index scans: ambeginscan, amrescan, amgettuple (plain, index-only and
-//! ordered by distance), amgetbitmap, amendscan.
+//! Index scans (`common::scan::IndexScan`): plain, index-only, ordered by
+//! distance, bitmaps.
 //!
 //! Scan keys become engine queries (`<@ box`, `<@ circle`, `~=`), answered
 //! exactly (no recheck). A plain scan collects every match at its first
@@ -10,12 +10,11 @@
 use super::knn::Knn;
 use super::page::Entry;
 use super::shape;
-use crate::am::common::scan as common_scan;
+use crate::am::common::scan::{Found, IndexScan};
 use crate::storage::tid_to;
 use gpuindex_engine::gpics::{Query, Rect};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use pgrx::IntoDatum;
 
 /// Strategy numbers, GiST's for the same operators (so that operator
 /// classes read alike).
@@ -40,7 +39,8 @@ pub struct ScanState {
     order: Option<(f64, f64)>,
     ordered: bool,
     mode: Option<Mode>,
-    tuple_ctx: pg_sys::MemoryContext,
+    /// The last entry returned.
+    last: Option<Entry>,
 }
 
 /// A scan key's argument as a query.
@@ -110,61 +110,54 @@ fn order_of(scan: &pg_sys::IndexScanDescData) -> Option<(f64, f64)> {
     }
 }
 
-fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
-    // SAFETY: started by ambeginscan with a ScanState.
-    unsafe { common_scan::state(scan) }
-}
+impl IndexScan for ScanState {
+    const AM: &'static str = "gpu_spatial";
+    const INSTEAD: &'static str = "GiST";
 
-#[pg_guard]
-pub unsafe extern "C-unwind" fn ambeginscan(
-    index: pg_sys::Relation,
-    nkeys: std::ffi::c_int,
-    norderbys: std::ffi::c_int,
-) -> pg_sys::IndexScanDesc {
-    // SAFETY: called by PostgreSQL with the arguments its API promises.
-    unsafe {
-        let scan = common_scan::begin(index, nkeys, norderbys, |tuple_ctx| ScanState {
-            quals: Some(Vec::new()),
-            order: None,
-            ordered: norderbys > 0,
-            mode: None,
-            tuple_ctx,
-        });
-        if norderbys > 0 {
-            let n = norderbys as usize;
-            (*scan).xs_orderbyvals = pg_sys::palloc0(std::mem::size_of::<pg_sys::Datum>() * n) as *mut pg_sys::Datum;
-            (*scan).xs_orderbynulls = pg_sys::palloc(n) as *mut bool;
-            std::ptr::write_bytes((*scan).xs_orderbynulls, 1, n);
-        }
-        scan
+    fn begin(_index: pg_sys::Relation, _nkeys: usize, norderbys: usize) -> Self {
+        ScanState { quals: Some(Vec::new()), order: None, ordered: norderbys > 0, mode: None, last: None }
     }
-}
 
-fn check_snapshot(scan: &pg_sys::IndexScanDescData) {
-    common_scan::check_snapshot(scan, "gpu_spatial", "GiST");
-}
+    fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
+        self.quals = quals_of(scan);
+        self.order = order_of(scan);
+        self.mode = None;
+    }
 
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amrescan(
-    scan: pg_sys::IndexScanDesc,
-    keys: pg_sys::ScanKey,
-    nkeys: std::ffi::c_int,
-    orderbys: pg_sys::ScanKey,
-    norderbys: std::ffi::c_int,
-) {
-    // SAFETY: called by PostgreSQL with the arguments its API promises.
-    unsafe {
-        common_scan::copy_keys(scan, keys, nkeys, orderbys, norderbys);
-        let st = state(scan);
-        st.quals = quals_of(&*scan);
-        st.order = order_of(&*scan);
-        st.mode = None;
+    fn next(&mut self, scan: &pg_sys::IndexScanDescData, _forward: bool) -> Option<Found> {
+        let (e, distance) = self.next_entry(scan.indexRelation)?;
+        self.last = Some(e);
+        Some(Found { tid: tid_to(e.heap_tid()), distance })
+    }
+
+    fn value(&self, ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
+        let e = self.last.expect("a returned entry");
+        if e.is_null() {
+            return None;
+        }
+        // SAFETY: a palloc in the tuple context, written whole.
+        unsafe {
+            let p = pg_sys::MemoryContextAlloc(ctx, std::mem::size_of::<pg_sys::Point>()) as *mut pg_sys::Point;
+            *p = pg_sys::Point { x: e.x, y: e.y };
+            Some(pg_sys::Datum::from(p))
+        }
+    }
+
+    fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
+        let Some(quals) = self.quals.as_ref() else { return };
+        let mut tids: Vec<pg_sys::ItemPointerData> =
+            shape::collect(scan.indexRelation, quals).iter().map(|e| tid_to(e.heap_tid())).collect();
+        add(&mut tids);
+    }
+
+    fn end(&mut self) {
+        self.mode = None;
     }
 }
 
 impl ScanState {
     /// The next entry (and its distance for an ordered scan).
-    fn next(&mut self, rel: pg_sys::Relation) -> Option<(Entry, Option<f64>)> {
+    fn next_entry(&mut self, rel: pg_sys::Relation) -> Option<(Entry, Option<f64>)> {
         let quals = self.quals.as_ref()?;
         if self.mode.is_none() {
             self.mode = Some(match (self.ordered, self.order) {
@@ -182,54 +175,4 @@ impl ScanState {
             Mode::Ordered(k) => k.next(rel),
         }
     }
-}
-
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, _direction: pg_sys::ScanDirection::Type) -> bool {
-    // SAFETY: called by PostgreSQL with the arguments its API promises.
-    unsafe {
-        check_snapshot(&*scan);
-        let rel = (*scan).indexRelation;
-        let st = state(scan);
-        let Some((e, dist)) = st.next(rel) else { return false };
-        (*scan).xs_heaptid = tid_to(e.heap_tid());
-        (*scan).xs_recheck = false;
-        if st.ordered {
-            (*scan).xs_recheckorderby = false;
-            *(*scan).xs_orderbynulls = dist.is_none();
-            *(*scan).xs_orderbyvals = dist.map_or(pg_sys::Datum::from(0), |d| d.into_datum().expect("float8 datum"));
-        }
-        if (*scan).xs_want_itup {
-            pg_sys::MemoryContextReset(st.tuple_ctx);
-            let desc = (*(*scan).indexRelation).rd_att;
-            let p = pg_sys::MemoryContextAlloc(st.tuple_ctx, std::mem::size_of::<pg_sys::Point>()) as *mut pg_sys::Point;
-            *p = pg_sys::Point { x: e.x, y: e.y };
-            let mut value = pg_sys::Datum::from(p);
-            let mut null = e.is_null();
-            (*scan).xs_itup = pg_sys::index_form_tuple_context(desc, &mut value, &mut null, st.tuple_ctx);
-            (*scan).xs_itupdesc = desc;
-        }
-        true
-    }
-}
-
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
-    // SAFETY: called by PostgreSQL with the arguments its API promises.
-    unsafe {
-        check_snapshot(&*scan);
-        let st = state(scan);
-        let Some(quals) = st.quals.as_ref() else { return 0 };
-        let mut tids: Vec<pg_sys::ItemPointerData> =
-            shape::collect((*scan).indexRelation, quals).iter().map(|e| tid_to(e.heap_tid())).collect();
-        pg_sys::tbm_add_tuples(tbm, tids.as_mut_ptr(), tids.len() as i32, false);
-        tids.len() as i64
-    }
-}
-
-#[pg_guard]
-pub unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
-    // The state is dropped with the scan's memory context; free its
-    // buffers now.
-    state(scan).mode = None;
 }

@@ -1,3 +1,12 @@
+-- The gpu_btree access method: its handler (emitted by index_am!) and
+-- operator classes.
+
+CREATE FUNCTION gpu_btree_handler(internal) RETURNS index_am_handler
+    PARALLEL SAFE IMMUTABLE STRICT LANGUAGE c
+    AS 'MODULE_PATHNAME', 'gpu_btree_handler_wrapper';
+CREATE ACCESS METHOD gpu_btree TYPE INDEX HANDLER gpu_btree_handler;
+COMMENT ON ACCESS METHOD gpu_btree IS 'hybrid CPU-GPU B+-tree (HB+-tree): B-link pages, inner levels mirrored on the GPU for batches';
+
 -- gpu_btree operator families and classes. One family per encoding:
 -- the integer types share one (every cross-type comparison is exact on
 -- int8 codes), the float types another; the date/time types stand alone.
