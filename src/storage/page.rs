@@ -39,6 +39,22 @@ pub trait SpecialArea: PageData {
     };
 }
 
+/// Declares, in an access method's page module, `$special` (page data,
+/// implemented by the caller) as its special area, and the page and buffer
+/// types of its pages: `PageRef`, `PageMut`, `Shared`, `Exclusive`, and
+/// `CONTENT_BYTES`.
+#[macro_export]
+macro_rules! page_types {
+    ($special:ty) => {
+        impl $crate::storage::SpecialArea for $special {}
+        pub type PageRef<'a> = $crate::storage::PageRef<'a, $special>;
+        pub type PageMut<'a> = $crate::storage::PageMut<'a, $special>;
+        pub type Shared = $crate::storage::Shared<$special>;
+        pub type Exclusive = $crate::storage::Exclusive<$special>;
+        pub const CONTENT_BYTES: usize = $crate::storage::content_bytes::<$special>();
+    };
+}
+
 /// The bytes between the header and a special area of type `S`.
 pub const fn content_bytes<S: SpecialArea>() -> usize {
     PAGE - HEADER - S::SIZE

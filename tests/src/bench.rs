@@ -1,9 +1,8 @@
 //! Helpers of the SQL benchmark programs: a connection from the
-//! environment, medians of repeated runs, a deterministic generator, the
-//! table printer.
+//! environment, the table printer (medians and the generator are the
+//! engine's).
 
 use postgres::{Client, NoTls};
-use std::time::Instant;
 
 /// A connection to PGDATABASE (default postgres) at PGHOST/PGPORT/PGUSER.
 pub fn connect() -> Client {
@@ -15,34 +14,9 @@ pub fn connect() -> Client {
     c.connect(NoTls).expect("connect (PGHOST/PGPORT/PGUSER)")
 }
 
+pub use gpuindex_engine::rng::SplitMix64;
 /// Median seconds of `reps` runs after one warm-up.
-pub fn time(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut t: Vec<f64> = (0..reps.max(1))
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed().as_secs_f64()
-        })
-        .collect();
-    t.sort_by(|a, b| a.total_cmp(b));
-    t[t.len() / 2]
-}
-
-/// SplitMix64, for query sets that are the same in every run.
-pub struct Rng(pub u64);
-impl Rng {
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (((z ^ (z >> 31)) as u128 * n as u128) >> 64) as u64
-    }
-    pub fn unit(&mut self) -> f64 {
-        self.below(1 << 53) as f64 / (1u64 << 53) as f64
-    }
-}
+pub use gpuindex_engine::timing::median_secs as time;
 
 /// One measured quantity for each setup.
 pub struct Row {

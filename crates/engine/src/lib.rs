@@ -9,6 +9,7 @@ pub mod hbtree;
 pub mod keys;
 pub mod rng;
 pub mod sorted_array;
+pub mod timing;
 
 /// `GPUINDEX_REQUIRE_GPU=1` turns "no GPU, skipping" into a failure in tests
 /// and benchmarks.

@@ -21,4 +21,9 @@ impl SplitMix64 {
     pub fn below(&mut self, n: u64) -> u64 {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        self.below(1 << 53) as f64 / (1u64 << 53) as f64
+    }
 }

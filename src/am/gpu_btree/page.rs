@@ -13,7 +13,7 @@
 //!
 //! Keys are the order-preserving u64 encodings of `keys.rs`.
 
-use crate::storage::{self, PageData, SpecialArea};
+use crate::storage::PageData;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -39,14 +39,8 @@ pub struct Special {
 
 // SAFETY: repr(C) integers, every bit pattern valid.
 unsafe impl PageData for Special {}
-impl SpecialArea for Special {}
+crate::page_types!(Special);
 const _: () = assert!(std::mem::size_of::<Special>() == 40);
-
-pub type PageRef<'a> = storage::PageRef<'a, Special>;
-pub type PageMut<'a> = storage::PageMut<'a, Special>;
-pub type Shared = storage::Shared<Special>;
-pub type Exclusive = storage::Exclusive<Special>;
-const CONTENT_BYTES: usize = storage::content_bytes::<Special>();
 
 pub const PAGE_ID: u16 = 0xB7EE;
 pub const META_BLOCK: u32 = 0;

@@ -14,7 +14,7 @@
 //!   first, consecutive blocks. A leaf node's `start` is the first block of
 //!   its run and `count` the number of pages in it.
 
-use crate::storage::{self, PageData, SpecialArea, Tid};
+use crate::storage::{PageData, Tid};
 use gpuindex_engine::gpics::tree::Node;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -34,13 +34,7 @@ pub struct Special {
 
 // SAFETY: repr(C) integers, every bit pattern valid.
 unsafe impl PageData for Special {}
-impl SpecialArea for Special {}
-
-pub type PageRef<'a> = storage::PageRef<'a, Special>;
-pub type PageMut<'a> = storage::PageMut<'a, Special>;
-pub type Shared = storage::Shared<Special>;
-pub type Exclusive = storage::Exclusive<Special>;
-const CONTENT_BYTES: usize = storage::content_bytes::<Special>();
+crate::page_types!(Special);
 
 pub const PAGE_ID: u16 = 0x5A71;
 pub const META_BLOCK: u32 = 0;

@@ -15,7 +15,7 @@
 //! and sum of distances) is checked against GiST's. Prints the table, the
 //! ratios the targets name, and the plans.
 
-use gpuindex_tests::bench::{connect, describe_server, plan_of, print_table, push, time, Rng, Row};
+use gpuindex_tests::bench::{connect, describe_server, plan_of, print_table, push, time, Row, SplitMix64};
 use postgres::{Client, ToStatement};
 use std::time::Instant;
 
@@ -90,7 +90,7 @@ fn main() {
     // Boxes and circles of area ~1e6 (10 points each on average at 1e7
     // points), kNN centres; stored once as arrays that every form reads.
     let m = a.queries;
-    let mut rng = Rng(7);
+    let mut rng = SplitMix64::new(7);
     let mut coords = |k: usize| -> (Vec<f64>, Vec<f64>) { (0..k).map(|_| (rng.unit() * SIDE, rng.unit() * SIDE)).unzip() };
     let (bx, by) = coords(m);
     let (cx, cy) = coords(m);

@@ -11,7 +11,7 @@
 //! equivalent join, and inserts. Prints one table; every answer is checked
 //! against btree's.
 
-use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Rng, Row};
+use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Row, SplitMix64};
 use std::time::Instant;
 
 struct Args {
@@ -59,7 +59,7 @@ fn main() {
         ("gpu_btree (cpu)", "gpu_btree", "SET gpuindex.device = cpu"),
     ];
     let mut rows: Vec<Row> = Vec::new();
-    let mut rng = Rng(42);
+    let mut rng = SplitMix64::new(42);
     let probe_sets: Vec<Vec<i64>> = [1_000usize, 16_000, 128_000]
         .iter()
         .map(|&m| (0..m).map(|_| rng.below(n + n / 10) as i64).collect()) // ~9% misses

@@ -3,21 +3,8 @@
 use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::rng::SplitMix64;
 use std::sync::Arc;
-use std::time::Instant;
 
-/// Median wall time of `reps` runs of `f`, in seconds (one warm-up run first).
-pub fn median_secs(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut t: Vec<f64> = (0..reps.max(1))
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed().as_secs_f64()
-        })
-        .collect();
-    t.sort_by(|a, b| a.total_cmp(b));
-    t[t.len() / 2]
-}
+pub use gpuindex_engine::timing::median_secs;
 
 /// Median device time of `reps` runs of `enqueue` on `stream`, timed with
 /// CUDA events (one warm-up run first), in seconds.
