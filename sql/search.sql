@@ -71,4 +71,12 @@ SELECT * FROM gpuindex_nearest('sr_p', '<->(point,point)', ARRAY[point('NaN', 1)
 SELECT * FROM gpuindex_search('sr_plain', '=(integer,integer)', ARRAY[1]);
 SELECT * FROM gpuindex_search('sr', '=(integer,integer)', ARRAY[1]);
 
+-- The privilege guard of every batch function.
+CREATE ROLE regress_gpuindex_search;
+SET ROLE regress_gpuindex_search;
+SELECT * FROM gpuindex_search('sr_k', '=(bigint,bigint)', ARRAY[1]::bigint[]);
+SELECT * FROM gpuindex_nearest('sr_p', '<->(point,point)', ARRAY[point(1, 1)], 3);
+RESET ROLE;
+DROP ROLE regress_gpuindex_search;
+
 DROP TABLE sr;
