@@ -17,6 +17,8 @@ typedef unsigned int u32;
 #define NONE 0xffffffffu
 #define EPSILON 1.0e-6
 #define TILE 512
+// A traversal stack: 3 entries a level for MAX_HEIGHT levels (gpics/tree.rs).
+#define TRAVERSAL_STACK 386
 
 struct Node {            // 64 bytes, as gpics/tree.rs
     double b[4];         // lx, ly, hx, hy
@@ -119,7 +121,7 @@ template <typename F>
 __device__ __forceinline__ void descend(const Node *__restrict__ nodes, bool has_tree, bool has_odd, u32 tree_leaves,
                                         const GQuery &q, F visit) {
     if (has_tree) {
-        u32 stack[64];
+        u32 stack[TRAVERSAL_STACK];
         int top = 0;
         stack[top++] = 0;
         while (top > 0) {

@@ -5,9 +5,11 @@
 //! functions return what LATERAL joins over GiST return; before and after
 //! inserts, deletes, updates and VACUUM. NaN, infinities and NULLs (which
 //! GiST mishandles: it loses rows and fails kNN with "inconsistent point
-//! values") are checked against the sequential scan. Concurrent inserts
-//! and scans, with merges of the delta running beside them. On a server
-//! with a GPU, batches of every size run there.
+//! values") are checked against the sequential scan, and so are skewed
+//! tables (a far outlier, 100,000 duplicates: a leaf run of ~300 pages, more
+//! than PostgreSQL lets a backend lock at once; a city 1e-12
+//! wide) through bulk inserts. On a server with a GPU, batches of every
+//! size run there. (Concurrency: tests/access_methods.rs.)
 
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_tests::{check_predicate, connect, gpu_missing_but_required, set_index_only, set_seq_only};
@@ -309,4 +311,37 @@ fn odd_points_equal_sequential_scans() {
         assert!(got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| same(a, b)), "kNN order from ({x}, {y})");
     }
     c.batch_execute("DROP TABLE sp_odd").unwrap();
+}
+
+/// One far outlier among 100,000 uniform points: a bulk insert of 20,000
+/// more merges into the tree (no leaf takes everything, no run is locked
+/// whole), and every answer still equals the sequential scan's. Then the
+/// same with a million-fold duplicate and a city 1e-9 wide.
+#[test]
+fn outliers_duplicates_and_cities_take_bulk_inserts() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS sp_skew;
+         CREATE TABLE sp_skew (id int, p point);
+         INSERT INTO sp_skew SELECT g, point((g::int8 * 7919 % 100003) / 100.003, (g::int8 * 104729 % 99991) / 99.991) FROM generate_series(1, 100000) g;
+         INSERT INTO sp_skew VALUES (0, point(-1e15, 1e15));
+         CREATE INDEX sp_skew_p ON sp_skew USING gpu_spatial (p);
+         INSERT INTO sp_skew SELECT 200000 + g, point((g * 31 % 1009) * 0.99, (g * 17 % 997) * 1.003) FROM generate_series(1, 20000) g;
+         INSERT INTO sp_skew SELECT 300000 + g, point(0, 0) FROM generate_series(1, 100000) g;
+         INSERT INTO sp_skew SELECT 400000 + g, point(333 + (g % 1000) * 1e-12, 777 + (g / 1000) * 1e-12) FROM generate_series(1, 30000) g;",
+    )
+    .unwrap();
+    c.query("SELECT * FROM gpu_spatial_check('sp_skew_p')", &[]).unwrap();
+    for p in [
+        "p <@ box '(10,10),(20,30)'",
+        "p <@ box '(-2e15,0),(0,2e15)'",
+        "p <@ circle '((0,0),0)'",
+        "p <@ box '(333,777),(333.0000000001,777.00000000001)'",
+        "p ~= point '(333.000000000005,777.000000000002)'",
+        "p <@ circle '((500,500),3)'",
+    ] {
+        check_predicate(&mut c, "sp_skew", "sp_skew_p", p);
+    }
+    c.batch_execute("DROP TABLE sp_skew").unwrap();
 }

@@ -24,6 +24,18 @@ pub fn dataset(rng: &mut SplitMix64, n: usize, shape: u32) -> Points {
                 (c + unit(rng) * 0.5, 500.0 - c / 2.0 + unit(rng) * 0.5)
             }
             2 => (rng.below(64) as f64 * 0.5, rng.below(64) as f64 * 0.5), // grid: duplicates, borders
+            4 => match rng.below(100) {
+                // skew: far outliers, exact duplicates by the thousand, a
+                // city 1e-9 wide in a country 1e15 wide, points on a road
+                0 => ([-1e15, 1e15][rng.below(2) as usize], 1e15),
+                1..=20 => (0.0, 0.0),
+                21..=40 => (333.0 + unit(rng) * 1e-9, 777.0 + unit(rng) * 1e-9),
+                41..=55 => {
+                    let t = unit(rng) * 1000.0;
+                    (t, 0.5 * t + 3.0)
+                }
+                _ => (unit(rng) * 1000.0, unit(rng) * 1000.0),
+            },
             _ => match rng.below(40) {
                 0 => (f64::NAN, unit(rng)),
                 1 => (f64::INFINITY, 3.0),
@@ -78,7 +90,43 @@ const CASES: &[(usize, u32, Params)] = &[
     (3000, 3, Params { mc: 32, mh: 12 }),
     (60_000, 0, Params { mc: 64, mh: 14 }),
     (60_000, 1, Params { mc: 1024, mh: 14 }),
+    (60_000, 4, Params { mc: 64, mh: 128 }),
 ];
+
+/// Skewed data (shape 4) leaves no leaf over capacity except where its
+/// points cannot be told apart in float8 (the duplicates), and queries
+/// near the outliers, the city and the duplicates answer exactly.
+#[test]
+fn skewed_data_keeps_leaves_bounded() {
+    let mut rng = SplitMix64::new(29);
+    let pts = dataset(&mut rng, 200_000, 4);
+    let t = QuadTree::build_cpu(&pts, Params::default());
+    t.check().unwrap();
+    for &l in &t.leaves {
+        let n = &t.nodes[l as usize];
+        if n.count as usize > 1024 {
+            let s = n.start as usize..(n.start + n.count) as usize;
+            let (x0, y0) = (t.pts.x[s.start], t.pts.y[s.start]);
+            assert!(t.pts.x[s.clone()].iter().zip(&t.pts.y[s]).all(|(&x, &y)| x == x0 && y == y0), "leaf of {} distinct points", n.count);
+        }
+    }
+    assert!(t.nodes.iter().map(|n| n.depth).max().unwrap() as usize <= gpuindex_engine::gpics::tree::MAX_HEIGHT);
+    let mut qs = random_queries(&mut rng, &pts, 300);
+    qs.push(Query::Range(Rect::from_corners(333.0, 777.0, 333.0 + 5e-10, 777.0 + 5e-10)));
+    qs.push(Query::Within { x: 0.0, y: 0.0, r: 1e-300 });
+    qs.push(Query::Range(Rect::from_corners(-2e15, 0.0, 0.0, 2e15)));
+    let hits = t.search_cpu(&qs).sorted();
+    for (i, q) in qs.iter().enumerate() {
+        assert_eq!(hits.of(i), brute(&pts, q).as_slice(), "{q:?}");
+    }
+}
+
+/// The kernels' traversal stack is the engine's.
+#[test]
+fn kernel_stack_matches() {
+    let src = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../kernels/gpics.cu"));
+    assert!(src.contains(&format!("#define TRAVERSAL_STACK {}", gpuindex_engine::gpics::tree::TRAVERSAL_STACK)));
+}
 
 #[test]
 fn cpu_queries_match_brute_force() {
@@ -200,6 +248,7 @@ fn gpu_build_and_queries_match_cpu() {
     let mut cases = CASES.to_vec();
     cases.push((2_000_000, 0, Params { mc: 1024, mh: 14 }));
     cases.push((1_000_000, 1, Params { mc: 256, mh: 16 }));
+    cases.push((1_000_000, 4, Params::default()));
     for (n, shape, params) in cases {
         let pts = dataset(&mut rng, n, shape);
         let cpu = QuadTree::build_cpu(&pts, params);

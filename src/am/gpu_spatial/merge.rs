@@ -26,7 +26,7 @@ use super::page::Exclusive;
 use super::page::*;
 use super::shape;
 use crate::am::common::{Access, OpenIndex};
-use crate::storage::{new_page, new_pages, Xlog};
+use crate::storage::{new_page, new_run, Xlog};
 use gpuindex_engine::gpics::tree::Node;
 use gpuindex_engine::gpics::update::{plan_update, LeafData, LeafSource};
 use gpuindex_engine::gpics::{Params, Points};
@@ -128,7 +128,8 @@ fn entries_of(p: &Points) -> Vec<Entry> {
 }
 
 /// Writes `items` on new consecutive pages of `kind`, WAL-logged (full
-/// images, four pages a record); returns the first block and the pages.
+/// images, four pages a record, four buffer locks held at a time);
+/// returns the first block and the pages.
 fn write_run<T: Copy>(
     index: pg_sys::Relation,
     kind: u8,
@@ -137,18 +138,16 @@ fn write_run<T: Copy>(
     set: fn(&mut super::page::PageMut, &[T]),
 ) -> (u32, u32) {
     let chunks: Vec<&[T]> = if items.is_empty() { vec![&[][..]] } else { items.chunks(per_page).collect() };
-    let pages = new_pages(index, chunks.len());
-    let first = pages[0].block();
-    for (group, data) in pages.chunks(4).zip(chunks.chunks(4)) {
+    let first = new_run(index, chunks.len(), 4, |at, group: &[Exclusive]| {
         let x = Xlog::start(index);
-        for (g, d) in group.iter().zip(data) {
+        for (g, d) in group.iter().zip(&chunks[at..]) {
             let mut p = x.register(g, true);
             p.init(special(kind));
             set(&mut p, d);
         }
         x.finish();
-    }
-    (first, pages.len() as u32)
+    });
+    (first, chunks.len() as u32)
 }
 
 /// Appends the points of `p` that the run does not hold yet (by TID) to

@@ -1,6 +1,8 @@
 //! Reloptions: `leaf_capacity` (G-PICS's MC: a node holding more points
 //! splits; default 1024, the paper's), `max_height` (MH: nodes at this
-//! depth never split; default 14, the paper's) and `delta_limit` (pages
+//! depth never split; default 128, the most the engine allows, so that
+//! skewed data gets the depth it needs: the paper's 14 left one leaf with
+//! most points under a single far outlier) and `delta_limit` (pages
 //! of inserted points every scan reads beside the tree before an insert
 //! merges them into it; default 16, about 5,400 points).
 
@@ -19,9 +21,9 @@ pub static OPTIONS: Reloptions = Reloptions::new(&[
     IntOption {
         name: c"max_height",
         description: c"Depth at which gpu_spatial quadtree nodes stop splitting (MH)",
-        default: 14,
+        default: gpuindex_engine::gpics::tree::MAX_HEIGHT as i32,
         min: 1,
-        max: 40,
+        max: gpuindex_engine::gpics::tree::MAX_HEIGHT as i32,
         lock: pg_sys::AccessExclusiveLock,
     },
     IntOption {

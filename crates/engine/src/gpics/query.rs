@@ -57,7 +57,7 @@ impl QuadTree {
     fn touched(&self, q: &Query, out: &mut Vec<u32>) {
         out.clear();
         if !self.pts.is_empty() {
-            let mut stack = [0u32; 64];
+            let mut stack = [0u32; super::tree::TRAVERSAL_STACK];
             let mut top = 1;
             while top > 0 {
                 top -= 1;

@@ -80,8 +80,19 @@ pub(crate) fn dyadic(lo: f64, hi: f64) -> (f64, f64) {
     (lo, hi)
 }
 
+/// The deepest a tree may be (the root is level 1). A traversal's stack
+/// holds at most 3 entries a level (4 children pushed for the one popped),
+/// so `TRAVERSAL_STACK` bounds it; the kernels use the same number.
+pub const MAX_HEIGHT: usize = 128;
+pub const TRAVERSAL_STACK: usize = 3 * MAX_HEIGHT + 2;
+
 /// Build parameters: MC (leaf capacity) and MH (maximum height, the root
-/// being level 1). The paper's experiments use MC = 1024, MH = 14.
+/// being level 1). The paper's experiments use MC = 1024, MH = 14; on
+/// skewed data (one far outlier, a dense city in a sparse country) 14
+/// levels leave a leaf with most of the points, so the default is the
+/// most levels: a node splits while it holds more than MC points and its
+/// box can still be halved in float8, and only data that needs the depth
+/// gets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
     pub mc: usize,
@@ -90,7 +101,21 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { mc: 1024, mh: 14 }
+        Params { mc: 1024, mh: MAX_HEIGHT }
+    }
+}
+
+impl Params {
+    /// Whether a node at `depth` with `count` points and box `b` splits:
+    /// over capacity, above MH (and MAX_HEIGHT), and a box that halving
+    /// still shrinks in x or in y (points closer than float8 can split
+    /// stay together in one leaf, as exact duplicates do).
+    pub fn may_split(&self, count: usize, depth: usize, b: &[f64; 4]) -> bool {
+        let halves = |lo: f64, hi: f64| {
+            let mid = 0.5 * (lo + hi);
+            lo < mid && mid < hi
+        };
+        count > self.mc && depth < self.mh.min(MAX_HEIGHT) && (halves(b[0], b[2]) || halves(b[1], b[3]))
     }
 }
 
@@ -200,7 +225,7 @@ impl QuadTree {
                 }
                 let id = nodes.len() as u32;
                 let mut child = Node { b: quadrant_box(&parent.b, q), count: c, depth: parent.depth + 1, ..Default::default() };
-                if c as usize > params.mc && (child.depth as usize) < params.mh {
+                if params.may_split(c as usize, child.depth as usize, &child.b) {
                     next_split.push(id);
                 } else {
                     child.leaf = leaves.len() as u32 + 1;
@@ -220,7 +245,8 @@ impl QuadTree {
     pub(crate) fn root(pts: &Points, params: Params) -> (Node, bool) {
         let n = pts.len() as u32;
         let root = Node { b: Self::bounds(pts), count: n, depth: 1, ..Default::default() };
-        (root, pts.len() > params.mc && params.mh > 1)
+        let split = params.may_split(pts.len(), 1, &root.b);
+        (root, split)
     }
 
     /// Builds on all CPU cores, level by level: each level counts points
@@ -275,7 +301,7 @@ impl QuadTree {
         let n = pts.len();
         root.count = n as u32;
         let mut leaves = Vec::new();
-        if n <= params.mc || root.depth as usize >= params.mh {
+        if !params.may_split(n, root.depth as usize, &root.b) {
             root.leaf = 1;
             root.start = 0;
             return (vec![root], vec![0], pts.clone());
@@ -391,7 +417,7 @@ impl QuadTree {
             if l.leaf as usize != no + 1 {
                 return Err(format!("leaf {li} numbered {} not {}", l.leaf, no + 1));
             }
-            if l.count as usize > self.params.mc && (l.depth as usize) < self.params.mh {
+            if self.params.may_split(l.count as usize, l.depth as usize, &l.b) {
                 return Err(format!("leaf {li} holds {} > MC below MH", l.count));
             }
             let r = l.rect();

@@ -172,8 +172,11 @@ pub fn plan_update(
         w.data.get_mut(&n).expect("affected leaf").push(inserts.x[i], inserts.y[i], inserts.id[i]);
     }
     // Node-Partitioning of the leaves now over MC.
-    let over: Vec<u32> =
-        affected.iter().copied().filter(|n| w.data[n].len() > params.mc && (w.nodes[*n as usize].depth as usize) < params.mh).collect();
+    let over: Vec<u32> = affected
+        .iter()
+        .copied()
+        .filter(|n| params.may_split(w.data[n].len(), w.nodes[*n as usize].depth as usize, &w.nodes[*n as usize].b))
+        .collect();
     let subtrees: Vec<(u32, Vec<Node>, Vec<u32>, Points)> = over
         .par_iter()
         .map(|&n| {
