@@ -103,6 +103,18 @@ pub fn check_index(c: &mut Client, index: &str) {
     c.query(&format!("SELECT * FROM gpu_btree_check('{index}')"), &[]).unwrap_or_else(|e| panic!("{index}: {e}"));
 }
 
+/// The (position, value) rows of `sql`, sorted.
+pub fn sorted_pairs<T: for<'a> postgres::types::FromSql<'a> + Ord>(c: &mut Client, sql: &str) -> Vec<(i64, T)> {
+    let mut v: Vec<(i64, T)> = c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect();
+    v.sort_unstable();
+    v
+}
+
+/// `ARRAY[items]::ty[]`.
+pub fn sql_array(items: &[String], ty: &str) -> String {
+    format!("ARRAY[{}]::{ty}[]", items.join(","))
+}
+
 /// A long SQL predicate cut for messages.
 pub fn short(s: &str) -> String {
     if s.len() > 400 {

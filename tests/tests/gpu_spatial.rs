@@ -145,15 +145,10 @@ fn index_scans_equal_gist() {
 
 /// (position, id) pairs of a function call or a LATERAL join, sorted.
 fn pairs(c: &mut Client, sql: &str) -> Vec<(i64, i32)> {
-    let mut v: Vec<(i64, i32)> =
-        c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect();
-    v.sort_unstable();
-    v
+    gpuindex_tests::sorted_pairs(c, sql)
 }
 
-fn array(items: &[String], ty: &str) -> String {
-    format!("ARRAY[{}]::{ty}[]", items.join(","))
-}
+use gpuindex_tests::sql_array as array;
 
 #[test]
 fn batch_functions_equal_gist_laterals() {

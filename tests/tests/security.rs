@@ -28,15 +28,10 @@ fn point(rng: &mut SplitMix64) -> (f64, f64) {
 
 /// Sorted (position, TID) pairs.
 fn pairs(c: &mut Client, sql: &str) -> Vec<(i64, String)> {
-    let mut v: Vec<(i64, String)> =
-        c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect();
-    v.sort();
-    v
+    gpuindex_tests::sorted_pairs(c, sql)
 }
 
-fn array(items: &[String], ty: &str) -> String {
-    format!("ARRAY[{}]::{ty}[]", items.join(","))
-}
+use gpuindex_tests::sql_array as array;
 
 fn setup(c: &mut Client, rng: &mut SplitMix64) {
     c.batch_execute(&format!(

@@ -55,7 +55,8 @@ pub struct Batch<'a> {
 pub trait BatchSearch {
     const NAME: &'static str;
     /// Answers `batch` over the open index; raises an ERROR with a hint
-    /// for a strategy or query type it does not answer.
+    /// for a strategy or query type it does not answer (also when the
+    /// batch is empty).
     fn search(open: &OpenIndex, batch: &Batch) -> Hits;
 }
 
@@ -76,9 +77,6 @@ pub fn open(oid: pg_sys::Oid) -> OpenIndex {
 /// Answers `batch` over `open`, by its access method.
 pub fn search(open: &OpenIndex, batch: &Batch) -> Hits {
     let (_, f) = crate::am::SEARCHABLE.iter().find(|s| s.0 == open.am).expect("opened by search::open");
-    if batch.queries.is_empty() {
-        return Hits { rows: Vec::new(), distances: matches!(batch.ask, Ask::Nearest { .. }).then(Vec::new) };
-    }
     f(open, batch)
 }
 

@@ -82,8 +82,6 @@ fn probe_visible(open: &OpenIndex, mut wanted: Vec<(u64, i64)>, what: &'static s
 fn gpu_btree_probe(index: pg_sys::Oid, keys: pgrx::datum::AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
     let (query_type, queries) = keys::array_elements(keys.datum());
     let open = OpenIndex::open(index, "gpu_btree", Access::Read, pg_sys::AccessShareLock as i32);
-    // Checked before an empty batch returns nothing.
-    check_key_type(open.index, query_type);
     let ask = Ask::Matches(pg_sys::BTEqualStrategyNumber as u16);
     let hits = search::search(&open, &Batch { ask, query_type, queries: &queries, what: "gpu_btree_probe" });
     drop(open);

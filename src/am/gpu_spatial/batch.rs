@@ -37,6 +37,9 @@ impl BatchSearch for super::GpuSpatial {
                 HINT,
             );
         }
+        if batch.queries.is_empty() {
+            return Hits { rows: Vec::new(), distances: k.map(|_| Vec::new()) };
+        }
         match k {
             None => {
                 // SAFETY: datums of the strategy's type (checked above).

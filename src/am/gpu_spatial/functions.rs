@@ -53,9 +53,9 @@ fn circle_around(d: pg_sys::Datum, r: f64) -> pg_sys::CIRCLE {
     pg_sys::CIRCLE { center, radius: r }
 }
 
-/// Datums pointing at `circles`, with the positions of `at`.
-fn circle_datums(at: &[(i64, pg_sys::Datum)], circles: &[pg_sys::CIRCLE]) -> Vec<(i64, pg_sys::Datum)> {
-    at.iter().zip(circles).map(|(&(i, _), c)| (i, pg_sys::Datum::from(c as *const pg_sys::CIRCLE))).collect()
+/// By-reference datums pointing at `values`, with `positions`.
+fn datums<T>(positions: impl IntoIterator<Item = i64>, values: &[T]) -> Vec<(i64, pg_sys::Datum)> {
+    positions.into_iter().zip(values).map(|(i, v)| (i, pg_sys::Datum::from(v as *const T))).collect()
 }
 
 /// Runs one batch over gpu_spatial index `oid`.
@@ -105,7 +105,7 @@ fn gpu_spatial_within_points(index: pg_sys::Oid, centers: AnyArray, radius: f64,
     check_radius(radius);
     let points = elements(&centers, pg_sys::POINTOID, "point");
     let circles: Vec<pg_sys::CIRCLE> = points.iter().map(|&(_, d)| circle_around(d, radius)).collect();
-    let qs = circle_datums(&points, &circles);
+    let qs = datums(points.iter().map(|p| p.0), &circles);
     return_rows(run(index, Ask::Matches(STRATEGY_IN_CIRCLE), pg_sys::CIRCLEOID, &qs, "gpu_spatial_within"), fcinfo)
 }
 
@@ -236,11 +236,7 @@ fn gpu_spatial_join(
                 }
             }
             // Datums pointing at the values; positions index outer_tids.
-            let qs: Vec<(i64, pg_sys::Datum)> = if kind == pg_sys::BOXOID {
-                boxes.iter().enumerate().map(|(i, b)| (i as i64, pg_sys::Datum::from(b as *const pg_sys::BOX))).collect()
-            } else {
-                circles.iter().enumerate().map(|(i, c)| (i as i64, pg_sys::Datum::from(c as *const pg_sys::CIRCLE))).collect()
-            };
+            let qs = if kind == pg_sys::BOXOID { datums(0.., &boxes) } else { datums(0.., &circles) };
             let hits = search::search(&inner, &Batch { ask: Ask::Matches(strategy), query_type, queries: &qs, what: "gpu_spatial_join" });
             out.extend(hits.rows.into_iter().map(|(ord, tid)| (outer_tids[ord as usize], tid)));
         }
