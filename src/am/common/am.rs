@@ -179,8 +179,22 @@ macro_rules! index_am {
             }
         }
 
-        #[pgrx::pg_guard]
+        /// Unguarded: the buffered fast path calls no PostgreSQL function
+        /// and catches its own panics; everything else goes through the
+        /// guarded full path.
         unsafe extern "C-unwind" fn amgettuple(scan: pgrx::pg_sys::IndexScanDesc, direction: pgrx::pg_sys::ScanDirection::Type) -> bool {
+            // SAFETY: called by PostgreSQL with the arguments its API promises.
+            match unsafe { $crate::am::common::scan::amgettuple_buffered::<<$am as $crate::am::common::IndexAm>::Scan>(scan, direction) } {
+                Some(found) => found,
+                None => unsafe { amgettuple_full(scan, direction) },
+            }
+        }
+
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn amgettuple_full(
+            scan: pgrx::pg_sys::IndexScanDesc,
+            direction: pgrx::pg_sys::ScanDirection::Type,
+        ) -> bool {
             // SAFETY: called by PostgreSQL with the arguments its API promises.
             unsafe { $crate::am::common::scan::amgettuple::<<$am as $crate::am::common::IndexAm>::Scan>(scan, direction) }
         }

@@ -31,6 +31,14 @@ pub trait IndexScan: Sized {
     /// The indexed value of the match `next` returned last (None: NULL),
     /// allocated in `ctx` if by reference, for index-only scans.
     fn value(&self, ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum>;
+    /// The next match and its value if the scan already holds them in
+    /// memory, found without calling PostgreSQL (no lock, no allocation,
+    /// no ERROR): the fast path of amgettuple for scans without ORDER BY.
+    /// Only a match whose value is not NULL and by value; anything else
+    /// is left for the full path (None), whose `next` then returns it.
+    fn next_buffered(&mut self, _forward: bool) -> Option<(pg_sys::ItemPointerData, pg_sys::Datum)> {
+        None
+    }
     /// Every match (amgetbitmap), given to `add` in pieces.
     fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData]));
     /// Frees what the scan holds (amendscan).
@@ -41,6 +49,10 @@ struct State<S> {
     am: S,
     /// Where index tuples of index-only scans live, reset at every tuple.
     tuple_ctx: pg_sys::MemoryContext,
+    /// The last index tuple formed, when its one value is by value, fixed
+    /// length and not NULL: the next such value is written over it (its
+    /// data starts right after the 8-byte header) instead of forming one.
+    reusable: Option<(*mut pg_sys::IndexTupleData, usize)>,
 }
 
 /// The state `ambeginscan` stored.
@@ -59,7 +71,7 @@ pub unsafe fn ambeginscan<S: IndexScan>(index: pg_sys::Relation, nkeys: i32, nor
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
         let tuple_ctx = pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpuindex tuples".as_ptr(), 0, 1024, 8192);
-        let st = State { am: S::begin(index, nkeys as usize, norderbys as usize), tuple_ctx };
+        let st = State { am: S::begin(index, nkeys as usize, norderbys as usize), tuple_ctx, reusable: None };
         (*scan).opaque = pgrx::PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(st) as *mut std::ffi::c_void;
         if norderbys > 0 {
             let n = norderbys as usize;
@@ -92,6 +104,97 @@ pub unsafe fn amrescan<S: IndexScan>(
     }
 }
 
+/// Writes a by-value datum of `len` bytes over the value of an index
+/// tuple of one such column without NULLs.
+///
+/// # Safety
+/// `itup` was formed for a column of that length.
+unsafe fn overwrite_value(itup: *mut pg_sys::IndexTupleData, len: usize, value: pg_sys::Datum) {
+    // SAFETY: as the caller's; the data area is 8 bytes past the header
+    // (MAXALIGN of IndexTupleData, no NULL bitmap) and aligned for `len`.
+    unsafe {
+        let data = (itup as *mut u8).add(std::mem::size_of::<pg_sys::IndexTupleData>().next_multiple_of(8));
+        let v = value.value() as u64;
+        match len {
+            1 => *data = v as u8,
+            2 => *(data as *mut u16) = v as u16,
+            4 => *(data as *mut u32) = v as u32,
+            _ => *(data as *mut u64) = v,
+        }
+    }
+}
+
+/// amgettuple's fast path: the next match already in memory, returned
+/// without calling PostgreSQL (so without pgrx's guard, which costs as
+/// much as the rest of a buffered tuple). None: take the full path.
+///
+/// # Safety
+/// amgettuple's arguments, for a scan of `S`.
+pub unsafe fn amgettuple_buffered<S: IndexScan>(scan: pg_sys::IndexScanDesc, direction: pg_sys::ScanDirection::Type) -> Option<bool> {
+    let forward = direction != pg_sys::ScanDirection::BackwardScanDirection;
+    // A panic here (none is expected) is caught and the full path, which
+    // reports errors properly, runs instead.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: as the caller's.
+        unsafe {
+            if (*scan).numberOfOrderBys > 0 || (*scan).opaque.is_null() {
+                return None;
+            }
+            let st = state::<S>(scan);
+            let itup = match ((*scan).xs_want_itup, st.reusable) {
+                (false, _) => None,
+                (true, Some(r)) => Some(r),
+                (true, None) => return None,
+            };
+            let (tid, value) = st.am.next_buffered(forward)?;
+            (*scan).xs_heaptid = tid;
+            (*scan).xs_recheck = false;
+            if let Some((itup, len)) = itup {
+                overwrite_value(itup, len, value);
+            }
+            Some(true)
+        }
+    }))
+    .ok()
+    .flatten()
+}
+
+/// Forms the index tuple of the match `next` returned last: in place over
+/// the previous one where it can, else anew in the tuple context. Always
+/// true.
+///
+/// # Safety
+/// A scan of `S` that wants index tuples, after a match.
+unsafe fn fill_itup<S: IndexScan>(scan: pg_sys::IndexScanDesc, st: &mut State<S>) -> bool {
+    // SAFETY: as the caller's.
+    unsafe {
+        // A reusable tuple means a by-value column: nothing is allocated.
+        let value = if let Some((itup, len)) = st.reusable {
+            let value = st.am.value(st.tuple_ctx);
+            if let Some(v) = value {
+                overwrite_value(itup, len, v);
+                return true;
+            }
+            pg_sys::MemoryContextReset(st.tuple_ctx);
+            value
+        } else {
+            pg_sys::MemoryContextReset(st.tuple_ctx);
+            st.am.value(st.tuple_ctx)
+        };
+        st.reusable = None;
+        let desc = (*(*scan).indexRelation).rd_att;
+        let (mut datum, mut null) = (value.unwrap_or(pg_sys::Datum::from(0)), value.is_none());
+        let itup = pg_sys::index_form_tuple_context(desc, &mut datum, &mut null, st.tuple_ctx);
+        let att = &(*desc).attrs.as_slice((*desc).natts as usize)[0];
+        if !null && att.attbyval && matches!(att.attlen, 1 | 2 | 4 | 8) {
+            st.reusable = Some((itup, att.attlen as usize));
+        }
+        (*scan).xs_itup = itup;
+        (*scan).xs_itupdesc = desc;
+        true
+    }
+}
+
 /// # Safety
 /// amgettuple's arguments, for a scan of `S`.
 pub unsafe fn amgettuple<S: IndexScan>(scan: pg_sys::IndexScanDesc, direction: pg_sys::ScanDirection::Type) -> bool {
@@ -108,12 +211,7 @@ pub unsafe fn amgettuple<S: IndexScan>(scan: pg_sys::IndexScanDesc, direction: p
             *(*scan).xs_orderbyvals = found.distance.map_or(pg_sys::Datum::from(0), |d| d.into_datum().expect("float8 datum"));
         }
         if (*scan).xs_want_itup {
-            pg_sys::MemoryContextReset(st.tuple_ctx);
-            let desc = (*(*scan).indexRelation).rd_att;
-            let value = st.am.value(st.tuple_ctx);
-            let (mut datum, mut null) = (value.unwrap_or(pg_sys::Datum::from(0)), value.is_none());
-            (*scan).xs_itup = pg_sys::index_form_tuple_context(desc, &mut datum, &mut null, st.tuple_ctx);
-            (*scan).xs_itupdesc = desc;
+            fill_itup(scan, st);
         }
         true
     }

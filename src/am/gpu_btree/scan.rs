@@ -280,6 +280,18 @@ impl IndexScan for ScanState {
         Some(Found { tid: tid_to(tid), distance: None })
     }
 
+    fn next_buffered(&mut self, forward: bool) -> Option<(pg_sys::ItemPointerData, pg_sys::Datum)> {
+        // Keys of the page already copied (NULLs take the full path).
+        if !self.started || self.phase != Phase::Keys {
+            return None;
+        }
+        let pos = self.pos + if forward { 1 } else { -1 };
+        let &(key, tid) = self.items.get(usize::try_from(pos).ok()?)?;
+        self.pos = pos;
+        self.last = (key, false);
+        Some((tid_to(tid), keys::decode(key, self.key_type)))
+    }
+
     fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
         // Every key type is passed by value.
         let (key, is_null) = self.last;

@@ -69,14 +69,17 @@ impl cache::Image for Root {
 
 pub struct Tree {
     pub rel: pg_sys::Relation,
-    /// Leaf entries kept when a rightmost leaf splits at its end (append
-    /// workloads): the fillfactor, as nbtree does.
-    pub fill_leaf: usize,
 }
 
 impl Tree {
     pub fn new(rel: pg_sys::Relation) -> Tree {
-        Tree { rel, fill_leaf: LEAF_CAPACITY * super::options::fillfactor(rel) / 100 }
+        Tree { rel }
+    }
+
+    /// Leaf entries kept when a rightmost leaf splits at its end (append
+    /// workloads): the fillfactor, as nbtree does.
+    fn fill_leaf(&self) -> usize {
+        LEAF_CAPACITY * super::options::fillfactor(self.rel) / 100
     }
 
     pub fn meta(&self) -> Meta {
@@ -229,7 +232,7 @@ impl Tree {
         keys.insert(pos, key);
         tids.insert(pos, tid);
         let appending = s.flags & RIGHTMOST != 0 && pos + 1 == keys.len();
-        let split = if appending { self.fill_leaf.clamp(1, keys.len() - 1) } else { keys.len() / 2 };
+        let split = if appending { self.fill_leaf().clamp(1, keys.len() - 1) } else { keys.len() / 2 };
         let sep = keys[split - 1];
         let right = new_page(self.rel);
         let neighbour = (s.flags & RIGHTMOST == 0).then(|| Exclusive::lock(self.rel, s.right));
