@@ -5,6 +5,7 @@
 //! answers through the index, by EXCEPT ALL against a sequential scan or
 //! against another server (a streaming replica).
 
+use gpuindex_engine::datasets::{KeySet, PointSet};
 use gpuindex_engine::rng::SplitMix64;
 use postgres::Client;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,15 +19,39 @@ pub struct Queries {
     pub literals: Vec<String>,
 }
 
+/// The data a case's table holds: the tests' own mix (duplicates,
+/// extremes, grid borders), or one of the engine's real-shaped sets.
+#[derive(Clone, Copy, Debug)]
+pub enum Data {
+    Mix,
+    Keys(KeySet),
+    Points(PointSet),
+}
+
+impl Data {
+    pub fn name(self) -> &'static str {
+        match self {
+            Data::Mix => "mix",
+            Data::Keys(k) => k.name(),
+            Data::Points(p) => p.name(),
+        }
+    }
+}
+
+/// Rows of a table queries pick their values from (about a test table's
+/// size: sequential sets then ask about stored values).
+const QUERY_ROWS: u64 = 20_000;
+
 #[derive(Clone, Copy)]
 pub struct Case {
     pub am: &'static str,
+    pub data: Data,
     /// The column's SQL type.
     pub column_type: &'static str,
-    /// A value literal of that type (NULL now and then).
-    pub value: fn(&mut SplitMix64) -> String,
+    /// Row `row`'s value literal of that type (NULL now and then).
+    pub value: fn(Data, &mut SplitMix64, u64) -> String,
     /// A random WHERE clause on column `v` that the index answers.
-    pub predicate: fn(&mut SplitMix64) -> String,
+    pub predicate: fn(Data, &mut SplitMix64) -> String,
     /// The AM's own maintenance after changes (a merge), or "".
     pub maintenance: &'static str,
     /// Its check function.
@@ -35,15 +60,15 @@ pub struct Case {
     /// table `{t}` when only inserts ran.
     pub entries: &'static str,
     /// A random ORDER BY expression on `v` that the index answers in order.
-    pub ordering: fn(&mut SplitMix64) -> String,
+    pub ordering: fn(Data, &mut SplitMix64) -> String,
     /// A random batch of `n` queries the AM answers in batches.
-    pub batch: fn(&mut SplitMix64, usize) -> Queries,
+    pub batch: fn(Data, &mut SplitMix64, usize) -> Queries,
     /// The ordering operator of `gpuindex_nearest` (its queries are of the
     /// column's type), if the AM has one.
     pub nearest: Option<&'static str>,
 }
 
-fn key(rng: &mut SplitMix64) -> i64 {
+fn mix_key(rng: &mut SplitMix64) -> i64 {
     // Heavy duplicates of small keys, a long tail, extremes.
     match rng.below(20) {
         0 => [i64::MIN, i64::MAX, 0][rng.below(3) as usize],
@@ -52,66 +77,148 @@ fn key(rng: &mut SplitMix64) -> i64 {
     }
 }
 
-fn coord(rng: &mut SplitMix64) -> f64 {
+/// The generator of a real-shaped set's row `row`: its value is a
+/// function of the row number alone, so queries can ask for stored values
+/// (of rows `0..QUERY_ROWS`) by drawing them again.
+fn row_rng(row: u64) -> SplitMix64 {
+    SplitMix64::new(row.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5EED)
+}
+
+/// Row `row`'s key.
+fn key(d: Data, rng: &mut SplitMix64, row: u64) -> i64 {
+    match d {
+        Data::Keys(k) => k.key(&mut row_rng(row), row),
+        _ => mix_key(rng),
+    }
+}
+
+/// A key like the stored ones.
+fn query_key(d: Data, rng: &mut SplitMix64) -> i64 {
+    let row = rng.below(QUERY_ROWS);
+    key(d, rng, row)
+}
+
+fn mix_coord(rng: &mut SplitMix64) -> f64 {
     // A 0.25 grid (duplicates, border hits) around three clusters.
     let c = [10.0, 40.0, 75.0][rng.below(3) as usize];
     c + (rng.below(81) as f64 - 40.0) * 0.25
 }
 
-pub fn gpu_btree() -> Case {
+/// Row `row`'s point.
+fn point(d: Data, rng: &mut SplitMix64, row: u64) -> (f64, f64) {
+    match d {
+        Data::Points(p) => p.point(&mut row_rng(row), row),
+        _ => (mix_coord(rng), mix_coord(rng)),
+    }
+}
+
+/// A point like the stored ones, and a query extent around it: the mix's
+/// grid steps, or scales from 1e-9 to 50 for the real-shaped sets.
+fn query_point(d: Data, rng: &mut SplitMix64) -> ((f64, f64), f64) {
+    let row = rng.below(QUERY_ROWS);
+    let p = point(d, rng, row);
+    let step = match d {
+        Data::Points(_) => [1e-9, 1e-4, 0.05, 2.0, 50.0][rng.below(5) as usize],
+        _ => 0.25,
+    };
+    (p, step)
+}
+
+pub fn gpu_btree_on(data: Data) -> Case {
     Case {
         am: "gpu_btree",
+        data,
         column_type: "int8",
-        value: |r| if r.below(50) == 0 { "NULL".into() } else { key(r).to_string() },
-        predicate: |r| match r.below(5) {
-            0 => format!("v = {}", key(r)),
-            1 => format!("v BETWEEN {} AND {}", key(r) - 50, key(r) + 200),
-            2 => format!("v = ANY(ARRAY[{}]::int8[])", (0..40).map(|_| key(r).to_string()).collect::<Vec<_>>().join(",")),
-            3 => format!("v < {}", key(r)),
+        value: |d, r, row| if r.below(50) == 0 { "NULL".into() } else { key(d, r, row).to_string() },
+        predicate: |d, r| match r.below(5) {
+            0 => format!("v = {}", query_key(d, r)),
+            1 => match d {
+                Data::Mix => format!("v BETWEEN {} AND {}", mix_key(r) - 50, mix_key(r) + 200),
+                _ => {
+                    let (a, b) = (query_key(d, r), query_key(d, r));
+                    format!("v BETWEEN {} AND {}", a.min(b), a.max(b))
+                }
+            },
+            2 => format!("v = ANY(ARRAY[{}]::int8[])", (0..40).map(|_| query_key(d, r).to_string()).collect::<Vec<_>>().join(",")),
+            3 => format!("v < {}", query_key(d, r)),
             _ => "v IS NULL".into(),
         },
         maintenance: "",
         check: "gpu_btree_check",
         entries: "SELECT (SELECT sum(entries)::int8 FROM gpu_btree_check('{t}_v') WHERE level = 0), (SELECT count(*) FROM {t} WHERE v IS NOT NULL)",
-        ordering: |r| if r.below(2) == 0 { "v".into() } else { "v DESC".into() },
-        batch: |r, n| Queries { op: "=", query_type: "int8", literals: (0..n).map(|_| key(r).to_string()).collect() },
+        ordering: |_, r| if r.below(2) == 0 { "v".into() } else { "v DESC".into() },
+        batch: |d, r, n| Queries { op: "=", query_type: "int8", literals: (0..n).map(|_| query_key(d, r).to_string()).collect() },
         nearest: None,
     }
 }
 
-pub fn gpu_spatial() -> Case {
+pub fn gpu_spatial_on(data: Data) -> Case {
     Case {
         am: "gpu_spatial",
+        data,
         column_type: "point",
-        value: |r| if r.below(50) == 0 { "NULL".into() } else { format!("point({:?}, {:?})", coord(r), coord(r)) },
-        predicate: |r| {
-            let (x, y) = (coord(r), coord(r));
+        value: |d, r, row| {
+            if r.below(50) == 0 {
+                "NULL".into()
+            } else {
+                let (x, y) = point(d, r, row);
+                format!("point({x:?}, {y:?})")
+            }
+        },
+        predicate: |d, r| {
+            let ((x, y), step) = query_point(d, r);
             match r.below(3) {
                 0 => {
-                    format!("v <@ box(point({x:?},{y:?}), point({:?},{:?}))", x + r.below(12) as f64 * 0.25, y + r.below(12) as f64 * 0.25)
+                    format!("v <@ box(point({x:?},{y:?}), point({:?},{:?}))", x + r.below(12) as f64 * step, y + r.below(12) as f64 * step)
                 }
-                1 => format!("v <@ circle(point({x:?},{y:?}), {:?})", r.below(8) as f64 * 0.25),
+                1 => format!("v <@ circle(point({x:?},{y:?}), {:?})", r.below(8) as f64 * step),
                 _ => format!("v ~= point({x:?},{y:?})"),
             }
         },
         maintenance: "SELECT gpu_spatial_merge('{t}_v')",
         check: "gpu_spatial_check",
         entries: "SELECT (SELECT tree_entries + chain_entries FROM gpu_spatial_check('{t}_v')), (SELECT count(*) FROM {t})",
-        ordering: |r| format!("v <-> point({:?},{:?})", coord(r), coord(r)),
-        batch: |r, n| {
-            let point = |r: &mut SplitMix64| format!("({:?},{:?})", coord(r), coord(r));
-            match r.below(3) {
-                0 => Queries { op: "<@", query_type: "box", literals: (0..n).map(|_| format!("({},{})", point(r), point(r))).collect() },
-                1 => Queries {
-                    op: "<@",
-                    query_type: "circle",
-                    literals: (0..n).map(|_| format!("<{},{:?}>", point(r), r.below(12) as f64 * 0.25)).collect(),
-                },
-                _ => Queries { op: "~=", query_type: "point", literals: (0..n).map(|_| point(r)).collect() },
-            }
+        ordering: |d, r| {
+            let ((x, y), _) = query_point(d, r);
+            format!("v <-> point({x:?},{y:?})")
+        },
+        batch: |d, r, n| {
+            let one = |r: &mut SplitMix64| {
+                let ((x, y), step) = query_point(d, r);
+                let far = (x + r.below(12) as f64 * step, y + r.below(12) as f64 * step);
+                ((x, y), far, r.below(12) as f64 * step)
+            };
+            let kind = r.below(3);
+            let literals = (0..n)
+                .map(|_| {
+                    let ((x, y), (fx, fy), radius) = one(r);
+                    match kind {
+                        0 => format!("(({x:?},{y:?}),({fx:?},{fy:?}))"),
+                        1 => format!("<({x:?},{y:?}),{radius:?}>"),
+                        _ => format!("({x:?},{y:?})"),
+                    }
+                })
+                .collect();
+            let (op, query_type) = [("<@", "box"), ("<@", "circle"), ("~=", "point")][kind as usize];
+            Queries { op, query_type, literals }
         },
         nearest: Some("<->"),
     }
+}
+
+pub fn gpu_btree() -> Case {
+    gpu_btree_on(Data::Mix)
+}
+
+pub fn gpu_spatial() -> Case {
+    gpu_spatial_on(Data::Mix)
+}
+
+/// Every access method on the real-shaped sets and on uniform data.
+pub fn real_shaped_cases() -> Vec<Case> {
+    let keys = KeySet::ALL.into_iter().map(|k| gpu_btree_on(Data::Keys(k)));
+    let points = PointSet::ALL.into_iter().map(|p| gpu_spatial_on(Data::Points(p)));
+    keys.chain(points).collect()
 }
 
 pub fn cases() -> Vec<Case> {
@@ -120,7 +227,7 @@ pub fn cases() -> Vec<Case> {
 
 /// The INSERTs of `n` random rows with ids from `first`.
 pub fn inserts(case: &Case, table: &str, rng: &mut SplitMix64, first: usize, n: usize) -> Vec<String> {
-    let rows: Vec<String> = (0..n).map(|i| format!("({}, {})", first + i, (case.value)(rng))).collect();
+    let rows: Vec<String> = (0..n).map(|i| format!("({}, {})", first + i, (case.value)(case.data, rng, (first + i) as u64))).collect();
     rows.chunks(2000).map(|chunk| format!("INSERT INTO {table} (id, v) VALUES {}", chunk.join(","))).collect()
 }
 
@@ -150,7 +257,7 @@ pub fn load(c: &mut Client, case: &Case, table: &str, rng: &mut SplitMix64, n: u
 pub fn change(c: &mut Client, case: &Case, table: &str, rng: &mut SplitMix64, first: usize, n: usize) {
     c.batch_execute(&format!("DELETE FROM {table} WHERE id % 7 = {}", rng.below(7))).unwrap();
     c.batch_execute(&format!("UPDATE {table} SET id = -id WHERE id % 11 = 3")).unwrap();
-    let v = (case.value)(rng);
+    let v = (case.value)(case.data, rng, first as u64);
     c.batch_execute(&format!("UPDATE {table} SET v = {v} WHERE id % 13 = 5")).unwrap();
     insert(c, case, table, rng, first, n);
     c.batch_execute(&format!("VACUUM {table}")).unwrap();
@@ -190,7 +297,7 @@ pub fn check(c: &mut Client, case: &Case, table: &str) {
 }
 
 pub fn predicates(case: &Case, rng: &mut SplitMix64, n: usize) -> Vec<String> {
-    (0..n).map(|_| (case.predicate)(rng)).collect()
+    (0..n).map(|_| (case.predicate)(case.data, rng)).collect()
 }
 
 /// A batch through `gpuindex_search` equals the join of the queries with
@@ -201,7 +308,7 @@ pub fn batch_differential(c: &mut Client, case: &Case, table: &str, rng: &mut Sp
     let mut found = 0;
     for round in 0..rounds {
         let size = 1 + rng.below(n as u64) as usize;
-        let q = (case.batch)(rng, size);
+        let q = (case.batch)(case.data, rng, size);
         let quoted: Vec<String> = q.literals.iter().map(|l| format!("'{l}'")).collect();
         let arr = format!("ARRAY[{}]::{}[]", quoted.join(","), q.query_type);
         let op = format!("{}({},{})", q.op, case.column_type, q.query_type);
@@ -221,7 +328,14 @@ pub fn batch_differential(c: &mut Client, case: &Case, table: &str, rng: &mut Sp
         if let Some(near) = case.nearest {
             let k = 1 + rng.below(30);
             let centres: Vec<String> = (0..1 + rng.below(n as u64))
-                .map(|_| std::iter::repeat_with(|| (case.value)(rng)).find(|v| v != "NULL").expect("a value"))
+                .map(|_| {
+                    std::iter::repeat_with(|| {
+                        let row = rng.below(QUERY_ROWS);
+                        (case.value)(case.data, rng, row)
+                    })
+                    .find(|v| v != "NULL")
+                    .expect("a value")
+                })
                 .collect();
             let arr = format!("ARRAY[{}]::{}[]", centres.join(","), case.column_type);
             let op = format!("{near}({0},{0})", case.column_type);
@@ -269,7 +383,7 @@ pub fn concurrent(db: &'static str, case: Case, table: &'static str, seed: u64) 
                 let mut checks = 0;
                 while !stop.load(Ordering::Relaxed) || checks < 5 {
                     let preds = predicates(&case, &mut rng, 3);
-                    let order = (case.ordering)(&mut rng);
+                    let order = (case.ordering)(case.data, &mut rng);
                     let counts: Vec<String> = preds.iter().map(|p| format!("(SELECT count(*) FROM {table} WHERE {p})")).collect();
                     let q = format!(
                         "SELECT ARRAY[{}], ARRAY(SELECT ({})::text FROM {table} ORDER BY {order} LIMIT 20)",

@@ -29,6 +29,29 @@ fn scans_and_batches_equal_sequential_scans() {
     }
 }
 
+/// The same on the real-shaped data sets (and uniform data): skewed and
+/// sequential keys, random int8, cities with outliers and duplicates.
+#[test]
+fn real_shaped_data_equals_sequential_scans() {
+    let mut c = connect(DB);
+    let mut rng = SplitMix64::new(11);
+    for case in runners::real_shaped_cases() {
+        let table = format!("rs_{}_{}", case.am, case.data.name());
+        runners::load(&mut c, &case, &table, &mut rng, 10_000);
+        let preds = runners::predicates(&case, &mut rng, 25);
+        runners::differential(&mut c, &table, &preds);
+        runners::batch_differential(&mut c, &case, &table, &mut rng, 6, 300);
+        // Bulk inserts of 20% of the table, deletes, updates, VACUUM.
+        runners::change(&mut c, &case, &table, &mut rng, 100_000, 2_000);
+        runners::differential(&mut c, &table, &preds);
+        c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
+        runners::batch_differential(&mut c, &case, &table, &mut rng, 6, 300);
+        c.batch_execute("RESET gpuindex.gpu_min_batch").unwrap();
+        runners::check(&mut c, &case, &table);
+        c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
+    }
+}
+
 #[test]
 fn concurrent_gpu_btree() {
     runners::concurrent(DB, runners::gpu_btree(), "conc_gpu_btree", 100);

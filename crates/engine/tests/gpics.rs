@@ -1,9 +1,11 @@
 //! G-PICS quadtree: CPU build and two-step queries against brute force on
-//! uniform, clustered, duplicated, border and non-finite points; GPU build
+//! uniform, clustered, duplicated, border, non-finite and real-shaped
+//! (`datasets::PointSet::Cities`) points; GPU build
 //! and queries against the CPU's.
 
 mod common;
 
+use gpuindex_engine::datasets::PointSet;
 use gpuindex_engine::gpics::geom::distance;
 use gpuindex_engine::gpics::{Params, Points, QuadTree, Query, Rect};
 use gpuindex_engine::rng::SplitMix64;
@@ -36,6 +38,7 @@ pub fn dataset(rng: &mut SplitMix64, n: usize, shape: u32) -> Points {
                 }
                 _ => (unit(rng) * 1000.0, unit(rng) * 1000.0),
             },
+            5 => PointSet::Cities.point(rng, i as u64),
             _ => match rng.below(40) {
                 0 => (f64::NAN, unit(rng)),
                 1 => (f64::INFINITY, 3.0),
@@ -91,6 +94,7 @@ const CASES: &[(usize, u32, Params)] = &[
     (60_000, 0, Params { mc: 64, mh: 14 }),
     (60_000, 1, Params { mc: 1024, mh: 14 }),
     (60_000, 4, Params { mc: 64, mh: 128 }),
+    (60_000, 5, Params { mc: 64, mh: 128 }),
 ];
 
 /// Skewed data (shape 4) leaves no leaf over capacity except where its

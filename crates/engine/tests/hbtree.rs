@@ -1,8 +1,10 @@
 //! HB+-tree: both layouts against oracles (sorted array, BTreeMap), updates
-//! and ranges, and the GPU inner search against the CPU's on random data.
+//! and ranges, and the GPU inner search against the CPU's on random and
+//! real-shaped (`datasets::KeySet`) keys.
 
 mod common;
 
+use gpuindex_engine::datasets::KeySet;
 use gpuindex_engine::gpu::Schedule;
 use gpuindex_engine::hbtree::implicit::{Hit, ImplicitTree};
 use gpuindex_engine::hbtree::regular::{MirrorSync, RegularTree, Update};
@@ -67,6 +69,32 @@ fn implicit_matches_sorted_array() {
         }
     }
     assert!(ImplicitTree::build(&[2, 1], &[0, 0]).is_err());
+}
+
+/// The real-shaped key sets (Zipf duplicates, jittered timestamps, all of
+/// int8), encoded as gpu_btree does (sign bit flipped), on the CPU against
+/// the sorted array and on the GPU against the CPU.
+#[test]
+fn implicit_on_real_shaped_keys() {
+    let gpu = common::gpu_or_skip("implicit_on_real_shaped_keys");
+    let mut rng = SplitMix64::new(13);
+    for set in KeySet::ALL {
+        let mut keys: Vec<u64> = set.keys(300_000, 5).into_iter().map(|k| (k as u64) ^ (1 << 63)).collect();
+        keys.sort_unstable();
+        let values: Vec<u64> = (0..keys.len() as u64).collect();
+        let t = ImplicitTree::build(&keys, &values).unwrap();
+        let qs = queries(&mut rng, &keys, 50_000);
+        let mut got = vec![Hit::default(); qs.len()];
+        t.search_cpu(&qs, &mut got);
+        for (q, h) in qs.iter().zip(&got) {
+            assert_eq!(*h, oracle_hit(&keys, &values, *q), "{} q={q}", set.name());
+        }
+        if let Some(gpu) = &gpu {
+            let mut on_gpu = vec![Hit::default(); qs.len()];
+            t.search_gpu(gpu, &qs, &mut on_gpu, Schedule::default()).unwrap();
+            assert_eq!(on_gpu, got, "{}: GPU differs from CPU", set.name());
+        }
+    }
 }
 
 #[test]

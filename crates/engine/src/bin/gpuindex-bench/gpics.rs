@@ -5,6 +5,7 @@
 
 use crate::util::*;
 use crate::Args;
+use gpuindex_engine::datasets::PointSet;
 use gpuindex_engine::gpics::{Params, Points, QuadTree, Query, Rect};
 use gpuindex_engine::gpu::Gpu;
 use gpuindex_engine::rng::SplitMix64;
@@ -18,13 +19,17 @@ fn unit(rng: &mut SplitMix64) -> f64 {
     rng.next_u64() as f64 / u64::MAX as f64
 }
 
-/// Uniform on [0, 1000)², or clustered: 64 Gaussian-ish blobs.
-fn points(n: usize, clustered: bool, seed: u64) -> Points {
+/// Uniform on [0, 1000)², clustered (64 Gaussian-ish blobs), or the
+/// real-shaped `cities` set.
+fn points(n: usize, shape: &str, seed: u64) -> Points {
     let mut rng = SplitMix64::new(seed);
+    let clustered = shape == "clustered";
     let centres: Vec<(f64, f64)> = (0..64).map(|_| (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)).collect();
     let mut p = Points { x: Vec::with_capacity(n), y: Vec::with_capacity(n), id: Vec::with_capacity(n) };
     for i in 0..n {
-        let (x, y) = if clustered {
+        let (x, y) = if shape == "cities" {
+            PointSet::Cities.point(&mut rng, i as u64)
+        } else if clustered {
             let (cx, cy) = centres[rng.below(64) as usize];
             let s = 5.0 * (unit(&mut rng) + unit(&mut rng) + unit(&mut rng) - 1.5);
             let t = 5.0 * (unit(&mut rng) + unit(&mut rng) + unit(&mut rng) - 1.5);
@@ -71,7 +76,7 @@ fn rtree_answers(t: &RTree<RPoint>, qs: &[Query]) -> usize {
 
 /// Moves 1%, 5% and 10% of the points by a small step and applies that as
 /// one bulk update, against rebuilding (the build times measured above).
-fn updates(pts: &Points, params: Params, clustered: bool, cpu_build: f64, gpu_build: f64) -> Vec<Vec<String>> {
+fn updates(pts: &Points, params: Params, shape: &str, cpu_build: f64, gpu_build: f64) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for share in [0.01, 0.05, 0.10] {
         let mut rng = SplitMix64::new(31);
@@ -90,7 +95,7 @@ fn updates(pts: &Points, params: Params, clustered: bool, cpu_build: f64, gpu_bu
         let rewritten = tree.update_cpu(&moved, &deleted);
         let secs = t.elapsed().as_secs_f64();
         rows.push(vec![
-            (if clustered { "clustered" } else { "uniform" }).to_string(),
+            shape.to_string(),
             format!("{:.0}%", share * 100.0),
             format!("{secs:.3}"),
             rewritten.map_or("rebuilt (point outside the root)".into(), |r| format!("{r} of {}", tree.leaves.len())),
@@ -110,9 +115,8 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
     let mut build_rows = Vec::new();
     let mut rows = Vec::new();
     let mut update_rows = Vec::new();
-    for clustered in [false, true] {
-        let shape = if clustered { "clustered" } else { "uniform" };
-        let pts = points(n, clustered, 5);
+    for shape in ["uniform", "clustered", "cities"] {
+        let pts = points(n, shape, 5);
         let t = Instant::now();
         let cpu = QuadTree::build_cpu(&pts, params);
         let cpu_build = t.elapsed().as_secs_f64();
@@ -137,10 +141,10 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             ratio(cpu_build, gpu_build),
             format!("{:.3}", rtree_build),
         ]);
-        update_rows.extend(updates(&pts, params, clustered, cpu_build, gpu_build));
+        update_rows.extend(updates(&pts, params, shape, cpu_build, gpu_build));
         for kind in ["range", "within", "point"] {
             for &m in &batches {
-                let qs = queries(kind, &pts, m, if clustered { 0.025 } else { 0.5 }, 9 + m as u64);
+                let qs = queries(kind, &pts, m, if shape == "uniform" { 0.5 } else { 0.025 }, 9 + m as u64);
                 let mut want = Default::default();
                 let cpu_t = median_secs(args.reps, || want = cpu.search_cpu(&qs));
                 let want = want.sorted();
@@ -229,5 +233,5 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
         ],
         &rows,
     );
-    println!("\n(range: boxes of side 1 (uniform) or 0.05 (clustered), within: r = 0.5 or 0.025, point: ~= on stored points, kNN: k = 10; points in [0, 1000)^2.)");
+    println!("\n(range: boxes of side 1 (uniform) or 0.05 (clustered, cities), within: r = 0.5 or 0.025, point: ~= on stored points, kNN: k = 10; points in [0, 1000)^2; cities: datasets::PointSet::Cities, outliers up to 1e15 away.)");
 }
