@@ -60,6 +60,19 @@ impl PointSet {
         }
     }
 
+    /// Where queries look: like `point`, but from the cities, roads and
+    /// countryside only (a batch centred on the repeated addresses would
+    /// return each of them thousands of times over).
+    pub fn query_point(self, rng: &mut SplitMix64) -> (f64, f64) {
+        match self {
+            PointSet::Uniform => (rng.unit() * 1000.0, rng.unit() * 1000.0),
+            PointSet::Cities => {
+                let pick = rng.below(85);
+                city_component(rng, pick)
+            }
+        }
+    }
+
     /// `n` points from `seed`.
     pub fn points(self, n: usize, seed: u64) -> Vec<(f64, f64)> {
         let mut rng = SplitMix64::new(seed);
@@ -104,13 +117,19 @@ fn country() -> &'static Country {
 }
 
 fn city_point(rng: &mut SplitMix64, row: u64) -> (f64, f64) {
-    let c = country();
     // The outliers come at fixed rows, so any table of over 1000 rows
     // has one and 10^7 rows have all of them many times over.
     if row % 1_000_003 == 997 {
         return OUTLIERS[(row / 1_000_003) as usize % OUTLIERS.len()];
     }
-    match rng.below(100) {
+    let pick = rng.below(100);
+    city_component(rng, pick)
+}
+
+/// One point of the component `pick` (0..100) of the country.
+fn city_component(rng: &mut SplitMix64, pick: u64) -> (f64, f64) {
+    let c = country();
+    match pick {
         // Cities.
         0..=59 => {
             let (x, y, s) = c.cities[zipf(rng, CITIES, 1.1) as usize - 1];

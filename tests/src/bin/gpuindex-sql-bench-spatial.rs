@@ -2,9 +2,11 @@
 //! on the same table of points, in one run, on a live server
 //! (PGHOST/PGPORT/PGUSER).
 //!
-//!   gpuindex-sql-bench-spatial [--rows 1e7] [--reps 3] [--queries 1e5]
+//!   gpuindex-sql-bench-spatial [--rows 1e7] [--reps 3] [--queries 1e5] [--set uniform]
 //!
-//! Builds sp(id int8, p point) with points uniform in [0, 1e6)^2, then for
+//! Builds sp(id int8, p point) with points of `--set` (datasets::PointSet:
+//! `uniform` in [0, 1e6)^2, or `cities`, the real-shaped set scaled to the
+//! same square, outliers to 1e18), then for
 //! each index in turn (GiST; SP-GiST quad_point_ops; gpu_spatial with
 //! gpuindex.device = auto and = cpu) measures CREATE INDEX, size, single
 //! box / circle / kNN (k = 10) queries, and batches of boxes and circles
@@ -15,8 +17,10 @@
 //! and sum of distances) is checked against GiST's. Prints the table, the
 //! ratios the issue's targets name, and the plans.
 
+use gpuindex_engine::datasets::PointSet;
 use gpuindex_tests::bench::{connect, describe_server, plan_of, print_table, push, time, Row, SplitMix64};
 use postgres::{Client, ToStatement};
+use std::io::Write;
 use std::time::Instant;
 
 const SIDE: f64 = 1e6;
@@ -25,10 +29,11 @@ struct Args {
     rows: u64,
     reps: usize,
     queries: usize,
+    set: PointSet,
 }
 
 fn args() -> Args {
-    let mut a = Args { rows: 10_000_000, reps: 3, queries: 100_000 };
+    let mut a = Args { rows: 10_000_000, reps: 3, queries: 100_000, set: PointSet::Uniform };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
@@ -37,7 +42,8 @@ fn args() -> Args {
             "--rows" => a.rows = num(),
             "--reps" => a.reps = num() as usize,
             "--queries" => a.queries = num() as usize,
-            _ => panic!("usage: gpuindex-sql-bench-spatial [--rows N] [--reps N] [--queries N]"),
+            "--set" => a.set = PointSet::parse(&v).expect("--set uniform|cities"),
+            _ => panic!("usage: gpuindex-sql-bench-spatial [--rows N] [--reps N] [--queries N] [--set NAME]"),
         }
     }
     a
@@ -72,17 +78,28 @@ fn main() {
     let a = args();
     let n = a.rows;
     let mut c = connect();
-    println!("# gpuindex-sql-bench-spatial: {n} points, median of {} runs", a.reps);
+    println!("# gpuindex-sql-bench-spatial: {n} points ({}), median of {} runs", a.set.name(), a.reps);
     println!("\n{}", describe_server(&mut c));
 
     let t = Instant::now();
-    c.batch_execute(&format!(
-        "DROP TABLE IF EXISTS bench_sp, bench_sp_q;
-         CREATE TABLE bench_sp (id int8, p point);
-         SELECT setseed(0.42);
-         INSERT INTO bench_sp SELECT i, point(random() * {SIDE}, random() * {SIDE}) FROM generate_series(1, {n}) i;"
-    ))
-    .unwrap();
+    c.batch_execute("DROP TABLE IF EXISTS bench_sp, bench_sp_q; CREATE TABLE bench_sp (id int8, p point);").unwrap();
+    // The sets' [0, 1000)^2 scaled to [0, SIDE)^2.
+    let scale = SIDE / 1000.0;
+    {
+        let mut w = c.copy_in("COPY bench_sp (id, p) FROM STDIN").unwrap();
+        let mut rng = SplitMix64::new(42);
+        let mut buf = String::new();
+        for i in 0..n {
+            let (x, y) = a.set.point(&mut rng, i);
+            buf.push_str(&format!("{}\t({:?},{:?})\n", i + 1, x * scale, y * scale));
+            if buf.len() > 1 << 20 {
+                w.write_all(buf.as_bytes()).unwrap();
+                buf.clear();
+            }
+        }
+        w.write_all(buf.as_bytes()).unwrap();
+        w.finish().unwrap();
+    }
     c.batch_execute("VACUUM (ANALYZE) bench_sp").unwrap();
     eprintln!("table built in {:.1} s", t.elapsed().as_secs_f64());
     let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench_sp')");
@@ -91,11 +108,20 @@ fn main() {
     // points), kNN centres; stored once as arrays that every form reads.
     let m = a.queries;
     let mut rng = SplitMix64::new(7);
-    let mut coords = |k: usize| -> (Vec<f64>, Vec<f64>) { (0..k).map(|_| (rng.unit() * SIDE, rng.unit() * SIDE)).unzip() };
+    let set = a.set;
+    let mut coords = |k: usize| -> (Vec<f64>, Vec<f64>) {
+        (0..k)
+            .map(|_| {
+                let (x, y) = set.query_point(&mut rng);
+                (x * scale, y * scale)
+            })
+            .unzip()
+    };
     let (bx, by) = coords(m);
     let (cx, cy) = coords(m);
     let (kx, ky) = coords((m / 10).max(1));
-    let box_side = (SIDE * SIDE * 10.0 / n as f64).sqrt();
+    // Cities are ~100x denser than uniform points where queries look.
+    let box_side = (SIDE * SIDE * 10.0 / n as f64).sqrt() / if set == PointSet::Cities { 10.0 } else { 1.0 };
     let radius = box_side / std::f64::consts::PI.sqrt();
     c.batch_execute("CREATE TABLE bench_sp_q (boxes box[], circles circle[], centers point[])").unwrap();
     c.execute(

@@ -1,33 +1,48 @@
 //! gpuindex-sql-bench: gpu_btree against PostgreSQL's btree on the same
 //! table, in one run, on a live server (PGHOST/PGPORT/PGUSER).
 //!
-//!   gpuindex-sql-bench [--rows 1e7] [--reps 5]
+//!   gpuindex-sql-bench [--rows 1e7] [--reps 5] [--set permutation]
 //!
-//! Builds t(k int8 unique in random physical order, payload int8), VACUUMs
-//! it, then for each index in turn (btree; gpu_btree with
+//! Builds t(k int8, payload int8) with keys of `--set`: `permutation`
+//! (unique, in random physical order) or one of the engine's real-shaped
+//! sets (`uniform`, `zipf`, `timestamps`, `random`: datasets::KeySet),
+//! VACUUMs it, then for each index in turn (btree; gpu_btree with
 //! gpuindex.device = auto and = cpu) measures CREATE INDEX, size, single
 //! lookups, `= ANY` of 1K/16K/128K keys (index-only count and heap-reading
-//! sum), BETWEEN ranges of 1..10K rows, the batch function against the
-//! equivalent join, and inserts. Prints one table; every answer is checked
-//! against btree's.
+//! sum), BETWEEN ranges of 10, 1K, 100K rows and the whole table (index-only
+//! forward and backward, index scan), the batch function against the
+//! equivalent join, and inserts. Lookups and probes pick distinct stored
+//! keys uniformly (with ~9% misses). Prints one table; every answer is
+//! checked against btree's.
 
+use gpuindex_engine::datasets::KeySet;
 use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Row, SplitMix64};
+use std::io::Write;
 use std::time::Instant;
 
 struct Args {
     rows: u64,
     reps: usize,
+    /// None: the unique permutation.
+    set: Option<KeySet>,
 }
 
 fn args() -> Args {
-    let mut a = Args { rows: 10_000_000, reps: 5 };
+    let mut a = Args { rows: 10_000_000, reps: 5, set: None };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
         match x.as_str() {
             "--rows" => a.rows = v.parse::<f64>().expect("--rows N") as u64,
             "--reps" => a.reps = v.parse().expect("--reps N"),
-            _ => panic!("usage: gpuindex-sql-bench [--rows N] [--reps N]"),
+            "--set" => {
+                a.set = if v == "permutation" {
+                    None
+                } else {
+                    Some(KeySet::parse(&v).expect("--set permutation|uniform|zipf|timestamps|random"))
+                }
+            }
+            _ => panic!("usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME]"),
         }
     }
     a
@@ -37,21 +52,43 @@ fn main() {
     let a = args();
     let mut c = connect();
     let n = a.rows;
-    println!("# gpuindex-sql-bench: {n} rows, median of {} runs", a.reps);
+    let set_name = a.set.map_or("permutation", |s| s.name());
+    println!("# gpuindex-sql-bench: {n} rows of {set_name} keys, median of {} runs", a.reps);
     println!("\n{}", describe_server(&mut c));
 
-    // k: a permutation of 0..n (a multiplicative hash with a prime
-    // multiplier), so keys are unique and the heap order is scrambled.
     let t = Instant::now();
-    c.batch_execute(&format!(
-        "DROP TABLE IF EXISTS bench_t;
-         CREATE TABLE bench_t (k int8, payload int8);
-         INSERT INTO bench_t SELECT (i * 2654435761) % {n}, i FROM generate_series(0, {n} - 1) i;"
-    ))
-    .unwrap();
+    c.batch_execute("DROP TABLE IF EXISTS bench_t; CREATE TABLE bench_t (k int8, payload int8);").unwrap();
+    // The keys, sorted (range bounds by rank, distinct keys for lookups).
+    let sorted: Vec<i64> = match a.set {
+        // k: a permutation of 0..n (a multiplicative hash with a prime
+        // multiplier), so keys are unique and the heap order is scrambled.
+        None => {
+            c.batch_execute(&format!("INSERT INTO bench_t SELECT (i * 2654435761) % {n}, i FROM generate_series(0, {n} - 1) i;")).unwrap();
+            (0..n as i64).collect()
+        }
+        Some(set) => {
+            let keys = set.keys(n as usize, 1);
+            let mut w = c.copy_in("COPY bench_t (k, payload) FROM STDIN").unwrap();
+            let mut buf = String::new();
+            for (i, k) in keys.iter().enumerate() {
+                buf.push_str(&format!("{k}\t{i}\n"));
+                if buf.len() > 1 << 20 {
+                    w.write_all(buf.as_bytes()).unwrap();
+                    buf.clear();
+                }
+            }
+            w.write_all(buf.as_bytes()).unwrap();
+            w.finish().unwrap();
+            let mut keys = keys;
+            keys.sort_unstable();
+            keys
+        }
+    };
     c.batch_execute("VACUUM (ANALYZE) bench_t").unwrap();
     eprintln!("table built in {:.1} s", t.elapsed().as_secs_f64());
     let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench_t')");
+    let mut distinct = sorted.clone();
+    distinct.dedup();
 
     let setups: [(&str, &str, &str); 3] = [
         ("btree", "btree", "SET gpuindex.device = auto"),
@@ -60,11 +97,32 @@ fn main() {
     ];
     let mut rows: Vec<Row> = Vec::new();
     let mut rng = SplitMix64::new(42);
-    let probe_sets: Vec<Vec<i64>> = [1_000usize, 16_000, 128_000]
+    // A distinct stored key, or (one time in 11) a key next to one.
+    let pick = |rng: &mut SplitMix64| {
+        let k = distinct[rng.below(distinct.len() as u64) as usize];
+        if rng.below(11) == 0 {
+            k.wrapping_add(1)
+        } else {
+            k
+        }
+    };
+    let probe_sets: Vec<Vec<i64>> = [1_000usize, 16_000, 128_000].iter().map(|&m| (0..m).map(|_| pick(&mut rng)).collect()).collect();
+    // BETWEEN bounds by rank: (rows wanted, [(lo, hi)]).
+    let widths: Vec<(usize, usize)> =
+        [(10usize, 200usize), (1_000, 200), (100_000, 20), (n as usize, 3)].into_iter().filter(|&(w, _)| w <= n as usize).collect();
+    let ranges: Vec<(usize, Vec<(i64, i64)>)> = widths
         .iter()
-        .map(|&m| (0..m).map(|_| rng.below(n + n / 10) as i64).collect()) // ~9% misses
+        .map(|&(w, count)| {
+            let bounds = (0..count)
+                .map(|_| {
+                    let start = rng.below((sorted.len() - w + 1) as u64) as usize;
+                    (sorted[start], sorted[start + w - 1])
+                })
+                .collect();
+            (w, bounds)
+        })
         .collect();
-    let singles: Vec<i64> = (0..20_000).map(|_| rng.below(n) as i64).collect();
+    let singles: Vec<i64> = (0..20_000).map(|_| pick(&mut rng)).collect();
     let mut reference: Vec<i64> = Vec::new(); // btree's answers
     let mut plans: Vec<String> = Vec::new();
     for (i, (label, am, setting)) in setups.iter().enumerate() {
@@ -129,24 +187,30 @@ fn main() {
                 }
             }
         }
-        for w in [1i64, 100, 10_000] {
-            let mut c = session("");
-            let st = c.prepare("SELECT coalesce(sum(payload), 0)::int8 FROM bench_t WHERE k BETWEEN $1 AND $1 + $2 - 1").unwrap();
-            let starts: Vec<i64> = (0..200).map(|j| ((j as u64 * 7919) % (n - w as u64)) as i64).collect();
-            let mut total = 0i64;
-            let secs = time(a.reps.min(3), || {
-                total = 0;
-                for s in &starts {
-                    total = total.wrapping_add(c.query_one(&st, &[s, &w]).unwrap().get::<_, i64>(0));
+        // Ranges, forced through the index: index-only count forward and
+        // backward, and an index scan reading the heap.
+        let mut c = session("SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off");
+        for (w, bounds) in &ranges {
+            let span = if *w == n as usize { "the whole table".to_string() } else { format!("{w} rows") };
+            for (what, sql) in [
+                ("index-only, forward", "SELECT count(*) FROM (SELECT k FROM bench_t WHERE k BETWEEN $1 AND $2 ORDER BY k) s"),
+                ("index-only, backward", "SELECT count(*) FROM (SELECT k FROM bench_t WHERE k BETWEEN $1 AND $2 ORDER BY k DESC) s"),
+                ("index scan, sum(payload)", "SELECT coalesce(sum(payload), 0)::int8 FROM bench_t WHERE k BETWEEN $1 AND $2"),
+            ] {
+                let st = c.prepare(sql).unwrap();
+                let mut total = 0i64;
+                let secs = time(a.reps.min(3), || {
+                    total = 0;
+                    for (lo, hi) in bounds {
+                        total = total.wrapping_add(c.query_one(&st, &[lo, hi]).unwrap().get::<_, i64>(0));
+                    }
+                });
+                answers.push(total);
+                push(&mut rows, setups.len(), i, format!("BETWEEN, {span}, {what}"), "ms", true, secs / bounds.len() as f64 * 1e3);
+                if *w == 100_000 {
+                    let (lo, hi) = bounds[0];
+                    plans.push(format!("{label}: BETWEEN {span}, {what} -> {}", plan_of(&mut c, sql, &[&lo, &hi])));
                 }
-            });
-            answers.push(total);
-            push(&mut rows, setups.len(), i, format!("BETWEEN, {w} rows"), "us", true, secs / starts.len() as f64 * 1e6);
-            if w == 1 {
-                plans.push(format!(
-                    "{label}: BETWEEN, 1 row -> {}",
-                    plan_of(&mut c, "SELECT sum(payload) FROM bench_t WHERE k BETWEEN 1000 AND 1000", &[])
-                ));
             }
         }
         // The batch function against the join that btree users write.
@@ -199,7 +263,7 @@ fn main() {
         let ratio = if r.lower_is_better { r.values[0] / r.values[1] } else { r.values[1] / r.values[0] };
         println!("| {} | {} | {:.2}x |", r.what, cells.join(" | "), ratio);
     }
-    println!("\n(ratio > 1: gpu_btree better. Every answer of gpu_btree was checked against btree's.)");
+    println!("\n(ratio > 1: gpu_btree better. Every answer of gpu_btree was checked against btree's. Keys: {set_name}.)");
     println!("\nPlans:");
     for p in plans {
         println!("- {p}");
