@@ -28,6 +28,8 @@ pub struct Row {
 
 /// Records `v` for setup `i` of `setups` in the row named `what`.
 pub fn push(rows: &mut Vec<Row>, setups: usize, i: usize, what: String, unit: &'static str, lower: bool, v: f64) {
+    // As it is measured too, so that a run cut short still reports.
+    eprintln!("setup {i}: {what}: {v:.3} {unit}");
     if let Some(r) = rows.iter_mut().find(|r| r.what == what) {
         r.values[i] = v;
     } else {

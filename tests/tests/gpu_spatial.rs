@@ -327,7 +327,16 @@ fn outliers_duplicates_and_cities_take_bulk_inserts() {
          INSERT INTO sp_skew SELECT 400000 + g, point(333 + (g % 1000) * 1e-12, 777 + (g / 1000) * 1e-12) FROM generate_series(1, 30000) g;",
     )
     .unwrap();
-    c.query("SELECT * FROM gpu_spatial_check('sp_skew_p')", &[]).unwrap();
+    // The largest leaf is the 100,000 copies of (0, 0) (one point, ~300
+    // pages); the 30,000 points 1e-12 apart split down to leaf_capacity.
+    let r = c.query_one("SELECT largest_leaf_pages, largest_leaf_distinct FROM gpu_spatial_check('sp_skew_p')", &[]).unwrap();
+    let (pages, distinct): (i64, i64) = (r.get(0), r.get(1));
+    assert_eq!(distinct, 1, "the largest leaf ({pages} pages) holds one repeated point");
+    c.batch_execute("DELETE FROM sp_skew WHERE p ~= point '(0,0)'").unwrap();
+    c.batch_execute("VACUUM sp_skew").unwrap();
+    let r = c.query_one("SELECT largest_leaf_pages FROM gpu_spatial_check('sp_skew_p')", &[]).unwrap();
+    let pages: i64 = r.get(0);
+    assert!(pages <= 4, "without the duplicates no leaf is over 4 pages (leaf_capacity 1024): {pages}");
     for p in [
         "p <@ box '(10,10),(20,30)'",
         "p <@ box '(-2e15,0),(0,2e15)'",

@@ -8,7 +8,10 @@
 //! keeps replay of a merge from running beside it, and a half-replayed
 //! merge has leaf counts ahead of or behind the metapage's, so there the
 //! counts are reported, not compared. Raises an ERROR at the first
-//! violation; returns the counts otherwise.
+//! violation; returns the counts otherwise, and the largest leaf (its
+//! pages, and how many distinct points it holds: a leaf of one repeated
+//! point cannot split and grows with its duplicates, any other stays
+//! near `leaf_capacity` however skewed the data).
 
 use super::shape;
 use crate::am::common::{Access, OpenIndex};
@@ -25,7 +28,8 @@ fn fail(index: &str, what: String) -> ! {
     parallel_safe,
     strict,
     sql = "CREATE FUNCTION gpu_spatial_check(index regclass)
-    RETURNS TABLE (nodes bigint, leaves bigint, tree_entries bigint, chain_pages bigint, chain_entries bigint)
+    RETURNS TABLE (nodes bigint, leaves bigint, tree_entries bigint, chain_pages bigint, chain_entries bigint,
+                   largest_leaf_pages bigint, largest_leaf_distinct bigint)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
 -- As amcheck's: reads every page; a superuser grants it deliberately.
 REVOKE ALL ON FUNCTION gpu_spatial_check(regclass) FROM PUBLIC;"
@@ -34,7 +38,15 @@ fn gpu_spatial_check(
     index: pg_sys::Oid,
 ) -> TableIterator<
     'static,
-    (name!(nodes, i64), name!(leaves, i64), name!(tree_entries, i64), name!(chain_pages, i64), name!(chain_entries, i64)),
+    (
+        name!(nodes, i64),
+        name!(leaves, i64),
+        name!(tree_entries, i64),
+        name!(chain_pages, i64),
+        name!(chain_entries, i64),
+        name!(largest_leaf_pages, i64),
+        name!(largest_leaf_distinct, i64),
+    ),
 > {
     // SAFETY: reads pages under share locks, one at a time.
     let open = OpenIndex::open(index, "gpu_spatial", Access::Verify, pg_sys::AccessShareLock as i32);
@@ -51,6 +63,8 @@ fn gpu_spatial_check(
         let nodes = &s.nodes;
         let mut leaf_seen = vec![false; m.leaf_count as usize];
         let mut tree_entries = 0u64;
+        // (pages, distinct points) of the largest leaf.
+        let mut largest = (0u32, 0usize);
         for (i, n) in nodes.iter().enumerate() {
             if n.is_leaf() {
                 let no = n.leaf as usize - 1;
@@ -61,14 +75,21 @@ fn gpu_spatial_check(
                     fail(&name, format!("leaf node {i}: run {}+{} outside the relation", n.start, n.count));
                 }
                 let r = n.rect();
+                let mut points = std::collections::HashSet::new();
                 shape::for_run(rel, (n.start, n.count), |page| {
                     for e in page {
                         if e.is_null() || !r.contains(e.x, e.y) {
                             fail(&name, format!("leaf node {i}: entry ({}, {}) outside its box", e.x, e.y));
                         }
+                        if n.count > largest.0 {
+                            points.insert((e.x.to_bits(), e.y.to_bits()));
+                        }
                     }
                     tree_entries += page.len() as u64;
                 });
+                if n.count > largest.0 {
+                    largest = (n.count, points.len());
+                }
                 continue;
             }
             for (q, &c) in n.child.iter().enumerate() {
@@ -106,7 +127,15 @@ fn gpu_spatial_check(
         if !recovering {
             super::merge::unlock_structure(rel);
         }
-        (nodes.len() as i64, m.leaf_count as i64, tree_entries as i64, delta_pages as i64, delta_entries as i64)
+        (
+            nodes.len() as i64,
+            m.leaf_count as i64,
+            tree_entries as i64,
+            delta_pages as i64,
+            delta_entries as i64,
+            largest.0 as i64,
+            largest.1 as i64,
+        )
     };
     TableIterator::new(std::iter::once(row))
 }

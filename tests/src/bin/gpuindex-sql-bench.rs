@@ -1,7 +1,7 @@
 //! gpuindex-sql-bench: gpu_btree against PostgreSQL's btree on the same
 //! table, in one run, on a live server (PGHOST/PGPORT/PGUSER).
 //!
-//!   gpuindex-sql-bench [--rows 1e7] [--reps 5] [--set permutation]
+//!   gpuindex-sql-bench [--rows 1e7] [--reps 5] [--set permutation] [--skip-cpu 1]
 //!
 //! Builds t(k int8, payload int8) with keys of `--set`: `permutation`
 //! (unique, in random physical order) or one of the engine's real-shaped
@@ -25,10 +25,12 @@ struct Args {
     reps: usize,
     /// None: the unique permutation.
     set: Option<KeySet>,
+    /// Leave out the gpu_btree (cpu) setup (short runs).
+    skip_cpu: bool,
 }
 
 fn args() -> Args {
-    let mut a = Args { rows: 10_000_000, reps: 5, set: None };
+    let mut a = Args { rows: 10_000_000, reps: 5, set: None, skip_cpu: false };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
@@ -42,7 +44,8 @@ fn args() -> Args {
                     Some(KeySet::parse(&v).expect("--set permutation|uniform|zipf|timestamps|random"))
                 }
             }
-            _ => panic!("usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME]"),
+            "--skip-cpu" => a.skip_cpu = v == "1",
+            _ => panic!("usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME] [--skip-cpu 1]"),
         }
     }
     a
@@ -90,11 +93,12 @@ fn main() {
     let mut distinct = sorted.clone();
     distinct.dedup();
 
-    let setups: [(&str, &str, &str); 3] = [
+    let all_setups = [
         ("btree", "btree", "SET gpuindex.device = auto"),
         ("gpu_btree (auto)", "gpu_btree", "SET gpuindex.device = auto"),
         ("gpu_btree (cpu)", "gpu_btree", "SET gpuindex.device = cpu"),
     ];
+    let setups = &all_setups[..if a.skip_cpu { 2 } else { 3 }];
     let mut rows: Vec<Row> = Vec::new();
     let mut rng = SplitMix64::new(42);
     // A distinct stored key, or (one time in 11) a key next to one.
@@ -109,7 +113,7 @@ fn main() {
     let probe_sets: Vec<Vec<i64>> = [1_000usize, 16_000, 128_000].iter().map(|&m| (0..m).map(|_| pick(&mut rng)).collect()).collect();
     // BETWEEN bounds by rank: (rows wanted, [(lo, hi)]).
     let widths: Vec<(usize, usize)> =
-        [(10usize, 200usize), (1_000, 200), (100_000, 20), (n as usize, 3)].into_iter().filter(|&(w, _)| w <= n as usize).collect();
+        [(10usize, 200usize), (1_000, 200), (100_000, 20), (n as usize, 1)].into_iter().filter(|&(w, _)| w <= n as usize).collect();
     let ranges: Vec<(usize, Vec<(i64, i64)>)> = widths
         .iter()
         .map(|&(w, count)| {
@@ -199,7 +203,9 @@ fn main() {
             ] {
                 let st = c.prepare(sql).unwrap();
                 let mut total = 0i64;
-                let secs = time(a.reps.min(3), || {
+                // The whole table once (after the warm-up run).
+                let reps = if *w == n as usize { 1 } else { a.reps.min(3) };
+                let secs = time(reps, || {
                     total = 0;
                     for (lo, hi) in bounds {
                         total = total.wrapping_add(c.query_one(&st, &[lo, hi]).unwrap().get::<_, i64>(0));
