@@ -142,7 +142,7 @@ fn city_component(rng: &mut SplitMix64, pick: u64) -> (f64, f64) {
             let (a, b) = c.roads[k];
             let ((x0, y0, _), (x1, y1, _)) = (c.cities[a], c.cities[b]);
             let t = rng.unit();
-            if k % 4 == 0 {
+            if k.is_multiple_of(4) {
                 (x0 + (x1 - x0) * t, y0)
             } else {
                 (x0 + (x1 - x0) * t, y0 + (y1 - y0) * t)
