@@ -160,12 +160,11 @@ pub unsafe fn amgettuple_buffered<S: IndexScan>(scan: pg_sys::IndexScanDesc, dir
 }
 
 /// Forms the index tuple of the match `next` returned last: in place over
-/// the previous one where it can, else anew in the tuple context. Always
-/// true.
+/// the previous one where it can, else anew in the tuple context.
 ///
 /// # Safety
 /// A scan of `S` that wants index tuples, after a match.
-unsafe fn fill_itup<S: IndexScan>(scan: pg_sys::IndexScanDesc, st: &mut State<S>) -> bool {
+unsafe fn fill_itup<S: IndexScan>(scan: pg_sys::IndexScanDesc, st: &mut State<S>) {
     // SAFETY: as the caller's.
     unsafe {
         // A reusable tuple means a by-value column: nothing is allocated.
@@ -173,7 +172,7 @@ unsafe fn fill_itup<S: IndexScan>(scan: pg_sys::IndexScanDesc, st: &mut State<S>
             let value = st.am.value(st.tuple_ctx);
             if let Some(v) = value {
                 overwrite_value(itup, len, v);
-                return true;
+                return;
             }
             pg_sys::MemoryContextReset(st.tuple_ctx);
             value
@@ -191,7 +190,6 @@ unsafe fn fill_itup<S: IndexScan>(scan: pg_sys::IndexScanDesc, st: &mut State<S>
         }
         (*scan).xs_itup = itup;
         (*scan).xs_itupdesc = desc;
-        true
     }
 }
 
