@@ -8,46 +8,53 @@ use gpuindex_tests::{connect, runners};
 
 const DB: &str = "gpuindex_it_am";
 
+/// Loads `rows` rows, compares index scans and batches (`rounds` of them,
+/// CPU and GPU path) with sequential scans before and after `changed`
+/// rows of inserts with deletes, updates and VACUUM; checks the index.
+/// Leaves the table in place.
+fn scans_and_batches(
+    c: &mut postgres::Client,
+    case: &runners::Case,
+    table: &str,
+    rng: &mut SplitMix64,
+    rows: usize,
+    changed: usize,
+    rounds: usize,
+) {
+    runners::load(c, case, table, rng, rows);
+    let preds = runners::predicates(case, rng, 25);
+    runners::differential(c, table, &preds);
+    runners::batch_differential(c, case, table, rng, rounds, 300);
+    runners::change(c, case, table, rng, 100_000, changed);
+    runners::differential(c, table, &preds);
+    // The batches on the GPU path wherever there is one.
+    c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
+    runners::batch_differential(c, case, table, rng, rounds, 300);
+    c.batch_execute("RESET gpuindex.gpu_min_batch").unwrap();
+    runners::check(c, case, table);
+}
+
 #[test]
 fn scans_and_batches_equal_sequential_scans() {
     let mut c = connect(DB);
     let mut rng = SplitMix64::new(7);
     for case in runners::cases() {
         let table = format!("am_{}", case.am);
-        runners::load(&mut c, &case, &table, &mut rng, 12_000);
-        let preds = runners::predicates(&case, &mut rng, 25);
-        runners::differential(&mut c, &table, &preds);
-        runners::batch_differential(&mut c, &case, &table, &mut rng, 8, 300);
-        runners::change(&mut c, &case, &table, &mut rng, 100_000, 4_000);
-        runners::differential(&mut c, &table, &preds);
-        // The batches on the GPU path wherever there is one.
-        c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
-        runners::batch_differential(&mut c, &case, &table, &mut rng, 8, 300);
-        c.batch_execute("RESET gpuindex.gpu_min_batch").unwrap();
-        runners::check(&mut c, &case, &table);
+        scans_and_batches(&mut c, &case, &table, &mut rng, 12_000, 4_000, 8);
         c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
     }
 }
 
 /// The same on the real-shaped data sets (and uniform data): skewed and
-/// sequential keys, random int8, cities with outliers and duplicates.
+/// sequential keys, random int8, cities with outliers and duplicates;
+/// bulk inserts of 20% of the table.
 #[test]
 fn real_shaped_data_equals_sequential_scans() {
     let mut c = connect(DB);
     let mut rng = SplitMix64::new(11);
     for case in runners::real_shaped_cases() {
         let table = format!("rs_{}_{}", case.am, case.data.name());
-        runners::load(&mut c, &case, &table, &mut rng, 10_000);
-        let preds = runners::predicates(&case, &mut rng, 25);
-        runners::differential(&mut c, &table, &preds);
-        runners::batch_differential(&mut c, &case, &table, &mut rng, 6, 300);
-        // Bulk inserts of 20% of the table, deletes, updates, VACUUM.
-        runners::change(&mut c, &case, &table, &mut rng, 100_000, 2_000);
-        runners::differential(&mut c, &table, &preds);
-        c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
-        runners::batch_differential(&mut c, &case, &table, &mut rng, 6, 300);
-        c.batch_execute("RESET gpuindex.gpu_min_batch").unwrap();
-        runners::check(&mut c, &case, &table);
+        scans_and_batches(&mut c, &case, &table, &mut rng, 10_000, 2_000, 6);
         if case.am == "gpu_spatial" {
             // No leaf grows with the table but one of a single repeated
             // point (leaf_capacity 64: one page).

@@ -23,19 +23,18 @@ fn unit(rng: &mut SplitMix64) -> f64 {
 /// real-shaped `cities` set.
 fn points(n: usize, shape: &str, seed: u64) -> Points {
     let mut rng = SplitMix64::new(seed);
-    let clustered = shape == "clustered";
     let centres: Vec<(f64, f64)> = (0..64).map(|_| (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)).collect();
     let mut p = Points { x: Vec::with_capacity(n), y: Vec::with_capacity(n), id: Vec::with_capacity(n) };
     for i in 0..n {
-        let (x, y) = if shape == "cities" {
-            PointSet::Cities.point(&mut rng, i as u64)
-        } else if clustered {
-            let (cx, cy) = centres[rng.below(64) as usize];
-            let s = 5.0 * (unit(&mut rng) + unit(&mut rng) + unit(&mut rng) - 1.5);
-            let t = 5.0 * (unit(&mut rng) + unit(&mut rng) + unit(&mut rng) - 1.5);
-            (cx + s, cy + t)
-        } else {
-            (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)
+        let (x, y) = match shape {
+            "cities" => PointSet::Cities.point(&mut rng, i as u64),
+            "clustered" => {
+                let (cx, cy) = centres[rng.below(64) as usize];
+                let s = 5.0 * (unit(&mut rng) + unit(&mut rng) + unit(&mut rng) - 1.5);
+                let t = 5.0 * (unit(&mut rng) + unit(&mut rng) + unit(&mut rng) - 1.5);
+                (cx + s, cy + t)
+            }
+            _ => (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0),
         };
         p.push(x, y, i as u64);
     }
