@@ -4,6 +4,7 @@
 
 pub mod datasets;
 pub mod executor;
+pub mod external_sort;
 pub mod gpics;
 pub mod gpu;
 pub mod hbtree;
