@@ -27,7 +27,7 @@ fn read_fork(rel: pg_sys::Relation, fork: Fork, block: u32) -> pg_sys::Buffer {
     unsafe { pg_sys::ReadBufferExtended(rel, fork.number(), block, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut()) }
 }
 
-fn read(rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
+pub(super) fn read(rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
     read_fork(rel, Fork::Main, block)
 }
 
@@ -59,16 +59,55 @@ impl<S: SpecialArea> Shared<S> {
 
 impl<S> Drop for Shared<S> {
     fn drop(&mut self) {
-        // SAFETY: locked and pinned by this guard.
-        unsafe { pg_sys::UnlockReleaseBuffer(self.buf) };
+        let kept = !std::thread::panicking() && PIN_SINK.with_borrow_mut(|sink| sink.as_mut().map(|pins| pins.push(self.buf)).is_some());
+        // SAFETY: locked and pinned by this guard; a pin kept is released
+        // by `Pins::release` (or by the transaction's abort).
+        unsafe {
+            if kept {
+                pg_sys::LockBuffer(self.buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+            } else {
+                pg_sys::UnlockReleaseBuffer(self.buf);
+            }
+        }
     }
+}
+
+thread_local! {
+    static PIN_SINK: std::cell::RefCell<Option<Vec<pg_sys::Buffer>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Buffer pins kept after their share locks were released: while a scan
+/// holds the pin of the page its current items came from, VACUUM (which
+/// takes a cleanup lock on each page it removes entries from) cannot
+/// remove those entries, and so cannot mark their heap tuples unused and
+/// the heap page all-visible before an index-only scan has returned them
+/// (nbtree's interlock). Released explicitly; never in Drop, since at an
+/// abort the resource owner has released them first.
+#[derive(Default)]
+pub struct Pins(Vec<pg_sys::Buffer>);
+
+impl Pins {
+    pub fn release(&mut self) {
+        for buf in self.0.drain(..) {
+            // SAFETY: pinned by `keeping_pins` in this transaction.
+            unsafe { pg_sys::ReleaseBuffer(buf) };
+        }
+    }
+}
+
+/// Runs `f`, keeping the pin of every page it share-locks.
+pub fn keeping_pins<R>(f: impl FnOnce() -> R) -> (R, Pins) {
+    let outer = PIN_SINK.replace(Some(Vec::new()));
+    let r = f();
+    let pins = PIN_SINK.replace(outer).unwrap_or_default();
+    (r, Pins(pins))
 }
 
 /// A pinned page under an exclusive lock. Change it through an `Xlog`
 /// record (or, during a build, directly followed by `mark_dirty`).
 pub struct Exclusive<S> {
-    buf: pg_sys::Buffer,
-    _special: PhantomData<S>,
+    pub(super) buf: pg_sys::Buffer,
+    pub(super) _special: PhantomData<S>,
 }
 
 impl<S: SpecialArea> Exclusive<S> {
@@ -76,6 +115,15 @@ impl<S: SpecialArea> Exclusive<S> {
         let buf = read(rel, block);
         // SAFETY: buf is pinned.
         unsafe { pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32) };
+        Exclusive { buf, _special: PhantomData }
+    }
+
+    /// An exclusive lock once no other backend holds a pin (VACUUM, before
+    /// removing entries a scan may still be returning; see `Pins`).
+    pub fn lock_for_cleanup(rel: pg_sys::Relation, block: u32) -> Self {
+        let buf = read(rel, block);
+        // SAFETY: buf is pinned.
+        unsafe { pg_sys::LockBufferForCleanup(buf) };
         Exclusive { buf, _special: PhantomData }
     }
 

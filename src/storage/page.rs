@@ -87,6 +87,13 @@ impl<'a, S: SpecialArea> PageRef<'a, S> {
         PageRef { ptr, _life: PhantomData }
     }
 
+    /// Whether the page was never initialised (PageIsNew: all zeros, e.g.
+    /// the relation was extended just before a crash).
+    pub fn is_new(&self) -> bool {
+        // SAFETY: the header is at the start of the page.
+        unsafe { (*(self.ptr as *const pg_sys::PageHeaderData)).pd_upper == 0 }
+    }
+
     /// The special area; an ERROR if the page's special area is not of
     /// type `S`'s size (a page of another access method or format).
     pub fn special(&self) -> S {

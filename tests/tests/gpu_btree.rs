@@ -7,6 +7,8 @@
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_tests::{check_index, check_predicate, connect, gpu_missing_but_required, set_index_only, set_seq_only};
 use postgres::Client;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 const DB: &str = "gpuindex_it_btree";
 
@@ -251,4 +253,169 @@ fn build_sorts_within_maintenance_work_mem() {
         check_order(&mut c, "spill_t", "true", desc, 1_000_000);
     }
     c.batch_execute("DROP TABLE spill_t").unwrap();
+}
+
+/// Leaf pages (level 0 of gpu_btree_check) and the relation's pages.
+fn leaf_and_total_pages(c: &mut Client, index: &str) -> (i64, i64) {
+    let leaves: i64 = c.query_one(&format!("SELECT pages FROM gpu_btree_check('{index}') WHERE level = 0"), &[]).unwrap().get(0);
+    let total: i64 = c.query_one(&format!("SELECT pg_relation_size('{index}') / current_setting('block_size')::int"), &[]).unwrap().get(0);
+    (leaves, total)
+}
+
+fn check_ranges(c: &mut Client, table: &str, index: &str, rng: &mut SplitMix64) {
+    for _ in 0..6 {
+        let (a, b) = (rng.below(220_000) as i64, rng.below(220_000) as i64);
+        check_predicate(c, table, index, &format!("v BETWEEN {} AND {}", a.min(b), a.max(b)));
+    }
+    for desc in [false, true] {
+        check_order(c, table, "true", desc, 1_000_000);
+        check_order(c, table, "v < 150000", desc, 1_000_000);
+    }
+}
+
+/// VACUUM after deleting 90% of the keys (a range, so leaves empty out)
+/// deletes the empty leaves: scans touch a tenth of the leaves, and in
+/// both directions return what the sequential scan does; once no
+/// snapshot is older, the next VACUUM gives the pages to the free space
+/// map and inserts reuse them instead of extending the index.
+#[test]
+fn vacuum_deletes_and_recycles_empty_leaves() {
+    // Its own database: other tests' snapshots would hold back the xid
+    // horizon that lets VACUUM remove rows and recycle pages.
+    let mut c = connect("gpuindex_it_btree_vacuum");
+    let mut rng = SplitMix64::new(77);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS del_t;
+         CREATE TABLE del_t (id int, v int8) WITH (autovacuum_enabled = off);
+         INSERT INTO del_t SELECT g, g FROM generate_series(1, 200000) g;
+         INSERT INTO del_t SELECT g, NULL FROM generate_series(200001, 200100) g;
+         CREATE INDEX del_t_v ON del_t USING gpu_btree (v);",
+    )
+    .unwrap();
+    let (leaves, _) = leaf_and_total_pages(&mut c, "del_t_v");
+    c.batch_execute("DELETE FROM del_t WHERE v <= 180000").unwrap();
+    c.batch_execute("VACUUM del_t").unwrap();
+    // (Autovacuum of another table may briefly hold the horizon back.)
+    for _ in 0..50 {
+        if leaf_and_total_pages(&mut c, "del_t_v").0 * 8 < leaves {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        c.batch_execute("VACUUM del_t").unwrap();
+    }
+    let (after, total) = leaf_and_total_pages(&mut c, "del_t_v");
+    assert!(after * 8 < leaves, "VACUUM left {after} of {leaves} leaves");
+    check_index(&mut c, "del_t_v");
+    check_ranges(&mut c, "del_t", "del_t_v", &mut rng);
+    // The deleting VACUUM's own xid horizon keeps the pages; the next
+    // VACUUM, past a new xid, recycles them.
+    c.batch_execute("SELECT txid_current()").unwrap();
+    c.batch_execute("VACUUM del_t").unwrap();
+    c.batch_execute("INSERT INTO del_t SELECT g, g FROM generate_series(1, 180000) g").unwrap();
+    let (leaves_now, total_now) = leaf_and_total_pages(&mut c, "del_t_v");
+    let (new_leaves, grown) = (leaves_now - after, total_now - total);
+    assert!(
+        grown + (leaves - after) * 9 / 10 <= new_leaves,
+        "{new_leaves} new leaves, the index grew by {grown} pages: freed pages not reused"
+    );
+    check_index(&mut c, "del_t_v");
+    check_ranges(&mut c, "del_t", "del_t_v", &mut rng);
+    c.batch_execute("DROP TABLE del_t").unwrap();
+}
+
+/// Page deletion and reuse beside concurrent inserts and scans: one
+/// session deletes whole key ranges and VACUUMs in a loop (leaves are
+/// deleted, recycled, reused by splits), one inserts everywhere, and two
+/// compare, each in one snapshot, index range scans forward and backward
+/// and `= ANY` probes with the sequential scan.
+#[test]
+fn deletion_beside_concurrent_inserts_and_scans() {
+    const T: &str = "del_conc";
+    let mut c = connect(DB);
+    c.batch_execute(&format!(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS {T};
+         CREATE TABLE {T} (id int, v int8) WITH (autovacuum_enabled = off);
+         INSERT INTO {T} SELECT g, g FROM generate_series(1, 200000) g;
+         CREATE INDEX {T}_v ON {T} USING gpu_btree (v);"
+    ))
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let vacuumer = std::thread::spawn(move || {
+        let mut c = connect(DB);
+        for round in 0..12i64 {
+            let lo = (round * 37_000) % 190_000;
+            let hi = lo + 30_000;
+            c.batch_execute(&format!("DELETE FROM {T} WHERE v BETWEEN {lo} AND {hi} AND id % 997 <> 0")).unwrap();
+            c.batch_execute("SELECT txid_current()").unwrap();
+            c.batch_execute(&format!("VACUUM {T}")).unwrap();
+            c.batch_execute(&format!("INSERT INTO {T} SELECT -g, g FROM generate_series({lo}, {hi}, 3) g")).unwrap();
+        }
+    });
+    let inserter = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = connect(DB);
+            let mut rng = SplitMix64::new(5);
+            while !stop.load(Ordering::Relaxed) {
+                let values: Vec<String> = (0..200).map(|i| format!("({}, {})", 1_000_000 + i, rng.below(200_000))).collect();
+                c.batch_execute(&format!("INSERT INTO {T} VALUES {}", values.join(","))).unwrap();
+            }
+        })
+    };
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = connect(DB);
+                let mut rng = SplitMix64::new(50 + r);
+                let mut checks = 0;
+                while !stop.load(Ordering::Relaxed) || checks < 5 {
+                    let (a, b) = (rng.below(200_000), rng.below(200_000));
+                    let (lo, hi) = (a.min(b), a.max(b));
+                    let probes: Vec<String> = (0..100).map(|_| rng.below(200_000).to_string()).collect();
+                    let q = format!(
+                        "SELECT (SELECT count(*) FROM {T} WHERE v BETWEEN {lo} AND {hi}),
+                                ARRAY(SELECT v FROM {T} WHERE v BETWEEN {lo} AND {hi} ORDER BY v DESC LIMIT 500),
+                                ARRAY(SELECT v FROM {T} WHERE v >= {lo} ORDER BY v LIMIT 500),
+                                (SELECT count(*) FROM {T} WHERE v = ANY(ARRAY[{}]::int8[]))",
+                        probes.join(",")
+                    );
+                    let mut tx = c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start().unwrap();
+                    tx.batch_execute(
+                        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL gpuindex.gpu_min_batch = 1",
+                    )
+                    .unwrap();
+                    let row = tx.query_one(&q, &[]).unwrap();
+                    let via_index: (i64, Vec<i64>, Vec<i64>, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+                    tx.batch_execute(
+                        "SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off",
+                    )
+                    .unwrap();
+                    let row = tx.query_one(&q, &[]).unwrap();
+                    let via_seq: (i64, Vec<i64>, Vec<i64>, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+                    tx.commit().unwrap();
+                    assert_eq!(via_index, via_seq, "index and heap disagree beside page deletion: {lo}..{hi}");
+                    checks += 1;
+                }
+                checks
+            })
+        })
+        .collect();
+    vacuumer.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    inserter.join().unwrap();
+    for r in readers {
+        assert!(r.join().unwrap() >= 5);
+    }
+    c.batch_execute("SELECT txid_current()").unwrap();
+    c.batch_execute(&format!("VACUUM {T}")).unwrap();
+    check_index(&mut c, &format!("{T}_v"));
+    let mut rng = SplitMix64::new(6);
+    for _ in 0..5 {
+        let (a, b) = (rng.below(200_000), rng.below(200_000));
+        check_predicate(&mut c, T, &format!("{T}_v"), &format!("v BETWEEN {} AND {}", a.min(b), a.max(b)));
+    }
+    c.batch_execute(&format!("DROP TABLE {T}")).unwrap();
 }

@@ -214,6 +214,7 @@ macro_rules! index_am {
         /// The access method's IndexAmRoutine.
         fn routine() -> pgrx::PgBox<pgrx::pg_sys::IndexAmRoutine> {
             let mut am = $crate::am::common::am::base_routine();
+            am.amcanreturn = Some($crate::am::common::scan::amcanreturn);
             <$am as $crate::am::common::IndexAm>::capabilities(&mut am);
             am.ambuild = Some(ambuild);
             am.ambuildempty = Some(ambuildempty);
@@ -223,7 +224,6 @@ macro_rules! index_am {
             am.amcostestimate = Some(amcostestimate);
             am.amoptions = Some(amoptions);
             am.amvalidate = Some(amvalidate);
-            am.amcanreturn = Some($crate::am::common::scan::amcanreturn);
             am.ambeginscan = Some(ambeginscan);
             am.amrescan = Some(amrescan);
             am.amgettuple = Some(amgettuple);

@@ -74,6 +74,25 @@ fn gpu_btree_check(
                 if s.level as u32 != level {
                     fail(&name, format!("block {block} is at level {} on level {level}'s chain", s.level));
                 }
+                if is_dead(&s) && (level != 0 || s.count != 0 || s.flags & (LEFTMOST | RIGHTMOST) != 0) {
+                    fail(&name, format!("block {block}: a dead page that is not an empty middle leaf"));
+                }
+                if s.flags & DELETED != 0 {
+                    // Unlinked since its left sibling was read (a
+                    // concurrent VACUUM): its right link leads on.
+                    drop(g);
+                    block = s.right;
+                    continue;
+                }
+                if s.flags & HALF_DEAD != 0 {
+                    // Linked, without a downlink: its range is its right
+                    // sibling's, whose low fence is this page's.
+                    drop(g);
+                    pages += 1;
+                    prev_block = block;
+                    block = s.right;
+                    continue;
+                }
                 if (s.flags & LEFTMOST != 0) != (prev_block == NONE) {
                     fail(&name, format!("block {block}: LEFTMOST flag wrong"));
                 }

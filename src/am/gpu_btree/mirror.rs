@@ -4,7 +4,8 @@
 //! mirrored on the GPU at first use. A batch of probes goes through the
 //! batch executor (GPU or CPU) to leaf hints; the leaf step then reads the
 //! leaf pages in this backend. Every hint is checked against the page's
-//! fence keys, so a stale mirror costs right-moves, never answers.
+//! kind and fence keys, so a stale mirror costs right-moves or a descent,
+//! never answers.
 
 use super::page::Shared;
 use super::page::*;
@@ -73,31 +74,35 @@ impl BatchJob for LeafHints<'_> {
     }
 }
 
+/// Whether a mirror hint may start the search for q: a leaf (live or
+/// dead) with nothing equal to q to its left. Every key left of a leaf is
+/// at most its low fence, and a dead leaf's fences stay those of the range
+/// it gave to the page on its right. A hint older than a page deletion may
+/// name a page recycled since into anything.
+fn hint_fits(page: &PageRef, q: u64) -> bool {
+    let s = page.special();
+    s.page_id == PAGE_ID && s.kind == KIND_LEAF && (s.flags & LEFTMOST != 0 || s.low < q)
+}
+
 /// Collects every entry with key `q` into `out`, starting from a page at
-/// or left of where q's entries begin (a hint: it moves right past pages
-/// split since). Returns the page where it stopped, still locked, so the
-/// next (larger) probe can start there.
+/// or left of where q's entries begin (it moves right past pages split
+/// since and dead pages). Returns the live page where it stopped, still
+/// locked, so the next (larger) probe can start there.
 pub fn collect_from(rel: pg_sys::Relation, mut page: Shared, q: u64, out: &mut Vec<(u64, Tid)>) -> Shared {
     loop {
         let l = Leaf::new(page.page());
-        if l.rightmost() || q <= l.s.high {
-            break;
-        }
-        let next = l.s.right;
-        page = Shared::lock(rel, next);
-    }
-    loop {
-        let l = Leaf::new(page.page());
-        let keys = l.keys();
-        let mut pos = lower_bound(keys, q);
-        while pos < keys.len() && keys[pos] == q {
-            out.push((q, l.tid(pos)));
-            pos += 1;
-        }
-        // Equal keys may continue on the right page only if this page's
-        // high key is q.
-        if pos < keys.len() || l.rightmost() || l.s.high != q {
-            return page;
+        if !is_dead(&l.s) && (l.rightmost() || q <= l.s.high) {
+            let keys = l.keys();
+            let mut pos = lower_bound(keys, q);
+            while pos < keys.len() && keys[pos] == q {
+                out.push((q, l.tid(pos)));
+                pos += 1;
+            }
+            // Equal keys may continue on the right page only if this
+            // page's high key is q.
+            if pos < keys.len() || l.rightmost() || l.s.high != q {
+                return page;
+            }
         }
         let next = l.s.right;
         page = Shared::lock(rel, next);
@@ -137,7 +142,13 @@ impl LeafLevel for PageLeaves<'_> {
             old => {
                 drop(old);
                 let block = *self.mirror.blocks.get(leaf as usize).unwrap_or_else(|| corrupted(format!("mirror leaf {leaf}")));
-                Shared::lock(self.rel, block)
+                let g = Shared::lock(self.rel, block);
+                if hint_fits(&g.page(), q) {
+                    g
+                } else {
+                    drop(g);
+                    Tree::new(self.rel).find_leaf(q)
+                }
             }
         };
         let mut out = self.out.borrow_mut();

@@ -6,6 +6,7 @@
 
 mod build;
 mod cost;
+mod delete;
 mod keys;
 mod mirror;
 pub mod options;
@@ -63,6 +64,7 @@ impl IndexAm for GpuBtree {
             stats.num_index_tuples = info.num_heap_tuples;
             stats.estimated_count = info.estimated_count;
         }
+        vacuum::recycle_pages(info.index, stats);
     }
 
     fn cost(path: &pg_sys::IndexPath, generic: &pg_sys::GenericCosts) -> Estimate {

@@ -56,6 +56,18 @@ pub const KIND_NULLS: u8 = 4;
 
 pub const LEFTMOST: u16 = 1;
 pub const RIGHTMOST: u16 = 2;
+/// An empty leaf whose downlink is gone (page deletion, stage 1): still
+/// linked, its key range now belongs to its right sibling.
+pub const HALF_DEAD: u16 = 4;
+/// Unlinked from its siblings (stage 2); only scans that reached it
+/// before read it, moving right. Its contents are its safe xid.
+pub const DELETED: u16 = 8;
+
+/// Whether a page is half-dead or deleted: holds nothing, and a scan or
+/// descent on it moves right whatever its fence keys say.
+pub fn is_dead(s: &Special) -> bool {
+    s.flags & (HALF_DEAD | DELETED) != 0
+}
 
 const TID_BYTES: usize = std::mem::size_of::<pg_sys::ItemPointerData>();
 const _: () = assert!(TID_BYTES == 6);
@@ -77,6 +89,11 @@ pub struct Meta {
     pub leftmost: [u32; MAX_LEVELS],
     pub null_head: u32,
     pub null_tail: u32,
+    /// Deleted leaves not yet given to the free space map (VACUUM reads
+    /// every page to recycle only while some are). Zero in metapages
+    /// written before it existed: the bytes past the old struct were zero.
+    pub deleted_pages: u32,
+    pub _pad: u32,
 }
 
 // SAFETY: repr(C) integers only, every bit pattern valid (checked on read
@@ -87,7 +104,18 @@ impl Meta {
     pub fn new(root: u32) -> Meta {
         let mut leftmost = [NONE; MAX_LEVELS];
         leftmost[0] = root;
-        Meta { magic: MAGIC, version: VERSION, root, root_level: 0, generation: 1, leftmost, null_head: NONE, null_tail: NONE }
+        Meta {
+            magic: MAGIC,
+            version: VERSION,
+            root,
+            root_level: 0,
+            generation: 1,
+            leftmost,
+            null_head: NONE,
+            null_tail: NONE,
+            deleted_pages: 0,
+            _pad: 0,
+        }
     }
 }
 
@@ -178,6 +206,29 @@ pub fn leaf_insert(page: &mut PageMut, pos: usize, key: u64, tid: Tid) {
     page.move_back::<pg_sys::ItemPointerData>(pos, pos + 1, n - pos);
     page.set_back(pos, tid_to(tid));
     page.update_special(|s| s.count = n as u32 + 1);
+}
+
+/// Marks a half-dead leaf deleted, at safe xid `xid`.
+pub fn set_deleted(page: &mut PageMut, xid: u64) {
+    page.update_special(|s| {
+        s.flags = (s.flags & !HALF_DEAD) | DELETED;
+        s.count = 0;
+    });
+    page.front_mut::<u64>(0, 1)[0] = xid;
+    page.set_used(8, 0);
+}
+
+/// The safe xid of a deleted page (None for any other page): when no
+/// snapshot is older, VACUUM gives the page to the free space map.
+pub fn deleted_xid(page: &PageRef) -> Option<u64> {
+    let s = page.special();
+    (s.page_id == PAGE_ID && s.kind == KIND_LEAF && s.flags & DELETED != 0).then(|| page.front::<u64>(0, 1)[0])
+}
+
+/// A page for a writer: a recycled one from the free space map, else a new
+/// one at the end (exclusively locked; the caller initialises it as new).
+pub fn new_page(rel: pg_sys::Relation) -> Exclusive {
+    crate::storage::recycle::reuse_page(rel, deleted_xid).unwrap_or_else(|| crate::storage::new_page(rel))
 }
 
 /// An inner page, read.

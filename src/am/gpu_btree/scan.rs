@@ -7,6 +7,8 @@
 //! the NULLs alone, or nothing. Range scans copy a page's matching entries
 //! at a time and drop the lock (safe for MVCC snapshots, which are all a
 //! gpu_btree scan accepts); probes and NULLs are materialised at once.
+//! Index-only scans keep the pins of the pages behind the current items,
+//! so VACUUM cannot remove those entries while they are being returned.
 
 use super::keys::{self, Bounds};
 use super::mirror;
@@ -14,6 +16,7 @@ use super::page::*;
 use super::page::{Shared, Special};
 use super::tree::Tree;
 use crate::am::common::scan::{Found, IndexScan};
+use crate::storage::{keeping_pins, Pins};
 use pgrx::pg_sys;
 
 /// Below this many probes, probes are searched one descent each (building
@@ -51,6 +54,10 @@ pub struct ScanState {
     page: Option<PageInfo>,
     /// The last item returned: its key, and whether it is a NULL.
     last: (u64, bool),
+    /// Index-only scans keep the pins of the pages their items came from
+    /// (see `storage::Pins`): the heap is not read to check them.
+    keep_pins: bool,
+    pins: Pins,
 }
 
 fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -> Plan {
@@ -167,6 +174,7 @@ fn probe_items(tree: &Tree, probes: &[u64]) -> Vec<(u64, Tid)> {
 
 impl ScanState {
     fn reset(&mut self, plan: Plan) {
+        self.pins.release();
         self.plan = plan;
         self.started = false;
         self.items.clear();
@@ -204,7 +212,7 @@ impl ScanState {
         let Plan::Range { b, with_nulls } = self.plan.clone() else { return false };
         let g = match (self.phase, dir > 0) {
             (Phase::Keys, true) => match self.page {
-                Some(p) if p.s.flags & RIGHTMOST == 0 && p.s.high <= b.hi => Shared::lock(tree.rel, p.s.right),
+                Some(p) if p.s.flags & RIGHTMOST == 0 && (is_dead(&p.s) || p.s.high <= b.hi) => Shared::lock(tree.rel, p.s.right),
                 _ if with_nulls => {
                     self.items = null_tids(tree);
                     self.phase = Phase::Nulls;
@@ -214,7 +222,7 @@ impl ScanState {
                 _ => return false,
             },
             (Phase::Keys, false) => match self.page {
-                Some(p) if p.s.flags & LEFTMOST == 0 && p.s.low >= b.lo => tree.leaf_left_of(p.block, p.s.left),
+                Some(p) if p.s.flags & LEFTMOST == 0 && (is_dead(&p.s) || p.s.low >= b.lo) => tree.leaf_left_of(p.block, p.s.left),
                 _ => return false,
             },
             (Phase::Nulls, true) => return false,
@@ -231,9 +239,21 @@ impl ScanState {
         true
     }
 
+    /// Runs `f`, which loads new items; for an index-only scan, the pins
+    /// of the pages it read replace those of the previous items.
+    fn loading<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        if !self.keep_pins {
+            return f(self);
+        }
+        let (r, mut pins) = keeping_pins(|| f(self));
+        std::mem::swap(&mut self.pins, &mut pins);
+        pins.release();
+        r
+    }
+
     fn next_item(&mut self, tree: &Tree, dir: isize) -> Option<(u64, Tid, bool)> {
         if !self.started {
-            self.start(tree, dir);
+            self.loading(|s| s.start(tree, dir));
         } else {
             self.pos += dir;
         }
@@ -242,7 +262,7 @@ impl ScanState {
                 let (k, t) = self.items[self.pos as usize];
                 return Some((k, t, self.phase == Phase::Nulls));
             }
-            if !self.advance(tree, dir) {
+            if !self.loading(|s| s.advance(tree, dir)) {
                 // Stay just outside the items, so a change of direction
                 // resumes at the last item returned.
                 self.pos = if dir > 0 { self.items.len() as isize } else { -1 };
@@ -266,12 +286,15 @@ impl IndexScan for ScanState {
             phase: Phase::Keys,
             page: None,
             last: (0, false),
+            keep_pins: false,
+            pins: Pins::default(),
         }
     }
 
     fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
         let plan = plan_of(scan, self.key_type);
         self.reset(plan);
+        self.keep_pins = scan.xs_want_itup;
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
@@ -313,6 +336,7 @@ impl IndexScan for ScanState {
     }
 
     fn end(&mut self) {
+        self.pins.release();
         self.items = Vec::new();
         self.plan = Plan::Empty;
     }

@@ -5,11 +5,14 @@
 //! left to right within a level and child before parent, so no cycle can
 //! form. A crash between the two records leaves a right page without a
 //! downlink: searches still reach it through its left sibling's right link.
+//! Empty leaves are deleted by VACUUM (`delete.rs`); a descent or scan
+//! that lands on a half-dead or deleted leaf moves right, to the page that
+//! took its key range.
 
 use super::page::*;
 use super::page::{Exclusive, PageRef, Shared};
 use crate::am::common::cache;
-use crate::storage::{new_page, Xlog};
+use crate::storage::Xlog;
 use gpuindex_engine::hbtree::line::lower_bound;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -101,7 +104,7 @@ impl Tree {
         (m.root, m.root_level)
     }
 
-    pub fn descend(&self, q: u64, level: u32, exclusive: bool, path: &mut Vec<u32>) -> Locked {
+    pub(super) fn descend(&self, q: u64, level: u32, exclusive: bool, path: &mut Vec<u32>) -> Locked {
         let (mut block, mut at) = self.root(false);
         if at < level {
             (block, at) = self.root(true);
@@ -138,11 +141,11 @@ impl Tree {
         }
     }
 
-    /// Moves right while q is above the page's high key.
+    /// Moves right while q is above the page's high key or the page is dead.
     fn move_right(&self, mut page: Locked, q: u64) -> Locked {
         loop {
             let s = page.page().special();
-            if s.flags & RIGHTMOST != 0 || q <= s.high {
+            if !is_dead(&s) && (s.flags & RIGHTMOST != 0 || q <= s.high) {
                 return page;
             }
             let exclusive = matches!(page, Locked::X(_));
@@ -164,7 +167,7 @@ impl Tree {
         let mut g = self.find_leaf(q);
         loop {
             let s = g.page().special();
-            if s.flags & RIGHTMOST != 0 || s.high != q {
+            if !is_dead(&s) && (s.flags & RIGHTMOST != 0 || s.high != q) {
                 return g;
             }
             drop(g);
@@ -172,17 +175,40 @@ impl Tree {
         }
     }
 
-    /// The leaf left of `block` (whose left link is `left`), walking right
-    /// from `left` past pages split off it since.
-    pub fn leaf_left_of(&self, block: u32, left: u32) -> Shared {
-        let mut g = Shared::lock(self.rel, left);
+    /// The leaf left of `block`, whose left link was `left` when read
+    /// (nbtree's _bt_walk_left): walks right from `left` to the live page
+    /// linking to `block` (pages split off `left` since lie between). If
+    /// none does, either `block` was deleted since (then start over from
+    /// the first live page right of it, which took its key range) or its
+    /// left sibling was (then its left link has changed: follow the new
+    /// one). May return a half-dead page (empty: the scan steps on left).
+    pub fn leaf_left_of(&self, mut block: u32, mut left: u32) -> Shared {
         loop {
-            let s = Leaf::new(g.page()).s;
-            if s.right == block || s.flags & RIGHTMOST != 0 {
-                return g;
+            let mut g = Shared::lock(self.rel, left);
+            loop {
+                let s = g.page().special();
+                if s.flags & DELETED == 0 && s.right == block {
+                    return g;
+                }
+                if s.flags & RIGHTMOST != 0 {
+                    break;
+                }
+                drop(g);
+                g = Shared::lock(self.rel, s.right);
             }
             drop(g);
-            g = Shared::lock(self.rel, s.right);
+            let mut g = Shared::lock(self.rel, block);
+            if g.page().special().flags & DELETED != 0 {
+                while g.page().special().flags & DELETED != 0 {
+                    let next = g.page().special().right;
+                    drop(g);
+                    g = Shared::lock(self.rel, next);
+                }
+                block = g.block();
+            } else if g.page().special().left == left {
+                corrupted(format!("the left sibling of leaf {block} links elsewhere"));
+            }
+            left = g.page().special().left;
         }
     }
 
@@ -333,7 +359,7 @@ impl Tree {
     }
 
     /// Moves right from `page` to the page holding the downlink to `child`.
-    fn find_parent(&self, mut page: Exclusive, child: u32) -> Option<(Exclusive, usize)> {
+    pub(super) fn find_parent(&self, mut page: Exclusive, child: u32) -> Option<(Exclusive, usize)> {
         loop {
             let p = Inner::new(page.page());
             if let Some(j) = (0..p.count()).find(|&j| p.child(j) == child) {

@@ -1,12 +1,15 @@
 //! VACUUM: ambulkdelete removes the entries of dead heap tuples, leaf by
-//! leaf and NULL page by NULL page (one WAL record per changed page);
-//! the common amvacuumcleanup reports the index's size. Empty pages are kept (no page
-//! deletion yet): their fence keys keep every mirror hint valid.
+//! leaf and NULL page by NULL page (one WAL record per changed page; each
+//! page under a cleanup lock, which waits for index-only scans' pins), and
+//! deletes the leaves it leaves empty (`delete.rs`; half-dead ones a crash
+//! left are finished); amvacuumcleanup reads every page and gives deleted
+//! pages no snapshot can reach any more to the free space map.
 
+use super::delete;
 use super::page::Exclusive;
 use super::page::*;
 use super::tree::Tree;
-use crate::storage::Xlog;
+use crate::storage::{recycle, Xlog};
 use pgrx::pg_sys;
 
 pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult, dead: &dyn Fn(Tid) -> bool) {
@@ -17,22 +20,29 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
     while block != NONE {
         // SAFETY: VACUUM's interrupt and cost-delay check.
         unsafe { pg_sys::vacuum_delay_point() };
-        let page = Exclusive::lock(index, block);
+        let page = Exclusive::lock_for_cleanup(index, block);
         let l = Leaf::new(page.page());
         let (keys, tids): (Vec<u64>, Vec<Tid>) = (0..l.count()).map(|i| (l.keys()[i], l.tid(i))).filter(|&(_, t)| !dead(t)).unzip();
         removed += (l.count() - keys.len()) as f64;
         kept += keys.len() as f64;
-        let next = if l.rightmost() { NONE } else { l.s.right };
+        let (next, half_dead) = (if l.rightmost() { NONE } else { l.s.right }, l.s.flags & HALF_DEAD != 0);
         if keys.len() != l.count() {
             let x = Xlog::start(index);
             leaf_set(&mut x.register(&page, false), &keys, &tids);
             x.finish();
         }
+        if half_dead {
+            drop(page);
+            delete::unlink(&tree, block);
+            stats.pages_newly_deleted += 1;
+        } else if keys.is_empty() && delete::delete_empty_leaf(&tree, page) {
+            stats.pages_newly_deleted += 1;
+        }
         block = next;
     }
     let mut block = m.null_head;
     while block != NONE {
-        let page = Exclusive::lock(index, block);
+        let page = Exclusive::lock_for_cleanup(index, block);
         let n = Nulls::new(page.page());
         let tids: Vec<Tid> = (0..n.count()).map(|i| n.tid(i)).filter(|&t| !dead(t)).collect();
         removed += (n.count() - tids.len()) as f64;
@@ -47,4 +57,48 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
     }
     stats.tuples_removed += removed;
     stats.num_index_tuples = kept;
+}
+
+/// While deleted leaves wait (this VACUUM deleted some, or the metapage
+/// counts some from before), reads every page: records in the free space
+/// map the deleted ones no snapshot can reach any more, and pages never
+/// initialised (an extension a crash cut short); the metapage keeps the
+/// count of those still waiting.
+pub fn recycle_pages(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult) {
+    let waiting = Tree::new(index).meta().deleted_pages;
+    if waiting == 0 && stats.pages_newly_deleted == 0 {
+        return;
+    }
+    // SAFETY: an open relation.
+    let nblocks = unsafe { pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) };
+    let (mut deleted, mut free, mut still) = (0u32, 0u32, 0u32);
+    for block in 1..nblocks {
+        // SAFETY: VACUUM's interrupt and cost-delay check.
+        unsafe { pg_sys::vacuum_delay_point() };
+        let g = Shared::lock(index, block);
+        let page = g.page();
+        let (is_deleted, recyclable) = match page.is_new() {
+            true => (false, true),
+            false => deleted_xid(&page).map_or((false, false), |x| (true, recycle::removable(x))),
+        };
+        drop(g);
+        deleted += is_deleted as u32;
+        still += (is_deleted && !recyclable) as u32;
+        if recyclable {
+            free += 1;
+            recycle::record_free(index, block);
+        }
+    }
+    recycle::vacuum_fsm(index);
+    stats.pages_deleted = deleted;
+    stats.pages_free = free;
+    if still != waiting {
+        let meta = Exclusive::lock(index, META_BLOCK);
+        let x = Xlog::start(index);
+        let mut mp = x.register(&meta, false);
+        let mut m = read_meta(mp.as_ref());
+        m.deleted_pages = still;
+        write_meta(&mut mp, &m);
+        x.finish();
+    }
 }
