@@ -97,9 +97,19 @@ impl Pins {
 
 /// Runs `f`, keeping the pin of every page it share-locks.
 pub fn keeping_pins<R>(f: impl FnOnce() -> R) -> (R, Pins) {
-    let outer = PIN_SINK.replace(Some(Vec::new()));
+    /// Restores the outer sink also when an ERROR unwinds out of `f` (the
+    /// pins kept so far are then the transaction abort's to release).
+    struct Restore(Option<Vec<pg_sys::Buffer>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            PIN_SINK.with_borrow_mut(|sink| *sink = outer);
+        }
+    }
+    let restore = Restore(PIN_SINK.replace(Some(Vec::new())));
     let r = f();
-    let pins = PIN_SINK.replace(outer).unwrap_or_default();
+    let pins = PIN_SINK.with_borrow_mut(|sink| sink.take()).unwrap_or_default();
+    drop(restore);
     (r, Pins(pins))
 }
 

@@ -46,7 +46,24 @@ fn crash_recovery() {
     for (case, table) in runners::cases().iter().zip(&tables) {
         runners::load(&mut c, case, table, &mut rng, 10_000);
     }
+    // A gpu_btree whose VACUUM deletes leaves at the crash: 90% of its keys
+    // deleted in ranges, vacuumed slowly (cost delay) beside the inserters.
+    c.batch_execute(
+        "DROP TABLE IF EXISTS crash_del;
+         CREATE TABLE crash_del (id int, v int8) WITH (autovacuum_enabled = off);
+         INSERT INTO crash_del SELECT g, g FROM generate_series(1, 300000) g;
+         CREATE INDEX crash_del_v ON crash_del USING gpu_btree (v);
+         DELETE FROM crash_del WHERE v % 10000 < 9000;",
+    )
+    .unwrap();
     c.batch_execute("CHECKPOINT").unwrap();
+    let vacuum = std::thread::spawn(|| {
+        let mut c = connect(DB);
+        let _ = c.batch_execute("SET vacuum_cost_delay = 1; SET vacuum_cost_limit = 10");
+        // Ends with the crash (or finishes first: then nothing is deleted
+        // at the crash, and the checks below still hold).
+        let _ = c.batch_execute("VACUUM crash_del");
+    });
     let inserters: Vec<_> = (0..3u64)
         .map(|w| {
             let tables = tables.clone();
@@ -75,6 +92,19 @@ fn crash_recovery() {
     }
     let before: Vec<i64> = tables.iter().map(|t| count(&mut c, t)).collect();
     assert!(before.iter().all(|&n| n > 15_000), "the inserters wrote too little before the crash: {before:?}");
+    // Crash while that VACUUM is in the index: deleting pages.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let in_index = |c: &mut Client| {
+        c.query_one("SELECT count(*) FROM pg_stat_progress_vacuum WHERE relid = 'crash_del'::regclass AND phase = 'vacuuming indexes'", &[])
+            .unwrap()
+            .get::<_, i64>(0)
+            == 1
+    };
+    while !in_index(&mut c) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let vacuuming = in_index(&mut c);
     let pm = postmaster_pid(&mut c);
     let victim = if start.is_some() { pm } else { *children(pm).iter().max().unwrap() };
     // SAFETY: plain kill(2) of a server process of this test.
@@ -91,6 +121,7 @@ fn crash_recovery() {
     for t in inserters {
         t.join().unwrap();
     }
+    vacuum.join().unwrap();
     // Reconnect once recovery is done.
     let mut c = (0..300)
         .find_map(|_| {
@@ -99,6 +130,7 @@ fn crash_recovery() {
         })
         .expect("the server came back");
     c.batch_execute("SET client_min_messages = warning").unwrap();
+    check_deleting_vacuum(&mut c, vacuuming);
     for ((case, table), before) in runners::cases().iter().zip(&tables).zip(before) {
         let after = count(&mut c, table);
         assert!(after >= before, "{}: committed rows lost: {before} before the crash, {after} after", case.am);
@@ -112,6 +144,48 @@ fn crash_recovery() {
         runners::differential(&mut c, table, &preds);
         c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
     }
+}
+
+/// crash_del after the crash: index scans (plain, index-only, both
+/// directions) equal the sequential scan before and after a VACUUM
+/// finishes the deletion (half-dead leaves included), and after inserts
+/// that reuse the freed pages.
+fn check_deleting_vacuum(c: &mut Client, vacuuming: bool) {
+    eprintln!("crash_del: the crash came {} the deleting VACUUM's index phase", if vacuuming { "during" } else { "outside" });
+    let queries = [
+        "SELECT count(*), coalesce(sum(v), 0)::int8 FROM crash_del WHERE v BETWEEN 1000 AND 250000",
+        "SELECT count(*), coalesce(sum(id), 0)::int8 FROM crash_del WHERE v > 123456",
+        "SELECT count(*), coalesce(sum(x), 0)::int8 FROM (SELECT v x FROM crash_del ORDER BY v DESC LIMIT 20000) a",
+        "SELECT count(*), coalesce(sum(x), 0)::int8 FROM (SELECT v x FROM crash_del WHERE v < 200000 ORDER BY v LIMIT 30000) a",
+    ];
+    let compare = |c: &mut Client, when: &str| {
+        gpuindex_tests::check_index(c, "crash_del_v");
+        for q in queries {
+            gpuindex_tests::set_seq_only(c);
+            let want: (i64, i64) = {
+                let r = c.query_one(q, &[]).unwrap();
+                (r.get(0), r.get(1))
+            };
+            for bitmap in [false, true] {
+                gpuindex_tests::set_index_only(c, bitmap);
+                let got: (i64, i64) = {
+                    let r = c.query_one(q, &[]).unwrap();
+                    (r.get(0), r.get(1))
+                };
+                assert_eq!(got, want, "crash_del {when} (bitmap: {bitmap}): {q}");
+            }
+        }
+        c.batch_execute("RESET enable_seqscan; RESET enable_indexscan; RESET enable_indexonlyscan; RESET enable_bitmapscan").unwrap();
+    };
+    compare(c, "after recovery");
+    c.batch_execute("SELECT txid_current()").unwrap();
+    c.batch_execute("VACUUM crash_del").unwrap();
+    compare(c, "after VACUUM");
+    c.batch_execute("SELECT txid_current()").unwrap();
+    c.batch_execute("VACUUM crash_del").unwrap();
+    c.batch_execute("INSERT INTO crash_del SELECT -g, g FROM generate_series(1, 300000, 7) g").unwrap();
+    compare(c, "after inserts into recycled pages");
+    c.batch_execute("DROP TABLE crash_del").unwrap();
 }
 
 extern "C" {

@@ -27,6 +27,8 @@ use crate::storage::{recycle, Xlog};
 pub fn delete_empty_leaf(tree: &Tree, leaf: Exclusive) -> bool {
     let block = leaf.block();
     mark_half_dead(tree, leaf) && {
+        // SAFETY: VACUUM's cost-delay point, with no lock held.
+        unsafe { pgrx::pg_sys::vacuum_delay_point() };
         unlink(tree, block);
         true
     }
