@@ -59,21 +59,9 @@ impl<S: SpecialArea> Shared<S> {
 
 impl<S> Drop for Shared<S> {
     fn drop(&mut self) {
-        let kept = !std::thread::panicking() && PIN_SINK.with_borrow_mut(|sink| sink.as_mut().map(|pins| pins.push(self.buf)).is_some());
-        // SAFETY: locked and pinned by this guard; a pin kept is released
-        // by `Pins::release` (or by the transaction's abort).
-        unsafe {
-            if kept {
-                pg_sys::LockBuffer(self.buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);
-            } else {
-                pg_sys::UnlockReleaseBuffer(self.buf);
-            }
-        }
+        // SAFETY: locked and pinned by this guard.
+        unsafe { pg_sys::UnlockReleaseBuffer(self.buf) };
     }
-}
-
-thread_local! {
-    static PIN_SINK: std::cell::RefCell<Option<Vec<pg_sys::Buffer>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Buffer pins kept after their share locks were released: while a scan
@@ -81,36 +69,27 @@ thread_local! {
 /// takes a cleanup lock on each page it removes entries from) cannot
 /// remove those entries, and so cannot mark their heap tuples unused and
 /// the heap page all-visible before an index-only scan has returned them
-/// (nbtree's interlock). Released explicitly; never in Drop, since at an
-/// abort the resource owner has released them first.
+/// (nbtree's interlock). A scan keeps the pin of one page at a time, as
+/// nbtree does. Released explicitly; never in Drop, since at an abort the
+/// resource owner has released them first.
 #[derive(Default)]
 pub struct Pins(Vec<pg_sys::Buffer>);
 
 impl Pins {
+    /// Keeps a pin on `page`'s buffer beyond its guard (taken while the
+    /// guard still holds its lock, so no cleanup lock comes between).
+    pub fn keep<S>(&mut self, page: &Shared<S>) {
+        // SAFETY: the buffer is pinned by the guard; this adds a pin.
+        unsafe { pg_sys::IncrBufferRefCount(page.buf) };
+        self.0.push(page.buf);
+    }
+
     pub fn release(&mut self) {
         for buf in self.0.drain(..) {
-            // SAFETY: pinned by `keeping_pins` in this transaction.
+            // SAFETY: pinned by `keep` in this transaction.
             unsafe { pg_sys::ReleaseBuffer(buf) };
         }
     }
-}
-
-/// Runs `f`, keeping the pin of every page it share-locks.
-pub fn keeping_pins<R>(f: impl FnOnce() -> R) -> (R, Pins) {
-    /// Restores the outer sink also when an ERROR unwinds out of `f` (the
-    /// pins kept so far are then the transaction abort's to release).
-    struct Restore(Option<Vec<pg_sys::Buffer>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let outer = self.0.take();
-            PIN_SINK.with_borrow_mut(|sink| *sink = outer);
-        }
-    }
-    let restore = Restore(PIN_SINK.replace(Some(Vec::new())));
-    let r = f();
-    let pins = PIN_SINK.with_borrow_mut(|sink| sink.take()).unwrap_or_default();
-    drop(restore);
-    (r, Pins(pins))
 }
 
 /// A pinned page under an exclusive lock. Change it through an `Xlog`

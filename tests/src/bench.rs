@@ -59,6 +59,15 @@ pub fn plan_of(c: &mut Client, sql: &str, params: &[&(dyn postgres::types::ToSql
     nodes.join(", ")
 }
 
+/// What one run of a statement did, from EXPLAIN (ANALYZE, BUFFERS): the
+/// top node's buffer counts and the execution time.
+pub fn buffers_of(c: &mut Client, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> String {
+    let lines: Vec<String> =
+        c.query(&format!("EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) {sql}"), params).unwrap().iter().map(|r| r.get(0)).collect();
+    let pick = |key: &str| lines.iter().find(|l| l.trim_start().starts_with(key)).map_or("", |l| l.trim()).to_string();
+    format!("{}; {}", pick("Buffers:"), pick("Execution Time:"))
+}
+
 /// Prints rows as a markdown table, one column per setup; NaN is "-".
 pub fn print_table(setups: &[&str], rows: &[Row]) {
     println!("| measure | {} |", setups.join(" | "));

@@ -84,6 +84,27 @@ fn hint_fits(page: &PageRef, q: u64) -> bool {
     s.page_id == PAGE_ID && s.kind == KIND_LEAF && (s.flags & LEFTMOST != 0 || s.low < q)
 }
 
+/// A leaf to start the search for q from: the mirror's hint (leaf number
+/// `leaf`) where it fits, else the leaf a descent finds.
+pub fn hinted_leaf(rel: pg_sys::Relation, mirror: &Mirror, leaf: u32, q: u64) -> Shared {
+    let block = *mirror.blocks.get(leaf as usize).unwrap_or_else(|| corrupted(format!("mirror leaf {leaf}")));
+    let g = Shared::lock(rel, block);
+    if hint_fits(&g.page(), q) {
+        g
+    } else {
+        drop(g);
+        Tree::new(rel).find_leaf(q)
+    }
+}
+
+/// The mirror and the leaf hints of the ascending `probes`, through the
+/// batch executor (CPU or GPU).
+pub fn hints(tree: &Tree, probes: &[u64], what: &'static str) -> (Arc<Mirror>, Vec<u32>) {
+    let mirror = get(tree);
+    let hints = crate::batch::submit(what, &LeafHints(&mirror.inner), probes);
+    (mirror, hints)
+}
+
 /// Collects every entry with key `q` into `out`, starting from a page at
 /// or left of where q's entries begin (it moves right past pages split
 /// since and dead pages). Returns the live page where it stopped, still
@@ -141,14 +162,7 @@ impl LeafLevel for PageLeaves<'_> {
             Some(g) if stay => g,
             old => {
                 drop(old);
-                let block = *self.mirror.blocks.get(leaf as usize).unwrap_or_else(|| corrupted(format!("mirror leaf {leaf}")));
-                let g = Shared::lock(self.rel, block);
-                if hint_fits(&g.page(), q) {
-                    g
-                } else {
-                    drop(g);
-                    Tree::new(self.rel).find_leaf(q)
-                }
+                hinted_leaf(self.rel, self.mirror, leaf, q)
             }
         };
         let mut out = self.out.borrow_mut();
@@ -162,8 +176,7 @@ impl LeafLevel for PageLeaves<'_> {
 /// key order: hints through the batch executor, then the leaf step over
 /// pages.
 pub fn probe(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<(u64, Tid)> {
-    let mirror = get(tree);
-    let hints = crate::batch::submit(what, &LeafHints(&mirror.inner), probes);
+    let (mirror, hints) = hints(tree, probes, what);
     let leaves = PageLeaves::new(tree.rel, &mirror);
     let mut counts = vec![0u32; probes.len()];
     leaf::leaf_step_seq(&leaves, &hints, probes, &mut counts);

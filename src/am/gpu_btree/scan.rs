@@ -3,21 +3,25 @@
 //!
 //! The scan keys become a plan: a range of codes (optionally followed by
 //! the NULLs, for unqualified ordered scans), a sorted list of probes
-//! (`= ANY(array)`: one batch through the mirror and the batch executor),
-//! the NULLs alone, or nothing. Range scans copy a page's matching entries
-//! at a time and drop the lock (safe for MVCC snapshots, which are all a
-//! gpu_btree scan accepts); probes and NULLs are materialised at once.
-//! Index-only scans keep the pins of the pages behind the current items,
-//! so VACUUM cannot remove those entries while they are being returned.
+//! (`= ANY(array)`: leaf hints for all of them in one batch through the
+//! mirror and the batch executor), the NULLs alone, or nothing. Every plan
+//! copies one page's matching entries at a time and drops the lock (safe
+//! for MVCC snapshots, which are all a gpu_btree scan accepts). Index-only
+//! scans keep the pin of that page while its items are returned, so VACUUM
+//! cannot remove them meanwhile: one pin, however many pages the scan
+//! reads (a materialised probe list once pinned every leaf it touched and
+//! ran out of buffers at 128K probes over 10^7 rows).
 
 use super::keys::{self, Bounds};
-use super::mirror;
+use super::mirror::{self, Mirror};
 use super::page::*;
 use super::page::{Shared, Special};
-use super::tree::Tree;
+use super::tree::{upper_bound, Tree};
 use crate::am::common::scan::{Found, IndexScan};
-use crate::storage::{keeping_pins, Pins};
+use crate::storage::Pins;
+use gpuindex_engine::hbtree::line::lower_bound;
 use pgrx::pg_sys;
+use std::sync::Arc;
 
 /// Below this many probes, probes are searched one descent each (building
 /// a mirror would cost more).
@@ -52,9 +56,15 @@ pub struct ScanState {
     pos: isize,
     phase: Phase,
     page: Option<PageInfo>,
+    /// The NULL chain's blocks (read when the scan reaches the NULLs; it
+    /// only grows at its end) and the position of the current one.
+    null_chain: Vec<u32>,
+    null_at: usize,
+    /// Probe plans with many probes: the mirror and each probe's leaf.
+    hints: Option<(Arc<Mirror>, Vec<u32>)>,
     /// The last item returned: its key, and whether it is a NULL.
     last: (u64, bool),
-    /// Index-only scans keep the pins of the pages their items came from
+    /// Index-only scans keep the pin of the page their items came from
     /// (see `storage::Pins`): the heap is not read to check them.
     keep_pins: bool,
     pins: Pins,
@@ -133,25 +143,30 @@ fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -> Plan {
     }
 }
 
-fn null_tids(tree: &Tree) -> Vec<(u64, Tid)> {
+/// The NULL chain's blocks, in order.
+fn null_chain(tree: &Tree) -> Vec<u32> {
     let mut out = Vec::new();
     let mut block = tree.meta().null_head;
     while block != NONE {
-        let g = Shared::lock(tree.rel, block);
-        let n = Nulls::new(g.page());
-        out.extend((0..n.count()).map(|i| (0, n.tid(i))));
-        block = n.s.right;
+        out.push(block);
+        block = Shared::lock(tree.rel, block).page().special().right;
     }
     out
 }
 
-/// The matching entries of one leaf.
+/// The TIDs of one NULL page.
+fn null_items(g: &Shared, out: &mut Vec<(u64, Tid)>) {
+    let n = Nulls::new(g.page());
+    out.clear();
+    out.extend((0..n.count()).map(|i| (0, n.tid(i))));
+}
+
+/// The entries of one leaf with keys in [b.lo, b.hi].
 fn page_items(g: &Shared, b: &Bounds, out: &mut Vec<(u64, Tid)>) -> PageInfo {
     let l = Leaf::new(g.page());
     let keys = l.keys();
-    let start = gpuindex_engine::hbtree::line::lower_bound(keys, b.lo);
     out.clear();
-    for (i, &k) in keys.iter().enumerate().skip(start) {
+    for (i, &k) in keys.iter().enumerate().skip(lower_bound(keys, b.lo)) {
         if k > b.hi {
             break;
         }
@@ -160,16 +175,22 @@ fn page_items(g: &Shared, b: &Bounds, out: &mut Vec<(u64, Tid)>) -> PageInfo {
     PageInfo { block: g.block(), s: l.s }
 }
 
-/// Every entry of a probe plan, in key order.
-fn probe_items(tree: &Tree, probes: &[u64]) -> Vec<(u64, Tid)> {
-    if probes.len() >= MIRROR_MIN_PROBES {
-        return mirror::probe(tree, probes, "gpu_btree = ANY");
+/// The entries of one leaf whose keys are among the ascending `probes`.
+fn probe_page_items(g: &Shared, probes: &[u64], out: &mut Vec<(u64, Tid)>) -> PageInfo {
+    let l = Leaf::new(g.page());
+    let keys = l.keys();
+    out.clear();
+    if let (Some(&first), Some(&last)) = (keys.first(), keys.last()) {
+        let mut pos = 0;
+        for &q in &probes[lower_bound(probes, first)..upper_bound(probes, last)] {
+            pos += lower_bound(&keys[pos..], q);
+            while pos < keys.len() && keys[pos] == q {
+                out.push((q, l.tid(pos)));
+                pos += 1;
+            }
+        }
     }
-    let mut out = Vec::new();
-    for &q in probes {
-        mirror::collect_from(tree.rel, tree.find_leaf(q), q, &mut out);
-    }
-    out
+    PageInfo { block: g.block(), s: l.s }
 }
 
 impl ScanState {
@@ -181,42 +202,159 @@ impl ScanState {
         self.pos = -1;
         self.phase = Phase::Keys;
         self.page = None;
+        self.null_chain.clear();
+        self.hints = None;
+    }
+
+    /// Copies a leaf's matching entries into `items` (keys in `probes[from..=to]`
+    /// for a probe plan), positioned for direction `dir`.
+    fn load_leaf(&mut self, g: Shared, dir: isize, from: usize, to: usize) {
+        self.page = Some(match &self.plan {
+            Plan::Probes(p) => probe_page_items(&g, &p[from..=to], &mut self.items),
+            Plan::Range { b, .. } => page_items(&g, b, &mut self.items),
+            _ => unreachable!("a leaf of a plan without keys"),
+        });
+        self.loaded(&g, dir);
+    }
+
+    /// Copies NULL page `at` of the chain into `items`.
+    fn load_nulls(&mut self, tree: &Tree, at: usize, dir: isize) {
+        self.phase = Phase::Nulls;
+        self.null_at = at;
+        match self.null_chain.get(at) {
+            Some(&block) => {
+                let g = Shared::lock(tree.rel, block);
+                null_items(&g, &mut self.items);
+                self.loaded(&g, dir);
+            }
+            None => self.items.clear(),
+        }
+    }
+
+    /// Positions at the first item of a page just copied; an index-only
+    /// scan moves its pin to that page.
+    fn loaded(&mut self, g: &Shared, dir: isize) {
+        self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
+        if self.keep_pins {
+            self.pins.release();
+            self.pins.keep(g);
+        }
+    }
+
+    /// Enters the NULLs at their first (dir > 0) or last page.
+    fn start_nulls(&mut self, tree: &Tree, dir: isize) {
+        self.null_chain = null_chain(tree);
+        let at = if dir > 0 { 0 } else { self.null_chain.len().saturating_sub(1) };
+        self.load_nulls(tree, at, dir);
+    }
+
+    /// The leaf where probe `i`'s entries begin (or would), live.
+    fn probe_leaf(&self, tree: &Tree, probes: &[u64], i: usize) -> Shared {
+        let q = probes[i];
+        let mut g = match &self.hints {
+            Some((m, h)) => mirror::hinted_leaf(tree.rel, m, h[i], q),
+            None => tree.find_leaf(q),
+        };
+        // Past dead pages, and pages split off since the hint was made.
+        loop {
+            let s = g.page().special();
+            if !is_dead(&s) && (s.flags & RIGHTMOST != 0 || q <= s.high) {
+                return g;
+            }
+            drop(g);
+            g = Shared::lock(tree.rel, s.right);
+        }
     }
 
     /// Positions at the first item in direction `dir` (+1 / -1).
     fn start(&mut self, tree: &Tree, dir: isize) {
         self.started = true;
-        match &self.plan {
+        match self.plan.clone() {
             Plan::Empty => self.items.clear(),
-            Plan::Nulls => {
-                self.items = null_tids(tree);
-                self.phase = Phase::Nulls;
+            Plan::Nulls => self.start_nulls(tree, dir),
+            Plan::Probes(p) => {
+                if p.len() >= MIRROR_MIN_PROBES {
+                    self.hints = Some(mirror::hints(tree, &p, "gpu_btree = ANY"));
+                }
+                let last = p.len() - 1;
+                let g = if dir > 0 { self.probe_leaf(tree, &p, 0) } else { tree.find_last_leaf(p[last]) };
+                self.load_leaf(g, dir, 0, last);
             }
-            Plan::Probes(p) => self.items = probe_items(tree, p),
             Plan::Range { b, with_nulls } => {
-                let b = *b;
-                if dir < 0 && *with_nulls {
-                    self.items = null_tids(tree);
-                    self.phase = Phase::Nulls;
+                if dir < 0 && with_nulls {
+                    self.start_nulls(tree, dir);
                 } else {
                     let g = if dir > 0 { tree.find_leaf(b.lo) } else { tree.find_last_leaf(b.hi) };
-                    self.page = Some(page_items(&g, &b, &mut self.items));
+                    self.load_leaf(g, dir, 0, 0);
                 }
             }
         }
-        self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
+    }
+
+    /// Loads the next page of a probe plan in direction `dir` after the
+    /// page `p`; false at the end. Forward, the next probe is the first at
+    /// or above p's high key: equal keys may go on in the right sibling
+    /// (walk right), larger ones start wherever their hint says. Backward
+    /// likewise from p's low key. Only probes beyond p's fence are taken
+    /// from the next page (entries moved by a split since p was copied are
+    /// not returned twice).
+    fn advance_probes(&mut self, tree: &Tree, p: PageInfo, probes: &[u64], dir: isize) -> bool {
+        let last = probes.len() - 1;
+        if dir > 0 {
+            if p.s.flags & RIGHTMOST != 0 {
+                return false;
+            }
+            let i = if is_dead(&p.s) { lower_bound(probes, p.s.low) } else { lower_bound(probes, p.s.high) };
+            if i > last {
+                return false;
+            }
+            let g =
+                if is_dead(&p.s) || probes[i] == p.s.high { Shared::lock(tree.rel, p.s.right) } else { self.probe_leaf(tree, probes, i) };
+            self.load_leaf(g, dir, i, last);
+        } else {
+            if p.s.flags & LEFTMOST != 0 {
+                return false;
+            }
+            let j = if is_dead(&p.s) { upper_bound(probes, p.s.high) } else { upper_bound(probes, p.s.low) };
+            if j == 0 {
+                return false;
+            }
+            let g = if is_dead(&p.s) || probes[j - 1] == p.s.low {
+                tree.leaf_left_of(p.block, p.s.left)
+            } else {
+                tree.find_last_leaf(probes[j - 1])
+            };
+            self.load_leaf(g, dir, 0, j - 1);
+        }
+        true
     }
 
     /// Loads the next items in direction `dir`; false at the end.
     fn advance(&mut self, tree: &Tree, dir: isize) -> bool {
-        let Plan::Range { b, with_nulls } = self.plan.clone() else { return false };
+        match (self.phase, dir > 0) {
+            (Phase::Nulls, true) => {
+                if self.null_at + 1 >= self.null_chain.len() {
+                    return false;
+                }
+                self.load_nulls(tree, self.null_at + 1, dir);
+                return true;
+            }
+            (Phase::Nulls, false) if self.null_at > 0 => {
+                self.load_nulls(tree, self.null_at - 1, dir);
+                return true;
+            }
+            _ => {}
+        }
+        let plan = self.plan.clone();
+        if let (Plan::Probes(probes), Some(p)) = (&plan, self.page) {
+            return self.advance_probes(tree, p, probes, dir);
+        }
+        let Plan::Range { b, with_nulls } = plan else { return false };
         let g = match (self.phase, dir > 0) {
             (Phase::Keys, true) => match self.page {
                 Some(p) if p.s.flags & RIGHTMOST == 0 && (is_dead(&p.s) || p.s.high <= b.hi) => Shared::lock(tree.rel, p.s.right),
                 _ if with_nulls => {
-                    self.items = null_tids(tree);
-                    self.phase = Phase::Nulls;
-                    self.pos = 0;
+                    self.start_nulls(tree, dir);
                     return true;
                 }
                 _ => return false,
@@ -225,8 +363,7 @@ impl ScanState {
                 Some(p) if p.s.flags & LEFTMOST == 0 && (is_dead(&p.s) || p.s.low >= b.lo) => tree.leaf_left_of(p.block, p.s.left),
                 _ => return false,
             },
-            (Phase::Nulls, true) => return false,
-            (Phase::Nulls, false) => {
+            (Phase::Nulls, _) => {
                 self.phase = Phase::Keys;
                 match self.page {
                     Some(p) => Shared::lock(tree.rel, p.block), // back to where the keys ended
@@ -234,26 +371,13 @@ impl ScanState {
                 }
             }
         };
-        self.page = Some(page_items(&g, &b, &mut self.items));
-        self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
+        self.load_leaf(g, dir, 0, 0);
         true
-    }
-
-    /// Runs `f`, which loads new items; for an index-only scan, the pins
-    /// of the pages it read replace those of the previous items.
-    fn loading<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
-        if !self.keep_pins {
-            return f(self);
-        }
-        let (r, mut pins) = keeping_pins(|| f(self));
-        std::mem::swap(&mut self.pins, &mut pins);
-        pins.release();
-        r
     }
 
     fn next_item(&mut self, tree: &Tree, dir: isize) -> Option<(u64, Tid, bool)> {
         if !self.started {
-            self.loading(|s| s.start(tree, dir));
+            self.start(tree, dir);
         } else {
             self.pos += dir;
         }
@@ -262,7 +386,7 @@ impl ScanState {
                 let (k, t) = self.items[self.pos as usize];
                 return Some((k, t, self.phase == Phase::Nulls));
             }
-            if !self.loading(|s| s.advance(tree, dir)) {
+            if !self.advance(tree, dir) {
                 // Stay just outside the items, so a change of direction
                 // resumes at the last item returned.
                 self.pos = if dir > 0 { self.items.len() as isize } else { -1 };
@@ -285,6 +409,9 @@ impl IndexScan for ScanState {
             pos: -1,
             phase: Phase::Keys,
             page: None,
+            null_chain: Vec::new(),
+            null_at: 0,
+            hints: None,
             last: (0, false),
             keep_pins: false,
             pins: Pins::default(),

@@ -18,7 +18,7 @@
 //! ratios the targets name, and the plans.
 
 use gpuindex_engine::datasets::PointSet;
-use gpuindex_tests::bench::{connect, describe_server, plan_of, print_table, push, time, Row, SplitMix64};
+use gpuindex_tests::bench::{buffers_of, connect, describe_server, plan_of, print_table, push, time, Row, SplitMix64};
 use postgres::{Client, ToStatement};
 use std::io::Write;
 use std::time::Instant;
@@ -212,8 +212,12 @@ fn main() {
             });
             answers.push(Some(total));
             push(&mut rows, ns, i, what.into(), "us", true, secs / count as f64 * 1e6);
-            let plan = if knn { plan_of(&mut c, sql, &[&kx[0], &ky[0]]) } else { plan_of(&mut c, sql, &[&bx[0], &by[0], &size]) };
-            plans.push(format!("{label}: {what} -> {plan}"));
+            let (plan, buffers) = if knn {
+                (plan_of(&mut c, sql, &[&kx[0], &ky[0]]), buffers_of(&mut c, sql, &[&kx[0], &ky[0]]))
+            } else {
+                (plan_of(&mut c, sql, &[&bx[0], &by[0], &size]), buffers_of(&mut c, sql, &[&bx[0], &by[0], &size]))
+            };
+            plans.push(format!("{label}: {what} -> {plan} ({buffers})"));
         }
 
         // Batches, in two forms: the matching (query, ctid) pairs (what the

@@ -16,7 +16,7 @@
 //! checked against btree's.
 
 use gpuindex_engine::datasets::KeySet;
-use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Row, SplitMix64};
+use gpuindex_tests::bench::{buffers_of, connect, describe_server, plan_of, push, time, Row, SplitMix64};
 use std::io::Write;
 use std::time::Instant;
 
@@ -216,6 +216,12 @@ fn main() {
                 if *w == 100_000 {
                     let (lo, hi) = bounds[0];
                     plans.push(format!("{label}: BETWEEN {span}, {what} -> {}", plan_of(&mut c, sql, &[&lo, &hi])));
+                }
+                // Where the time of a whole-table scan goes (buffers read
+                // and hit; one more run).
+                if *w == n as usize && what.starts_with("index scan") {
+                    let (lo, hi) = bounds[0];
+                    plans.push(format!("{label}: BETWEEN {span}, {what} -> {}", buffers_of(&mut c, sql, &[&lo, &hi])));
                 }
             }
         }
