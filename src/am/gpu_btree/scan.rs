@@ -31,8 +31,12 @@ const MIRROR_MIN_PROBES: usize = 32;
 enum Plan {
     Empty,
     Nulls,
-    Range { b: Bounds, with_nulls: bool },
-    Probes(Vec<u64>),
+    Range {
+        b: Bounds,
+        with_nulls: bool,
+    },
+    /// Shared: the plan is cloned at every page step.
+    Probes(Arc<[u64]>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +140,7 @@ fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -> Plan {
             if p.is_empty() {
                 Plan::Empty
             } else {
-                Plan::Probes(p)
+                Plan::Probes(p.into())
             }
         }
         None => Plan::Range { b, with_nulls: scan.numberOfKeys == 0 },
