@@ -19,6 +19,9 @@ pub enum DeviceSetting {
 
 pub static DEVICE: GucSetting<DeviceSetting> = GucSetting::<DeviceSetting>::new(DeviceSetting::Auto);
 pub static GPU_MIN_BATCH: GucSetting<i32> = GucSetting::<i32>::new(4096);
+/// Tests only: gpu_btree leaf splits stop after their first record, as a
+/// crash there would (the downlink is left for the next writer to add).
+pub static DEBUG_INTERRUPT_SPLITS: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 pub fn policy() -> Policy {
     match DEVICE.get() {
@@ -93,6 +96,14 @@ pub fn init() {
         i32::MAX,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"gpuindex.debug_interrupt_splits",
+        c"Tests only: gpu_btree leaf splits stop before adding their downlink, as after a crash.",
+        c"The next insert that reaches such a split adds the downlink. Superuser only.",
+        &DEBUG_INTERRUPT_SPLITS,
+        GucContext::Suset,
+        GucFlags::NO_SHOW_ALL,
     );
     // SAFETY: plain C call with a static string.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"gpuindex".as_ptr()) };

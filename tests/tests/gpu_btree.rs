@@ -241,6 +241,40 @@ fn index_only_scans_pin_one_page() {
     c.batch_execute("DROP TABLE pin_t").unwrap();
 }
 
+/// Leaf splits interrupted before their downlink (as by a crash there:
+/// gpuindex.debug_interrupt_splits) leave right halves reachable by right
+/// links only; scans still equal the sequential scan, and the next insert
+/// that reaches such a split adds the downlink first.
+#[test]
+fn interrupted_splits_are_finished_by_later_inserts() {
+    let mut c = connect(DB);
+    let mut rng = SplitMix64::new(5);
+    // Full leaves; then, in descending key order, one insert per leaf or
+    // so: each splits a leaf that no later insert of the batch reaches.
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS split_t;
+         CREATE TABLE split_t (id int, v int8);
+         INSERT INTO split_t SELECT g, g * 10 FROM generate_series(1, 220000) g;
+         CREATE INDEX split_t_v ON split_t USING gpu_btree (v) WITH (fillfactor = 100);
+         SET gpuindex.debug_interrupt_splits = on;
+         INSERT INTO split_t SELECT -g, g * 10 + 5 FROM generate_series(220000, 1, -1000) g;
+         RESET gpuindex.debug_interrupt_splits;",
+    )
+    .unwrap();
+    let missing = |c: &mut Client| -> i64 {
+        c.query_one("SELECT sum(missing_downlinks)::int8 FROM gpu_btree_check('split_t_v')", &[]).unwrap().get(0)
+    };
+    let before = missing(&mut c);
+    assert!(before >= 100, "only {before} downlinks missing after the interrupted splits");
+    check_ranges(&mut c, "split_t", "split_t_v", &mut rng);
+    c.batch_execute("INSERT INTO split_t SELECT -g, g * 10 + 7 FROM generate_series(1, 220000, 500) g").unwrap();
+    assert_eq!(missing(&mut c), 0, "the inserts left downlinks missing ({before} before)");
+    check_index(&mut c, "split_t_v");
+    check_ranges(&mut c, "split_t", "split_t_v", &mut rng);
+    c.batch_execute("DROP TABLE split_t").unwrap();
+}
+
 #[test]
 fn probe_function_equals_join() {
     let mut c = connect(DB);

@@ -62,6 +62,11 @@ pub const HALF_DEAD: u16 = 4;
 /// Unlinked from its siblings (stage 2); only scans that reached it
 /// before read it, moving right. Its contents are its safe xid.
 pub const DELETED: u16 = 8;
+/// The left half of a split whose right half has no downlink yet: set by
+/// the split's record, cleared by the record that adds the downlink. Seen
+/// by a writer (a crash or an ERROR came between the two), the split is
+/// finished first (nbtree's INCOMPLETE_SPLIT).
+pub const INCOMPLETE_SPLIT: u16 = 16;
 
 /// Whether a page is half-dead or deleted: holds nothing, and a scan or
 /// descent on it moves right whatever its fence keys say.

@@ -128,6 +128,19 @@ impl Tree {
             }
             let page = self.move_right(locked, q);
             if at == level {
+                if let Locked::X(g) = page {
+                    let s = g.page().special();
+                    if s.flags & INCOMPLETE_SPLIT == 0 {
+                        return Locked::X(g);
+                    }
+                    // Finish it, then descend again: the split's right
+                    // half may be where q goes.
+                    self.insert_downlink(Vec::new(), level, g, s.high, s.right);
+                    (block, at) = self.root(true);
+                    path.clear();
+                    first = true;
+                    continue;
+                }
                 return page;
             }
             let inner = Inner::new(page.page());
@@ -141,11 +154,13 @@ impl Tree {
         }
     }
 
-    /// Moves right while q is above the page's high key or the page is dead.
+    /// Moves right while q is above the page's high key or the page is dead;
+    /// a writer stops at a page with an incomplete split (to finish it).
     fn move_right(&self, mut page: Locked, q: u64) -> Locked {
         loop {
             let s = page.page().special();
-            if !is_dead(&s) && (s.flags & RIGHTMOST != 0 || q <= s.high) {
+            let finish = s.flags & INCOMPLETE_SPLIT != 0 && matches!(page, Locked::X(_));
+            if finish || (!is_dead(&s) && (s.flags & RIGHTMOST != 0 || q <= s.high)) {
                 return page;
             }
             let exclusive = matches!(page, Locked::X(_));
@@ -273,7 +288,7 @@ impl Tree {
             leaf_set(&mut rp, &keys[split..], &tids[split..]);
             let mut lp = x.register(&leaf, false);
             lp.update_special(|t| {
-                t.flags &= !RIGHTMOST;
+                t.flags = (t.flags & !RIGHTMOST) | INCOMPLETE_SPLIT;
                 t.high = sep;
                 t.right = right.block();
             });
@@ -291,12 +306,16 @@ impl Tree {
         drop(meta);
         drop(neighbour);
         drop(right);
+        if crate::guc::DEBUG_INTERRUPT_SPLITS.get() {
+            return;
+        }
         self.insert_downlink(path, 0, leaf, sep, right_block);
     }
 
     /// After `child` (still locked) split at `sep` into itself and
     /// `right`, records the split one level up: the parent's entry
-    /// (B, child) becomes (sep, child), (B, right).
+    /// (B, child) becomes (sep, child), (B, right); the same record clears
+    /// the child's INCOMPLETE_SPLIT.
     fn insert_downlink(&self, mut path: Vec<u32>, level: u32, child: Exclusive, sep: u64, right: u32) {
         let parent = match path.pop() {
             Some(hint) => self.find_parent(Exclusive::lock(self.rel, hint), child.block()),
@@ -304,7 +323,7 @@ impl Tree {
                 let meta = Exclusive::lock(self.rel, META_BLOCK);
                 let m = read_meta(meta.page());
                 if m.root == child.block() {
-                    self.new_root(meta, m, level + 1, child.block(), sep, right);
+                    self.new_root(meta, m, level + 1, &child, sep, right);
                     return;
                 }
                 drop(meta);
@@ -318,7 +337,6 @@ impl Tree {
             debug1!("gpu_btree: no downlink for block {} in \"{}\"", child.block(), self.name());
             return;
         };
-        drop(child);
         let (mut keys, mut children, s) = {
             let p = Inner::new(parent.page());
             (p.keys().to_vec(), (0..p.count()).map(|i| p.child(i)).collect::<Vec<_>>(), p.s)
@@ -327,9 +345,11 @@ impl Tree {
         keys[j] = sep;
         keys.insert(j + 1, bound);
         children.insert(j + 1, right);
+        let completed = |x: &Xlog| x.register(&child, false).update_special(|t| t.flags &= !INCOMPLETE_SPLIT);
         if keys.len() <= INNER_CAPACITY {
             let x = Xlog::start(self.rel);
             inner_set(&mut x.register(&parent, false), &keys, &children);
+            completed(&x);
             x.finish();
             return;
         }
@@ -346,15 +366,17 @@ impl Tree {
             inner_set(&mut np, &keys[split..], &children[split..]);
             let mut pp = x.register(&parent, false);
             pp.update_special(|t| {
-                t.flags &= !RIGHTMOST;
+                t.flags = (t.flags & !RIGHTMOST) | INCOMPLETE_SPLIT;
                 t.high = keys[split - 1];
                 t.right = new.block();
             });
             inner_set(&mut pp, &keys[..split], &children[..split]);
+            completed(&x);
         }
         x.finish();
         let new_block = new.block();
         drop(new);
+        drop(child);
         self.insert_downlink(path, level + 1, parent, keys[split - 1], new_block);
     }
 
@@ -374,7 +396,8 @@ impl Tree {
         }
     }
 
-    fn new_root(&self, meta: Exclusive, mut m: Meta, level: u32, left: u32, sep: u64, right: u32) {
+    fn new_root(&self, meta: Exclusive, mut m: Meta, level: u32, child: &Exclusive, sep: u64, right: u32) {
+        let left = child.block();
         if level as usize >= MAX_LEVELS {
             corrupted(format!("tree deeper than {MAX_LEVELS} levels"));
         }
@@ -388,6 +411,7 @@ impl Tree {
             m.root_level = level;
             m.leftmost[level as usize] = root.block();
             write_meta(&mut x.register(&meta, false), &m);
+            x.register(child, false).update_special(|t| t.flags &= !INCOMPLETE_SPLIT);
         }
         x.finish();
     }
