@@ -175,35 +175,3 @@ pub fn new_page_in<S: SpecialArea>(rel: pg_sys::Relation, fork: Fork) -> Exclusi
         Exclusive { buf, _special: PhantomData }
     }
 }
-
-/// Extends the relation by a run of `n` consecutive pages, `group` at a
-/// time: `write(i, pages)` gets pages i.. of the run exclusively locked
-/// (contents zeroed) to initialise, and they are released before the next
-/// group is made. The extension lock is held throughout, so no other
-/// backend's page lands inside the run, while no more than `group` buffer
-/// locks are held at once however long the run is. Returns the run's
-/// first block.
-pub fn new_run<S: SpecialArea>(rel: pg_sys::Relation, n: usize, group: usize, mut write: impl FnMut(usize, &[Exclusive<S>])) -> u32 {
-    assert!(n > 0 && group > 0);
-    // SAFETY: as new_page, one group of pages at a time under one
-    // extension lock (released by the transaction's abort on an ERROR).
-    unsafe {
-        pg_sys::LockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
-        let mut first = pg_sys::InvalidBlockNumber;
-        for start in (0..n).step_by(group) {
-            let pages: Vec<Exclusive<S>> = (start..n.min(start + group))
-                .map(|_| {
-                    let buf = read(rel, pg_sys::InvalidBlockNumber);
-                    pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
-                    Exclusive { buf, _special: PhantomData }
-                })
-                .collect();
-            if start == 0 {
-                first = pages[0].block();
-            }
-            write(start, &pages);
-        }
-        pg_sys::UnlockRelationForExtension(rel, pg_sys::ExclusiveLock as i32);
-        first
-    }
-}

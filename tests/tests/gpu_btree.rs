@@ -5,7 +5,9 @@
 //! recovery.
 
 use gpuindex_engine::rng::SplitMix64;
-use gpuindex_tests::{check_index, check_predicate, connect, gpu_missing_but_required, set_index_only, set_seq_only, short};
+use gpuindex_tests::{
+    check_index, check_predicate, connect, gpu_missing_but_required, set_index_only, set_seq_only, short, vacuum_until_free,
+};
 use postgres::Client;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -402,16 +404,7 @@ fn vacuum_deletes_and_recycles_empty_leaves() {
     // The deleting VACUUM's own xid horizon keeps the pages; a later
     // VACUUM, past a new xid, gives them to the free space map (once no
     // snapshot anywhere in the cluster is older: other tests' may be).
-    c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_freespacemap").unwrap();
-    for _ in 0..100 {
-        c.batch_execute("SELECT txid_current()").unwrap();
-        c.batch_execute("VACUUM del_t").unwrap();
-        let free: i64 = c.query_one("SELECT count(*) FROM pg_freespace('del_t_v') WHERE avail > 0", &[]).unwrap().get(0);
-        if free >= (leaves - after) * 9 / 10 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    vacuum_until_free(&mut c, "del_t", "del_t_v", (leaves - after) * 9 / 10);
     c.batch_execute("INSERT INTO del_t SELECT g, g FROM generate_series(1, 180000) g").unwrap();
     let (leaves_now, total_now) = leaf_and_total_pages(&mut c, "del_t_v");
     let (new_leaves, grown) = (leaves_now - after, total_now - total);

@@ -12,7 +12,7 @@
 //! size run there. (Concurrency: tests/access_methods.rs.)
 
 use gpuindex_engine::rng::SplitMix64;
-use gpuindex_tests::{check_predicate, connect, gpu_missing_but_required, set_index_only, set_seq_only};
+use gpuindex_tests::{check_predicate, connect, gpu_missing_but_required, set_index_only, set_seq_only, vacuum_until_free};
 use postgres::Client;
 
 const DB: &str = "gpuindex_it_spatial";
@@ -349,4 +349,43 @@ fn outliers_duplicates_and_cities_take_bulk_inserts() {
         check_predicate(&mut c, "sp_skew", "sp_skew_p", p);
     }
     c.batch_execute("DROP TABLE sp_skew").unwrap();
+}
+
+/// Merges free the pages of the runs they replace (and the old node run
+/// and merged delta); VACUUM gives them to the free space map once no
+/// snapshot can read them, and later merges and inserts reuse them: under
+/// a steady churn of inserts and deletes the index stops growing.
+#[test]
+fn merges_recycle_the_pages_they_free() {
+    // Its own database: snapshots of other tests would hold back the
+    // horizon that lets VACUUM recycle.
+    let mut c = connect("gpuindex_it_spatial_recycle");
+    let mut rng = SplitMix64::new(99);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS sp_churn;
+         CREATE TABLE sp_churn (id int, p point) WITH (autovacuum_enabled = off);",
+    )
+    .unwrap();
+    let batch = 12_000;
+    insert(&mut c, &["sp_churn"], &points(&mut rng, true, 5 * batch), 0);
+    c.batch_execute("CREATE INDEX sp_churn_p ON sp_churn USING gpu_spatial (p)").unwrap();
+    let size = |c: &mut Client| -> i64 { c.query_one("SELECT pg_relation_size('sp_churn_p') / 8192", &[]).unwrap().get(0) };
+    let mut sizes = Vec::new();
+    for round in 0..8 {
+        insert(&mut c, &["sp_churn"], &points(&mut rng, true, batch), (5 + round) * batch);
+        c.batch_execute(&format!("DELETE FROM sp_churn WHERE id < {}", (round + 1) * batch)).unwrap();
+        // The VACUUM that merges frees pages; one past a new xid, once no
+        // snapshot is older, recycles them.
+        c.batch_execute("VACUUM sp_churn").unwrap();
+        vacuum_until_free(&mut c, "sp_churn", "sp_churn_p", 1);
+        sizes.push(size(&mut c));
+    }
+    eprintln!("index pages after each round: {sizes:?}");
+    assert!(sizes[7] * 2 <= sizes[1] * 3, "the index grew from {} to {} pages over six rounds: {sizes:?}", sizes[1], sizes[7]);
+    c.query("SELECT * FROM gpu_spatial_check('sp_churn_p')", &[]).unwrap();
+    for _ in 0..10 {
+        check_predicate(&mut c, "sp_churn", "sp_churn_p", &predicate(&mut rng, true));
+    }
+    c.batch_execute("DROP TABLE sp_churn").unwrap();
 }

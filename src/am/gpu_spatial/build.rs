@@ -120,24 +120,43 @@ fn write_tree(t: &Target, tree: &QuadTree) -> (u32, u32, u32) {
         let n = &mut nodes[li as usize];
         let (start, count) = (n.start as usize, n.count as usize);
         let pages = pages_for(count);
-        let mut first = NONE;
+        let mut run = Run::default();
         for c in 0..pages {
             let from = start + c * ENTRY_CAPACITY;
             let to = (from + ENTRY_CAPACITY).min(start + count);
-            let g = fresh(t, KIND_LEAF, |p| set_entries(p, &as_entries(&tree.pts, from, to)));
-            if c == 0 {
-                first = g.block();
-            }
+            run.push(fresh(t, KIND_LEAF, |p| set_entries(p, &as_entries(&tree.pts, from, to))));
         }
-        n.start = first;
+        n.start = run.first;
         n.count = pages as u32;
     }
-    let mut node_start = NONE;
-    for (i, chunk) in nodes.chunks(NODE_CAPACITY).enumerate() {
-        let g = fresh(t, KIND_NODES, |p| set_nodes(p, chunk));
-        if i == 0 {
-            node_start = g.block();
-        }
+    let mut run = Run::default();
+    for chunk in nodes.chunks(NODE_CAPACITY) {
+        run.push(fresh(t, KIND_NODES, |p| set_nodes(p, chunk)));
     }
-    (node_start, nodes.len() as u32, tree.leaves.len() as u32)
+    (run.first, nodes.len() as u32, tree.leaves.len() as u32)
+}
+
+/// Pages of a run as a build writes them: each linked from the one before.
+struct Run {
+    first: u32,
+    last: Option<Exclusive>,
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Run { first: NONE, last: None }
+    }
+}
+
+impl Run {
+    fn push(&mut self, g: Exclusive) {
+        match self.last.as_mut() {
+            Some(prev) => {
+                prev.page_mut_unlogged().update_special(|s| s.right = g.block());
+                prev.mark_dirty();
+            }
+            None => self.first = g.block(),
+        }
+        self.last = Some(g);
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::page::*;
 use super::page::{Exclusive, Shared};
-use crate::storage::{new_page, Xlog};
+use crate::storage::Xlog;
 use pgrx::pg_sys;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -69,6 +69,17 @@ pub fn for_chain(rel: pg_sys::Relation, c: Chain, mut f: impl FnMut(&[Entry])) {
         f(e);
         block = s.right;
     }
+}
+
+/// The blocks of a chain.
+pub fn chain_blocks(rel: pg_sys::Relation, c: Chain) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut block = c.head;
+    while block != NONE {
+        out.push(block);
+        block = Shared::lock(rel, block).page().special().right;
+    }
+    out
 }
 
 /// Calls `f` with the entries of every chain scans read beside the tree.

@@ -71,8 +71,8 @@ fn gpu_spatial_check(
                 if no >= leaf_seen.len() || std::mem::replace(&mut leaf_seen[no], true) {
                     fail(&name, format!("node {i}: leaf number {} repeated or out of range", n.leaf));
                 }
-                if n.start == 0 || n.start.saturating_add(n.count) > nblocks {
-                    fail(&name, format!("leaf node {i}: run {}+{} outside the relation", n.start, n.count));
+                if n.start == 0 || n.start >= nblocks {
+                    fail(&name, format!("leaf node {i}: run at block {} outside the relation", n.start));
                 }
                 let r = n.rect();
                 let mut points = std::collections::HashSet::new();

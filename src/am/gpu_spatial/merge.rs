@@ -26,7 +26,7 @@ use super::page::Exclusive;
 use super::page::*;
 use super::shape;
 use crate::am::common::{Access, OpenIndex};
-use crate::storage::{new_page, new_run, Xlog};
+use crate::storage::{recycle, Xlog};
 use gpuindex_engine::gpics::tree::Node;
 use gpuindex_engine::gpics::update::{plan_update, LeafData, LeafSource};
 use gpuindex_engine::gpics::{Params, Points};
@@ -127,9 +127,11 @@ fn entries_of(p: &Points) -> Vec<Entry> {
     (0..p.len()).map(|i| Entry { x: p.x[i], y: p.y[i], tid: p.id[i] }).collect()
 }
 
-/// Writes `items` on new consecutive pages of `kind`, WAL-logged (full
-/// images, four pages a record, four buffer locks held at a time);
-/// returns the first block and the pages.
+/// Writes `items` on a new run of pages of `kind` (recycled ones where the
+/// free space map has them), WAL-logged: full images, four pages a record,
+/// written last page first so that each links to the next; four buffer
+/// locks at a time however long the run. Returns the first block and the
+/// pages.
 fn write_run<T: Copy>(
     index: pg_sys::Relation,
     kind: u8,
@@ -138,33 +140,58 @@ fn write_run<T: Copy>(
     set: fn(&mut super::page::PageMut, &[T]),
 ) -> (u32, u32) {
     let chunks: Vec<&[T]> = if items.is_empty() { vec![&[][..]] } else { items.chunks(per_page).collect() };
-    let first = new_run(index, chunks.len(), 4, |at, group: &[Exclusive]| {
+    let mut next = NONE;
+    for group in chunks.chunks(4).rev() {
+        let pages: Vec<Exclusive> = group.iter().map(|_| new_page(index)).collect();
         let x = Xlog::start(index);
-        for (g, d) in group.iter().zip(&chunks[at..]) {
+        for (i, (g, d)) in pages.iter().zip(group).enumerate() {
             let mut p = x.register(g, true);
-            p.init(special(kind));
+            let mut sp = special(kind);
+            sp.right = pages.get(i + 1).map_or(next, |n| n.block());
+            p.init(sp);
             set(&mut p, d);
         }
         x.finish();
-    });
-    (first, chunks.len() as u32)
+        next = pages[0].block();
+    }
+    (next, chunks.len() as u32)
+}
+
+/// Flags `blocks` FREED with the safe xid of now (four pages a record):
+/// scans that read the shape before may still read them; VACUUM recycles
+/// them once no snapshot is that old.
+pub fn free_pages(index: pg_sys::Relation, blocks: &[u32]) {
+    let xid = recycle::safe_xid_now();
+    for group in blocks.chunks(4) {
+        let pages: Vec<Exclusive> = group.iter().map(|&b| Exclusive::lock(index, b)).collect();
+        let x = Xlog::start(index);
+        for g in &pages {
+            x.register(g, false).update_special(|s| {
+                s.flags |= FREED;
+                s.freed_at = xid;
+            });
+        }
+        x.finish();
+    }
 }
 
 /// Appends the points of `p` that the run does not hold yet (by TID) to
 /// its free slots, in place. False, changing nothing, if they do not fit.
-fn append_in_place(index: pg_sys::Relation, (start, pages): (u32, u32), p: &Points) -> bool {
+fn append_in_place(index: pg_sys::Relation, run: (u32, u32), p: &Points) -> bool {
     let mut have = HashSet::new();
     let mut used = 0usize;
-    shape::for_run(index, (start, pages), |page| {
+    let mut blocks = Vec::with_capacity(run.1 as usize);
+    shape::for_run_pages(index, run, |b, page| {
+        blocks.push(b);
         used += page.len();
         have.extend(page.iter().map(|e| e.tid));
     });
     let new: Vec<Entry> = entries_of(p).into_iter().filter(|e| !have.contains(&e.tid)).collect();
-    if used + new.len() > pages as usize * ENTRY_CAPACITY {
+    if used + new.len() > run.1 as usize * ENTRY_CAPACITY {
         return false;
     }
     let mut rest = &new[..];
-    for b in start..start + pages {
+    for b in blocks {
         if rest.is_empty() {
             break;
         }
@@ -267,6 +294,19 @@ pub fn merge_locked(index: pg_sys::Relation, touched: &[u32]) -> u64 {
     now.frozen = Chain::EMPTY;
     write_meta(&mut mp, &now);
     x.finish();
+    drop(meta);
+    // What the old shape reached and the new one does not: replaced leaf
+    // runs, the old node run, the merged delta.
+    let live: HashSet<u32> = nodes.iter().filter(|n| n.is_leaf()).map(|n| n.start).collect();
+    let mut freed = Vec::new();
+    for n in s.nodes.iter().filter(|n| n.is_leaf() && !live.contains(&n.start)) {
+        freed.extend(shape::run_blocks(index, (n.start, n.count)));
+    }
+    if m.node_count > 0 {
+        freed.extend(shape::node_blocks(index, &m));
+    }
+    freed.extend(super::chain::chain_blocks(index, m.frozen));
+    free_pages(index, &freed);
     m.frozen.entries
 }
 

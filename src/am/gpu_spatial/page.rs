@@ -6,13 +6,18 @@
 //!   vacuum count (bumped whenever VACUUM removes entries from tree pages:
 //!   a cached copy of the points is current while both match);
 //! - entry pages: (x, y, heap TID) entries. A quadtree leaf owns a run of
-//!   consecutive entry pages; chains of entry pages (linked by `right`)
-//!   hold what is not in the tree: the delta (finite points inserted since
-//!   the last merge), the frozen delta of a merge in progress, and the odd
-//!   entries (NULLs, flagged in the TID, and non-finite points);
+//!   entry pages (linked by `right`, like every page sequence here: runs
+//!   are allocated a page at a time, recycled pages included); chains of
+//!   entry pages hold what is not in the tree: the delta (finite points
+//!   inserted since the last merge), the frozen delta of a merge in
+//!   progress, and the odd entries (NULLs, flagged in the TID, and
+//!   non-finite points);
 //! - node pages: the quadtree's nodes (the engine's 64-byte `Node`), root
-//!   first, consecutive blocks. A leaf node's `start` is the first block of
-//!   its run and `count` the number of pages in it.
+//!   first, a linked run. A leaf node's `start` is the first block of its
+//!   run and `count` the number of pages in it;
+//! - freed pages: pages a merge replaced keep their contents (scans of the
+//!   shape before it may still read them), flagged FREED with their safe
+//!   xid until VACUUM gives them to the free space map (`storage::recycle`).
 
 use crate::storage::{PageData, Tid};
 use gpuindex_engine::gpics::tree::Node;
@@ -27,26 +32,35 @@ pub struct Special {
     pub right: u32,
     pub count: u32,
     pub kind: u8,
-    _pad: [u8; 5],
+    pub flags: u8,
+    _pad: [u8; 4],
     /// Identifies gpu_spatial pages when checking.
     pub page_id: u16,
+    /// For a FREED page: the next full xid when it was freed.
+    pub freed_at: u64,
 }
 
 // SAFETY: repr(C) integers, every bit pattern valid.
 unsafe impl PageData for Special {}
 crate::page_types!(Special);
+const _: () = assert!(std::mem::size_of::<Special>() == 24);
 
 pub const PAGE_ID: u16 = 0x5A71;
 pub const META_BLOCK: u32 = 0;
 pub const MAGIC: u32 = 0x4753_5054; // "GSPT"
 /// 2: the special area is gpu_spatial's own (16 bytes, was gpu_btree's 40).
-pub const VERSION: u32 = 2;
+/// 3: runs are linked by `right`, not consecutive; pages can be freed and
+/// recycled (special area 24 bytes, with `flags` and `freed_at`).
+pub const VERSION: u32 = 3;
 pub const NONE: u32 = pg_sys::InvalidBlockNumber;
 
 pub const KIND_META: u8 = 1;
 pub const KIND_LEAF: u8 = 2;
 pub const KIND_DELTA: u8 = 3;
 pub const KIND_NODES: u8 = 4;
+
+/// A page no live structure reaches (see `freed_at`).
+pub const FREED: u8 = 1;
 
 /// Set in an entry's TID for a row whose point is NULL.
 pub const NULL_FLAG: u64 = 1 << 63;
@@ -222,4 +236,16 @@ pub fn set_nodes(page: &mut PageMut, n: &[Node]) {
 /// The number of pages of a leaf's run.
 pub fn pages_for(entries: usize) -> usize {
     entries.div_ceil(ENTRY_CAPACITY).max(1)
+}
+
+/// The safe xid of a page freed for recycling (None: not freed).
+pub fn freed_at(page: &PageRef) -> Option<u64> {
+    let s = page.special();
+    (s.page_id == PAGE_ID && s.flags & FREED != 0).then_some(s.freed_at)
+}
+
+/// A page for a writer: a recycled one from the free space map, else a new
+/// one at the end (exclusively locked; the caller initialises it).
+pub fn new_page(rel: pg_sys::Relation) -> Exclusive {
+    crate::storage::recycle::reuse_page(rel, freed_at).unwrap_or_else(|| crate::storage::new_page(rel))
 }

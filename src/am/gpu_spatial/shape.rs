@@ -39,9 +39,12 @@ pub fn shape(rel: pg_sys::Relation, m: &Meta) -> Arc<Shape> {
     let mut nodes = Vec::with_capacity(m.node_count as usize);
     let mut block = m.node_start;
     while nodes.len() < m.node_count as usize {
+        if block == NONE {
+            corrupted(format!("the node run ends after {} of {} nodes", nodes.len(), m.node_count));
+        }
         let g = Shared::lock(rel, block);
         nodes.extend_from_slice(super::page::nodes(g.page()));
-        block += 1;
+        block = g.page().special().right;
     }
     cache::store(rel, "nodes", Shape { generation: m.generation, nodes })
 }
@@ -74,12 +77,44 @@ pub fn leaf_runs(nodes: &[Node], quals: &[Query]) -> Vec<(u32, u32)> {
     runs
 }
 
-/// Calls `f` with the entries of each page of a run.
-pub fn for_run(rel: pg_sys::Relation, (start, pages): (u32, u32), mut f: impl FnMut(&[Entry])) {
-    for b in start..start + pages {
-        let g = Shared::lock(rel, b);
-        f(entries(g.page()).0);
+/// Calls `f` with the block and the entries of each page of a run.
+pub fn for_run_pages(rel: pg_sys::Relation, (start, pages): (u32, u32), mut f: impl FnMut(u32, &[Entry])) {
+    let mut block = start;
+    for i in 0..pages {
+        if block == NONE {
+            corrupted(format!("the run at block {start} ends after {i} of {pages} pages"));
+        }
+        let g = Shared::lock(rel, block);
+        let (e, s) = entries(g.page());
+        f(block, e);
+        block = s.right;
     }
+}
+
+/// Calls `f` with the entries of each page of a run.
+pub fn for_run(rel: pg_sys::Relation, run: (u32, u32), mut f: impl FnMut(&[Entry])) {
+    for_run_pages(rel, run, |_, e| f(e));
+}
+
+/// The blocks of a run (read only past its first page).
+pub fn run_blocks(rel: pg_sys::Relation, run: (u32, u32)) -> Vec<u32> {
+    if run.1 == 1 {
+        return vec![run.0];
+    }
+    let mut out = Vec::with_capacity(run.1 as usize);
+    for_run_pages(rel, run, |b, _| out.push(b));
+    out
+}
+
+/// The blocks of the node run `m` describes.
+pub fn node_blocks(rel: pg_sys::Relation, m: &Meta) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut block = m.node_start;
+    for _ in 0..(m.node_count as usize).div_ceil(NODE_CAPACITY) {
+        out.push(block);
+        block = Shared::lock(rel, block).page().special().right;
+    }
+    out
 }
 
 /// Every entry answering all `quals` (every entry, NULLs included, when

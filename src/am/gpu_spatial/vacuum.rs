@@ -4,13 +4,15 @@
 //! runs; it removes dead entries a page at a time (one WAL record per
 //! changed page), records the new counts, bumps the vacuum count when
 //! tree pages changed (cached copies of the points are reloaded), then
-//! merges the delta and any underfull leaves. amvacuumcleanup reports.
+//! merges the delta and any underfull leaves. amvacuumcleanup merges,
+//! recycles the pages merges freed, and reports.
 
 use super::page::*;
 use super::page::{Exclusive, Shared};
-use super::{merge, shape};
-use crate::storage::{Tid, Xlog};
+use super::{chain, merge, shape};
+use crate::storage::{recycle, Tid, Xlog};
 use pgrx::pg_sys;
+use std::collections::HashSet;
 
 /// Removes the dead entries of one page; returns how many, and the next
 /// page of its chain.
@@ -43,9 +45,11 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
     let mut tree_removed = 0u64;
     let mut touched = Vec::new();
     for (i, n) in s.nodes.iter().enumerate().filter(|(_, n)| n.is_leaf()) {
-        let mut removed = 0;
-        for b in n.start..n.start + n.count {
-            removed += clean(index, b, &dead).0;
+        let (mut removed, mut block) = (0, n.start);
+        for _ in 0..n.count {
+            let (r, next) = clean(index, block, &dead);
+            removed += r;
+            block = next;
         }
         if removed > 0 {
             touched.push(i as u32);
@@ -83,10 +87,54 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
 }
 
 /// After VACUUM: folds the delta (without dead rows bulk delete did not
-/// run and merge), and counts the entries.
+/// run and merge), recycles freed pages, and counts the entries.
 pub fn cleanup(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult) {
-    merge::merge(index, true);
+    merge::lock_structure(index, true);
+    merge::merge_locked(index, &[]);
+    stats.pages_free = recycle_pages(index) as u32;
+    merge::unlock_structure(index);
     let m = shape::meta(index);
     stats.num_index_tuples = (m.tree_entries + m.chains().iter().map(|c| c.entries).sum::<u64>()) as f64;
     stats.estimated_count = false;
+}
+
+/// Under the structure lock (no merge runs, so no tree page is written or
+/// freed meanwhile): reads every page; gives the free space map those
+/// never initialised and the FREED ones no snapshot can reach any more;
+/// flags FREED the pages nothing reaches that are not flagged yet (a merge
+/// a crash or an ERROR cut short, before or after its metapage record).
+/// Returns the pages now free.
+fn recycle_pages(index: pg_sys::Relation) -> usize {
+    // SAFETY: an open index relation.
+    let nblocks = unsafe { pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) };
+    let (mut free, mut unreached) = (0, Vec::new());
+    for block in META_BLOCK + 1..nblocks {
+        // SAFETY: VACUUM's cost-delay point, with no lock held.
+        unsafe { pg_sys::vacuum_delay_point() };
+        let g = Shared::lock(index, block);
+        let page = g.page();
+        if page.is_new() || freed_at(&page).is_some_and(recycle::removable) {
+            recycle::record_free(index, block);
+            free += 1;
+        } else if freed_at(&page).is_none() {
+            unreached.push(block);
+        }
+    }
+    // What the structure reaches, read after every page above: a chain
+    // page an insert added since was linked when it was written.
+    let m = shape::meta(index);
+    let mut live: HashSet<u32> = HashSet::new();
+    if m.node_count > 0 {
+        live.extend(shape::node_blocks(index, &m));
+        for n in shape::shape(index, &m).nodes.iter().filter(|n| n.is_leaf()) {
+            live.extend(shape::run_blocks(index, (n.start, n.count)));
+        }
+    }
+    for c in m.chains() {
+        live.extend(chain::chain_blocks(index, c));
+    }
+    unreached.retain(|b| !live.contains(b));
+    merge::free_pages(index, &unreached);
+    recycle::vacuum_fsm(index);
+    free
 }
