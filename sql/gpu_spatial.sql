@@ -13,7 +13,7 @@ INSERT INTO gs SELECT 20000 + g, point(33 + (g % 37) * 0.001, 61 + (g % 41) * 0.
 INSERT INTO gs VALUES (30001, point('NaN', 1)), (30002, point('Infinity', 5)), (30003, point(5, '-Infinity')),
   (30004, NULL), (30005, point(10.0000001, 20)), (30006, point('NaN', 'NaN'));
 CREATE INDEX gs_p ON gs USING gpu_spatial (p) WITH (leaf_capacity = 64);
-SELECT * FROM gpu_spatial_check('gs_p');
+SELECT nodes, leaves, tree_entries, chain_pages, chain_entries, largest_leaf_pages, largest_leaf_distinct FROM gpu_spatial_check('gs_p');
 SELECT amvalidate(oid) AS valid, opcname FROM pg_opclass WHERE opcmethod = (SELECT oid FROM pg_am WHERE amname = 'gpu_spatial');
 
 CREATE FUNCTION gs_got() RETURNS TABLE (q text, ids int[]) LANGUAGE sql AS $$
@@ -75,10 +75,10 @@ SELECT count(*) FROM gs WHERE p <@ box '(10,20),(10.5,20)';
 SELECT id, p <-> point '(10.0004,20)' AS d FROM gs ORDER BY p <-> point '(10.0004,20)', id LIMIT 3;
 RESET enable_seqscan; RESET enable_bitmapscan;
 SELECT count(*) FROM gs WHERE p <@ box '(10,20),(10.5,20)';
-SELECT * FROM gpu_spatial_check('gs_p');
+SELECT nodes, leaves, tree_entries, chain_pages, chain_entries, largest_leaf_pages, largest_leaf_distinct FROM gpu_spatial_check('gs_p');
 DELETE FROM gs WHERE id % 3 = 0;
 VACUUM gs;
-SELECT * FROM gpu_spatial_check('gs_p');
+SELECT nodes, leaves, tree_entries, chain_pages, chain_entries, largest_leaf_pages, largest_leaf_distinct FROM gpu_spatial_check('gs_p');
 SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
 DROP TABLE want; CREATE TEMP TABLE want AS SELECT * FROM gs_got();
 RESET enable_indexscan; RESET enable_bitmapscan; RESET enable_indexonlyscan;
@@ -86,7 +86,7 @@ SET enable_seqscan = off; SET enable_bitmapscan = off;
 SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS after_vacuum_ok, cardinality(w.ids) AS n FROM want w JOIN gs_got() g USING (q) ORDER BY w.q;
 SELECT count(*) FROM gs WHERE p <@ box '(10,20),(10.5,20)';
 REINDEX INDEX gs_p;
-SELECT * FROM gpu_spatial_check('gs_p');
+SELECT nodes, leaves, tree_entries, chain_pages, chain_entries, largest_leaf_pages, largest_leaf_distinct FROM gpu_spatial_check('gs_p');
 SELECT count(*) FROM gs WHERE p <@ box '(10,20),(10.5,20)';
 RESET enable_seqscan; RESET enable_bitmapscan;
 
@@ -98,7 +98,7 @@ INSERT INTO gs SELECT 50000 + g, point(60 + (g % 40) * 0.01, 30 + (g / 40) * 0.0
 INSERT INTO gs VALUES (52001, point(-500, 900)), (52002, point(10, 20));
 SELECT leaves > 84 AS split, chain_pages < 5 AS merged FROM gpu_spatial_check('gs_p');
 SELECT gpu_spatial_merge('gs_p');
-SELECT * FROM gpu_spatial_check('gs_p');
+SELECT nodes, leaves, tree_entries, chain_pages, chain_entries, largest_leaf_pages, largest_leaf_distinct FROM gpu_spatial_check('gs_p');
 SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
 DROP TABLE want; CREATE TEMP TABLE want AS SELECT * FROM gs_got();
 RESET enable_indexscan; RESET enable_bitmapscan; RESET enable_indexonlyscan;

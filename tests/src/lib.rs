@@ -125,17 +125,17 @@ pub fn short(s: &str) -> String {
 }
 
 /// VACUUMs `table` (past a new xid each time) until the free space map of
-/// `index` shows at least `pages` free pages, or ten seconds pass: pages
-/// freed at some xid are recycled only once no snapshot anywhere in the
-/// cluster is older (other tests' may be). Returns the free pages seen.
-pub fn vacuum_until_free(c: &mut Client, table: &str, index: &str, pages: i64) -> i64 {
+/// `index` shows at least `pages(c)` free pages, or twenty seconds pass:
+/// pages freed at some xid are recycled only once no snapshot anywhere in
+/// the cluster is older (other tests' may be). Returns the free pages seen.
+pub fn vacuum_until_free(c: &mut Client, table: &str, index: &str, pages: impl Fn(&mut Client) -> i64) -> i64 {
     c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_freespacemap").unwrap();
     let mut free = 0;
-    for _ in 0..50 {
+    for _ in 0..100 {
         c.batch_execute("SELECT txid_current()").unwrap();
         c.batch_execute(&format!("VACUUM {table}")).unwrap();
         free = c.query_one(&format!("SELECT count(*) FROM pg_freespace('{index}') WHERE avail > 0"), &[]).unwrap().get(0);
-        if free >= pages {
+        if free >= pages(c) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(200));

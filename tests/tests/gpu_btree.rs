@@ -404,7 +404,7 @@ fn vacuum_deletes_and_recycles_empty_leaves() {
     // The deleting VACUUM's own xid horizon keeps the pages; a later
     // VACUUM, past a new xid, gives them to the free space map (once no
     // snapshot anywhere in the cluster is older: other tests' may be).
-    vacuum_until_free(&mut c, "del_t", "del_t_v", (leaves - after) * 9 / 10);
+    vacuum_until_free(&mut c, "del_t", "del_t_v", |_| (leaves - after) * 9 / 10);
     c.batch_execute("INSERT INTO del_t SELECT g, g FROM generate_series(1, 180000) g").unwrap();
     let (leaves_now, total_now) = leaf_and_total_pages(&mut c, "del_t_v");
     let (new_leaves, grown) = (leaves_now - after, total_now - total);

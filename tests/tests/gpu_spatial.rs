@@ -376,9 +376,11 @@ fn merges_recycle_the_pages_they_free() {
         insert(&mut c, &["sp_churn"], &points(&mut rng, true, batch), (5 + round) * batch);
         c.batch_execute(&format!("DELETE FROM sp_churn WHERE id < {}", (round + 1) * batch)).unwrap();
         // The VACUUM that merges frees pages; one past a new xid, once no
-        // snapshot is older, recycles them.
+        // snapshot is older, recycles them: wait until all are.
         c.batch_execute("VACUUM sp_churn").unwrap();
-        vacuum_until_free(&mut c, "sp_churn", "sp_churn_p", 1);
+        let freed = |c: &mut Client| -> i64 { c.query_one("SELECT freed_pages FROM gpu_spatial_check('sp_churn_p')", &[]).unwrap().get(0) };
+        let free = vacuum_until_free(&mut c, "sp_churn", "sp_churn_p", freed);
+        assert!(free > 0, "round {round}: nothing recycled");
         sizes.push(size(&mut c));
     }
     eprintln!("index pages after each round: {sizes:?}");

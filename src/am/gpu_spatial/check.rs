@@ -2,7 +2,7 @@
 //! (amcheck-style): the node pages hold a quadtree (children inside their
 //! parent's quadrant, leaves numbered once each, runs inside the
 //! relation), every leaf entry lies in its leaf's box, the tree and chain
-//! counts match the metapage's. On a primary the check holds the
+//! counts match the metapage's; counts the pages merges freed. On a primary the check holds the
 //! structure lock, so no merge or VACUUM moves entries meanwhile (inserts
 //! running beside it can only add to the delta). On a standby nothing
 //! keeps replay of a merge from running beside it, and a half-replayed
@@ -13,6 +13,7 @@
 //! point cannot split and grows with its duplicates, any other stays
 //! near `leaf_capacity` however skewed the data).
 
+use super::page::{freed_at, Shared, META_BLOCK};
 use super::shape;
 use crate::am::common::{Access, OpenIndex};
 use gpuindex_engine::gpics::tree::{quadrant_box, NONE as NO_CHILD};
@@ -29,7 +30,7 @@ fn fail(index: &str, what: String) -> ! {
     strict,
     sql = "CREATE FUNCTION gpu_spatial_check(index regclass)
     RETURNS TABLE (nodes bigint, leaves bigint, tree_entries bigint, chain_pages bigint, chain_entries bigint,
-                   largest_leaf_pages bigint, largest_leaf_distinct bigint)
+                   largest_leaf_pages bigint, largest_leaf_distinct bigint, freed_pages bigint)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
 -- As amcheck's: reads every page; a superuser grants it deliberately.
 REVOKE ALL ON FUNCTION gpu_spatial_check(regclass) FROM PUBLIC;"
@@ -46,6 +47,7 @@ fn gpu_spatial_check(
         name!(chain_entries, i64),
         name!(largest_leaf_pages, i64),
         name!(largest_leaf_distinct, i64),
+        name!(freed_pages, i64),
     ),
 > {
     // SAFETY: reads pages under share locks, one at a time.
@@ -128,6 +130,8 @@ fn gpu_spatial_check(
             delta_pages += pages;
             delta_entries += entries;
         }
+        // Pages merges freed, waiting for VACUUM or in the free space map.
+        let freed = (META_BLOCK + 1..nblocks).filter(|&b| freed_at(&Shared::lock(rel, b).page()).is_some()).count();
         if !recovering {
             super::merge::unlock_structure(rel);
         }
@@ -139,6 +143,7 @@ fn gpu_spatial_check(
             delta_entries as i64,
             largest.0 as i64,
             largest.1 as i64,
+            freed as i64,
         )
     };
     TableIterator::new(std::iter::once(row))
