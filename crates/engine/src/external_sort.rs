@@ -112,17 +112,13 @@ impl<T: Record, S: RunStore> ExternalSorter<T, S> {
     /// Sorts the buffer and writes it as one run.
     fn spill(&mut self) {
         self.buffer.par_sort_unstable();
-        let start = self.end;
-        let mut bytes = vec![0u8; WRITE_CHUNK / T::SIZE * T::SIZE];
-        for chunk in self.buffer.chunks(bytes.len() / T::SIZE) {
-            let n = chunk.len() * T::SIZE;
-            for (x, out) in chunk.iter().zip(bytes.chunks_exact_mut(T::SIZE)) {
-                x.put(out);
-            }
-            self.store.append(&bytes[..n]);
-            self.end += n as u64;
+        let mut w = RunWriter::new(self.end);
+        for x in &self.buffer {
+            w.put(x, &mut self.store);
         }
-        self.runs.push(start..self.end);
+        let run = w.finish(&mut self.store);
+        self.end = run.end;
+        self.runs.push(run);
         self.stats.runs += 1;
         self.buffer.clear();
     }
@@ -142,26 +138,53 @@ impl<T: Record, S: RunStore> ExternalSorter<T, S> {
             // Merge the shortest runs first: each pass writes fewer bytes.
             self.runs.sort_by_key(|r| r.end - r.start);
             let group: Vec<Range<u64>> = self.runs.drain(..fan_in).collect();
-            let start = self.end;
-            let mut out = Vec::with_capacity(WRITE_CHUNK);
+            let mut w = RunWriter::new(self.end);
             let mut merge = Merge::<T>::new(group, self.memory);
             while let Some(x) = merge.next(&mut self.store) {
-                let at = out.len();
-                out.resize(at + T::SIZE, 0);
-                x.put(&mut out[at..]);
-                if out.len() >= WRITE_CHUNK {
-                    self.store.append(&out);
-                    self.end += out.len() as u64;
-                    out.clear();
-                }
+                w.put(&x, &mut self.store);
             }
-            self.store.append(&out);
-            self.end += out.len() as u64;
-            self.runs.push(start..self.end);
+            let run = w.finish(&mut self.store);
+            self.end = run.end;
+            self.runs.push(run);
             self.stats.extra_passes += 1;
         }
         let merge = Merge::new(std::mem::take(&mut self.runs), self.memory);
         (Sorted::Merge(merge, self.store), self.stats)
+    }
+}
+
+/// Appends records to the store as one run, WRITE_CHUNK bytes at a time
+/// (a spilled buffer or a merge pass's output).
+struct RunWriter {
+    start: u64,
+    written: u64,
+    out: Vec<u8>,
+}
+
+impl RunWriter {
+    fn new(start: u64) -> Self {
+        RunWriter { start, written: 0, out: Vec::with_capacity(WRITE_CHUNK) }
+    }
+
+    fn put<T: Record>(&mut self, x: &T, store: &mut impl RunStore) {
+        let at = self.out.len();
+        self.out.resize(at + T::SIZE, 0);
+        x.put(&mut self.out[at..]);
+        if self.out.len() >= WRITE_CHUNK {
+            self.flush(store);
+        }
+    }
+
+    fn flush(&mut self, store: &mut impl RunStore) {
+        store.append(&self.out);
+        self.written += self.out.len() as u64;
+        self.out.clear();
+    }
+
+    /// The run's byte range in the store.
+    fn finish(mut self, store: &mut impl RunStore) -> Range<u64> {
+        self.flush(store);
+        self.start..self.start + self.written
     }
 }
 
