@@ -22,6 +22,10 @@ pub static GPU_MIN_BATCH: GucSetting<i32> = GucSetting::<i32>::new(4096);
 /// Tests only: gpu_btree leaf splits stop after their first record, as a
 /// crash there would (the downlink is left for the next writer to add).
 pub static DEBUG_INTERRUPT_SPLITS: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// Tests only: gpu_spatial merges raise an ERROR after writing their
+/// leaves and nodes, before the metapage record, as a crash there would
+/// leave them (the next merge starts again from the frozen delta).
+pub static DEBUG_INTERRUPT_MERGES: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 pub fn policy() -> Policy {
     match DEVICE.get() {
@@ -102,6 +106,14 @@ pub fn init() {
         c"Tests only: gpu_btree leaf splits stop before adding their downlink, as after a crash.",
         c"The next insert that reaches such a split adds the downlink. Superuser only.",
         &DEBUG_INTERRUPT_SPLITS,
+        GucContext::Suset,
+        GucFlags::NO_SHOW_ALL,
+    );
+    GucRegistry::define_bool_guc(
+        c"gpuindex.debug_interrupt_merges",
+        c"Tests only: gpu_spatial merges fail before their metapage record, as after a crash.",
+        c"The next merge starts again from the frozen delta. Superuser only.",
+        &DEBUG_INTERRUPT_MERGES,
         GucContext::Suset,
         GucFlags::NO_SHOW_ALL,
     );

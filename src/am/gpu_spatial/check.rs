@@ -130,8 +130,14 @@ fn gpu_spatial_check(
             delta_pages += pages;
             delta_entries += entries;
         }
-        // Pages merges freed, waiting for VACUUM or in the free space map.
-        let freed = (META_BLOCK + 1..nblocks).filter(|&b| freed_at(&Shared::lock(rel, b).page()).is_some()).count();
+        // Pages merges freed, waiting for VACUUM or in the free space map
+        // (not those never initialised: extended just before a crash).
+        let freed = (META_BLOCK + 1..nblocks)
+            .filter(|&b| {
+                let g = Shared::lock(rel, b);
+                !g.page().is_new() && freed_at(&g.page()).is_some()
+            })
+            .count();
         if !recovering {
             super::merge::unlock_structure(rel);
         }

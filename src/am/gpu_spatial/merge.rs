@@ -20,7 +20,7 @@
 //! A scan may meet an appended entry twice (in its leaf and in the frozen
 //! delta): scans drop duplicate TIDs. After a crash between 3 and 4 the
 //! next merge starts again from the frozen delta; entries already
-//! appended are recognised by TID and not added twice.
+//! appended are recognised by TID and neither added nor counted twice.
 
 use super::page::Exclusive;
 use super::page::*;
@@ -86,24 +86,29 @@ fn freeze(index: pg_sys::Relation) -> Meta {
     m
 }
 
-/// The leaf runs of the current tree as the engine's leaf source; keeps
-/// the counts it read (for the new entry total).
+/// The leaf runs of the current tree as the engine's leaf source; keeps,
+/// for each leaf it read, its entries and how many of them the metapage
+/// counts: not those a merge cut short appended from the frozen delta
+/// (`frozen`).
 struct Pages<'a> {
     rel: pg_sys::Relation,
     nodes: &'a [Node],
-    counts: RefCell<HashMap<u32, usize>>,
+    frozen: &'a HashSet<u64>,
+    counted: RefCell<HashMap<u32, (usize, usize)>>,
 }
 
 impl Pages<'_> {
     fn read(&self, node: u32) -> Points {
         let n = &self.nodes[node as usize];
         let mut p = Points::default();
+        let mut counted = 0;
         shape::for_run(self.rel, (n.start, n.count), |page| {
             for e in page {
                 p.push(e.x, e.y, e.tid);
+                counted += usize::from(!self.frozen.contains(&e.tid));
             }
         });
-        self.counts.borrow_mut().insert(node, p.len());
+        self.counted.borrow_mut().insert(node, (p.len(), counted));
         p
     }
 }
@@ -113,7 +118,7 @@ impl LeafSource for Pages<'_> {
         nodes.iter().map(|&n| self.read(n)).collect()
     }
     fn count(&self, node: u32) -> usize {
-        if let Some(&c) = self.counts.borrow().get(&node) {
+        if let Some(&(c, _)) = self.counted.borrow().get(&node) {
             return c;
         }
         let n = &self.nodes[node as usize];
@@ -228,13 +233,14 @@ pub fn merge_locked(index: pg_sys::Relation, touched: &[u32]) -> u64 {
     let params = Params { mc: m.mc as usize, mh: m.mh as usize };
     let s = shape::shape(index, &m);
     crate::batch::ensure_cpu_pool();
-    let src = Pages { rel: index, nodes: &s.nodes, counts: RefCell::new(HashMap::new()) };
+    let frozen: HashSet<u64> = inserts.id.iter().copied().collect();
+    let src = Pages { rel: index, nodes: &s.nodes, frozen: &frozen, counted: RefCell::new(HashMap::new()) };
     let (nodes, tree_entries) = match plan_update(&s.nodes, params, &inserts, touched, &src) {
         Ok(plan) => {
             let mut nodes = plan.nodes;
             let mut total = m.tree_entries as i64;
-            for c in src.counts.borrow().values() {
-                total -= *c as i64; // every loaded leaf is rewritten or merged away
+            for &(_, counted) in src.counted.borrow().values() {
+                total -= counted as i64; // every loaded leaf is rewritten or merged away
             }
             for n in nodes.iter_mut().filter(|n| n.is_leaf()) {
                 match &plan.leaves[n.leaf as usize - 1] {
@@ -257,6 +263,8 @@ pub fn merge_locked(index: pg_sys::Relation, touched: &[u32]) -> u64 {
         // No tree yet, or a point the root cannot grow to: build anew.
         Err(_) => {
             let mut all = Points::default();
+            // (A merge cut short on this path appended nothing: the same
+            // tree and frozen delta led it here too.)
             for i in (0..s.nodes.len()).filter(|&i| s.nodes[i].is_leaf()) {
                 let p = src.read(i as u32);
                 all.x.extend_from_slice(&p.x);
@@ -281,6 +289,9 @@ pub fn merge_locked(index: pg_sys::Relation, touched: &[u32]) -> u64 {
         }
     };
     let (node_start, _) = write_run(index, KIND_NODES, &nodes, NODE_CAPACITY, set_nodes);
+    if crate::guc::DEBUG_INTERRUPT_MERGES.get() {
+        error!("gpu_spatial merge interrupted before its metapage record (gpuindex.debug_interrupt_merges)");
+    }
     // Step 4.
     let meta = Exclusive::lock(index, META_BLOCK);
     let x = Xlog::start(index);
