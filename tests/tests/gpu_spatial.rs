@@ -83,6 +83,17 @@ fn check_against_gist(c: &mut Client, pred: &str) {
     let got = ids(c, &format!("SELECT id FROM sp_gpu WHERE {pred}"));
     let want = ids(c, &format!("SELECT id FROM sp_gist WHERE {pred}"));
     assert_eq!(got, want, "gpu_spatial and GiST differ on {pred}");
+    // Index-only: the points themselves.
+    let q = |t: &str| format!("SELECT p[0], p[1] FROM {t} WHERE {pred}");
+    let plan: Vec<String> = c.query(&format!("EXPLAIN {}", q("sp_gpu")), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(plan.iter().any(|l| l.contains("Index Only Scan")), "not index-only: {plan:?}");
+    let points = |c: &mut Client, t: &str| {
+        let mut v: Vec<(u64, u64)> =
+            c.query(&q(t), &[]).unwrap().iter().map(|r| (r.get::<_, f64>(0).to_bits(), r.get::<_, f64>(1).to_bits())).collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(points(c, "sp_gpu"), points(c, "sp_gist"), "index-only gpu_spatial and GiST differ on {pred}");
 }
 
 fn check_knn_against_gist(c: &mut Client, x: f64, y: f64, filter: &str, limit: usize) {
@@ -439,4 +450,75 @@ fn interrupted_merges_are_finished_by_the_next_one() {
         }
     }
     c.batch_execute("DROP TABLE sp_cut").unwrap();
+}
+
+/// An index-only scan that has read entries holds VACUUM back from
+/// finishing their removal (interlock.rs): the heap's tuples are not
+/// freed, nor their pages marked all-visible, under the open cursor; and
+/// scans that start meanwhile are not held behind that VACUUM.
+#[test]
+fn vacuum_waits_for_index_only_scans() {
+    // Its own database: other tests' snapshots would keep VACUUM from
+    // removing anything (and so from waiting).
+    const DB: &str = "gpuindex_it_spatial_interlock";
+    let mut a = connect(DB);
+    a.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS sp_lock;
+         CREATE TABLE sp_lock (id int, p point) WITH (autovacuum_enabled = off);
+         INSERT INTO sp_lock SELECT g, point(g % 100, g / 100) FROM generate_series(0, 19999) g;
+         CREATE INDEX sp_lock_p ON sp_lock USING gpu_spatial (p);
+         ANALYZE sp_lock;
+         BEGIN;",
+    )
+    .unwrap();
+    a.batch_execute("DELETE FROM sp_lock WHERE id % 2 = 0").unwrap();
+    let deleted: i64 = a.query_one("SELECT txid_current()", &[]).unwrap().get(0);
+    a.batch_execute("COMMIT").unwrap();
+    let q = "SELECT p[0] FROM sp_lock WHERE p <@ box '(0,0),(49,199)'";
+    set_index_only(&mut a, false);
+    let plan: Vec<String> = a.query(&format!("EXPLAIN {q}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(plan.iter().any(|l| l.contains("Index Only Scan")), "{plan:?}");
+    // The cursor's snapshot must let VACUUM remove the deleted rows: its
+    // xmin past the DELETE (a transaction running elsewhere in the
+    // cluster, other tests', would hold it back).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        a.batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; DECLARE cur CURSOR FOR {q}")).unwrap();
+        let xmin: i64 = a.query_one("SELECT txid_snapshot_xmin(txid_current_snapshot())", &[]).unwrap().get(0);
+        if xmin > deleted {
+            break;
+        }
+        a.batch_execute("ROLLBACK").unwrap();
+        assert!(std::time::Instant::now() < deadline, "a transaction older than the DELETE ran for a minute");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let first = a.query("FETCH 1 FROM cur", &[]).unwrap().len();
+    let vacuum = std::thread::spawn(|| connect(DB).batch_execute("VACUUM sp_lock"));
+    let mut c = connect(DB);
+    let waiting = |c: &mut Client| -> i64 {
+        c.query_one("SELECT count(*) FROM pg_locks WHERE locktype = 'page' AND relation = 'sp_lock_p'::regclass AND NOT granted", &[])
+            .unwrap()
+            .get(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while waiting(&mut c) == 0 {
+        if vacuum.is_finished() {
+            panic!("VACUUM did not wait for the index-only cursor: {:?}", vacuum.join());
+        }
+        assert!(std::time::Instant::now() < deadline, "VACUUM neither waited nor finished");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A new index-only scan runs beside the waiting VACUUM.
+    set_index_only(&mut c, false);
+    c.batch_execute("SET statement_timeout = '10s'").unwrap();
+    let n: i64 = c.query_one("SELECT count(*) FROM sp_lock WHERE p <@ box '(0,0),(49,199)'", &[]).unwrap().get(0);
+    assert_eq!(n, 5_000, "live rows in the box");
+    assert!(!vacuum.is_finished(), "VACUUM finished under the open cursor");
+    let rest = a.query("FETCH ALL FROM cur", &[]).unwrap().len();
+    assert_eq!(first + rest, 5_000, "the cursor's rows");
+    a.batch_execute("COMMIT").unwrap();
+    vacuum.join().unwrap().unwrap();
+    c.query("SELECT * FROM gpu_spatial_check('sp_lock_p')", &[]).unwrap();
+    c.batch_execute("DROP TABLE sp_lock").unwrap();
 }

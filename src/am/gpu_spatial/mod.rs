@@ -14,6 +14,7 @@ pub mod check;
 mod cost;
 pub mod functions;
 mod image;
+mod interlock;
 mod knn;
 pub mod merge;
 pub mod options;
@@ -40,12 +41,6 @@ impl IndexAm for GpuSpatial {
 
     fn capabilities(am: &mut pg_sys::IndexAmRoutine) {
         am.amcanorderbyop = true;
-        // No index-only scans: a scan materialises its matches from many
-        // leaves at once and keeps no pins on them, so VACUUM could remove
-        // entries (and mark their heap pages all-visible) before they are
-        // returned; an index-only scan would then return dead rows.
-        // gpu_btree keeps its current page's pin for this.
-        am.amcanreturn = None;
     }
 
     fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {

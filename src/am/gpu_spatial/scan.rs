@@ -6,7 +6,10 @@
 //! call (the candidate leaves' pages and the delta, each read once, the
 //! lock dropped between pages: safe for the MVCC snapshots that are all a
 //! gpu_spatial scan accepts). An ordered scan walks best first (`knn.rs`).
+//! Index-only scans hold VACUUM's interlock (`interlock.rs`) from their
+//! first read to their end.
 
+use super::interlock::{self, ScanLock};
 use super::knn::Knn;
 use super::page::Entry;
 use super::shape;
@@ -41,6 +44,8 @@ pub struct ScanState {
     mode: Option<Mode>,
     /// The last entry returned.
     last: Option<Entry>,
+    /// Held by an index-only scan that has read entries.
+    lock: Option<ScanLock>,
 }
 
 /// A scan key's argument as a query.
@@ -115,16 +120,19 @@ impl IndexScan for ScanState {
     const INSTEAD: &'static str = "GiST";
 
     fn begin(_index: pg_sys::Relation, _nkeys: usize, norderbys: usize) -> Self {
-        ScanState { quals: Some(Vec::new()), order: None, ordered: norderbys > 0, mode: None, last: None }
+        ScanState { quals: Some(Vec::new()), order: None, ordered: norderbys > 0, mode: None, last: None, lock: None }
     }
 
     fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
         self.quals = quals_of(scan);
         self.order = order_of(scan);
-        self.mode = None;
+        self.stop();
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, _forward: bool) -> Option<Found> {
+        if self.mode.is_none() && scan.xs_want_itup && self.lock.is_none() {
+            self.lock = Some(interlock::lock_for_scan(scan.indexRelation));
+        }
         let (e, distance) = self.next_entry(scan.indexRelation)?;
         self.last = Some(e);
         Some(Found { tid: tid_to(e.heap_tid()), distance })
@@ -151,11 +159,19 @@ impl IndexScan for ScanState {
     }
 
     fn end(&mut self) {
-        self.mode = None;
+        self.stop();
     }
 }
 
 impl ScanState {
+    /// Drops what the scan read, and the interlock with it.
+    fn stop(&mut self) {
+        self.mode = None;
+        if let Some(l) = self.lock.take() {
+            l.release();
+        }
+    }
+
     /// The next entry (and its distance for an ordered scan).
     fn next_entry(&mut self, rel: pg_sys::Relation) -> Option<(Entry, Option<f64>)> {
         let quals = self.quals.as_ref()?;

@@ -2,21 +2,33 @@
 //! chain the metapage reaches; pages a merge left behind are garbage and
 //! skipped) under the structure lock, so no merge moves entries while it
 //! runs; it removes dead entries a page at a time (one WAL record per
-//! changed page), records the new counts, bumps the vacuum count when
-//! tree pages changed (cached copies of the points are reloaded), then
-//! merges the delta and any underfull leaves. amvacuumcleanup merges,
-//! recycles the pages merges freed, and reports.
+//! changed page, with the metapage's counts), then bumps the vacuum count
+//! (the epoch: cached copies of the points are reloaded, and index-only
+//! scans that may have read a removed entry are waited for), then merges
+//! the delta and any underfull leaves. amvacuumcleanup merges, recycles
+//! the pages merges freed, and reports.
 
 use super::page::*;
 use super::page::{Exclusive, Shared};
-use super::{chain, merge, shape};
+use super::{chain, interlock, merge, shape};
 use crate::storage::{recycle, Tid, Xlog};
 use pgrx::pg_sys;
 use std::collections::HashSet;
 
-/// Removes the dead entries of one page; returns how many, and the next
-/// page of its chain.
-fn clean(index: pg_sys::Relation, block: u32, dead: &impl Fn(&Entry) -> bool) -> (u64, u32) {
+/// The metapage count a page's entries are in: the tree's, or a chain's
+/// (its place in `Meta::chains`: delta, frozen, odd).
+#[derive(Clone, Copy)]
+enum Count {
+    Tree,
+    Chain(usize),
+}
+
+/// Removes the dead entries of one page, and takes them off the
+/// metapage's count in the same record (a crash between pages leaves the
+/// counts right). Entries of the tree that are also in the frozen delta
+/// (`frozen`: appended by a merge a crash cut short) are not in the
+/// tree's count. Returns how many it removed, and the next page.
+fn clean(index: pg_sys::Relation, block: u32, dead: &impl Fn(&Entry) -> bool, count: Count, frozen: &HashSet<u64>) -> (u64, u32) {
     // SAFETY: called from VACUUM, which checks for interrupts here.
     unsafe { pg_sys::vacuum_delay_point() };
     {
@@ -27,14 +39,25 @@ fn clean(index: pg_sys::Relation, block: u32, dead: &impl Fn(&Entry) -> bool) ->
             return (0, s.right);
         }
     }
+    // The metapage first, as appends lock it before their tail page.
+    let meta = Exclusive::lock(index, META_BLOCK);
     let g = Exclusive::lock(index, block);
     let (e, s) = entries(g.page());
-    let kept: Vec<Entry> = e.iter().filter(|e| !dead(e)).copied().collect();
-    let removed = (e.len() - kept.len()) as u64;
+    let (gone, kept): (Vec<Entry>, Vec<Entry>) = e.iter().copied().partition(|e| dead(e));
     let x = Xlog::start(index);
+    let mut mp = x.register(&meta, false);
+    let mut m = read_meta(mp.as_ref());
+    let (counter, n) = match count {
+        Count::Tree => (&mut m.tree_entries, gone.iter().filter(|e| !frozen.contains(&e.tid)).count()),
+        Count::Chain(0) => (&mut m.delta.entries, gone.len()),
+        Count::Chain(1) => (&mut m.frozen.entries, gone.len()),
+        Count::Chain(_) => (&mut m.odd.entries, gone.len()),
+    };
+    *counter -= (n as u64).min(*counter);
+    write_meta(&mut mp, &m);
     set_entries(&mut x.register(&g, false), &kept);
     x.finish();
-    (removed, s.right)
+    (gone.len() as u64, s.right)
 }
 
 pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult, dead_tid: &dyn Fn(Tid) -> bool) {
@@ -42,45 +65,44 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
     merge::lock_structure(index, true);
     let m = shape::meta(index);
     let s = shape::shape(index, &m);
-    let mut tree_removed = 0u64;
+    let mut frozen = HashSet::new();
+    chain::for_chain(index, m.frozen, |page| frozen.extend(page.iter().map(|e| e.tid)));
+    let mut removed = 0u64;
     let mut touched = Vec::new();
     for (i, n) in s.nodes.iter().enumerate().filter(|(_, n)| n.is_leaf()) {
-        let (mut removed, mut block) = (0, n.start);
+        let (mut from_leaf, mut block) = (0, n.start);
         for _ in 0..n.count {
-            let (r, next) = clean(index, block, &dead);
-            removed += r;
+            let (r, next) = clean(index, block, &dead, Count::Tree, &frozen);
+            from_leaf += r;
             block = next;
         }
-        if removed > 0 {
+        if from_leaf > 0 {
             touched.push(i as u32);
-            tree_removed += removed;
+            removed += from_leaf;
         }
     }
-    let mut chain_removed = [0u64; 3];
     for (k, c) in m.chains().iter().enumerate() {
         let mut block = c.head;
         while block != NONE {
-            let (r, next) = clean(index, block, &dead);
-            chain_removed[k] += r;
+            let (r, next) = clean(index, block, &dead, Count::Chain(k), &frozen);
+            removed += r;
             block = next;
         }
     }
-    let removed = tree_removed + chain_removed.iter().sum::<u64>();
     stats.tuples_removed += removed as f64;
     if removed > 0 {
+        // A new epoch: cached copies of the points are reloaded, and
+        // index-only scans that may have read a removed entry are waited
+        // for (interlock.rs).
         let g = Exclusive::lock(index, META_BLOCK);
         let x = Xlog::start(index);
         let mut p = x.register(&g, false);
         let mut now = read_meta(p.as_ref());
-        now.tree_entries -= tree_removed.min(now.tree_entries);
-        for (c, r) in [&mut now.delta, &mut now.frozen, &mut now.odd].into_iter().zip(chain_removed) {
-            c.entries -= r.min(c.entries);
-        }
-        if tree_removed > 0 {
-            now.vacuums += 1;
-        }
+        now.vacuums += 1;
         write_meta(&mut p, &now);
         x.finish();
+        drop(g);
+        interlock::wait_for_scans(index, now.vacuums - 1);
     }
     merge::merge_locked(index, &touched);
     merge::unlock_structure(index);
