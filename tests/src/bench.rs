@@ -62,10 +62,13 @@ pub fn plan_of(c: &mut Client, sql: &str, params: &[&(dyn postgres::types::ToSql
 /// What one run of a statement did, from EXPLAIN (ANALYZE, BUFFERS): the
 /// top node's buffer counts and the execution time.
 pub fn buffers_of(c: &mut Client, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> String {
+    // The time reads took (a superuser setting; the bench connects as one).
+    c.batch_execute("SET track_io_timing = on").unwrap();
     let lines: Vec<String> =
         c.query(&format!("EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) {sql}"), params).unwrap().iter().map(|r| r.get(0)).collect();
+    c.batch_execute("RESET track_io_timing").unwrap();
     let pick = |key: &str| lines.iter().find(|l| l.trim_start().starts_with(key)).map_or("", |l| l.trim()).to_string();
-    format!("{}; {}", pick("Buffers:"), pick("Execution Time:"))
+    format!("{}; {}; {}", pick("Buffers:"), pick("I/O Timings:"), pick("Execution Time:"))
 }
 
 /// Prints rows as a markdown table, one column per setup; NaN is "-".

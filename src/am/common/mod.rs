@@ -10,6 +10,7 @@ pub mod cache;
 pub mod cost;
 pub mod open;
 pub mod options;
+pub mod parallel;
 pub mod policies;
 pub mod scan;
 pub mod search;

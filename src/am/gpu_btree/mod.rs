@@ -40,6 +40,9 @@ impl IndexAm for GpuBtree {
         am.amcanbackward = true;
         am.amsearcharray = true;
         am.amsearchnulls = true;
+        // Forward range scans split their leaves among the participants
+        // (scan.rs); other scans are taken whole by one.
+        crate::am::common::parallel::enable(am);
     }
 
     fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {

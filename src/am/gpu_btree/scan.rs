@@ -10,13 +10,16 @@
 //! scans keep the pin of that page while its items are returned, so VACUUM
 //! cannot remove them meanwhile: one pin, however many pages the scan
 //! reads (a materialised probe list once pinned every leaf it touched and
-//! ran out of buffers at 128K probes over 10^7 rows).
+//! ran out of buffers at 128K probes over 10^7 rows). Parallel scans
+//! (`common::parallel`) split forward ranges page by page among their
+//! participants; any other plan is taken whole by one of them.
 
 use super::keys::{self, Bounds};
 use super::mirror::{self, Mirror};
 use super::page::*;
 use super::page::{Shared, Special};
 use super::tree::{upper_bound, Tree};
+use crate::am::common::parallel::{Seized, Walk};
 use crate::am::common::scan::{Found, IndexScan};
 use crate::storage::Pins;
 use gpuindex_engine::hbtree::line::lower_bound;
@@ -72,6 +75,9 @@ pub struct ScanState {
     /// (see `storage::Pins`): the heap is not read to check them.
     keep_pins: bool,
     pins: Pins,
+    /// A parallel scan's shared walk, while this participant takes its
+    /// pages from it (a forward range); None in any other scan.
+    walk: Option<Walk>,
 }
 
 fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -> Plan {
@@ -208,6 +214,7 @@ impl ScanState {
         self.page = None;
         self.null_chain.clear();
         self.hints = None;
+        self.walk = None;
     }
 
     /// Copies a leaf's matching entries into `items` (keys in `probes[from..=to]`
@@ -270,9 +277,40 @@ impl ScanState {
         }
     }
 
+    /// A parallel forward range scan: copies the walk's next page and
+    /// hands its successor on; false when the walk is over.
+    fn load_shared(&mut self, tree: &Tree, b: &Bounds, w: Walk) -> bool {
+        let g = match w.seize() {
+            Seized::First => tree.find_leaf(b.lo),
+            Seized::Page(block) => Shared::lock(tree.rel, block),
+            Seized::Done => return false,
+        };
+        self.load_leaf(g, 1, 0, 0);
+        let s = self.page.expect("a page was copied").s;
+        w.release((s.flags & RIGHTMOST == 0 && (is_dead(&s) || s.high <= b.hi)).then_some(s.right));
+        true
+    }
+
     /// Positions at the first item in direction `dir` (+1 / -1).
     fn start(&mut self, tree: &Tree, dir: isize) {
         self.started = true;
+        if let Some(w) = self.walk {
+            match (&self.plan, dir > 0) {
+                (Plan::Range { b, with_nulls: false }, true) => {
+                    let b = *b;
+                    if !self.load_shared(tree, &b, w) {
+                        self.items.clear();
+                    }
+                    return;
+                }
+                // Not split: one participant takes it all, serially.
+                _ if w.claim_all() => self.walk = None,
+                _ => {
+                    self.walk = None;
+                    self.plan = Plan::Empty;
+                }
+            }
+        }
         match self.plan.clone() {
             Plan::Empty => self.items.clear(),
             Plan::Nulls => self.start_nulls(tree, dir),
@@ -355,6 +393,7 @@ impl ScanState {
         }
         let Plan::Range { b, with_nulls } = plan else { return false };
         let g = match (self.phase, dir > 0) {
+            (Phase::Keys, true) if self.walk.is_some() => return self.load_shared(tree, &b, self.walk.expect("a walk")),
             (Phase::Keys, true) => match self.page {
                 Some(p) if p.s.flags & RIGHTMOST == 0 && (is_dead(&p.s) || p.s.high <= b.hi) => Shared::lock(tree.rel, p.s.right),
                 _ if with_nulls => {
@@ -419,6 +458,7 @@ impl IndexScan for ScanState {
             last: (0, false),
             keep_pins: false,
             pins: Pins::default(),
+            walk: None,
         }
     }
 
@@ -429,6 +469,9 @@ impl IndexScan for ScanState {
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
+        if !self.started {
+            self.walk = Walk::of(scan);
+        }
         let (key, tid, is_null) = self.next_item(&Tree::new(scan.indexRelation), if forward { 1 } else { -1 })?;
         self.last = (key, is_null);
         Some(Found { tid: tid_to(tid), distance: None })
