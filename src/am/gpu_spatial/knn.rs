@@ -3,6 +3,10 @@
 //! One priority queue holds nodes keyed by a lower bound of their points'
 //! distances and entries keyed by their exact distance (`point <->
 //! point`, pg_hypot); popping an entry means nothing left can be closer.
+//! A leaf's entries enter it a few at a time: the nearest 16 (a linear
+//! selection), the rest as one item keyed by the 16th distance, split the
+//! same way when popped (twice as many each time). A query that wants the
+//! k nearest of a 1,024-point leaf then queues ~16 entries, not 1,024.
 //! Distances order as float8 sorts them: NaN after every number, NULLs
 //! last (ORDER BY's default NULLS LAST).
 
@@ -52,7 +56,13 @@ enum Item {
     Node(u32),
     /// An entry and its exact distance (None for a NULL point).
     Entry(Entry, Option<f64>),
+    /// Entries not queued yet, none nearer than the item's key, and how
+    /// many to queue when it is popped.
+    Rest(Vec<(Key, Entry, f64)>, usize),
 }
+
+/// Entries a leaf queues first.
+const FIRST_CHUNK: usize = 16;
 
 #[derive(Debug)]
 struct Queued {
@@ -120,24 +130,38 @@ impl Knn {
         // The chains are searched by brute force: merges keep them small.
         let mut delta = Vec::new();
         super::chain::for_chains(rel, &m, |page| delta.extend_from_slice(page));
-        for e in delta {
-            k.push_entry(e);
-        }
+        k.push_entries(delta);
         k
     }
 
-    fn push_entry(&mut self, e: Entry) {
-        if e.is_null() {
-            if self.quals.is_empty() {
-                self.heap.push(Queued { key: Key::NULL, is_entry: true, item: Item::Entry(e, None) });
+    /// Queues the entries that answer the quals (NULLs last, and only in
+    /// a scan without quals).
+    fn push_entries(&mut self, entries: Vec<Entry>) {
+        let mut rest = Vec::with_capacity(entries.len());
+        for e in entries {
+            if e.is_null() {
+                if self.quals.is_empty() {
+                    self.heap.push(Queued { key: Key::NULL, is_entry: true, item: Item::Entry(e, None) });
+                }
+            } else if matches_all(&e, &self.quals) {
+                let d = distance(e.x, e.y, self.x, self.y);
+                rest.push((Key::of(d), e, d));
             }
-            return;
         }
-        if !matches_all(&e, &self.quals) {
-            return;
+        self.push_rest(rest, FIRST_CHUNK);
+    }
+
+    /// Queues the nearest `chunk` of `rest` one by one and the others as
+    /// one item keyed by the farthest of those queued.
+    fn push_rest(&mut self, mut rest: Vec<(Key, Entry, f64)>, chunk: usize) {
+        if rest.len() > chunk {
+            rest.select_nth_unstable_by(chunk - 1, |a, b| a.0.cmp(&b.0));
+            let later = rest.split_off(chunk);
+            self.heap.push(Queued { key: rest[chunk - 1].0, is_entry: false, item: Item::Rest(later, chunk * 2) });
         }
-        let d = distance(e.x, e.y, self.x, self.y);
-        self.heap.push(Queued { key: Key::of(d), is_entry: true, item: Item::Entry(e, Some(d)) });
+        for (key, e, d) in rest {
+            self.heap.push(Queued { key, is_entry: true, item: Item::Entry(e, Some(d)) });
+        }
     }
 
     /// The next entry in distance order and its distance (None: NULL).
@@ -149,14 +173,13 @@ impl Knn {
                         return Some((e, d));
                     }
                 }
+                Item::Rest(rest, chunk) => self.push_rest(rest, chunk),
                 Item::Node(i) => {
                     let n = self.nodes.nodes[i as usize];
                     if n.is_leaf() {
                         let mut page_entries = Vec::new();
                         shape::for_run(rel, (n.start, n.count), |p| page_entries.extend_from_slice(p));
-                        for e in page_entries {
-                            self.push_entry(e);
-                        }
+                        self.push_entries(page_entries);
                         continue;
                     }
                     for &c in n.child.iter().filter(|&&c| c != NO_CHILD) {
