@@ -71,17 +71,6 @@ pub fn for_chain(rel: pg_sys::Relation, c: Chain, mut f: impl FnMut(&[Entry])) {
     }
 }
 
-/// The blocks of a chain.
-pub fn chain_blocks(rel: pg_sys::Relation, c: Chain) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut block = c.head;
-    while block != NONE {
-        out.push(block);
-        block = Shared::lock(rel, block).page().special().right;
-    }
-    out
-}
-
 /// Calls `f` with the entries of every chain scans read beside the tree.
 pub fn for_chains(rel: pg_sys::Relation, m: &Meta, mut f: impl FnMut(&[Entry])) {
     for c in m.chains() {

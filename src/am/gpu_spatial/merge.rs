@@ -311,12 +311,12 @@ pub fn merge_locked(index: pg_sys::Relation, touched: &[u32]) -> u64 {
     let live: HashSet<u32> = nodes.iter().filter(|n| n.is_leaf()).map(|n| n.start).collect();
     let mut freed = Vec::new();
     for n in s.nodes.iter().filter(|n| n.is_leaf() && !live.contains(&n.start)) {
-        freed.extend(shape::run_blocks(index, (n.start, n.count)));
+        freed.extend(shape::linked_blocks(index, n.start, Some(n.count)));
     }
     if m.node_count > 0 {
         freed.extend(shape::node_blocks(index, &m));
     }
-    freed.extend(super::chain::chain_blocks(index, m.frozen));
+    freed.extend(shape::linked_blocks(index, m.frozen.head, None));
     free_pages(index, &freed);
     m.frozen.entries
 }

@@ -96,25 +96,30 @@ pub fn for_run(rel: pg_sys::Relation, run: (u32, u32), mut f: impl FnMut(&[Entry
     for_run_pages(rel, run, |_, e| f(e));
 }
 
-/// The blocks of a run (read only past its first page).
-pub fn run_blocks(rel: pg_sys::Relation, run: (u32, u32)) -> Vec<u32> {
-    if run.1 == 1 {
-        return vec![run.0];
+/// The blocks of a page sequence linked by `right` from `head`: `pages`
+/// of them (a run: the last page's link is not read), or to the end (a
+/// chain).
+pub fn linked_blocks(rel: pg_sys::Relation, head: u32, pages: Option<u32>) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut block = head;
+    while pages.is_none_or(|n| out.len() < n as usize) {
+        if block == NONE {
+            if let Some(n) = pages {
+                corrupted(format!("the run at block {head} ends after {} of {n} pages", out.len()));
+            }
+            break;
+        }
+        out.push(block);
+        if pages != Some(out.len() as u32) {
+            block = Shared::lock(rel, block).page().special().right;
+        }
     }
-    let mut out = Vec::with_capacity(run.1 as usize);
-    for_run_pages(rel, run, |b, _| out.push(b));
     out
 }
 
 /// The blocks of the node run `m` describes.
 pub fn node_blocks(rel: pg_sys::Relation, m: &Meta) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut block = m.node_start;
-    for _ in 0..(m.node_count as usize).div_ceil(NODE_CAPACITY) {
-        out.push(block);
-        block = Shared::lock(rel, block).page().special().right;
-    }
-    out
+    linked_blocks(rel, m.node_start, Some(m.node_count.div_ceil(NODE_CAPACITY as u32)))
 }
 
 /// Every entry answering all `quals` (every entry, NULLs included, when

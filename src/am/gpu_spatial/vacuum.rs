@@ -15,12 +15,13 @@ use crate::storage::{recycle, Tid, Xlog};
 use pgrx::pg_sys;
 use std::collections::HashSet;
 
-/// The metapage count a page's entries are in: the tree's, or a chain's
-/// (its place in `Meta::chains`: delta, frozen, odd).
+/// The metapage count a page's entries are in.
 #[derive(Clone, Copy)]
 enum Count {
     Tree,
-    Chain(usize),
+    Delta,
+    Frozen,
+    Odd,
 }
 
 /// Removes the dead entries of one page, and takes them off the
@@ -49,9 +50,9 @@ fn clean(index: pg_sys::Relation, block: u32, dead: &impl Fn(&Entry) -> bool, co
     let mut m = read_meta(mp.as_ref());
     let (counter, n) = match count {
         Count::Tree => (&mut m.tree_entries, gone.iter().filter(|e| !frozen.contains(&e.tid)).count()),
-        Count::Chain(0) => (&mut m.delta.entries, gone.len()),
-        Count::Chain(1) => (&mut m.frozen.entries, gone.len()),
-        Count::Chain(_) => (&mut m.odd.entries, gone.len()),
+        Count::Delta => (&mut m.delta.entries, gone.len()),
+        Count::Frozen => (&mut m.frozen.entries, gone.len()),
+        Count::Odd => (&mut m.odd.entries, gone.len()),
     };
     *counter -= (n as u64).min(*counter);
     write_meta(&mut mp, &m);
@@ -81,10 +82,10 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
             removed += from_leaf;
         }
     }
-    for (k, c) in m.chains().iter().enumerate() {
+    for (c, count) in m.chains().into_iter().zip([Count::Delta, Count::Frozen, Count::Odd]) {
         let mut block = c.head;
         while block != NONE {
-            let (r, next) = clean(index, block, &dead, Count::Chain(k), &frozen);
+            let (r, next) = clean(index, block, &dead, count, &frozen);
             removed += r;
             block = next;
         }
@@ -149,11 +150,11 @@ fn recycle_pages(index: pg_sys::Relation) -> usize {
     if m.node_count > 0 {
         live.extend(shape::node_blocks(index, &m));
         for n in shape::shape(index, &m).nodes.iter().filter(|n| n.is_leaf()) {
-            live.extend(shape::run_blocks(index, (n.start, n.count)));
+            live.extend(shape::linked_blocks(index, n.start, Some(n.count)));
         }
     }
     for c in m.chains() {
-        live.extend(chain::chain_blocks(index, c));
+        live.extend(shape::linked_blocks(index, c.head, None));
     }
     unreached.retain(|b| !live.contains(b));
     merge::free_pages(index, &unreached);
