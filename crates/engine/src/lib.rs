@@ -6,6 +6,7 @@ pub mod datasets;
 pub mod executor;
 pub mod external_sort;
 pub mod gpics;
+pub mod gts;
 pub mod gpu;
 pub mod hbtree;
 pub mod keys;
