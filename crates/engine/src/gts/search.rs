@@ -179,8 +179,10 @@ pub fn knn_one(shape: &Shape, leaves: &impl Leaves, q: &[f32], k: usize) -> Vec<
     let mut open = BinaryHeap::new();
     open.push(Queued { key: 0.0, rank: (0, 0), item: Item::Node(0, 0.0) });
     let bound = |best: &BinaryHeap<Hit>| if best.len() < k { f64::INFINITY } else { best.peek().map_or(f64::INFINITY, |h| h.0) };
-    while k > 0 {
-        let Some(Queued { key, item: Item::Node(node, dp), .. }) = open.pop() else { break };
+    if k == 0 {
+        return Vec::new();
+    }
+    while let Some(Queued { key, item: Item::Node(node, dp), .. }) = open.pop() {
         if key > bound(&best) {
             break;
         }

@@ -155,8 +155,8 @@ impl Tree {
             // The level's nodes own consecutive, disjoint ranges.
             let mut parts = Vec::with_capacity(count);
             let (mut o, mut p, mut d) = (&mut order[..], &mut pdist[..], &mut nearest[..]);
-            for node in first..first + count {
-                let size = nodes[node].size as usize;
+            for (node, n) in nodes.iter().enumerate().skip(first).take(count) {
+                let size = n.size as usize;
                 let (o1, o2) = std::mem::take(&mut o).split_at_mut(size);
                 let (p1, p2) = std::mem::take(&mut p).split_at_mut(size);
                 let (d1, d2) = std::mem::take(&mut d).split_at_mut(size);
