@@ -31,6 +31,7 @@ pub extern "C-unwind" fn _PG_init() {
     am::gpu_btree::options::OPTIONS.register();
     storage::rmgr::register();
     am::gpu_spatial::options::OPTIONS.register();
+    am::gpu_metric::options::OPTIONS.register();
 }
 
 /// Required by `cargo pgrx test`; gpuindex tests run through pg_regress and

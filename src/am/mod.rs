@@ -2,6 +2,7 @@
 
 pub mod common;
 pub mod gpu_btree;
+pub mod gpu_metric;
 pub mod gpu_spatial;
 
 use common::search::{entry, SearchFn};

@@ -111,10 +111,13 @@ pub struct Nearest {
 }
 
 impl Nearest {
+    /// A walk from `query` (of the shape's dimension, unless the tree is
+    /// empty) over `shape`'s objects.
     pub fn new(shape: &Shape, query: &[f32]) -> Nearest {
-        assert_eq!(query.len(), shape.dim);
         let mut heap = BinaryHeap::new();
-        heap.push(Queued { key: 0.0, rank: (0, 0), item: Item::Node(0, 0.0) });
+        if shape.nodes[0].size > 0 {
+            heap.push(Queued { key: 0.0, rank: (0, 0), item: Item::Node(0, 0.0) });
+        }
         Nearest { query: query.to_vec(), heap }
     }
 

@@ -76,6 +76,10 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// The shape of a tree without objects.
+    pub fn empty(metric: Metric) -> Shape {
+        Shape { metric, fanout: 2, height: 0, dim: 0, nodes: vec![Node { min: 0.0, max: 0.0, offset: 0, size: 0 }], pivots: Vec::new() }
+    }
     /// Internal nodes (nodes numbered below this have children).
     pub fn internal(&self) -> usize {
         internal_nodes(self.fanout, self.height)

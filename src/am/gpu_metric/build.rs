@@ -1,0 +1,240 @@
+//! Building: the heap rows' vectors become a GTS tree (on all cores), each
+//! leaf's entries a run of pages, then the nodes and pivots; NULL rows go
+//! to the NULL chain. The same writer serves rebuilds (`rebuild.rs`), which
+//! take pages from the free space map and WAL-log each one as it is done.
+
+use super::page::*;
+use super::page::{Exclusive, PageMut};
+use super::vector;
+use crate::am::common::HeapRows;
+use crate::storage::{new_page_in, Fork};
+use gpuindex_engine::gts::{Metric, Params, Tree, Vectors};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// The index's metric: its operator class's ordering strategy number.
+pub fn metric_of(index: pg_sys::Relation) -> Metric {
+    let t = crate::am::common::key_type(index, "gpu_metric");
+    if t != pg_sys::FLOAT4ARRAYOID {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("gpu_metric does not support type {}", crate::error::type_name(t)),
+            "gpu_metric indexes real[] columns.",
+        );
+    }
+    // SAFETY: an open index has one operator family per column.
+    let family = unsafe { *(*index).rd_opfamily };
+    [Metric::L2, Metric::L1, Metric::Cosine]
+        .into_iter()
+        // SAFETY: a catalog lookup.
+        .find(|m| unsafe { pg_sys::get_opfamily_member(family, t, t, *m as i16) } != pg_sys::InvalidOid)
+        .unwrap_or_else(|| {
+            crate::error::raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "the operator class of a gpu_metric index has no distance operator",
+                "Use real_l2_ops, real_l1_ops or real_cosine_ops.",
+            )
+        })
+}
+
+/// A vector an index of `metric` accepts (finite, non-empty, not too
+/// long, non-zero for cosine), checked.
+///
+/// # Safety
+/// `d` is a non-NULL real[] datum.
+pub unsafe fn indexable<'a>(d: pg_sys::Datum, metric: Metric) -> &'a [f32] {
+    // SAFETY: as the caller's.
+    let v = unsafe { vector::elements(d) };
+    if v.len() > MAX_DIM {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("vector has {} dimensions, gpu_metric indexes at most {MAX_DIM}", v.len()),
+            "Reduce the dimension, or search without an index.",
+        );
+    }
+    vector::check_nonzero(metric, v);
+    v
+}
+
+/// Every vector of an index has its dimension (`dim`).
+pub fn check_dim(v: &[f32], dim: usize) {
+    if v.len() != dim {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
+            format!("vector has {} dimensions, the gpu_metric index {dim}", v.len()),
+            "Every vector of one gpu_metric index has the dimension of its first.",
+        );
+    }
+}
+
+pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {
+    let metric = metric_of(index);
+    let mut v = Vectors::new(0);
+    let mut nulls = Vec::new();
+    if let Some(rows) = rows {
+        rows.scan(index, |tid, value| match value {
+            // SAFETY: a real[] datum (checked column type).
+            Some(d) => {
+                let x = unsafe { indexable(d, metric) };
+                if v.is_empty() {
+                    v.dim = x.len();
+                }
+                check_dim(x, v.dim);
+                v.push(x, tid)
+            }
+            None => nulls.push(tid),
+        });
+    }
+    let w = Writer { index, fork, logged: false };
+    let params = Params { fanout: super::options::fanout(index) };
+    let meta_page = new_page_in(index, fork);
+    assert_eq!(meta_page.block(), META_BLOCK);
+    let mut m = Meta {
+        magic: MAGIC,
+        version: VERSION,
+        generation: 1,
+        dim: v.dim as u32,
+        metric: metric as u32,
+        fanout: params.fanout as u32,
+        height: 0,
+        node_start: NONE,
+        pivot_start: NONE,
+        node_count: 0,
+        rebuilding: 0,
+        tree_entries: 0,
+        freed_pages: 0,
+        delta: Chain::EMPTY,
+        frozen: Chain::EMPTY,
+        nulls: Chain::EMPTY,
+    };
+    m.delta = Chain::at(w.page(KIND_CHAIN).block());
+    let nulls_chain = w.entries(KIND_CHAIN, 0, nulls.iter().map(|&tid| (tid, 0.0, &[][..])));
+    m.nulls = Chain { entries: nulls.len() as u64, ..nulls_chain };
+    let indexed = v.len() + nulls.len();
+    crate::batch::ensure_cpu_pool();
+    write_tree(&w, &mut m, &Tree::build(metric, &v, params), &v);
+    let mut g = meta_page;
+    {
+        let mut p = g.page_mut_unlogged();
+        p.init(special(KIND_META));
+        write_meta(&mut p, &m);
+    }
+    g.mark_dirty();
+    indexed as f64
+}
+
+/// Writes a tree's leaf runs, nodes and pivots; sets them in `m`.
+pub fn write_tree(w: &Writer, m: &mut Meta, tree: &Tree, v: &Vectors) {
+    let s = &tree.shape;
+    let mut nodes = s.nodes.clone();
+    for leaf in s.leaves() {
+        let n = &mut nodes[leaf];
+        let range = n.offset as usize..(n.offset + n.size) as usize;
+        n.offset = NONE as u64;
+        if !range.is_empty() {
+            let entries = range.map(|p| {
+                let i = tree.order[p] as usize;
+                (v.ids[i], tree.pdist[p], v.get(i))
+            });
+            n.offset = w.entries(KIND_LEAF, v.dim, entries).head as u64;
+        }
+    }
+    let mut run = Run::new(w);
+    for chunk in nodes.chunks(NODE_CAPACITY) {
+        run.push(KIND_NODES, |p| set_nodes(p, chunk));
+    }
+    m.node_start = run.finish().head;
+    m.pivot_start = w.entries(KIND_PIVOTS, v.dim, s.pivots.chunks(v.dim.max(1)).take(s.internal()).map(|p| (0, 0.0, p))).head;
+    m.node_count = nodes.len() as u32;
+    m.height = s.height as u32;
+    m.fanout = s.fanout as u32;
+    m.tree_entries = v.len() as u64;
+}
+
+/// Where a build or rebuild writes its pages.
+pub struct Writer {
+    pub index: pg_sys::Relation,
+    pub fork: Fork,
+    /// Each page WAL-logged when done (a rebuild; a build logs every page
+    /// at its end instead).
+    pub logged: bool,
+}
+
+impl Writer {
+    /// A new empty page of `kind`, exclusively locked.
+    fn page(&self, kind: u8) -> Exclusive {
+        let mut g = if self.logged { new_page(self.index) } else { new_page_in(self.index, self.fork) };
+        g.page_mut_unlogged().init(special(kind));
+        g.mark_dirty();
+        g
+    }
+
+    /// A page is done: logged (a rebuild) and released.
+    fn done(&self, g: Exclusive) {
+        if self.logged {
+            // SAFETY: an exclusively locked, dirty, initialised page; a crash
+            // before the rebuild's metapage record leaves it unreachable.
+            unsafe { pg_sys::log_newpage_buffer(g.buffer(), true) };
+        }
+    }
+
+    /// Writes entries (TID, pivot distance, vector) as a run of pages;
+    /// returns the run (with no entries, one empty page).
+    fn entries<'a>(&self, kind: u8, dim: usize, entries: impl Iterator<Item = (u64, f64, &'a [f32])>) -> Chain {
+        let per_page = entries_per_page(dim);
+        let mut run = Run::new(self);
+        let mut i = 0;
+        for (tid, pdist, v) in entries {
+            if i == 0 {
+                run.push(kind, |_| {});
+            }
+            put_entry(&mut run.last_mut(), dim, i, &Entry { tid, pdist, v });
+            i = (i + 1) % per_page;
+        }
+        if run.pages == 0 {
+            run.push(kind, |_| {});
+        }
+        run.finish()
+    }
+}
+
+/// Pages written in a row, each linked from the one before; a page is
+/// done once the next one is linked.
+struct Run<'a> {
+    w: &'a Writer,
+    chain: Chain,
+    pages: u32,
+    last: Option<Exclusive>,
+}
+
+impl<'a> Run<'a> {
+    fn new(w: &'a Writer) -> Self {
+        Run { w, chain: Chain::EMPTY, pages: 0, last: None }
+    }
+
+    fn push(&mut self, kind: u8, fill: impl FnOnce(&mut PageMut)) {
+        let mut g = self.w.page(kind);
+        fill(&mut g.page_mut_unlogged());
+        match self.last.take() {
+            Some(mut prev) => {
+                prev.page_mut_unlogged().update_special(|s| s.right = g.block());
+                self.w.done(prev);
+            }
+            None => self.chain.head = g.block(),
+        }
+        self.chain.tail = g.block();
+        self.pages += 1;
+        self.last = Some(g);
+    }
+
+    fn last_mut(&mut self) -> PageMut<'_> {
+        self.last.as_mut().expect("a page").page_mut_unlogged()
+    }
+
+    fn finish(mut self) -> Chain {
+        if let Some(g) = self.last.take() {
+            self.w.done(g);
+        }
+        Chain { pages: self.pages, ..self.chain }
+    }
+}

@@ -1,0 +1,71 @@
+//! `gpu_metric`: GTS's pivot tree (`gpuindex_engine::gts`) over `real[]`
+//! vectors as an index access method, for exact `ORDER BY v <op> q LIMIT k`
+//! by L2 (`<->`), L1 (`<+>`) or cosine (`<=>`) distance. Each leaf is a
+//! run of entry pages, the nodes and pivots are on their own pages (cached
+//! per backend), inserts go to a WAL-logged delta that every scan also
+//! searches (GTS's cache list), folded into a rebuilt tree by VACUUM once
+//! it passes `delta_limit` pages.
+
+mod build;
+mod chain;
+mod cost;
+pub mod options;
+mod page;
+mod rebuild;
+mod scan;
+mod shape;
+mod vacuum;
+mod validate;
+mod vector;
+
+use crate::am::common::options::Reloptions;
+use crate::am::common::validate::OpClass;
+use crate::am::common::{Estimate, HeapRows, IndexAm};
+use crate::storage::{Fork, Tid};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+pub struct GpuMetric;
+
+impl IndexAm for GpuMetric {
+    const NAME: &'static str = "gpu_metric";
+    const OPTIONS: &'static Reloptions = &options::OPTIONS;
+    type Scan = scan::ScanState;
+
+    fn capabilities(am: &mut pg_sys::IndexAmRoutine) {
+        am.amcanorderbyop = true;
+        // No index-only scans: a walk keeps no VACUUM interlock.
+        am.amcanreturn = None;
+    }
+
+    fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {
+        build::build(index, fork, rows)
+    }
+
+    fn insert(index: pg_sys::Relation, value: Option<pg_sys::Datum>, tid: Tid) {
+        let metric = build::metric_of(index);
+        // SAFETY: a real[] datum (the operator class's type).
+        let v = value.map(|d| unsafe { build::indexable(d, metric) });
+        chain::append(index, tid, v);
+    }
+
+    fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult, dead: &dyn Fn(Tid) -> bool) {
+        vacuum::bulk_delete(index, stats, dead)
+    }
+
+    fn vacuum_cleanup(info: &pg_sys::IndexVacuumInfo, stats: &mut pg_sys::IndexBulkDeleteResult, _bulk_deleted: bool) {
+        vacuum::cleanup(info.index, stats)
+    }
+
+    fn cost(path: &pg_sys::IndexPath, generic: &pg_sys::GenericCosts) -> Estimate {
+        cost::estimate(path, generic)
+    }
+
+    fn check_opclass(c: &OpClass) -> Vec<String> {
+        validate::check(c)
+    }
+}
+
+crate::index_am!(GpuMetric, gpu_metric_handler);
+
+extension_sql_file!("access_method.sql", name = "gpu_metric", requires = [gpu_metric_l2_distance, gpu_metric_l1_distance, gpu_metric_cosine_distance]);

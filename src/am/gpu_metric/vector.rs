@@ -1,0 +1,105 @@
+//! `real[]` as a vector: a one-dimensional array without NULLs, non-empty,
+//! of finite numbers; and the distance operators on it, which compute with
+//! the engine's `Metric::distance` (what the index compares, bit for bit).
+
+use gpuindex_engine::gts::Metric;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+fn bad(msg: String, hint: &str) -> ! {
+    crate::error::raise(PgSqlErrorCode::ERRCODE_DATA_EXCEPTION, msg, hint)
+}
+
+/// The elements of a `real[]` datum, checked. The slice borrows the
+/// detoasted array (palloc'd in the current memory context when it was
+/// toasted).
+///
+/// # Safety
+/// `d` is a non-NULL `real[]` datum.
+pub unsafe fn elements<'a>(d: pg_sys::Datum) -> &'a [f32] {
+    // SAFETY: as the caller's; the array header is read by its macros'
+    // definitions (ArrayType: vl_len_, ndim, dataoffset, elemtype, then
+    // dims[ndim], lbound[ndim], the NULL bitmap, the data).
+    unsafe {
+        let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+        let ndim = (*arr).ndim as usize;
+        if (*arr).elemtype != pg_sys::FLOAT4OID {
+            bad(format!("a vector must be real[], not {}[]", crate::error::type_name((*arr).elemtype)), "Cast it: ARRAY[...]::real[].");
+        }
+        if ndim == 0 {
+            bad("a vector must not be empty".into(), "Give it at least one element.");
+        }
+        if ndim != 1 {
+            bad(format!("a vector must be one-dimensional, not {ndim}-dimensional"), "Pass one vector per value.");
+        }
+        if (*arr).dataoffset != 0 {
+            bad("a vector must not contain NULL".into(), "Replace NULL elements by numbers.");
+        }
+        let dims = (arr as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *const i32;
+        let n = *dims as usize;
+        // ARR_OVERHEAD_NONULLS: the header and two int arrays, MAXALIGNed.
+        let data = (arr as *const u8).add((std::mem::size_of::<pg_sys::ArrayType>() + 8 * ndim).next_multiple_of(8));
+        let v = std::slice::from_raw_parts(data as *const f32, n);
+        if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+            bad(format!("vector element {} is {}", i + 1, v[i]), "Vectors hold finite numbers only (no NaN or infinity).");
+        }
+        v
+    }
+}
+
+/// The distance between two vectors of one dimension.
+pub fn distance(metric: Metric, a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
+            format!("vectors of different dimensions: {} and {}", a.len(), b.len()),
+            "Compare vectors of the same length.",
+        );
+    }
+    check_nonzero(metric, a);
+    check_nonzero(metric, b);
+    metric.distance(a, b)
+}
+
+/// Cosine distance is undefined for a zero vector.
+pub fn check_nonzero(metric: Metric, v: &[f32]) {
+    if metric == Metric::Cosine && v.iter().all(|&x| x == 0.0) {
+        bad("cosine distance is undefined for a zero vector".into(), "Leave zero vectors out, or use <-> (L2) or <+> (L1).");
+    }
+}
+
+/// # Safety
+/// `fcinfo` has a non-NULL argument `i`.
+unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> pg_sys::Datum {
+    // SAFETY: as the caller's.
+    unsafe { pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, i) }
+}
+
+fn operator(metric: Metric, a: pg_sys::Datum, b: pg_sys::Datum) -> f64 {
+    // SAFETY: the operators' arguments are non-NULL real[] (STRICT).
+    unsafe { distance(metric, elements(a), elements(b)) }
+}
+
+/// `real[] <-> real[]`: Euclidean distance.
+#[pg_extern(immutable, strict, parallel_safe, sql = "CREATE FUNCTION gpu_metric_l2_distance(real[], real[]) RETURNS float8
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';")]
+fn gpu_metric_l2_distance(fcinfo: pg_sys::FunctionCallInfo) -> f64 {
+    // SAFETY: two arguments, both non-NULL (STRICT).
+    unsafe { operator(Metric::L2, arg(fcinfo, 0), arg(fcinfo, 1)) }
+}
+
+/// `real[] <+> real[]`: Manhattan distance.
+#[pg_extern(immutable, strict, parallel_safe, sql = "CREATE FUNCTION gpu_metric_l1_distance(real[], real[]) RETURNS float8
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';")]
+fn gpu_metric_l1_distance(fcinfo: pg_sys::FunctionCallInfo) -> f64 {
+    // SAFETY: as above.
+    unsafe { operator(Metric::L1, arg(fcinfo, 0), arg(fcinfo, 1)) }
+}
+
+/// `real[] <=> real[]`: cosine distance, 1 - cos.
+#[pg_extern(immutable, strict, parallel_safe, sql = "CREATE FUNCTION gpu_metric_cosine_distance(real[], real[]) RETURNS float8
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';")]
+fn gpu_metric_cosine_distance(fcinfo: pg_sys::FunctionCallInfo) -> f64 {
+    // SAFETY: as above.
+    unsafe { operator(Metric::Cosine, arg(fcinfo, 0), arg(fcinfo, 1)) }
+}
