@@ -72,7 +72,7 @@ fn query_of(scan: &pg_sys::IndexScanDescData, m: &Meta) -> Option<Vec<f32>> {
     vector::check_nonzero(metric, q);
     if m.dim != 0 && q.len() != m.dim as usize {
         // The operator's own ERROR for the same pair.
-        vector::distance(metric, q, &vec![1.0; m.dim as usize]);
+        vector::distance(metric, &vec![1.0; m.dim as usize], q);
     }
     Some(q.to_vec())
 }

@@ -1,0 +1,164 @@
+//! gpu_metric against a live server: `ORDER BY v <op> q [LIMIT k]`
+//! through each operator class returns the sequential scan's distances at
+//! every rank and its rows (up to ties at the last distance), on uniform,
+//! clustered and duplicate-heavy vectors, with NULL rows and filters that
+//! drop rows; before and after inserts (the delta), deletes, and the
+//! VACUUM that rebuilds the tree.
+
+use gpuindex_engine::datasets::normal;
+use gpuindex_engine::rng::SplitMix64;
+use gpuindex_tests::{connect, set_index_only, set_seq_only};
+use postgres::Client;
+
+const DB: &str = "gpuindex_it_metric";
+const OPS: [(&str, &str); 3] = [("<->", "real_l2_ops"), ("<+>", "real_l1_ops"), ("<=>", "real_cosine_ops")];
+
+#[derive(Clone, Copy, Debug)]
+enum Data {
+    Uniform,
+    Clustered,
+    Duplicates,
+}
+
+fn vectors(rng: &mut SplitMix64, data: Data, dim: usize, n: usize) -> Vec<Vec<f32>> {
+    let mut centres = SplitMix64::new(7);
+    let centres: Vec<Vec<f32>> = (0..12).map(|_| (0..dim).map(|_| (centres.unit() * 20.0 - 10.0) as f32).collect()).collect();
+    (0..n)
+        .map(|_| match data {
+            Data::Uniform => (0..dim).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect(),
+            Data::Clustered => {
+                let c = &centres[(rng.unit() * rng.unit() * 12.0) as usize];
+                c.iter().map(|&x| x + (normal(rng) * 0.2) as f32).collect()
+            }
+            Data::Duplicates => centres[rng.below(5) as usize].clone(),
+        })
+        .collect()
+}
+
+fn literal(v: &[f32]) -> String {
+    let parts: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
+    format!("'{{{}}}'::real[]", parts.join(","))
+}
+
+fn insert(c: &mut Client, table: &str, vs: &[Vec<f32>], first_id: usize) {
+    let rows: Vec<String> = vs.iter().enumerate().map(|(i, v)| format!("({}, {})", first_id + i, literal(v))).collect();
+    for chunk in rows.chunks(1000) {
+        c.batch_execute(&format!("INSERT INTO {table} (id, v) VALUES {}", chunk.join(","))).unwrap();
+    }
+}
+
+fn rows(c: &mut Client, sql: &str) -> Vec<(i32, Option<f64>)> {
+    c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
+/// The index and the sequential scan agree on `ORDER BY v op q`.
+fn check(c: &mut Client, table: &str, op: &str, index: &str, q: &str, filter: &str, limit: &str) {
+    let sql = format!("SELECT id, v {op} {q} FROM {table} {filter} ORDER BY v {op} {q} {limit}");
+    set_index_only(c, false);
+    let plan: Vec<String> = c.query(&format!("EXPLAIN {sql}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(plan.iter().any(|l| l.contains(index)), "not through {index}: {plan:?}");
+    let got = rows(c, &sql);
+    set_seq_only(c);
+    let want = rows(c, &sql);
+    let what = format!("{table} {op} {filter} {limit}");
+    let dist = |r: &[(i32, Option<f64>)]| r.iter().map(|x| x.1).collect::<Vec<_>>();
+    assert_eq!(dist(&got), dist(&want), "{what}: distances by rank");
+    // Rows are the same but for ties at the last distance.
+    let last = want.last().map(|x| x.1);
+    let before = |r: &[(i32, Option<f64>)]| {
+        let mut ids: Vec<i32> = r.iter().filter(|x| Some(x.1) != last).map(|x| x.0).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(before(&got), before(&want), "{what}: rows");
+}
+
+fn check_all(c: &mut Client, table: &str, rng: &mut SplitMix64, data: Data, dim: usize, existing: &[f32]) {
+    let mut queries: Vec<String> = vectors(rng, data, dim, 3).iter().map(|v| literal(v)).collect();
+    queries.push(literal(existing));
+    for (op, class) in OPS {
+        let index = format!("{table}_{class}");
+        for q in &queries {
+            check(c, table, op, &index, q, "", "LIMIT 10");
+            check(c, table, op, &index, q, "WHERE id % 3 <> 0", "LIMIT 37");
+        }
+        check(c, table, op, &index, &queries[0], "", "");
+    }
+}
+
+fn run(data: Data, dim: usize, seed: u64) {
+    let mut c = connect(DB);
+    let table = format!("gm_{}", format!("{data:?}").to_lowercase());
+    c.batch_execute(&format!("SET gpuindex.device = cpu; DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int, v real[])")).unwrap();
+    let mut rng = SplitMix64::new(seed);
+    let first = vectors(&mut rng, data, dim, 3000);
+    insert(&mut c, &table, &first, 0);
+    c.batch_execute(&format!("INSERT INTO {table} SELECT -g, NULL FROM generate_series(1, 5) g")).unwrap();
+    for (_, class) in OPS {
+        c.batch_execute(&format!(
+            "CREATE INDEX {table}_{class} ON {table} USING gpu_metric (v {class}) WITH (node_capacity = 4, delta_limit = 1)"
+        ))
+        .unwrap();
+    }
+    check_all(&mut c, &table, &mut rng, data, dim, &first[17]);
+    // Inserts (into the delta), deletes, then the VACUUM that rebuilds.
+    insert(&mut c, &table, &vectors(&mut rng, data, dim, 700), 3000);
+    c.batch_execute(&format!("DELETE FROM {table} WHERE id % 5 = 1; INSERT INTO {table} VALUES (-10, NULL)")).unwrap();
+    check_all(&mut c, &table, &mut rng, data, dim, &first[18]);
+    c.batch_execute(&format!("VACUUM {table}")).unwrap();
+    check_all(&mut c, &table, &mut rng, data, dim, &first[19]);
+    let generation: i64 = c
+        .query_one("SELECT max(generation) FROM gpuindex_cached_images() WHERE kind = 'shape'", &[])
+        .unwrap()
+        .get::<_, Option<i64>>(0)
+        .unwrap_or(0);
+    assert!(generation > 1, "VACUUM did not rebuild the tree (generation {generation})");
+    insert(&mut c, &table, &vectors(&mut rng, data, dim, 300), 4000);
+    check_all(&mut c, &table, &mut rng, data, dim, &first[20]);
+}
+
+#[test]
+fn uniform_vectors_equal_sequential_scans() {
+    run(Data::Uniform, 8, 1);
+}
+
+#[test]
+fn clustered_vectors_equal_sequential_scans() {
+    run(Data::Clustered, 32, 2);
+}
+
+#[test]
+fn duplicate_vectors_equal_sequential_scans() {
+    run(Data::Duplicates, 3, 3);
+}
+
+/// Bad input: clear ERRORs, and nothing indexed.
+#[test]
+fn bad_vectors_are_errors() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "DROP TABLE IF EXISTS gm_bad; CREATE TABLE gm_bad (id int, v real[]);
+         INSERT INTO gm_bad VALUES (1, '{1,2,3}'), (2, '{0,0,1}');
+         CREATE INDEX gm_bad_l2 ON gm_bad USING gpu_metric (v);
+         CREATE INDEX gm_bad_cos ON gm_bad USING gpu_metric (v real_cosine_ops);",
+    )
+    .unwrap();
+    for (sql, expect) in [
+        ("INSERT INTO gm_bad VALUES (3, '{1,2}')", "vector has 2 dimensions, the gpu_metric index 3"),
+        ("INSERT INTO gm_bad VALUES (3, '{1,NaN,2}')", "vector element 2 is NaN"),
+        ("INSERT INTO gm_bad VALUES (3, '{1,Infinity,2}')", "vector element 2 is inf"),
+        ("INSERT INTO gm_bad VALUES (3, '{}')", "a vector must not be empty"),
+        ("INSERT INTO gm_bad VALUES (3, '{1,NULL,2}')", "a vector must not contain NULL"),
+        ("INSERT INTO gm_bad VALUES (3, '{{1,2,3},{4,5,6}}')", "a vector must be one-dimensional"),
+        ("INSERT INTO gm_bad VALUES (3, '{0,0,0}')", "cosine distance is undefined for a zero vector"),
+        ("SELECT id FROM gm_bad ORDER BY v <-> '{1,2}' LIMIT 1", "vectors of different dimensions: 3 and 2"),
+        ("SET enable_seqscan = off; SELECT id FROM gm_bad ORDER BY v <-> '{1,2}' LIMIT 1", "vectors of different dimensions: 3 and 2"),
+        ("CREATE INDEX ON gm_bad USING gpu_metric (id)", "has no default operator class for access method \"gpu_metric\""),
+    ] {
+        let e = c.batch_execute(sql).expect_err(sql);
+        let msg = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_default();
+        assert!(msg.contains(expect), "{sql}: got {msg:?}, expected {expect:?}");
+    }
+    let n: i64 = c.query_one("SELECT count(*) FROM gm_bad", &[]).unwrap().get(0);
+    assert_eq!(n, 2);
+}
