@@ -25,9 +25,5 @@ pub fn estimate(path: &pg_sys::IndexPath, costs: &pg_sys::GenericCosts) -> Estim
     let distances = m.height as f64 * m.fanout as f64 + LEAVES_OPENED * leaf + m.delta.entries as f64;
     let pages = LEAVES_OPENED * (leaf / super::page::entries_per_page(m.dim as usize) as f64).ceil() + m.delta.pages as f64;
     let startup = distances * per_distance + pages * random_page_cost;
-    Estimate {
-        startup,
-        total: startup + costs.indexTotalCost + costs.numIndexTuples * per_distance,
-        pages: costs.numIndexPages.max(pages),
-    }
+    Estimate { startup, total: startup + costs.indexTotalCost + costs.numIndexTuples * per_distance, pages: costs.numIndexPages.max(pages) }
 }

@@ -68,4 +68,8 @@ impl IndexAm for GpuMetric {
 
 crate::index_am!(GpuMetric, gpu_metric_handler);
 
-extension_sql_file!("access_method.sql", name = "gpu_metric", requires = [gpu_metric_l2_distance, gpu_metric_l1_distance, gpu_metric_cosine_distance]);
+extension_sql_file!(
+    "access_method.sql",
+    name = "gpu_metric",
+    requires = [gpu_metric_l2_distance, gpu_metric_l1_distance, gpu_metric_cosine_distance]
+);

@@ -12,8 +12,8 @@
 
 use super::build::{write_tree, Writer};
 use super::chain;
-use super::page::*;
 use super::page::Exclusive;
+use super::page::*;
 use super::shape;
 use crate::storage::{recycle, Fork, Xlog};
 use gpuindex_engine::gts::{Params, Tree, Vectors};

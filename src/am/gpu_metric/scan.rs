@@ -127,12 +127,10 @@ impl IndexScan for ScanState {
         let walk = self.walk.get_or_insert_with(|| start(rel, q.as_deref()));
         let (tid, distance) = match walk {
             Walk::Unordered(all) => (all.pop()?, None),
-            Walk::Ordered { tree, nearest, nulls } => {
-                match nearest.next(tree.shape(), &PageLeaves { rel }) {
-                    Some((tid, d)) => (tid, Some(d)),
-                    None => (nulls.pop()?, None),
-                }
-            }
+            Walk::Ordered { tree, nearest, nulls } => match nearest.next(tree.shape(), &PageLeaves { rel }) {
+                Some((tid, d)) => (tid, Some(d)),
+                None => (nulls.pop()?, None),
+            },
         };
         Some(Found { tid: tid_to(tid), distance })
     }

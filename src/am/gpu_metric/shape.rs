@@ -3,8 +3,8 @@
 //! leaves read from their page runs.
 
 use super::chain;
-use super::page::*;
 use super::page::Shared;
+use super::page::*;
 use crate::am::common::cache;
 use gpuindex_engine::gts::{Leaves, Metric, Shape};
 use pgrx::pg_sys;
@@ -52,7 +52,12 @@ pub fn shape(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
     chain::for_run(rel, dim, m.pivot_start, |e| pivots.extend_from_slice(e.v));
     let shape = Shape { metric: metric(m), fanout: m.fanout as usize, height: m.height as usize, dim, nodes, pivots };
     if shape.nodes.len() != m.node_count as usize || shape.pivots.len() != shape.internal() * dim {
-        corrupted(format!("{} nodes and {} pivot values where the metapage says {} nodes", shape.nodes.len(), shape.pivots.len(), m.node_count));
+        corrupted(format!(
+            "{} nodes and {} pivot values where the metapage says {} nodes",
+            shape.nodes.len(),
+            shape.pivots.len(),
+            m.node_count
+        ));
     }
     cache::store(rel, "shape", Image { generation: m.generation, shape })
 }

@@ -81,24 +81,39 @@ fn operator(metric: Metric, a: pg_sys::Datum, b: pg_sys::Datum) -> f64 {
 }
 
 /// `real[] <-> real[]`: Euclidean distance.
-#[pg_extern(immutable, strict, parallel_safe, sql = "CREATE FUNCTION gpu_metric_l2_distance(real[], real[]) RETURNS float8
-    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';")]
+#[pg_extern(
+    immutable,
+    strict,
+    parallel_safe,
+    sql = "CREATE FUNCTION gpu_metric_l2_distance(real[], real[]) RETURNS float8
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+)]
 fn gpu_metric_l2_distance(fcinfo: pg_sys::FunctionCallInfo) -> f64 {
     // SAFETY: two arguments, both non-NULL (STRICT).
     unsafe { operator(Metric::L2, arg(fcinfo, 0), arg(fcinfo, 1)) }
 }
 
 /// `real[] <+> real[]`: Manhattan distance.
-#[pg_extern(immutable, strict, parallel_safe, sql = "CREATE FUNCTION gpu_metric_l1_distance(real[], real[]) RETURNS float8
-    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';")]
+#[pg_extern(
+    immutable,
+    strict,
+    parallel_safe,
+    sql = "CREATE FUNCTION gpu_metric_l1_distance(real[], real[]) RETURNS float8
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+)]
 fn gpu_metric_l1_distance(fcinfo: pg_sys::FunctionCallInfo) -> f64 {
     // SAFETY: as above.
     unsafe { operator(Metric::L1, arg(fcinfo, 0), arg(fcinfo, 1)) }
 }
 
 /// `real[] <=> real[]`: cosine distance, 1 - cos.
-#[pg_extern(immutable, strict, parallel_safe, sql = "CREATE FUNCTION gpu_metric_cosine_distance(real[], real[]) RETURNS float8
-    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';")]
+#[pg_extern(
+    immutable,
+    strict,
+    parallel_safe,
+    sql = "CREATE FUNCTION gpu_metric_cosine_distance(real[], real[]) RETURNS float8
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+)]
 fn gpu_metric_cosine_distance(fcinfo: pg_sys::FunctionCallInfo) -> f64 {
     // SAFETY: as above.
     unsafe { operator(Metric::Cosine, arg(fcinfo, 0), arg(fcinfo, 1)) }

@@ -205,11 +205,7 @@ fn split(
     }
     // Farthest first: the object farthest from every ancestor pivot (the
     // first such position on ties).
-    let at = if root {
-        size / 2
-    } else {
-        (0..size).fold(0, |best, i| if nearest[i] > nearest[best] { i } else { best })
-    };
+    let at = if root { size / 2 } else { (0..size).fold(0, |best, i| if nearest[i] > nearest[best] { i } else { best }) };
     let pivot = v.get(order[at] as usize).to_vec();
     let mut rows: Vec<(f64, u32, f64)> = order
         .par_iter()

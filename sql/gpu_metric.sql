@@ -1,0 +1,61 @@
+-- gpu_metric: exact ORDER BY distance through the index, for each
+-- operator class; equal to the sequential scan's order; inserts, deletes,
+-- VACUUM's rebuild; errors.
+SET client_min_messages = warning;
+SET gpuindex.device = cpu;
+
+CREATE TABLE gm (id int, v real[]);
+INSERT INTO gm SELECT g, ARRAY[(g * 7919) % 101, (g * 104729) % 97, g % 7 + 1]::real[]
+  FROM generate_series(1, 3000) g;
+INSERT INTO gm VALUES (-1, NULL), (-2, NULL);
+CREATE INDEX gm_l2 ON gm USING gpu_metric (v) WITH (node_capacity = 4, delta_limit = 1);
+CREATE INDEX gm_l1 ON gm USING gpu_metric (v real_l1_ops);
+CREATE INDEX gm_cos ON gm USING gpu_metric (v real_cosine_ops);
+
+-- The distances.
+SELECT '{1,2,3}'::real[] <-> '{4,6,3}' AS l2, '{1,2,3}'::real[] <+> '{4,6,3}' AS l1,
+  round(('{1,0}'::real[] <=> '{1,1}')::numeric, 12) AS cosine;
+
+EXPLAIN (COSTS OFF) SELECT id FROM gm ORDER BY v <-> '{50,50,3}' LIMIT 5;
+EXPLAIN (COSTS OFF) SELECT id FROM gm ORDER BY v <+> '{50,50,3}' LIMIT 5;
+EXPLAIN (COSTS OFF) SELECT id FROM gm ORDER BY v <=> '{50,50,3}' LIMIT 5;
+
+-- Index order equals the sequential scan's: same distance at every rank.
+CREATE FUNCTION gm_ranks(op text, q text, lim int) RETURNS TABLE (through_index bigint, differ bigint) AS $$
+DECLARE a float8[]; b float8[];
+BEGIN
+  SET LOCAL enable_seqscan = off;
+  EXECUTE format('SELECT array_agg(d) FROM (SELECT v %s %L::real[] AS d FROM gm ORDER BY v %s %L::real[] LIMIT %s) x', op, q, op, q, lim) INTO a;
+  SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = off;
+  EXECUTE format('SELECT array_agg(d) FROM (SELECT v %s %L::real[] AS d FROM gm ORDER BY v %s %L::real[] LIMIT %s) x', op, q, op, q, lim) INTO b;
+  RETURN QUERY SELECT cardinality(a)::bigint, (SELECT count(*) FROM unnest(a, b) u(x, y) WHERE x IS DISTINCT FROM y);
+END $$ LANGUAGE plpgsql;
+
+SELECT op, q, r.* FROM (VALUES ('<->'), ('<+>'), ('<=>')) o(op),
+  (VALUES ('{50,50,3}'), ('{0,0,1}'), ('{100,-5,9}')) qs(q), gm_ranks(op, q, 3100) r ORDER BY 1, 2;
+
+-- Nearest rows and their distances; NULL rows come last.
+SELECT id, v, round((v <-> '{10,10,2}')::numeric, 6) AS d FROM gm ORDER BY v <-> '{10,10,2}' LIMIT 4;
+SELECT id, v <-> '{10,10,2}' AS d FROM gm ORDER BY v <-> '{10,10,2}' OFFSET 2998;
+
+-- Inserts (the delta), deletes, VACUUM (which rebuilds the tree).
+INSERT INTO gm SELECT 5000 + g, ARRAY[g % 50, g % 40, 2]::real[] FROM generate_series(1, 400) g;
+DELETE FROM gm WHERE id % 4 = 0;
+SELECT op, r.* FROM (VALUES ('<->'), ('<+>'), ('<=>')) o(op), gm_ranks(op, '{25,20,2}', 3000) r ORDER BY 1;
+VACUUM gm;
+SELECT op, r.* FROM (VALUES ('<->'), ('<+>'), ('<=>')) o(op), gm_ranks(op, '{25,20,2}', 3000) r ORDER BY 1;
+SELECT kind, generation > 1 AS rebuilt FROM gpuindex_cached_images() WHERE index = 'gm_l2'::regclass;
+
+-- Errors.
+INSERT INTO gm VALUES (1, '{1,2}');
+INSERT INTO gm VALUES (1, '{1,NaN,2}');
+INSERT INTO gm VALUES (1, '{}');
+INSERT INTO gm VALUES (1, '{1,NULL,3}');
+INSERT INTO gm VALUES (1, '{0,0,0}');
+SELECT '{1,2}'::real[] <-> '{1,2,3}';
+SET enable_seqscan = off;
+SELECT id FROM gm ORDER BY v <-> '{1,2}' LIMIT 1;
+RESET enable_seqscan;
+CREATE INDEX ON gm USING gpu_metric (id);
+DROP TABLE gm;
+DROP FUNCTION gm_ranks;
