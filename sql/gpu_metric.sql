@@ -45,6 +45,35 @@ SELECT op, r.* FROM (VALUES ('<->'), ('<+>'), ('<=>')) o(op), gm_ranks(op, '{25,
 VACUUM gm;
 SELECT op, r.* FROM (VALUES ('<->'), ('<+>'), ('<=>')) o(op), gm_ranks(op, '{25,20,2}', 3000) r ORDER BY 1;
 SELECT kind, generation > 1 AS rebuilt FROM gpuindex_cached_images() WHERE index = 'gm_l2'::regclass;
+SELECT c.* FROM (VALUES ('gm_l2'), ('gm_l1'), ('gm_cos')) i(name), gpu_metric_check(i.name::regclass) c;
+
+-- Batch functions: each query's rows (ord, ctid, distance) equal a LATERAL
+-- query's; kNN ties broken by ctid.
+CREATE TEMP TABLE qs AS SELECT ARRAY[[50,50,3],[0,0,1],[10,10,2],[25,20,2]]::real[] AS a;
+CREATE TEMP TABLE want AS
+  SELECT 'knn' AS f, i AS ord, n.ctid AS tid, n.d FROM qs, generate_subscripts(qs.a, 1) i,
+    LATERAL (SELECT ctid, v <-> ARRAY(SELECT unnest(qs.a[i:i][1:3]))::real[] AS d FROM gm
+             ORDER BY 2, 1 LIMIT 7) n
+  UNION ALL
+  SELECT 'within', i, gm.ctid, v <-> ARRAY(SELECT unnest(qs.a[i:i][1:3]))::real[] FROM qs, generate_subscripts(qs.a, 1) i, gm
+    WHERE v <-> ARRAY(SELECT unnest(qs.a[i:i][1:3]))::real[] <= 4.5;
+CREATE TEMP TABLE got AS
+  SELECT 'knn' AS f, k.ord, k.ctid AS tid, k.distance AS d FROM qs, gpu_metric_knn('gm_l2', qs.a, 7) k
+  UNION ALL
+  SELECT 'within', w.ord, w.ctid, w.distance FROM qs, gpu_metric_within('gm_l2', qs.a, 4.5) w;
+SELECT f, count(*) AS rows,
+  (SELECT count(*) FROM ((SELECT ord, tid, d FROM got g WHERE g.f = w.f) EXCEPT ALL (SELECT ord, tid, d FROM want x WHERE x.f = w.f)) e) AS extra,
+  (SELECT count(*) FROM ((SELECT ord, tid, d FROM want x WHERE x.f = w.f) EXCEPT ALL (SELECT ord, tid, d FROM got g WHERE g.f = w.f)) e) AS missing
+FROM want w GROUP BY f ORDER BY f;
+-- One query as a one-dimensional array; cosine and L1 indexes.
+SELECT ord, distance FROM gpu_metric_knn('gm_l1', '{25,20,2}', 3);
+SELECT count(*) FROM gpu_metric_within('gm_cos', '{25,20,2}', 0.001);
+SELECT count(*) FROM gm WHERE v <=> '{25,20,2}' <= 0.001;
+SELECT * FROM gpu_metric_knn('gm_l2', '{1,2}', 3);
+SELECT * FROM gpu_metric_knn('gm_l2', '{1,2,3}', 0);
+SELECT * FROM gpu_metric_within('gm_l2', '{1,2,3}', -1);
+SELECT * FROM gpu_metric_knn('gm_l2', '{{{1,2,3}}}', 1);
+DROP TABLE qs, want, got;
 
 -- Errors.
 INSERT INTO gm VALUES (1, '{1,2}');

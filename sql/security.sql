@@ -14,10 +14,11 @@ GRANT CREATE ON SCHEMA public TO regress_gpuindex_owner;
 
 SET ROLE regress_gpuindex_owner;
 -- 5,000 rows; the policy below shows regress_gpuindex_rls the 10 rows with id <= 10.
-CREATE TABLE sec (id int, k int8, p point, secret text);
-INSERT INTO sec SELECT g, g % 500, point(g % 100, g / 100), 'secret ' || g FROM generate_series(1, 5000) g;
+CREATE TABLE sec (id int, k int8, p point, secret text, v real[]);
+INSERT INTO sec SELECT g, g % 500, point(g % 100, g / 100), 'secret ' || g, ARRAY[g % 100, g / 100] FROM generate_series(1, 5000) g;
 CREATE INDEX sec_k ON sec USING gpu_btree (k);
 CREATE INDEX sec_p ON sec USING gpu_spatial (p) WITH (leaf_capacity = 64);
+CREATE INDEX sec_v ON sec USING gpu_metric (v);
 CREATE TABLE sec_outer (id int, q point);
 INSERT INTO sec_outer VALUES (1, point(5, 0)), (2, point(50, 25)), (3, point(2, 0));
 GRANT SELECT (k) ON sec TO regress_gpuindex_cols;
@@ -32,6 +33,8 @@ SELECT * FROM gpu_spatial_within('sec_p', ARRAY[circle '((5,5),3)']);
 SELECT * FROM gpu_spatial_within('sec_p', ARRAY[point '(5,5)'], 3);
 SELECT * FROM gpu_spatial_knn('sec_p', ARRAY[point '(5,5)'], 3);
 SELECT * FROM gpu_spatial_join('sec_p', 'sec_outer', 'q', within => 3);
+SELECT * FROM gpu_metric_knn('sec_v', '{5,5}', 3);
+SELECT * FROM gpu_metric_within('sec_v', '{5,5}', 3);
 SELECT gpu_spatial_merge('sec_p');
 SELECT * FROM gpu_btree_check('sec_k');
 SELECT * FROM gpu_spatial_check('sec_p');
@@ -70,14 +73,19 @@ CREATE TEMP TABLE got AS
 UNION ALL SELECT 'range', ord, ctid, NULL FROM gpu_spatial_range('sec_p', ARRAY[box '(0,0),(20,20)', box '(3,0),(4,1)'])
 UNION ALL SELECT 'within circles', ord, ctid, NULL FROM gpu_spatial_within('sec_p', ARRAY[circle '((5,5),6)'])
 UNION ALL SELECT 'within points', ord, ctid, NULL FROM gpu_spatial_within('sec_p', ARRAY[point '(5,5)', point '(40,40)'], 6)
-UNION ALL SELECT 'knn', ord, ctid, distance FROM gpu_spatial_knn('sec_p', ARRAY[point '(50,25)', point '(1,0)'], 3);
+UNION ALL SELECT 'knn', ord, ctid, distance FROM gpu_spatial_knn('sec_p', ARRAY[point '(50,25)', point '(1,0)'], 3)
+UNION ALL SELECT 'metric knn', ord, ctid, distance FROM gpu_metric_knn('sec_v', '{{50,25},{1,0}}', 3)
+UNION ALL SELECT 'metric within', ord, ctid, distance FROM gpu_metric_within('sec_v', '{{5,0}}', 2.5);
 CREATE TEMP TABLE want AS
           SELECT 'probe' AS f, q.ord, s.ctid AS tid, NULL::float8 AS d FROM unnest(ARRAY(SELECT generate_series(0, 20))::int8[]) WITH ORDINALITY q(k, ord) JOIN sec s ON s.k = q.k
 UNION ALL SELECT 'range', q.ord, s.ctid, NULL FROM unnest(ARRAY[box '(0,0),(20,20)', box '(3,0),(4,1)']) WITH ORDINALITY q(b, ord) JOIN sec s ON s.p <@ q.b
 UNION ALL SELECT 'within circles', 1, ctid, NULL FROM sec WHERE p <@ circle '((5,5),6)'
 UNION ALL SELECT 'within points', q.ord, s.ctid, NULL FROM unnest(ARRAY[point '(5,5)', point '(40,40)']) WITH ORDINALITY q(c, ord) JOIN sec s ON s.p <@ circle(q.c, 6)
 UNION ALL SELECT 'knn', q.ord, n.ctid, n.d FROM unnest(ARRAY[point '(50,25)', point '(1,0)']) WITH ORDINALITY q(c, ord)
-  CROSS JOIN LATERAL (SELECT ctid, p <-> q.c AS d FROM sec ORDER BY p <-> q.c, ctid LIMIT 3) n;
+  CROSS JOIN LATERAL (SELECT ctid, p <-> q.c AS d FROM sec ORDER BY p <-> q.c, ctid LIMIT 3) n
+UNION ALL SELECT 'metric knn', q.ord, n.ctid, n.d FROM (VALUES (1, '{50,25}'::real[]), (2, '{1,0}')) q(ord, v)
+  CROSS JOIN LATERAL (SELECT ctid, sec.v <-> q.v AS d FROM sec ORDER BY sec.v <-> q.v, ctid LIMIT 3) n
+UNION ALL SELECT 'metric within', 1, ctid, v <-> '{5,0}' FROM sec WHERE v <-> '{5,0}' <= 2.5;
 SELECT f, count(*) AS rows,
        (SELECT count(*) FROM ((SELECT ord, tid, d FROM got g WHERE g.f = w.f) EXCEPT ALL (SELECT ord, tid, d FROM want x WHERE x.f = w.f)) e) AS extra,
        (SELECT count(*) FROM ((SELECT ord, tid, d FROM want x WHERE x.f = w.f) EXCEPT ALL (SELECT ord, tid, d FROM got g WHERE g.f = w.f)) e) AS missing

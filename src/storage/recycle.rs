@@ -14,7 +14,8 @@
 //! `shared_preload_libraries`.
 
 use super::buffer::{read, Exclusive};
-use super::page::SpecialArea;
+use super::page::{PageMut, SpecialArea};
+use super::xlog::Xlog;
 use pgrx::pg_sys;
 use std::marker::PhantomData;
 
@@ -95,5 +96,20 @@ pub fn reuse_page<S: SpecialArea>(rel: pg_sys::Relation, freed_at: impl Fn(&supe
                 pg_sys::ReleaseBuffer(buf);
             }
         }
+    }
+}
+
+/// Frees pages at the current safe xid: `mark` flags each one (in its
+/// access method's special area), a few pages per WAL record. Their
+/// contents stay for scans already reading them.
+pub fn free_pages<S: SpecialArea>(rel: pg_sys::Relation, blocks: &[u32], mark: impl Fn(&mut PageMut<S>, u64)) {
+    let xid = safe_xid_now();
+    for group in blocks.chunks(4) {
+        let pages: Vec<Exclusive<S>> = group.iter().map(|&b| Exclusive::lock(rel, b)).collect();
+        let x = Xlog::start(rel);
+        for g in &pages {
+            mark(&mut x.register(g, false), xid);
+        }
+        x.finish();
     }
 }

@@ -73,6 +73,40 @@ fn check(c: &mut Client, table: &str, op: &str, index: &str, q: &str, filter: &s
     assert_eq!(before(&got), before(&want), "{what}: rows");
 }
 
+/// The batch functions equal the same queries one by one (sequential
+/// scans): kNN distances at every rank of every query, and the rows
+/// within a radius.
+fn check_batches(c: &mut Client, table: &str, index: &str, op: &str, queries: &[String]) {
+    set_seq_only(c);
+    let rows: Vec<String> = queries.iter().map(|q| format!("ARRAY(SELECT unnest({q}))")).collect();
+    let matrix = format!("ARRAY[{}]::real[]", rows.join(","));
+    let knn = |c: &mut Client, sql: &str| -> Vec<(i64, f64)> {
+        c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect()
+    };
+    let got = knn(c, &format!("SELECT ord, distance FROM gpu_metric_knn('{index}', {matrix}, 10) ORDER BY ord, distance"));
+    let mut want = Vec::new();
+    for (i, q) in queries.iter().enumerate() {
+        let d = knn(c, &format!("SELECT {}::bigint, v {op} {q} FROM {table} WHERE v IS NOT NULL ORDER BY 2 LIMIT 10", i + 1));
+        want.extend(d);
+    }
+    assert_eq!(got, want, "{index}: gpu_metric_knn");
+    let r = want[5].1;
+    let within = |c: &mut Client, sql: &str| -> Vec<(i64, i32)> {
+        let mut v: Vec<(i64, i32)> =
+            c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect();
+        v.sort();
+        v
+    };
+    let got =
+        within(c, &format!("SELECT w.ord, t.id FROM gpu_metric_within('{index}', {matrix}, {r:?}) w JOIN {table} t ON t.ctid = w.ctid"));
+    let mut want = Vec::new();
+    for (i, q) in queries.iter().enumerate() {
+        want.extend(within(c, &format!("SELECT {}::bigint, id FROM {table} WHERE v {op} {q} <= {r:?}", i + 1)));
+    }
+    want.sort();
+    assert_eq!(got, want, "{index}: gpu_metric_within radius {r}");
+}
+
 fn check_all(c: &mut Client, table: &str, rng: &mut SplitMix64, data: Data, dim: usize, existing: &[f32]) {
     let mut queries: Vec<String> = vectors(rng, data, dim, 3).iter().map(|v| literal(v)).collect();
     queries.push(literal(existing));
@@ -83,6 +117,8 @@ fn check_all(c: &mut Client, table: &str, rng: &mut SplitMix64, data: Data, dim:
             check(c, table, op, &index, q, "WHERE id % 3 <> 0", "LIMIT 37");
         }
         check(c, table, op, &index, &queries[0], "", "");
+        check_batches(c, table, &index, op, &queries);
+        c.query(&format!("SELECT * FROM gpu_metric_check('{index}')"), &[]).unwrap_or_else(|e| panic!("{index}: {e}"));
     }
 }
 

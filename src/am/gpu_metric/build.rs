@@ -93,6 +93,7 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
         magic: MAGIC,
         version: VERSION,
         generation: 1,
+        vacuums: 0,
         dim: v.dim as u32,
         metric: metric as u32,
         fanout: params.fanout as u32,

@@ -8,7 +8,10 @@
 
 mod build;
 mod chain;
+pub mod check;
 mod cost;
+pub mod functions;
+mod image;
 pub mod options;
 mod page;
 mod rebuild;

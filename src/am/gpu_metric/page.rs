@@ -96,6 +96,8 @@ pub struct Meta {
     pub magic: u32,
     pub version: u32,
     pub generation: u64,
+    /// Bumped by each VACUUM that removes entries (cached rows reload).
+    pub vacuums: u64,
     pub dim: u32,
     pub metric: u32,
     pub fanout: u32,

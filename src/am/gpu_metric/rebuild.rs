@@ -12,8 +12,8 @@
 
 use super::build::{write_tree, Writer};
 use super::chain;
-use super::page::Exclusive;
 use super::page::*;
+use super::page::{Exclusive, PageMut};
 use super::shape;
 use crate::storage::{recycle, Fork, Xlog};
 use gpuindex_engine::gts::{Params, Tree, Vectors};
@@ -46,18 +46,12 @@ pub fn tree_blocks(index: pg_sys::Relation, m: &Meta) -> Vec<u32> {
 
 /// Flags pages FREED with the current safe xid, a few per record.
 pub fn free_pages(index: pg_sys::Relation, blocks: &[u32]) {
-    let xid = recycle::safe_xid_now();
-    for group in blocks.chunks(4) {
-        let pages: Vec<Exclusive> = group.iter().map(|&b| Exclusive::lock(index, b)).collect();
-        let x = Xlog::start(index);
-        for g in &pages {
-            x.register(g, false).update_special(|s| {
-                s.flags |= FREED;
-                s.freed_at = xid;
-            });
-        }
-        x.finish();
-    }
+    recycle::free_pages(index, blocks, |p: &mut PageMut, xid| {
+        p.update_special(|s| {
+            s.flags |= FREED;
+            s.freed_at = xid;
+        })
+    });
 }
 
 /// Folds the delta into a new tree.

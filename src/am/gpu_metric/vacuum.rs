@@ -84,6 +84,9 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
     removed += clean_run(index, m.frozen.head, dim, dead, Count::Frozen);
     removed += clean_run(index, m.nulls.head, 0, dead, Count::Nulls);
     stats.tuples_removed += removed as f64;
+    if removed > 0 {
+        rebuild::update_meta(index, |m| m.vacuums += 1);
+    }
 }
 
 pub fn cleanup(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult) {

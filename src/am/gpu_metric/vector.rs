@@ -10,13 +10,25 @@ fn bad(msg: String, hint: &str) -> ! {
     crate::error::raise(PgSqlErrorCode::ERRCODE_DATA_EXCEPTION, msg, hint)
 }
 
-/// The elements of a `real[]` datum, checked. The slice borrows the
-/// detoasted array (palloc'd in the current memory context when it was
-/// toasted).
+/// The elements of a `real[]` datum, checked: one vector.
 ///
 /// # Safety
 /// `d` is a non-NULL `real[]` datum.
 pub unsafe fn elements<'a>(d: pg_sys::Datum) -> &'a [f32] {
+    // SAFETY: as the caller's.
+    let (rows, v) = unsafe { matrix(d, 1) };
+    debug_assert_eq!(rows, 1);
+    v
+}
+
+/// The elements of a `real[]` datum of one dimension, or of two (`most`
+/// = 2: one vector per row), checked; returns the number of rows and the
+/// elements. The slice borrows the detoasted array (palloc'd in the
+/// current memory context when it was toasted).
+///
+/// # Safety
+/// `d` is a non-NULL `real[]` datum.
+pub unsafe fn matrix<'a>(d: pg_sys::Datum, most: usize) -> (usize, &'a [f32]) {
     // SAFETY: as the caller's; the array header is read by its macros'
     // definitions (ArrayType: vl_len_, ndim, dataoffset, elemtype, then
     // dims[ndim], lbound[ndim], the NULL bitmap, the data).
@@ -29,21 +41,23 @@ pub unsafe fn elements<'a>(d: pg_sys::Datum) -> &'a [f32] {
         if ndim == 0 {
             bad("a vector must not be empty".into(), "Give it at least one element.");
         }
-        if ndim != 1 {
-            bad(format!("a vector must be one-dimensional, not {ndim}-dimensional"), "Pass one vector per value.");
+        if ndim > most {
+            let what = if most == 1 { "a vector must be one-dimensional" } else { "queries must be one vector per row" };
+            bad(format!("{what}, not {ndim}-dimensional"), "Pass one vector per value, or a two-dimensional array of them.");
         }
         if (*arr).dataoffset != 0 {
             bad("a vector must not contain NULL".into(), "Replace NULL elements by numbers.");
         }
-        let dims = (arr as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *const i32;
-        let n = *dims as usize;
+        let dims = std::slice::from_raw_parts((arr as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *const i32, ndim);
+        let n: usize = dims.iter().map(|&x| x as usize).product();
+        let rows = if ndim == 2 { dims[0] as usize } else { 1 };
         // ARR_OVERHEAD_NONULLS: the header and two int arrays, MAXALIGNed.
         let data = (arr as *const u8).add((std::mem::size_of::<pg_sys::ArrayType>() + 8 * ndim).next_multiple_of(8));
         let v = std::slice::from_raw_parts(data as *const f32, n);
         if let Some(i) = v.iter().position(|x| !x.is_finite()) {
             bad(format!("vector element {} is {}", i + 1, v[i]), "Vectors hold finite numbers only (no NaN or infinity).");
         }
-        v
+        (rows, v)
     }
 }
 

@@ -22,8 +22,8 @@
 //! next merge starts again from the frozen delta; entries already
 //! appended are recognised by TID and neither added nor counted twice.
 
-use super::page::Exclusive;
 use super::page::*;
+use super::page::{Exclusive, PageMut};
 use super::shape;
 use crate::am::common::{Access, OpenIndex};
 use crate::storage::{recycle, Xlog};
@@ -166,18 +166,12 @@ fn write_run<T: Copy>(
 /// scans that read the shape before may still read them; VACUUM recycles
 /// them once no snapshot is that old.
 pub fn free_pages(index: pg_sys::Relation, blocks: &[u32]) {
-    let xid = recycle::safe_xid_now();
-    for group in blocks.chunks(4) {
-        let pages: Vec<Exclusive> = group.iter().map(|&b| Exclusive::lock(index, b)).collect();
-        let x = Xlog::start(index);
-        for g in &pages {
-            x.register(g, false).update_special(|s| {
-                s.flags |= FREED;
-                s.freed_at = xid;
-            });
-        }
-        x.finish();
-    }
+    recycle::free_pages(index, blocks, |p: &mut PageMut, xid| {
+        p.update_special(|s| {
+            s.flags |= FREED;
+            s.freed_at = xid;
+        })
+    });
 }
 
 /// Appends the points of `p` that the run does not hold yet (by TID) to

@@ -1,0 +1,200 @@
+//! Batch SQL functions over a gpu_metric index: many queries in one call,
+//! searched on all cores (the engine's bounded kNN and range search over
+//! the tree's rows in memory), plus the delta by brute force; each result
+//! row carries its query's 1-based position (`ord`), a heap TID visible to
+//! the caller's snapshot (and policies) and its distance. Join back with
+//! `JOIN t ON t.ctid = r.ctid`.
+//!
+//! - `gpu_metric_knn(index, queries real[], k int)`: the k nearest
+//!   visible rows of each query, nearest first;
+//! - `gpu_metric_within(index, queries real[], radius float8)`: the
+//!   visible rows within `radius` of each query, nearest first.
+//!
+//! `queries` is one vector, or a two-dimensional array of one per row.
+
+use super::page::Meta;
+use super::{image, shape, vector};
+use crate::am::common::{Access, OpenIndex};
+use crate::storage::Tid;
+use gpuindex_engine::gts::{search, Vectors};
+use pgrx::datum::AnyArray;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use rayon::prelude::*;
+
+/// A candidate: distance, TID.
+type Cand = (f64, Tid);
+
+struct Call {
+    open: OpenIndex,
+    m: Meta,
+    /// Queries, one per row of `dim` floats.
+    queries: Vec<f32>,
+}
+
+fn start(index: pg_sys::Oid, queries: &AnyArray) -> Option<Call> {
+    let open = OpenIndex::open(index, "gpu_metric", Access::Read, pg_sys::AccessShareLock as i32);
+    let m = shape::meta(open.index);
+    // SAFETY: a real[] argument (declared type), not NULL (STRICT).
+    let (rows, q) = unsafe { vector::matrix(queries.datum(), 2) };
+    let dim = q.len() / rows.max(1);
+    if m.dim == 0 {
+        return None; // no vectors indexed
+    }
+    let metric = shape::metric(&m);
+    for row in q.chunks(dim) {
+        // The operator's own ERRORs: dimensions, zero vectors for cosine.
+        vector::distance(metric, &vec![1.0; m.dim as usize], row);
+    }
+    Some(Call { m, queries: q.to_vec(), open })
+}
+
+/// The candidates of each query in the delta: those within `bound(q)`,
+/// or the `k` nearest.
+fn delta_candidates(m: &Meta, queries: &[f32], delta: &Vectors, k: Option<usize>, radius: f64) -> Vec<Vec<Cand>> {
+    let metric = shape::metric(m);
+    queries
+        .par_chunks(delta.dim)
+        .map(|q| {
+            let mut c: Vec<Cand> =
+                (0..delta.len()).map(|i| (metric.distance(q, delta.get(i)), delta.ids[i])).filter(|c| c.0 <= radius).collect();
+            c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            if let Some(k) = k {
+                c.truncate(k);
+            }
+            c
+        })
+        .collect()
+}
+
+/// The visible candidates of each query, as (ord, ctid, distance) rows in
+/// candidate order.
+fn visible(open: &OpenIndex, cands: &[Vec<Cand>]) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
+    let mut flat: Vec<(usize, usize)> = Vec::new();
+    let mut matches = Vec::new();
+    for (j, c) in cands.iter().enumerate() {
+        for (r, &(_, tid)) in c.iter().enumerate() {
+            matches.push((tid, flat.len() as i64));
+            flat.push((j, r));
+        }
+    }
+    let mut out: Vec<Vec<(usize, pg_sys::ItemPointerData, f64)>> = vec![Vec::new(); cands.len()];
+    for (pos, ctid) in open.visible(matches) {
+        let (j, r) = flat[pos as usize];
+        out[j].push((r, ctid, cands[j][r].0));
+    }
+    out.into_iter()
+        .map(|mut rows| {
+            rows.sort_unstable_by_key(|x| x.0);
+            rows.into_iter().map(|x| (x.1, x.2)).collect()
+        })
+        .collect()
+}
+
+/// Merges tree and delta candidates in (distance, TID) order.
+fn merge(a: Vec<(u64, f64)>, b: &[Cand], k: Option<usize>) -> Vec<Cand> {
+    let mut c: Vec<Cand> = a.into_iter().map(|(t, d)| (d, t)).chain(b.iter().copied()).collect();
+    c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    c.dedup_by_key(|c| c.1);
+    if let Some(k) = k {
+        c.truncate(k);
+    }
+    c
+}
+
+/// The k nearest visible rows of each query. A query whose candidates
+/// include dead rows is asked again with twice as many, until it has k or
+/// there are no more.
+fn knn(call: &Call, k: usize) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
+    let rel = call.open.index;
+    let img = image::tree(rel, &call.m);
+    let delta = image::delta(rel, &call.m);
+    let dim = call.m.dim as usize;
+    let total = img.objects.v.len() + delta.len();
+    let n = call.queries.len() / dim;
+    let mut done = vec![Vec::new(); n];
+    let mut pending: Vec<usize> = (0..n).collect();
+    let mut want = k.min(total.max(1));
+    crate::batch::ensure_cpu_pool();
+    while !pending.is_empty() {
+        let qs: Vec<f32> = pending.iter().flat_map(|&i| call.queries[i * dim..(i + 1) * dim].iter().copied()).collect();
+        let a = search::knn(&img.shape, &img.objects, &qs, want);
+        let b = delta_candidates(&call.m, &qs, &delta, Some(want), f64::INFINITY);
+        let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, Some(want))).collect();
+        let alive = visible(&call.open, &cands);
+        let mut again = Vec::new();
+        for (j, (&i, mut rows)) in pending.iter().zip(alive).enumerate() {
+            if rows.len() >= k || cands[j].len() < want || want >= total {
+                rows.truncate(k);
+                done[i] = rows;
+            } else {
+                again.push(i);
+            }
+        }
+        pending = again;
+        want = want.saturating_mul(2).min(total.max(1));
+    }
+    done
+}
+
+/// The visible rows within `radius` of each query.
+fn within(call: &Call, radius: f64) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
+    let rel = call.open.index;
+    let img = image::tree(rel, &call.m);
+    let delta = image::delta(rel, &call.m);
+    crate::batch::ensure_cpu_pool();
+    let a = search::range(&img.shape, &img.objects, &call.queries, radius);
+    let b = delta_candidates(&call.m, &call.queries, &delta, None, radius);
+    let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, None)).collect();
+    visible(&call.open, &cands)
+}
+
+fn return_rows(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<Vec<(pg_sys::ItemPointerData, f64)>>) {
+    let mut hits = crate::am::common::search::Hits { rows: Vec::new(), distances: Some(Vec::new()) };
+    for (i, rows) in rows.into_iter().enumerate() {
+        for (ctid, d) in rows {
+            hits.rows.push((i as i64 + 1, ctid));
+            hits.distances.as_mut().expect("set above").push(d);
+        }
+    }
+    // SAFETY: the call's own fcinfo, declared (ord, ctid, distance).
+    unsafe { crate::srf::ord_tid_distances(fcinfo, hits) }
+}
+
+#[pg_extern(
+    volatile,
+    parallel_safe,
+    strict,
+    sql = "CREATE FUNCTION gpu_metric_knn(index regclass, queries real[], k int) RETURNS TABLE (ord bigint, ctid tid, distance float8)
+    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+)]
+fn gpu_metric_knn(index: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
+    if k <= 0 {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("k = {k}: k must be positive"),
+            "Ask for k >= 1 neighbours.",
+        );
+    }
+    let rows = start(index, &queries).map_or_else(Vec::new, |call| knn(&call, k as usize));
+    return_rows(fcinfo, rows)
+}
+
+#[pg_extern(
+    volatile,
+    parallel_safe,
+    strict,
+    sql = "CREATE FUNCTION gpu_metric_within(index regclass, queries real[], radius float8) RETURNS TABLE (ord bigint, ctid tid, distance float8)
+    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+)]
+fn gpu_metric_within(index: pg_sys::Oid, queries: AnyArray, radius: f64, fcinfo: pg_sys::FunctionCallInfo) {
+    if radius.is_nan() || radius < 0.0 {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("radius {radius} is not a distance"),
+            "Pass a radius >= 0.",
+        );
+    }
+    let rows = start(index, &queries).map_or_else(Vec::new, |call| within(&call, radius));
+    return_rows(fcinfo, rows)
+}

@@ -1,0 +1,66 @@
+//! The tree's rows in memory, for batches (rayon threads search them; they
+//! cannot read pages): the shape with each leaf's range remapped to the
+//! rows read from its run, cached per backend while the metapage's
+//! generation and vacuum count match; and the delta, read at every batch.
+
+use super::chain;
+use super::page::Meta;
+use super::shape;
+use crate::am::common::cache;
+use gpuindex_engine::gts::search::Objects;
+use gpuindex_engine::gts::{Shape, Vectors};
+use pgrx::pg_sys;
+use std::sync::Arc;
+
+pub struct Image {
+    generation: u64,
+    vacuums: u64,
+    pub shape: Shape,
+    pub objects: Objects,
+}
+
+impl cache::Image for Image {
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+    fn host_bytes(&self) -> usize {
+        self.shape.host_bytes() + self.objects.v.data.len() * 4 + self.objects.v.ids.len() * 16
+    }
+}
+
+/// The tree part of the index `m` describes, in memory.
+pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
+    if let Some(i) = cache::lookup::<Image>(rel, "rows") {
+        if i.generation == m.generation && i.vacuums == m.vacuums {
+            return i;
+        }
+    }
+    cache::remove(rel, "rows");
+    let dim = m.dim as usize;
+    let mut objects = Objects { v: Vectors::new(dim), pdist: Vec::new() };
+    let shape = if m.tree_entries > 0 {
+        let mut s = shape::shape(rel, m).shape.clone();
+        for leaf in s.leaves() {
+            let start = objects.v.len();
+            chain::for_run(rel, dim, s.nodes[leaf].offset as u32, |e| {
+                objects.v.push(e.v, e.tid);
+                objects.pdist.push(e.pdist);
+            });
+            s.nodes[leaf].offset = start as u64;
+            s.nodes[leaf].size = (objects.v.len() - start) as u64;
+        }
+        s
+    } else {
+        Shape::empty(shape::metric(m))
+    };
+    cache::store(rel, "rows", Image { generation: m.generation, vacuums: m.vacuums, shape, objects })
+}
+
+/// The delta's rows (and a frozen delta's).
+pub fn delta(rel: pg_sys::Relation, m: &Meta) -> Vectors {
+    let mut v = Vectors::new(m.dim as usize);
+    for c in m.vector_chains() {
+        chain::for_run(rel, m.dim as usize, c.head, |e| v.push(e.v, e.tid));
+    }
+    v
+}
