@@ -14,7 +14,7 @@ out=${1:-.gpu/engine}
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/tests"
 cargo build --profile bench-build -p gpuindex-engine --bin gpuindex-bench
-cp target/bench-build/gpuindex-bench "$out/bin/"
+cp "${CARGO_TARGET_DIR:-target}/bench-build/gpuindex-bench" "$out/bin/"
 cargo test --profile bench-build -p gpuindex-engine --no-run --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys

@@ -212,6 +212,53 @@ impl KeySet {
     }
 }
 
+/// The vector sets (float4 vectors, the benchmark data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VectorSet {
+    /// 1,000 Gaussian clusters (sigma 0.5) around centres uniform in
+    /// [-10, 10]^dim, each vector from a centre picked at random.
+    Clustered,
+    /// Uniform in [-10, 10]^dim.
+    Uniform,
+}
+
+impl VectorSet {
+    pub const ALL: [VectorSet; 2] = [VectorSet::Clustered, VectorSet::Uniform];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VectorSet::Clustered => "clustered",
+            VectorSet::Uniform => "uniform",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<VectorSet> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// `n` vectors of `dim` floats from `seed`, row after row. The cluster
+    /// centres depend on `dim` only, so queries from another seed fall in
+    /// the same clusters.
+    pub fn vectors(self, n: usize, dim: usize, seed: u64) -> Vec<f32> {
+        let mut centres = SplitMix64::new(0x5eed ^ dim as u64);
+        let centres: Vec<f32> = (0..1000 * dim).map(|_| (centres.unit() * 20.0 - 10.0) as f32).collect();
+        let mut rng = SplitMix64::new(seed);
+        let mut out = Vec::with_capacity(n * dim);
+        for _ in 0..n {
+            match self {
+                VectorSet::Clustered => {
+                    let c = rng.below(1000) as usize;
+                    for x in &centres[c * dim..(c + 1) * dim] {
+                        out.push(x + (normal(&mut rng) * 0.5) as f32);
+                    }
+                }
+                VectorSet::Uniform => out.extend((0..dim).map(|_| (rng.unit() * 20.0 - 10.0) as f32)),
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

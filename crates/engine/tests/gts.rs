@@ -121,3 +121,130 @@ fn the_build_is_balanced() {
     seen.sort();
     assert_eq!(seen, (0..10_000).collect::<Vec<u32>>());
 }
+
+mod common;
+
+use gpuindex_engine::gts::gpu::{DeviceTree, Way, FILTER_MAX_K};
+use gpuindex_engine::gts::Shape as TreeShape;
+
+/// The tree's objects less those `drop` picks, leaves remapped as the
+/// extension's image does after VACUUM (pivot objects may be gone).
+fn without(shape: &TreeShape, objects: &Objects, drop: impl Fn(u64) -> bool) -> (TreeShape, Objects) {
+    let mut s = shape.clone();
+    let mut o = Objects { v: Vectors::new(objects.v.dim), pdist: Vec::new() };
+    for leaf in s.leaves() {
+        let (start, n) = (o.v.len(), s.nodes[leaf]);
+        for p in n.offset as usize..(n.offset + n.size) as usize {
+            if !drop(objects.v.ids[p]) {
+                o.v.push(objects.v.get(p), objects.v.ids[p]);
+                o.pdist.push(objects.pdist[p]);
+            }
+        }
+        s.nodes[leaf].offset = start as u64;
+        s.nodes[leaf].size = (o.v.len() - start) as u64;
+    }
+    (s, o)
+}
+
+/// GPU kNN, range and brute force equal the CPU's answers bit for bit.
+fn check_gpu(gpu: &gpuindex_engine::gpu::Gpu, s: &TreeShape, objects: &Objects, qs: &[f32], what: &str, budget: Option<usize>) {
+    let mut dev = DeviceTree::upload(gpu, s, objects).unwrap_or_else(|e| panic!("{what}: upload: {e}"));
+    if let Some(b) = budget {
+        dev.limit_memory(b);
+    }
+    for k in [1, 10, 16, 57, 1024] {
+        let want = knn(s, objects, qs, k);
+        assert_eq!(dev.knn(gpu, qs, k).unwrap(), want, "{what}: gpu knn k={k}");
+        assert_eq!(dev.knn_by(gpu, qs, k, Way::Tree).unwrap(), want, "{what}: gpu knn by the tree k={k}");
+        if k == 10 {
+            assert_eq!(dev.knn_by(gpu, qs, k, Way::Naive).unwrap(), want, "{what}: gpu brute force k={k}");
+        }
+        if s.metric == Metric::L2 && k <= FILTER_MAX_K {
+            assert_eq!(dev.knn_by(gpu, qs, k, Way::Filter).unwrap(), want, "{what}: gpu bounded brute force k={k}");
+        }
+    }
+    let dim = s.dim.max(1);
+    for frac in [0.001, 0.05, 0.5] {
+        let q0 = &qs[..dim];
+        let all = knn(s, objects, q0, objects.v.len().max(1));
+        let r = all[0].get((all[0].len() as f64 * frac) as usize).map_or(1.0, |h| h.1);
+        assert_eq!(dev.range(gpu, qs, r).unwrap(), range(s, objects, qs, r), "{what}: gpu range r={r}");
+    }
+}
+
+#[test]
+fn gpu_search_equals_cpu_search() {
+    let Some(gpu) = common::gpu_or_skip("gpu_search_equals_cpu_search") else { return };
+    let cases: Vec<(Shape, usize, usize, usize)> = vec![
+        (Shape::Uniform, 0, 3, 4),
+        (Shape::Uniform, 1, 3, 4),
+        (Shape::Uniform, 19, 3, 4),
+        (Shape::Uniform, 401, 3, 4),
+        (Shape::Clustered, 4000, 8, 2),
+        (Shape::Uniform, 5000, 1, 20),
+        (Shape::Clustered, 5000, 17, 20),
+        (Shape::Duplicates, 5000, 2, 20),
+        (Shape::Clustered, 20000, 128, 20),
+        (Shape::Uniform, 8000, 128, 10),
+    ];
+    for (shape, n, dim, fanout) in cases {
+        let v = vectors(shape, n, dim, n as u64 * 7 + dim as u64);
+        let mut qs = vectors(Shape::Clustered, 300, dim, 99).data;
+        if n > 0 {
+            qs.extend_from_slice(v.get(n / 3));
+        }
+        for m in METRICS {
+            let tree = Tree::build(m, &v, Params { fanout });
+            let objects = Objects::of(&tree, &v);
+            let what = format!("{shape:?} n={n} dim={dim} fanout={fanout} height={} {}", tree.shape.height, m.name());
+            check_gpu(&gpu, &tree.shape, &objects, &qs, &what, None);
+            // Deletions took a fifth of the objects and every pivot's own
+            // object out of the leaves.
+            let pivots: Vec<Vec<u32>> =
+                (0..tree.shape.internal()).map(|i| tree.shape.pivot(i).iter().map(|x| x.to_bits()).collect()).collect();
+            let is_pivot = |id: u64| {
+                let i = v.ids.iter().position(|&x| x == id).expect("an id");
+                pivots.iter().any(|p| v.get(i).iter().zip(p).all(|(a, b)| a.to_bits() == *b))
+            };
+            let (s2, o2) = without(&tree.shape, &objects, |id| id % 5 == 0 || (n <= 5000 && is_pivot(id)));
+            check_gpu(&gpu, &s2, &o2, &qs, &format!("{what}, after deletions"), None);
+        }
+    }
+}
+
+#[test]
+fn gpu_batches_split_into_groups_that_fit() {
+    let Some(gpu) = common::gpu_or_skip("gpu_batches_split_into_groups_that_fit") else { return };
+    let v = vectors(Shape::Uniform, 30_000, 4, 3);
+    let qs = vectors(Shape::Uniform, 2000, 4, 4).data;
+    let tree = Tree::build(Metric::L2, &v, Params { fanout: 8 });
+    let objects = Objects::of(&tree, &v);
+    // Room for a few thousand pairs or answers at a time.
+    check_gpu(&gpu, &tree.shape, &objects, &qs, "256 KiB budget", Some(256 << 10));
+}
+
+#[test]
+fn gpu_search_on_extreme_scales() {
+    let Some(gpu) = common::gpu_or_skip("gpu_search_on_extreme_scales") else { return };
+    // Far from the origin (float4 bounds too loose: queries overflow to the
+    // tree), outliers whose products overflow float4, and coordinates whose
+    // products underflow.
+    let scales: [(&str, fn(usize, f32) -> f32); 3] =
+        [("offset 1e4", |_, x| 1e4 + x), ("outliers 1e30", |i, x| if i % 7 == 0 { x * 1e30 } else { x }), ("tiny 1e-30", |_, x| x * 1e-30)];
+    for (name, f) in scales {
+        let mut v = vectors(Shape::Clustered, 6000, 24, 11);
+        for (i, x) in v.data.iter_mut().enumerate() {
+            *x = f(i, *x);
+        }
+        let mut qs = vectors(Shape::Clustered, 100, 24, 12).data;
+        for (i, x) in qs.iter_mut().enumerate() {
+            *x = f(i, *x);
+        }
+        qs.extend_from_slice(v.get(77));
+        for m in METRICS {
+            let tree = Tree::build(m, &v, Params { fanout: 10 });
+            let objects = Objects::of(&tree, &v);
+            check_gpu(&gpu, &tree.shape, &objects, &qs, &format!("{name} {}", m.name()), None);
+        }
+    }
+}

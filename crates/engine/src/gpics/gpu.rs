@@ -6,9 +6,8 @@
 use super::geom::Query;
 use super::query::Hits;
 use super::tree::{Node, Params, Points, QuadTree, NONE};
-use crate::gpu::{kernels::GPICS, DeviceBuffer, Gpu, GpuError};
+use crate::gpu::{kernels::GPICS, scan, DeviceBuffer, Gpu, GpuError};
 use crate::launch;
-use cudarc::driver::CudaStream;
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -55,27 +54,6 @@ pub struct DeviceTree {
 
 fn grid(n: usize, gpu: &Gpu) -> u32 {
     n.div_ceil(BLOCK as usize).clamp(1, gpu.info().multiprocessors as usize * 32) as u32
-}
-
-/// Exclusive scan of `n` u32 into n+1 u64 (the total last), on `stream`.
-fn scan(gpu: &Gpu, stream: &Arc<CudaStream>, input: &DeviceBuffer<u32>, n: usize) -> Result<(DeviceBuffer<u64>, u64), GpuError> {
-    let out = gpu.alloc::<u64>(n + 1)?;
-    let blocks = n.div_ceil(1024).max(1);
-    let sums = gpu.alloc::<u64>(blocks)?;
-    let (inp, outp, sump, n64) = (input.ptr(), out.ptr(), sums.ptr(), n as u64);
-    launch!(gpu, stream, GPICS, "gpics_scan_blocks", (blocks, 256, 0), [inp, n64, outp, sump])?;
-    let host = sums.download()?;
-    let mut off = Vec::with_capacity(blocks);
-    let mut total = 0u64;
-    for s in host {
-        off.push(total);
-        total += s;
-    }
-    let off = gpu.upload(&off)?;
-    let offp = off.ptr();
-    launch!(gpu, stream, GPICS, "gpics_scan_add", (grid(n.max(1), gpu), BLOCK, 0), [outp, n64, offp, total])?;
-    gpu.guarded(|| stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize")))?;
-    Ok((out, total))
 }
 
 impl QuadTree {

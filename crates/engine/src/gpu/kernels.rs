@@ -17,6 +17,8 @@ macro_rules! kernel {
 pub const SORTED_LOOKUP: KernelSource = kernel!("sorted_lookup");
 pub const HBTREE: KernelSource = kernel!("hbtree");
 pub const GPICS: KernelSource = kernel!("gpics");
+pub const SCAN: KernelSource = kernel!("scan");
+pub const GTS: KernelSource = kernel!("gts");
 
 /// Every kernel source, for `Gpu::compile_all`.
-pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE, GPICS];
+pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE, GPICS, SCAN, GTS];

@@ -12,12 +12,14 @@ mod error;
 pub mod kernels;
 mod memory;
 mod pipeline;
+mod scan;
 
 pub use detect::{DeviceInfo, MIN_COMPUTE_CAPABILITY, MIN_DRIVER_VERSION};
 pub use error::GpuError;
 pub use kernels::KernelSource;
 pub use memory::{DeviceBuffer, PinnedBuffer};
 pub use pipeline::{copy_parallel, Plain, Schedule};
+pub use scan::scan;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use error::{catch, driver};

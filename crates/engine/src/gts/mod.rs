@@ -8,10 +8,13 @@
 //! - `metric`: the distances (L2, L1, cosine) and the slack that keeps
 //!   pruning exact under floating-point rounding;
 //! - `tree`: the level-by-level build on all cores;
+//! - `gpu`: the same searches on the GPU, level by level over (query,
+//!   node) pairs;
 //! - `search`: exact k-nearest and range search, batched or one row at a
 //!   time in distance order, over leaves read through a trait (pages in
 //!   the extension, memory in tests).
 
+pub mod gpu;
 pub mod metric;
 pub mod search;
 pub mod tree;

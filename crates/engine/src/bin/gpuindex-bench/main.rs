@@ -1,16 +1,18 @@
 //! gpuindex-bench: prints tables of queries/s for each structure, CPU (all
 //! cores) and GPU in the same run, checking that both give the same answers.
 //!
-//!   gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [--n LIST] [--batch LIST] [--reps 5]
+//!   gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gts] [--n LIST] [--batch LIST] [--reps 5] [--dim 128] [--set NAME]
 //!
 //! sorted: n = 1e6,1e7,1e8, batches 1e3..1e7 by default;
 //! hbtree: n = 2^23..2^28, one batch of 2^24 hits by default;
-//! gpics: 16M points, batches of 1K..4M queries of each kind by default.
+//! gpics: 16M points, batches of 1K..4M queries of each kind by default;
+//! gts: 1M vectors of 128 floats, clustered and uniform, batches of 1..1e5.
 //!
 //! Without a GPU the GPU columns read "-" (and GPUINDEX_REQUIRE_GPU=1 makes
 //! that a failure).
 
 mod gpics;
+mod gts;
 mod hbtree;
 mod sorted;
 mod util;
@@ -24,6 +26,10 @@ pub struct Args {
     pub n_given: bool,
     pub batch_given: bool,
     pub reps: usize,
+    /// Vector dimension (gts).
+    pub dim: usize,
+    /// A data set by name (gts: clustered, uniform).
+    pub set: Option<String>,
     pub what: Vec<String>,
 }
 
@@ -34,6 +40,8 @@ fn parse_args() -> Args {
         n_given: false,
         batch_given: false,
         reps: 5,
+        dim: 128,
+        set: None,
         what: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -49,8 +57,10 @@ fn parse_args() -> Args {
                 args.batch_given = true;
             }
             "--reps" => args.reps = value().parse().expect("--reps N"),
+            "--dim" => args.dim = value().parse().expect("--dim N"),
+            "--set" => args.set = Some(value()),
             "-h" | "--help" => {
-                println!("usage: gpuindex-bench [sorted] [hbtree] [--n LIST] [--batch LIST] [--reps N]");
+                println!("usage: gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gts] [--n LIST] [--batch LIST] [--reps N] [--dim N] [--set NAME]");
                 std::process::exit(0);
             }
             other => args.what.push(other.to_string()),
@@ -114,6 +124,7 @@ fn main() {
             "hbtree" => hbtree::run(&args, g.as_deref()),
             "leafstep" => hbtree::leafstep(&args, g.as_deref()),
             "gpics" => gpics::run(&args, g.as_deref()),
+            "gts" => gts::run(&args, g.as_deref()),
             other => {
                 eprintln!("unknown benchmark {other}");
                 std::process::exit(2);

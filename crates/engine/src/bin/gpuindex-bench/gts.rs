@@ -1,0 +1,147 @@
+//! GTS: exact kNN (k = 10) and range queries on float4 vectors, the GPU
+//! search against the same tree searched on all cores and against exact
+//! brute force on the GPU (the floor: every distance in float8 by the leaf
+//! kernel, and bounded by a float4 matrix-multiply pass then rechecked),
+//! for batches of 1 to 100K queries. "engine" is what `DeviceTree::knn`
+//! picks. Every GPU answer is checked: GTS on the GPU against the CPU's on
+//! a prefix of each batch, every other GPU way against GTS on the GPU.
+//!
+//!   gpuindex-bench gts [--n 1e6] [--dim 128] [--batch 1,100,1e4,1e5] [--set clustered|uniform]
+
+use crate::util::*;
+use crate::Args;
+use gpuindex_engine::datasets::VectorSet;
+use gpuindex_engine::gpu::Gpu;
+use gpuindex_engine::gts::gpu::{DeviceTree, Way};
+use gpuindex_engine::gts::search::{self, Objects};
+use gpuindex_engine::gts::{Metric, Params, Tree, Vectors};
+use std::time::Instant;
+
+/// CPU searches stop after this long per measure (the rate is of the
+/// queries done; the GPU's answers are checked against those).
+const CPU_SECONDS: f64 = 4.0;
+/// The plain brute force runs on at most this many queries of a batch.
+const BRUTE_MAX: usize = 10_000;
+
+fn secs(f: impl FnOnce()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+/// Runs `f` on growing prefixes of `queries` (rows of `dim`) until it
+/// has taken CPU_SECONDS or done all; returns (queries done, seconds, answers).
+fn cpu_prefix<T>(queries: &[f32], dim: usize, f: impl Fn(&[f32]) -> Vec<T>) -> (usize, f64, Vec<T>) {
+    let m = queries.len() / dim;
+    let (mut done, mut took, mut out) = (0, 0.0, Vec::new());
+    let mut step = 16.min(m).max(1);
+    while done < m && took < CPU_SECONDS {
+        let end = (done + step).min(m);
+        let t = Instant::now();
+        out.extend(f(&queries[done * dim..end * dim]));
+        took += t.elapsed().as_secs_f64();
+        done = end;
+        step *= 2;
+    }
+    (done, took, out)
+}
+
+pub fn run(args: &Args, gpu: Option<&Gpu>) {
+    let n = if args.n_given { args.n[0] } else { 1_000_000 };
+    let batches = if args.batch_given { args.batch.clone() } else { vec![1, 100, 10_000, 100_000] };
+    let dim = args.dim;
+    let sets: Vec<VectorSet> = match &args.set {
+        Some(s) => vec![VectorSet::parse(s).unwrap_or_else(|| panic!("--set clustered|uniform, not {s}"))],
+        None => VectorSet::ALL.to_vec(),
+    };
+    let k = 10;
+    for set in sets {
+        println!("\n## GTS, {} vectors of {dim} floats, {}, L2, k = {k}", n, set.name());
+        let data = VectorSet::vectors(set, n, dim, 1);
+        let v = Vectors { dim, ids: (0..n as u64).collect(), data };
+        let t = Instant::now();
+        let tree = Tree::build(Metric::L2, &v, Params { fanout: 20 });
+        let build = t.elapsed().as_secs_f64();
+        let objects = Objects::of(&tree, &v);
+        drop(v);
+        let s = &tree.shape;
+        let mut rows = vec![vec!["CPU build, all cores (s)".into(), format!("{build:.2}")]];
+        rows.push(vec!["height / leaves".into(), format!("{} / {}", s.height, s.leaves().len())]);
+        let dev = gpu.map(|g| {
+            let t = Instant::now();
+            let d = DeviceTree::upload(g, s, &objects).expect("upload");
+            rows.push(vec!["GPU upload (s)".into(), format!("{:.2}", t.elapsed().as_secs_f64())]);
+            rows.push(vec!["device bytes (MiB)".into(), format!("{}", d.bytes() >> 20)]);
+            d
+        });
+        table("tree", &["measure", "value"], &rows);
+        let mut knn_rows = Vec::new();
+        let mut range_rows = Vec::new();
+        for &m in &batches {
+            let qs = VectorSet::vectors(set, m, dim, 1000 + m as u64);
+            // The radius: the median 10th-neighbour distance of a few queries.
+            let sample = search::knn(s, &objects, &qs[..dim * m.min(64)], k);
+            let mut tenth: Vec<f64> = sample.iter().filter_map(|a| a.last().map(|h| h.1)).collect();
+            tenth.sort_by(|a, b| a.total_cmp(b));
+            let r = tenth[tenth.len() / 2];
+            let (cpu_n, cpu_s, cpu_knn) = cpu_prefix(&qs, dim, |q| search::knn(s, &objects, q, k));
+            let (cpu_rn, cpu_rs, cpu_range) = cpu_prefix(&qs, dim, |q| search::range(s, &objects, q, r));
+            let (mut g_tree, mut g_filter, mut g_naive, mut g_auto, mut g_range) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN);
+            let mut visited = String::from("-");
+            if let (Some(g), Some(d)) = (gpu, &dev) {
+                let _ = d.knn(g, &qs[..dim], k); // warm-up (kernels compiled, pools made)
+                let mut tree = Vec::new();
+                g_tree = secs(|| tree = d.knn_by(g, &qs, k, Way::Tree).expect("gpu knn"));
+                assert_eq!(tree[..cpu_n], cpu_knn[..], "{}: GPU kNN != CPU kNN (m = {m})", set.name());
+                let mut got = Vec::new();
+                g_filter = secs(|| got = d.knn_by(g, &qs, k, Way::Filter).expect("gpu bounded brute force"));
+                assert_eq!(got, tree, "{}: GPU bounded brute force != GPU GTS (m = {m})", set.name());
+                g_auto = secs(|| got = d.knn(g, &qs, k).expect("gpu knn"));
+                assert_eq!(got, tree, "{}: GPU kNN (auto) != GPU GTS (m = {m})", set.name());
+                let bm = m.min(BRUTE_MAX);
+                g_naive = secs(|| got = d.knn_by(g, &qs[..bm * dim], k, Way::Naive).expect("gpu brute force")) * m as f64 / bm as f64;
+                assert_eq!(got[..], tree[..bm], "{}: GPU brute force != GPU GTS (m = {m})", set.name());
+                let mut within = Vec::new();
+                g_range = secs(|| within = d.range(g, &qs, r).expect("gpu range"));
+                assert_eq!(within[..cpu_rn], cpu_range[..], "{}: GPU range != CPU range (m = {m})", set.name());
+                visited = format!("{:.1}", within.iter().map(|w| w.len()).sum::<usize>() as f64 / m as f64);
+            }
+            let q = |secs: f64| m as f64 / secs;
+            let cq = cpu_n as f64 / cpu_s;
+            let floor = q(g_filter).max(q(g_naive));
+            knn_rows.push(vec![
+                m.to_string(),
+                rate(cq),
+                rate(q(g_tree)),
+                rate(q(g_naive)),
+                rate(q(g_filter)),
+                rate(q(g_auto)),
+                ratio(q(g_auto), cq),
+                ratio(q(g_auto), floor),
+                format!("{cpu_n}"),
+            ]);
+            let (cr, gr) = (cpu_rn as f64 / cpu_rs, m as f64 / g_range);
+            range_rows.push(vec![m.to_string(), format!("{r:.3}"), visited, rate(cr), rate(gr), ratio(gr, cr)]);
+        }
+        table(
+            &format!("kNN, k = {k} (queries/s; transfers included)"),
+            &[
+                "batch",
+                "GTS CPU",
+                "GTS GPU",
+                "brute force GPU",
+                "bounded brute force GPU",
+                "engine GPU",
+                "engine/CPU",
+                "engine/best brute force",
+                "CPU queries run",
+            ],
+            &knn_rows,
+        );
+        table(
+            "range, radius = median 10th-neighbour distance (queries/s)",
+            &["batch", "radius", "answers/query", "GTS CPU", "GTS GPU", "GPU/CPU"],
+            &range_rows,
+        );
+    }
+}

@@ -1,0 +1,501 @@
+//! GTS on the GPU (kernels/gts.cu): the tree's objects on the device and
+//! batched exact kNN and range search, level-synchronous over (query,
+//! node) pairs as the paper has it:
+//!
+//! 1. every pair's pivot distance (one kernel for the whole level);
+//! 2. for kNN, each query's bound tightened to the k-th smallest pivot
+//!    distance of the level (pivots are objects, so k of them bound the
+//!    k-th neighbour), counting only pivots some object of their node still
+//!    holds (after deletions the pivot itself may be gone);
+//! 3. the children that pass the ring test, counted, scanned and written
+//!    as the next level's pairs, in query order;
+//! 4. at the leaves, one block per query: the pivot-distance filter, exact
+//!    distances (the CPU's bit for bit), the k nearest by (distance, id) or
+//!    all within the radius.
+//!
+//! Memory (the paper's two-stage scheme): the whole batch goes down level
+//! by level while the next level's pairs fit `pair_budget`; a level that
+//! would not fit sends the batch back as query groups, each small enough,
+//! run one after another. No batch size or radius can exhaust the device.
+
+use super::search::Objects;
+use super::tree::{Node, Shape};
+use super::Metric;
+use crate::gpu::{kernels::GTS, scan, DeviceBuffer, Gpu, GpuError};
+use crate::launch;
+use cudarc::driver::CudaStream;
+use rayon::prelude::*;
+use std::sync::Arc;
+
+const BLOCK: usize = 256;
+/// The largest k the leaf kernel keeps in shared memory (its CAP / 2).
+pub const MAX_GPU_K: usize = 1024;
+/// gts.cu's CAP, PER_ROUND, FQ, FO, FCAP and OVERFLOW.
+const CAP: usize = 2048;
+const PER_ROUND: usize = 32;
+const FILTER_QUERIES: usize = 32;
+const FILTER_OBJECTS: usize = 128;
+const FILTER_CAP: usize = 64;
+const OVERFLOW: u32 = u32::MAX;
+/// The largest k of the bounded brute force (its per-query buffer of
+/// FILTER_CAP must keep k and room for a warp's 32 more).
+pub const FILTER_MAX_K: usize = 16;
+/// Above this share of all objects in a query's leaves, L2 kNN takes the
+/// bounded brute force: on the H100 it measures several times the
+/// objects a second of the tree's leaf kernel (float4 tiles shared by 32
+/// queries against float8 distances read by one query).
+const FILTER_SHARE: f64 = 0.05;
+/// Bytes of one (query, node) pair: query, node, parent distance, plus
+/// the pivot distances, count and offset made for it.
+const PAIR_BYTES: usize = 4 + 4 + 8 + 8 + 8 + 4 + 8;
+
+/// The tree on the device: nodes, pivots, which pivots are still held by
+/// an object of their node, and the objects in leaf order with their ids,
+/// pivot distances and (cosine) squared norms.
+pub struct DeviceTree {
+    metric: Metric,
+    fanout: usize,
+    height: usize,
+    dim: usize,
+    objects: usize,
+    empty: bool,
+    nodes: DeviceBuffer<Node>,
+    pivots: DeviceBuffer<f32>,
+    held: DeviceBuffer<u8>,
+    vectors: DeviceBuffer<f32>,
+    pdist: DeviceBuffer<f64>,
+    ids: DeviceBuffer<u64>,
+    norms: DeviceBuffer<f64>,
+    /// Bytes a query group's pairs or answers may take (None: a quarter of
+    /// the device memory free when the batch starts).
+    budget: Option<usize>,
+}
+
+/// A batch's answers: for each query, (id, distance) pairs (kNN nearest
+/// first, ties by id; range by id), as `search::knn` / `search::range`.
+pub type Answers = Vec<Vec<(u64, f64)>>;
+
+fn grid(n: usize, per_block: usize, gpu: &Gpu) -> usize {
+    n.div_ceil(per_block).clamp(1, gpu.info().multiprocessors as usize * 32)
+}
+
+fn sync(gpu: &Gpu, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+    gpu.guarded(|| stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize")))
+}
+
+/// For each internal node, whether an object of its subtree (its leaves'
+/// objects, which lie contiguously in leaf order) has the pivot's vector
+/// bit for bit: such an object is at the pivot's distance from any query,
+/// so the pivot still counts as an object for the kNN bound.
+pub fn held_pivots(shape: &Shape, objects: &Objects) -> Vec<u8> {
+    let internal = shape.internal();
+    let mut level_start = 0;
+    let mut level = 0;
+    let mut depth = vec![0usize; internal];
+    for (i, d) in depth.iter_mut().enumerate() {
+        while i >= level_start + shape.fanout.pow(level as u32) {
+            level_start += shape.fanout.pow(level as u32);
+            level += 1;
+        }
+        *d = level;
+    }
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    (0..internal)
+        .into_par_iter()
+        .map(|i| {
+            let (mut first, mut last) = (i, i);
+            for _ in depth[i]..shape.height {
+                first = first * shape.fanout + 1;
+                last = last * shape.fanout + shape.fanout;
+            }
+            let (a, b) = (shape.nodes[first].offset as usize, (shape.nodes[last].offset + shape.nodes[last].size) as usize);
+            let p = bits(shape.pivot(i));
+            u8::from((a..b.max(a)).any(|o| objects.v.get(o).iter().zip(&p).all(|(x, y)| x.to_bits() == *y)))
+        })
+        .collect()
+}
+
+impl DeviceTree {
+    /// Uploads `shape` and `objects` (laid out as `shape`'s leaves say).
+    pub fn upload(gpu: &Gpu, shape: &Shape, objects: &Objects) -> Result<DeviceTree, GpuError> {
+        let n = objects.v.len();
+        let stream = gpu.new_stream()?;
+        let vectors = gpu.upload(&objects.v.data)?;
+        // Squared norms: cosine distances and L2 bounds use them.
+        let norms = gpu.alloc::<f64>(n)?;
+        let (vp, n64, dim, op) = (vectors.ptr(), n as u64, shape.dim as u32, norms.ptr());
+        if n > 0 {
+            launch!(gpu, stream, GTS, "gts_norms", (grid(n, BLOCK / 8, gpu), BLOCK, 0), [vp, n64, dim, op])?;
+            sync(gpu, &stream)?;
+        }
+        Ok(DeviceTree {
+            metric: shape.metric,
+            fanout: shape.fanout,
+            height: shape.height,
+            dim: shape.dim,
+            objects: n,
+            empty: shape.nodes[0].size == 0 || n == 0,
+            nodes: gpu.upload(&shape.nodes)?,
+            pivots: gpu.upload(&shape.pivots)?,
+            held: gpu.upload(&held_pivots(shape, objects))?,
+            vectors,
+            pdist: gpu.upload(&objects.pdist)?,
+            ids: gpu.upload(&objects.v.ids)?,
+            norms,
+            budget: None,
+        })
+    }
+
+    /// Caps the bytes a query group's pairs or answers may take (tests:
+    /// forces the batch into groups).
+    pub fn limit_memory(&mut self, bytes: usize) {
+        self.budget = Some(bytes);
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.nodes.bytes()
+            + self.pivots.bytes()
+            + self.held.bytes()
+            + self.vectors.bytes()
+            + self.pdist.bytes()
+            + self.ids.bytes()
+            + self.norms.bytes()
+    }
+
+    /// The k nearest objects of each query (rows of `queries`), as
+    /// `search::knn`, k up to `MAX_GPU_K`: the tree's search, or for L2
+    /// where the tree's leaves would hold more than a `FILTER_SHARE` of
+    /// all objects per query, the bounded brute force (`Way::Filter`).
+    pub fn knn(&self, gpu: &Gpu, queries: &[f32], k: usize) -> Result<Answers, GpuError> {
+        self.batch(gpu, queries, Ask::Knn(k), Way::Auto)
+    }
+
+    /// The same, by one way only (benchmarks and tests).
+    pub fn knn_by(&self, gpu: &Gpu, queries: &[f32], k: usize, way: Way) -> Result<Answers, GpuError> {
+        self.batch(gpu, queries, Ask::Knn(k), way)
+    }
+
+    /// Every object within `r` of each query, as `search::range`.
+    pub fn range(&self, gpu: &Gpu, queries: &[f32], r: f64) -> Result<Answers, GpuError> {
+        self.batch(gpu, queries, Ask::Range(r), Way::Tree)
+    }
+
+    fn batch(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way) -> Result<Answers, GpuError> {
+        let m = queries.len() / self.dim.max(1);
+        if let Ask::Knn(k) = ask {
+            if k > MAX_GPU_K {
+                return Err(GpuError::Unavailable(format!("k = {k} is above the GPU search's limit of {MAX_GPU_K}")));
+            }
+            if way == Way::Filter && !self.filters(k) {
+                return Err(GpuError::Unavailable(format!("the bounded brute force is for L2 and k <= {FILTER_MAX_K}")));
+            }
+            if k == 0 {
+                return Ok(vec![Vec::new(); m]);
+            }
+        }
+        if self.empty || m == 0 {
+            return Ok(vec![Vec::new(); m]);
+        }
+        let (free, _) = gpu.memory()?;
+        // A quarter of what is free for the pairs of one level and the
+        // next; the answers of one group get the same.
+        let budget = self.budget.unwrap_or((free / 4).max(64 << 20));
+        let mut out: Answers = Vec::with_capacity(m);
+        // Query groups still to run, as (start, end).
+        let mut groups = vec![(0, m)];
+        while let Some((a, b)) = groups.pop() {
+            match self.group(gpu, &queries[a * self.dim..b * self.dim], ask, way, budget)? {
+                Some(answers) => out.extend(answers),
+                None if b - a > 1 => {
+                    // Too many pairs or answers: halves, first half first.
+                    let mid = a + (b - a) / 2;
+                    groups.push((mid, b));
+                    groups.push((a, mid));
+                }
+                None => return Err(GpuError::OutOfMemory { requested: budget + 1, free, total: free }),
+            }
+        }
+        Ok(out)
+    }
+
+    fn filters(&self, k: usize) -> bool {
+        self.metric == Metric::L2 && k <= FILTER_MAX_K
+    }
+
+    /// One query group; None when its pairs or answers would not fit
+    /// `budget` bytes (a group of one query is always tried).
+    fn group(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way, budget: usize) -> Result<Option<Answers>, GpuError> {
+        let m = queries.len() / self.dim;
+        let budget = if m == 1 { usize::MAX } else { budget };
+        if let Ask::Knn(k) = ask {
+            if m.saturating_mul(k * (8 + 8)) > budget {
+                return Ok(None);
+            }
+        }
+        let stream = gpu.new_stream()?;
+        let dq = gpu.upload(queries)?;
+        let qnorms = gpu.alloc::<f64>(m)?;
+        let (dim, qp, m64, np) = (self.dim as u32, dq.ptr(), m as u64, qnorms.ptr());
+        launch!(gpu, stream, GTS, "gts_norms", (grid(m, BLOCK / 8, gpu), BLOCK, 0), [qp, m64, dim, np])?;
+        let g = Group { host: queries, m, stream, queries: dq, qnorms };
+        let way = match (way, ask) {
+            (Way::Auto, Ask::Knn(k)) if self.filters(k) && !self.prunes_well(gpu, &g, ask, budget)? => Way::Filter,
+            (Way::Auto, _) => Way::Tree,
+            (w, _) => w,
+        };
+        match (way, ask) {
+            (Way::Filter, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget),
+            (Way::Naive, _) => self.leaves(gpu, &g, ask, None, budget),
+            _ => match self.descend(gpu, &g, ask, budget)? {
+                Some(d) => self.leaves(gpu, &g, ask, Some(&d), budget),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// Whether the tree's leaves for this group hold at most a
+    /// `FILTER_SHARE` of all objects per query (estimated from the upper
+    /// levels' pairs), so that its search beats the bounded brute force.
+    fn prunes_well(&self, gpu: &Gpu, g: &Group, ask: Ask, budget: usize) -> Result<bool, GpuError> {
+        let Some(d) = self.descend(gpu, g, ask, budget)? else { return Ok(false) };
+        let leaves = self.fanout.pow(self.height as u32);
+        let per_query = d.pairs.len as f64 / g.m as f64 * self.objects as f64 / leaves as f64;
+        Ok(per_query <= self.objects as f64 * FILTER_SHARE)
+    }
+
+    /// The tree's levels for a group: the leaf pairs and each query's
+    /// bound; None when a level's pairs would not fit `budget`.
+    fn descend(&self, gpu: &Gpu, g: &Group, ask: Ask, budget: usize) -> Result<Option<Descent>, GpuError> {
+        let m = g.m;
+        let stream = &g.stream;
+        let (metric, dim) = (self.metric as u32, self.dim as u32);
+        let initial = match ask {
+            Ask::Knn(_) => f64::INFINITY,
+            Ask::Range(r) => r,
+        };
+        let bound = gpu.upload(&vec![initial; m])?;
+        let mut pairs = Pairs {
+            q: gpu.upload(&(0..m as u32).collect::<Vec<u32>>())?,
+            node: gpu.upload(&vec![0u32; m])?,
+            dp: gpu.upload(&vec![0f64; m])?,
+            len: m,
+        };
+        let seg = gpu.alloc::<u64>(m + 1)?;
+        let (m32, segp, bp) = (m as u32, seg.ptr(), bound.ptr());
+        for _ in 0..self.height {
+            let n = pairs.len;
+            let n64 = n as u64;
+            let d_op = gpu.alloc::<f64>(n)?;
+            let d_metric = gpu.alloc::<f64>(n)?;
+            let (qp, qnp, pp, hp, pq, pn, dop, dmp) = (
+                g.queries.ptr(),
+                g.qnorms.ptr(),
+                self.pivots.ptr(),
+                self.held.ptr(),
+                pairs.q.ptr(),
+                pairs.node.ptr(),
+                d_op.ptr(),
+                d_metric.ptr(),
+            );
+            launch!(
+                gpu,
+                stream,
+                GTS,
+                "gts_pivot_dist",
+                (grid(n, BLOCK / 8, gpu), BLOCK, 0),
+                [qp, qnp, pp, hp, dim, metric, pq, pn, n64, dop, dmp]
+            )?;
+            if let Ask::Knn(k) = ask {
+                let k32 = k as u32;
+                launch!(gpu, stream, GTS, "gts_segments", (grid(n + 1, BLOCK, gpu), BLOCK, 0), [pq, n64, m32, segp])?;
+                launch!(gpu, stream, GTS, "gts_kth", (m, BLOCK, 0), [dop, segp, k32, bp])?;
+            }
+            let counts = gpu.alloc::<u32>(n)?;
+            let (np, fanout, cp, null) = (self.nodes.ptr(), self.fanout as u32, counts.ptr(), 0u64);
+            let eg = grid(n, BLOCK, gpu);
+            launch!(
+                gpu,
+                stream,
+                GTS,
+                "gts_expand",
+                (eg, BLOCK, 0),
+                [pq, pn, dmp, n64, np, fanout, metric, bp, cp, null, null, null, null]
+            )?;
+            let (off, total) = scan(gpu, stream, &counts, n)?;
+            let total = total as usize;
+            if total.saturating_mul(PAIR_BYTES) > budget {
+                return Ok(None);
+            }
+            let next = Pairs { q: gpu.alloc(total)?, node: gpu.alloc(total)?, dp: gpu.alloc(total)?, len: total };
+            let (op, oq, on, od) = (off.ptr(), next.q.ptr(), next.node.ptr(), next.dp.ptr());
+            launch!(gpu, stream, GTS, "gts_expand", (eg, BLOCK, 0), [pq, pn, dmp, n64, np, fanout, metric, bp, cp, op, oq, on, od])?;
+            sync(gpu, stream)?;
+            pairs = next;
+        }
+        let (n64, pq) = (pairs.len as u64, pairs.q.ptr());
+        launch!(gpu, stream, GTS, "gts_segments", (grid(pairs.len + 1, BLOCK, gpu), BLOCK, 0), [pq, n64, m32, segp])?;
+        Ok(Some(Descent { pairs, seg, bound }))
+    }
+
+    /// The leaf stage: exact distances of the objects of each query's leaf
+    /// pairs (or, without a descent, of every object), block per query.
+    fn leaves(&self, gpu: &Gpu, g: &Group, ask: Ask, d: Option<&Descent>, budget: usize) -> Result<Option<Answers>, GpuError> {
+        let (m, stream) = (g.m, &g.stream);
+        let (metric, dim) = (self.metric as u32, self.dim as u32);
+        let (qp, qnp, vp, nop, pdp, idp, nodep) =
+            (g.queries.ptr(), g.qnorms.ptr(), self.vectors.ptr(), self.norms.ptr(), self.pdist.ptr(), self.ids.ptr(), self.nodes.ptr());
+        let (pnp, pdpp, segp, bp) = d.map_or((0, 0, 0, 0), |d| (d.pairs.node.ptr(), d.pairs.dp.ptr(), d.seg.ptr(), d.bound.ptr()));
+        let objects = self.objects as u64;
+        match ask {
+            Ask::Knn(k) => {
+                let (k32, keep_at) = (k as u32, (4 * k).clamp(512, CAP - PER_ROUND) as u32);
+                let out_d = gpu.alloc::<f64>(m * k)?;
+                let out_id = gpu.alloc::<u64>(m * k)?;
+                let out_n = gpu.alloc::<u32>(m)?;
+                let (odp, oip, onp) = (out_d.ptr(), out_id.ptr(), out_n.ptr());
+                launch!(
+                    gpu,
+                    stream,
+                    GTS,
+                    "gts_knn_leaves",
+                    (m, BLOCK, 0),
+                    [qp, qnp, dim, metric, vp, nop, pdp, idp, nodep, pnp, pdpp, segp, objects, k32, keep_at, bp, odp, oip, onp]
+                )?;
+                let (d, id, cnt) = (gpu.download_staged(&out_d)?, gpu.download_staged(&out_id)?, gpu.download_staged(&out_n)?);
+                Ok(Some((0..m).map(|q| (0..cnt[q] as usize).map(|i| (id[q * k + i], d[q * k + i])).collect()).collect()))
+            }
+            Ask::Range(r) => {
+                let room = budget / (4 + 8 + 8);
+                let mut cap = room.min(m.saturating_mul(64)).max(1024);
+                loop {
+                    let cursor = gpu.upload(&[0u64])?;
+                    let (out_q, out_id, out_d) = (gpu.alloc::<u32>(cap)?, gpu.alloc::<u64>(cap)?, gpu.alloc::<f64>(cap)?);
+                    let (cap64, curp, oqp, oip, odp) = (cap as u64, cursor.ptr(), out_q.ptr(), out_id.ptr(), out_d.ptr());
+                    launch!(
+                        gpu,
+                        stream,
+                        GTS,
+                        "gts_range_leaves",
+                        (m, BLOCK, 0),
+                        [qp, qnp, dim, metric, vp, nop, pdp, idp, nodep, pnp, pdpp, segp, objects, r, cap64, curp, oqp, oip, odp]
+                    )?;
+                    let total = cursor.download()?[0] as usize;
+                    if total > cap {
+                        if total > room {
+                            return Ok(None);
+                        }
+                        cap = total;
+                        continue;
+                    }
+                    let (q, id, d) = (gpu.download_staged(&out_q)?, gpu.download_staged(&out_id)?, gpu.download_staged(&out_d)?);
+                    let mut answers: Answers = vec![Vec::new(); m];
+                    for i in 0..total {
+                        answers[q[i] as usize].push((id[i], d[i]));
+                    }
+                    answers.par_iter_mut().for_each(|a| a.sort_unstable_by_key(|x| x.0));
+                    return Ok(Some(answers));
+                }
+            }
+        }
+    }
+
+    /// kNN by L2 over every object, bounded then rechecked (gts.cu's
+    /// gts_l2_filter and gts_l2_recheck); a query whose candidates
+    /// overflowed (a bound too loose for the data's scale) is answered by
+    /// the tree instead.
+    fn filtered(&self, gpu: &Gpu, g: &Group, k: usize, budget: usize) -> Result<Option<Answers>, GpuError> {
+        let (m, stream) = (g.m, &g.stream);
+        let tiles = m.div_ceil(FILTER_QUERIES);
+        // Enough blocks to fill the device twice, slices of whole tiles.
+        let want = (2 * gpu.info().multiprocessors as usize).div_ceil(tiles).clamp(1, CAP / FILTER_CAP);
+        let slice = self.objects.div_ceil(want).next_multiple_of(FILTER_OBJECTS);
+        let slices = self.objects.div_ceil(slice);
+        if m.saturating_mul(slices * FILTER_CAP * 8) > budget {
+            return Ok(None);
+        }
+        let cand_d = gpu.alloc::<f32>(m * slices * FILTER_CAP)?;
+        let cand_o = gpu.alloc::<u32>(m * slices * FILTER_CAP)?;
+        let cand_n = gpu.alloc::<u32>(m * slices)?;
+        let (qp, qnp, m32, vp, osp, n64, dim) =
+            (g.queries.ptr(), g.qnorms.ptr(), m as u32, self.vectors.ptr(), self.norms.ptr(), self.objects as u64, self.dim as u32);
+        let (slice64, slices32, k32, cdp, cop, cnp) = (slice as u64, slices as u32, k as u32, cand_d.ptr(), cand_o.ptr(), cand_n.ptr());
+        launch!(
+            gpu,
+            stream,
+            GTS,
+            "gts_l2_filter",
+            (tiles * slices, BLOCK, 0),
+            [qp, qnp, m32, vp, osp, n64, dim, slice64, slices32, k32, cdp, cop, cnp]
+        )?;
+        let out_d = gpu.alloc::<f64>(m * k)?;
+        let out_id = gpu.alloc::<u64>(m * k)?;
+        let out_n = gpu.alloc::<u32>(m)?;
+        let (idp, odp, oip, onp) = (self.ids.ptr(), out_d.ptr(), out_id.ptr(), out_n.ptr());
+        launch!(
+            gpu,
+            stream,
+            GTS,
+            "gts_l2_recheck",
+            (m, BLOCK, 0),
+            [qp, qnp, dim, vp, osp, idp, slices32, cdp, cop, cnp, k32, odp, oip, onp]
+        )?;
+        let (d, id, cnt) = (gpu.download_staged(&out_d)?, gpu.download_staged(&out_id)?, gpu.download_staged(&out_n)?);
+        let mut answers: Answers = (0..m)
+            .map(|q| if cnt[q] == OVERFLOW { Vec::new() } else { (0..cnt[q] as usize).map(|i| (id[q * k + i], d[q * k + i])).collect() })
+            .collect();
+        let overflowed: Vec<usize> = (0..m).filter(|&q| cnt[q] == OVERFLOW).collect();
+        if !overflowed.is_empty() {
+            let qs: Vec<f32> = overflowed.iter().flat_map(|&q| &g.host[q * self.dim..(q + 1) * self.dim]).copied().collect();
+            let again = self.batch(gpu, &qs, Ask::Knn(k), Way::Tree)?;
+            for (q, a) in overflowed.into_iter().zip(again) {
+                answers[q] = a;
+            }
+        }
+        Ok(Some(answers))
+    }
+}
+
+/// How a batch is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// The tree, or for L2 kNN where the tree prunes little, `Filter`.
+    Auto,
+    /// GTS: level by level, then the leaves.
+    Tree,
+    /// Every object through the leaf kernel (the plain floor).
+    Naive,
+    /// L2 kNN over every object: a float4 matrix-multiply pass bounds each
+    /// distance, an exact recheck decides among the few that may be in.
+    Filter,
+}
+
+/// A query group on the device: its queries and their squared norms.
+struct Group<'a> {
+    host: &'a [f32],
+    m: usize,
+    stream: Arc<CudaStream>,
+    queries: DeviceBuffer<f32>,
+    qnorms: DeviceBuffer<f64>,
+}
+
+/// The leaf pairs of a group, their segments by query, each query's bound.
+struct Descent {
+    pairs: Pairs,
+    seg: DeviceBuffer<u64>,
+    bound: DeviceBuffer<f64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ask {
+    Knn(usize),
+    Range(f64),
+}
+
+/// One level's (query, node) pairs, in query order, with each pair's
+/// parent pivot distance (tree metric).
+struct Pairs {
+    q: DeviceBuffer<u32>,
+    node: DeviceBuffer<u32>,
+    dp: DeviceBuffer<f64>,
+    len: usize,
+}

@@ -1,0 +1,640 @@
+// GTS on the GPU (Zhu et al., SIGMOD 2024): batched exact kNN and range
+// search over the balanced pivot tree, level by level with (query, node)
+// pairs as the unit of work (crates/engine/src/gts/gpu.rs drives it):
+//
+//   pivot distances of every pair -> per-query kNN bound from the k-th
+//   nearest pivot of the level -> children that pass the ring test, counted,
+//   scanned and written as the next level's pairs -> at the leaves, one
+//   block per query computes exact distances of the objects its leaves
+//   hold (after the per-object pivot-distance filter) and keeps its k
+//   nearest, or all within the radius.
+//
+// Distances are the CPU's (gts/metric.rs) bit for bit: sums in float8 over
+// eight fixed lanes (here: eight threads of a warp, one lane each), the
+// lanes added in the same fixed tree, the tail in order, with explicit
+// round-to-nearest intrinsics (no fused multiply-add). Pruning bounds are
+// loosened as on the CPU, with room for this GPU's acos/cos rounding.
+//
+// Compiled at run time with NVRTC (no headers: only built-ins).
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+#define L2 1
+#define L1 2
+#define COSINE 3
+#define RELATIVE_SLACK 1e-9
+#define ANGLE_SLACK 1e-6
+#define PI 3.141592653589793
+#define INF __longlong_as_double(0x7ff0000000000000ULL)
+
+// Candidates a leaf block keeps before it sorts them down to k (k <= 1024).
+#define CAP 2048
+// Objects a 256-thread block measures at once (eight threads each).
+#define PER_ROUND 32
+
+struct Node {  // 32 bytes, as gts/tree.rs
+    double min, max;
+    u64 offset, size;
+};
+
+// ------------------------------------------------------------ distances
+
+// The term summed for each element: 0 squared difference, 1 absolute
+// difference, 2 product.
+template <int OP>
+__device__ __forceinline__ double term(float a, float b) {
+    double x = (double)a, y = (double)b;
+    if (OP == 0) {
+        double d = __dsub_rn(x, y);
+        return __dmul_rn(d, d);
+    }
+    if (OP == 1) return fabs(__dsub_rn(x, y));
+    return __dmul_rn(x, y);
+}
+
+// metric.rs's lane_sum by the eight threads of one group (lane l of
+// mask): lane l sums elements l, l + 8, ... in order; the lanes combine as
+// ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)) (each step adds partners, and
+// addition commutes, so every lane holds the same bits); then the tail.
+template <int OP>
+__device__ __forceinline__ double lane_sum(const float *a, const float *b, u32 dim, u32 l, u32 mask) {
+    double acc = 0.0;
+    const u32 chunks = dim / 8;
+    for (u32 c = 0; c < chunks; c++) acc = __dadd_rn(acc, term<OP>(a[c * 8 + l], b[c * 8 + l]));
+    acc = __dadd_rn(acc, __shfl_xor_sync(mask, acc, 1));
+    acc = __dadd_rn(acc, __shfl_xor_sync(mask, acc, 2));
+    acc = __dadd_rn(acc, __shfl_xor_sync(mask, acc, 4));
+    for (u32 i = chunks * 8; i < dim; i++) acc = __dadd_rn(acc, term<OP>(a[i], b[i]));
+    return acc;
+}
+
+// Metric::distance(q, v): qn and vn are the squared norms (cosine only).
+__device__ __forceinline__ double distance(u32 metric, const float *q, double qn, const float *v, double vn, u32 dim, u32 l,
+                                           u32 mask) {
+    if (metric == L2) return __dsqrt_rn(lane_sum<0>(q, v, dim, l, mask));
+    if (metric == L1) return lane_sum<1>(q, v, dim, l, mask);
+    double c = __ddiv_rn(lane_sum<2>(q, v, dim, l, mask), __dmul_rn(__dsqrt_rn(qn), __dsqrt_rn(vn)));
+    c = c < -1.0 ? -1.0 : (c > 1.0 ? 1.0 : c);  // f64::clamp: NaN stays NaN
+    return __dsub_rn(1.0, c);
+}
+
+// Metric::to_metric: the angle for cosine.
+__device__ __forceinline__ double to_metric(u32 metric, double d) {
+    if (metric != COSINE) return d;
+    double c = 1.0 - d;
+    return acos(c < -1.0 ? -1.0 : (c > 1.0 ? 1.0 : c));
+}
+
+// Metric::lower_bound: a tree-metric lower bound in operator units,
+// loosened for rounding.
+__device__ __forceinline__ double lower_bound(u32 metric, double lb, double scale) {
+    lb = lb - RELATIVE_SLACK * scale;
+    if (metric == COSINE) {
+        double angle = lb - ANGLE_SLACK;
+        if (angle <= 0.0) return 0.0;
+        return fmax(1.0 - cos(fmin(angle, PI)) - 1e-15, 0.0);
+    }
+    return fmax(lb, 0.0);
+}
+
+__device__ __forceinline__ double ring_bound(u32 metric, double dq, double mn, double mx) {
+    return lower_bound(metric, fmax(fmax(mn - dq, dq - mx), 0.0), dq + mx);
+}
+
+// ------------------------------------------------------------ per level
+
+// Squared norms of n vectors (cosine), eight threads each.
+extern "C" __global__ void gts_norms(const float *__restrict__ v, u64 n, u32 dim, double *__restrict__ out) {
+    const u32 l = threadIdx.x & 7, mask = 0xffu << (threadIdx.x & 24);
+    for (u64 i = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 8; i < n; i += (u64)gridDim.x * blockDim.x / 8) {
+        const float *x = v + i * dim;
+        double s = lane_sum<2>(x, x, dim, l, mask);
+        if (l == 0) out[i] = s;
+    }
+}
+
+// For each (query, internal node) pair: the distance of the query to the
+// node's pivot, in operator units for the kNN bound (infinite when no
+// object of the node's subtree holds the pivot any more) and in the tree
+// metric for the ring tests of its children.
+extern "C" __global__ void gts_pivot_dist(const float *__restrict__ queries, const double *__restrict__ qnorms,
+                                          const float *__restrict__ pivots, const unsigned char *__restrict__ held, u32 dim,
+                                          u32 metric, const u32 *__restrict__ pair_q, const u32 *__restrict__ pair_node,
+                                          u64 npairs, double *__restrict__ d_op, double *__restrict__ d_metric) {
+    const u32 l = threadIdx.x & 7, mask = 0xffu << (threadIdx.x & 24);
+    for (u64 i = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 8; i < npairs; i += (u64)gridDim.x * blockDim.x / 8) {
+        const u32 q = pair_q[i], node = pair_node[i];
+        const float *p = pivots + (u64)node * dim;
+        double pn = metric == COSINE ? lane_sum<2>(p, p, dim, l, mask) : 0.0;
+        double d = distance(metric, queries + (u64)q * dim, metric == COSINE ? qnorms[q] : 0.0, p, pn, dim, l, mask);
+        if (l == 0) {
+            d_op[i] = held[node] ? d : INF;
+            d_metric[i] = to_metric(metric, d);
+        }
+    }
+}
+
+// seg[q] = the first pair of query q (pairs are in query order); seg[m] =
+// npairs. One thread per pair boundary.
+extern "C" __global__ void gts_segments(const u32 *__restrict__ pair_q, u64 npairs, u32 m, u64 *__restrict__ seg) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i <= npairs; i += (u64)gridDim.x * blockDim.x) {
+        const u32 lo = i == 0 ? 0 : pair_q[i - 1] + 1;
+        const u32 hi = i == npairs ? m : pair_q[i];
+        for (u32 q = lo; q <= hi && (i < npairs || q <= m); q++) seg[q] = i;
+    }
+}
+
+// One block per query: the k-th smallest of its pairs' pivot distances
+// (distinct objects: the nodes of a level own disjoint ranges, and each
+// pivot is an object of its node), which bounds its k-th nearest neighbour
+// from above: dk = min(dk, that). A radix select on the bits of
+// non-negative doubles, eight bits a pass.
+extern "C" __global__ void gts_kth(const double *__restrict__ d_op, const u64 *__restrict__ seg, u32 k, double *__restrict__ dk) {
+    __shared__ u32 hist[256];
+    __shared__ u64 prefix, mask;
+    __shared__ u32 want;
+    const u32 q = blockIdx.x;
+    const u64 a = seg[q], b = seg[q + 1];
+    if (b - a < k) return;
+    if (threadIdx.x == 0) {
+        prefix = 0;
+        mask = 0;
+        want = k;
+    }
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (u32 i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+        __syncthreads();
+        for (u64 i = a + threadIdx.x; i < b; i += blockDim.x) {
+            u64 key = (u64)__double_as_longlong(d_op[i]);
+            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            u32 bucket = 0, below = 0;
+            while (below + hist[bucket] < want) below += hist[bucket++];
+            want -= below;
+            prefix |= (u64)bucket << shift;
+            mask |= (u64)255 << shift;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) dk[q] = fmin(dk[q], __longlong_as_double((long long)prefix));
+}
+
+// For each pair (query, internal node): its children that may hold an
+// answer (non-empty, ring bound within the query's bound). Counts them
+// when off is NULL; otherwise writes them as the next level's pairs from
+// off[i], each with this pair's pivot distance as its parent's.
+extern "C" __global__ void gts_expand(const u32 *__restrict__ pair_q, const u32 *__restrict__ pair_node,
+                                      const double *__restrict__ d_metric, u64 npairs, const Node *__restrict__ nodes, u32 fanout,
+                                      u32 metric, const double *__restrict__ bound, u32 *__restrict__ counts,
+                                      const u64 *__restrict__ off, u32 *__restrict__ out_q, u32 *__restrict__ out_node,
+                                      double *__restrict__ out_dp) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < npairs; i += (u64)gridDim.x * blockDim.x) {
+        const u32 q = pair_q[i];
+        const double dq = d_metric[i], r = bound[q];
+        u64 at = off ? off[i] : 0;
+        u32 n = 0;
+        for (u32 j = 0; j < fanout; j++) {
+            const u32 c = pair_node[i] * fanout + j + 1;
+            const Node nd = nodes[c];
+            if (nd.size == 0 || ring_bound(metric, dq, nd.min, nd.max) > r) continue;
+            if (off) {
+                out_q[at] = q;
+                out_node[at] = c;
+                out_dp[at] = dq;
+                at++;
+            }
+            n++;
+        }
+        if (!off) counts[i] = n;
+    }
+}
+
+// ------------------------------------------------------------ leaves
+
+// The objects a query's leaf pairs hold, eight threads an object,
+// PER_ROUND at a time: calls visit(position, distance) for those that
+// pass the pivot-distance filter against bound() (read once a round) and
+// are within it. Without pairs (pair_node NULL), every one of the n
+// objects (brute force). Rounds are block-wide (between rounds the block
+// synchronises and may call between()).
+template <typename Bound, typename Visit, typename Between>
+__device__ __forceinline__ void for_objects(u32 q, const float *qv, double qn, u32 dim, u32 metric, const float *vectors,
+                                            const double *norms, const double *pdist, const Node *nodes,
+                                            const u32 *pair_node, const double *pair_dp, const u64 *seg, u64 n, Bound bound,
+                                            Visit visit, Between between) {
+    const u32 g = threadIdx.x / 8, l = threadIdx.x & 7, mask = 0xffu << (threadIdx.x & 24);
+    const u64 a = pair_node ? seg[q] : 0, b = pair_node ? seg[q + 1] : 1;
+    for (u64 p = a; p < b; p++) {
+        u32 node = 0;
+        u64 start = 0, size = n;
+        double dp = 0.0;
+        if (pair_node) {
+            node = pair_node[p];
+            dp = pair_dp[p];
+            start = nodes[node].offset;
+            size = nodes[node].size;
+        }
+        // The root as the only leaf has no routing pivot.
+        const bool filter = pair_node && node != 0;
+        for (u64 base = 0; base < size; base += PER_ROUND) {
+            between();
+            const double r = bound();
+            const u64 o = start + base + g;
+            if (base + g < size) {
+                const double pd = filter ? pdist[o] : 0.0;
+                if (!filter || lower_bound(metric, fabs(pd - dp), pd + dp) <= r) {
+                    double d = distance(metric, qv, qn, vectors + o * dim, metric == COSINE ? norms[o] : 0.0, dim, l, mask);
+                    if (d <= r && l == 0) visit(o, d);
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+__device__ __forceinline__ bool before(double da, u64 ia, double db, u64 ib) {
+    return da < db || (da == db && ia < ib);
+}
+
+// Sorts the first n candidates by (distance, id) (bitonic, padded to a
+// power of two with infinities) and keeps the first k of them.
+__device__ void sort_keep(double *cd, u64 *cid, u32 *count, u32 k) {
+    const u32 n = *count;
+    u32 size = 1;
+    while (size < n) size <<= 1;
+    for (u32 i = n + threadIdx.x; i < size; i += blockDim.x) {
+        cd[i] = INF;
+        cid[i] = ~0ULL;
+    }
+    __syncthreads();
+    for (u32 span = 2; span <= size; span <<= 1) {
+        for (u32 stride = span / 2; stride > 0; stride >>= 1) {
+            for (u32 i = threadIdx.x; i < size / 2; i += blockDim.x) {
+                const u32 x = 2 * i - (i & (stride - 1)), y = x + stride;
+                const bool up = (x & span) == 0;
+                if (before(cd[y], cid[y], cd[x], cid[x]) == up) {
+                    double t = cd[x];
+                    cd[x] = cd[y];
+                    cd[y] = t;
+                    u64 u = cid[x];
+                    cid[x] = cid[y];
+                    cid[y] = u;
+                }
+            }
+            __syncthreads();
+        }
+    }
+    if (threadIdx.x == 0 && n > k) *count = k;
+    __syncthreads();
+}
+
+// One block (256 threads) per query: its k nearest objects among its leaf
+// pairs (or all objects), by (distance, id), into out_d/out_id[q * k ..]
+// and their number into out_n[q]. Candidates within the bound gather in
+// shared memory; when they pass `keep_at` they are sorted, cut to k, and
+// the k-th becomes the bound.
+extern "C" __global__ void gts_knn_leaves(const float *__restrict__ queries, const double *__restrict__ qnorms, u32 dim,
+                                          u32 metric, const float *__restrict__ vectors, const double *__restrict__ norms,
+                                          const double *__restrict__ pdist, const u64 *__restrict__ ids,
+                                          const Node *__restrict__ nodes, const u32 *__restrict__ pair_node,
+                                          const double *__restrict__ pair_dp, const u64 *__restrict__ seg, u64 n, u32 k,
+                                          u32 keep_at, const double *__restrict__ dk, double *__restrict__ out_d,
+                                          u64 *__restrict__ out_id, u32 *__restrict__ out_n) {
+    __shared__ double cd[CAP];
+    __shared__ u64 cid[CAP];
+    __shared__ u32 count;
+    __shared__ double limit;
+    const u32 q = blockIdx.x;
+    if (threadIdx.x == 0) {
+        count = 0;
+        limit = dk ? dk[q] : INF;
+    }
+    __syncthreads();
+    for_objects(
+        q, queries + (u64)q * dim, metric == COSINE ? qnorms[q] : 0.0, dim, metric, vectors, norms, pdist, nodes, pair_node, pair_dp,
+        seg, n, [&]() { return limit; },
+        [&](u64 o, double d) {
+            u32 slot = atomicAdd(&count, 1u);
+            cd[slot] = d;
+            cid[slot] = ids[o];
+        },
+        [&]() {
+            if (count > keep_at) {
+                sort_keep(cd, cid, &count, k);
+                if (threadIdx.x == 0 && count == k) limit = fmin(limit, cd[k - 1]);
+                __syncthreads();
+            }
+        });
+    sort_keep(cd, cid, &count, k);
+    for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
+        out_d[(u64)q * k + i] = cd[i];
+        out_id[(u64)q * k + i] = cid[i];
+    }
+    if (threadIdx.x == 0) out_n[q] = count;
+}
+
+// One block per query: every object within radius r among its leaf pairs,
+// appended as (query, id, distance) at a global cursor; only the first
+// cap are written (the cursor counts them all, so the host can retry).
+extern "C" __global__ void gts_range_leaves(const float *__restrict__ queries, const double *__restrict__ qnorms, u32 dim,
+                                            u32 metric, const float *__restrict__ vectors, const double *__restrict__ norms,
+                                            const double *__restrict__ pdist, const u64 *__restrict__ ids,
+                                            const Node *__restrict__ nodes, const u32 *__restrict__ pair_node,
+                                            const double *__restrict__ pair_dp, const u64 *__restrict__ seg, u64 n, double r,
+                                            u64 cap, u64 *__restrict__ cursor, u32 *__restrict__ out_q,
+                                            u64 *__restrict__ out_id, double *__restrict__ out_d) {
+    const u32 q = blockIdx.x;
+    for_objects(
+        q, queries + (u64)q * dim, metric == COSINE ? qnorms[q] : 0.0, dim, metric, vectors, norms, pdist, nodes, pair_node, pair_dp,
+        seg, n, [&]() { return r; },
+        [&](u64 o, double d) {
+            u64 slot = atomicAdd(cursor, 1ULL);
+            if (slot < cap) {
+                out_q[slot] = q;
+                out_id[slot] = ids[o];
+                out_d[slot] = d;
+            }
+        },
+        []() {});
+}
+
+// ------------------------------------------- L2 brute force: bound, recheck
+//
+// Where the tree prunes little (high dimensions), kNN by L2 over every
+// object: a matrix-multiply pass in float4 gives each (query, object) an
+// approximate squared distance a = |q|^2 + |o|^2 - 2 q.o with a proven
+// error bound E, each block keeps for each of its queries the objects that
+// may still be among the k nearest (a - E <= the k-th smallest a + E seen),
+// and a recheck computes the exact distances of those candidates only.
+//
+// E: the float4 dot product of n terms is off by at most gamma_n |q||o| <=
+// gamma_n (|q|^2 + |o|^2) / 2 (gamma_n = n u / (1 - n u), u = 2^-24, any
+// order, fused or not); twice that in a, plus three roundings of at most
+// u (|q|^2 + |o|^2) each (the norms and the sum are float8, a is stored
+// as float4). E = (n + 16) 2^-23 (|q|^2 + |o|^2) is at least twice all of
+// it for n <= 16,000; plus (n + 16) 2^-125 for products and sums that
+// underflow (denormals flushed or not). Where a is not finite in float4
+// (huge coordinates), it is stored as NaN: bounds -inf and +inf, so the
+// object stays a candidate (and a query with too many is answered by the
+// tree instead).
+
+#define FQ 32      // queries per block
+#define FO 128     // objects per tile
+#define FD 32      // dimensions per step
+#define FCAP 64    // candidates a block keeps per query
+#define OVERFLOW 0xffffffffu
+
+__device__ __forceinline__ double bound_e(u32 dim, double qsq, double osq) {
+    return (double)(dim + 16) * (1.1920928955078125e-07 * (qsq + osq) + 2.350988701644575e-38);
+}
+
+__device__ __forceinline__ double lower(float a, u32 dim, double qsq, double osq) {
+    return isnan(a) ? -INF : (double)a - bound_e(dim, qsq, osq);
+}
+
+__device__ __forceinline__ double upper(float a, u32 dim, double qsq, double osq) {
+    return isnan(a) ? INF : (double)a + bound_e(dim, qsq, osq);
+}
+
+// A warp's query: the k-th smallest upper bound a + E of its candidates
+// (infinite below k), then only those whose lower bound a - E is within
+// it are kept. Ranks by counting (at most FCAP^2 comparisons a flush).
+__device__ void warp_flush(float *cd, u32 *co, u32 *cnt, double *thr, double *scratch, u32 k, u32 dim, double qsq,
+                           const double *osq) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 c = *cnt;
+    for (u32 i = lane; i < c; i += 32) scratch[i] = upper(cd[i], dim, qsq, osq[co[i]]);
+    __syncwarp();
+    double t = *thr;
+    if (c >= k) {
+        for (u32 i = lane; i < c; i += 32) {
+            u32 below = 0;
+            for (u32 j = 0; j < c; j++) below += scratch[j] < scratch[i] || (scratch[j] == scratch[i] && j < i);
+            if (below == k - 1) scratch[FCAP] = scratch[i];
+        }
+        __syncwarp();
+        t = fmin(t, scratch[FCAP]);
+    }
+    // Compact in place, in order.
+    u32 kept = 0;
+    for (u32 base = 0; base < c; base += 32) {
+        const u32 i = base + lane;
+        float d = 0;
+        u32 o = 0;
+        bool keep = false;
+        if (i < c) {
+            d = cd[i];
+            o = co[i];
+            keep = lower(d, dim, qsq, osq[o]) <= t;
+        }
+        const u32 ballot = __ballot_sync(0xffffffffu, keep);
+        __syncwarp();
+        if (keep) {
+            const u32 at = kept + __popc(ballot & ((1u << lane) - 1));
+            cd[at] = d;
+            co[at] = o;
+        }
+        kept += __popc(ballot);
+        __syncwarp();
+    }
+    if (lane == 0) {
+        *cnt = kept;
+        *thr = t;
+    }
+    __syncwarp();
+}
+
+// Block b: query tile b / slices (FQ queries) against the objects of
+// slice b % slices ([s * slice, (s + 1) * slice)). Out: for each (query, slice), up to FCAP
+// candidate positions with their approximate squared distances, and their
+// number (OVERFLOW when more than FCAP - 32 stayed uncertain: the host
+// answers that query another way).
+extern "C" __global__ void __launch_bounds__(256) gts_l2_filter(
+    const float *__restrict__ queries, const double *__restrict__ qsq, u32 m, const float *__restrict__ vectors,
+    const double *__restrict__ osq, u64 n, u32 dim, u64 slice, u32 slices, u32 k, float *__restrict__ out_d,
+    u32 *__restrict__ out_o, u32 *__restrict__ out_n) {
+    __shared__ float qs[FD][FQ];
+    __shared__ __align__(16) float os[FD][FO + 4];  // reused as the tile of a, [FQ][FO + 4]
+    __shared__ float cd[FQ][FCAP];
+    __shared__ u32 co[FQ][FCAP];
+    __shared__ u32 cnt[FQ];
+    __shared__ double thr[FQ];
+    __shared__ double scratch[8][FCAP + 1];
+    const u32 t = threadIdx.x, tx = t & 31, ty = t >> 5, warp = t >> 5, lane = t & 31;
+    const u32 q0 = blockIdx.x / slices * FQ, sl = blockIdx.x % slices;
+    const u64 start = (u64)sl * slice, end = min(n, start + slice);
+    if (t < FQ) {
+        cnt[t] = 0;
+        thr[t] = INF;
+    }
+    for (u64 tile = start; tile < end; tile += FO) {
+        float acc[4][4] = {{0}};
+        for (u32 c = 0; c < dim; c += FD) {
+            for (u32 e = t; e < FD * FQ; e += 256) {
+                const u32 q = e / FD, d = e % FD;
+                qs[d][q] = (q0 + q < m && c + d < dim) ? queries[(u64)(q0 + q) * dim + c + d] : 0.0f;
+            }
+            for (u32 e = t; e < FD * FO; e += 256) {
+                const u32 o = e / FD, d = e % FD;
+                os[d][o] = (tile + o < end && c + d < dim) ? vectors[(tile + o) * dim + c + d] : 0.0f;
+            }
+            __syncthreads();
+#pragma unroll 8
+            for (u32 d = 0; d < FD; d++) {
+                const float4 b = *reinterpret_cast<const float4 *>(&os[d][tx * 4]);
+                const float a[4] = {qs[d][ty * 4], qs[d][ty * 4 + 1], qs[d][ty * 4 + 2], qs[d][ty * 4 + 3]};
+                for (int i = 0; i < 4; i++) {
+                    acc[i][0] += a[i] * b.x;
+                    acc[i][1] += a[i] * b.y;
+                    acc[i][2] += a[i] * b.z;
+                    acc[i][3] += a[i] * b.w;
+                }
+            }
+            __syncthreads();
+        }
+        // The tile of a, over the object tile's memory.
+        float(*a)[FO + 4] = reinterpret_cast<float(*)[FO + 4]>(&os[0][0]);
+        for (int i = 0; i < 4; i++) {
+            const u32 q = ty * 4 + i;
+            const double qn = q0 + q < m ? qsq[q0 + q] : 0.0;
+            for (int j = 0; j < 4; j++) {
+                const u64 o = tile + tx * 4 + j;
+                const double v = qn + (o < end ? osq[o] : 0.0) - 2.0 * (double)acc[i][j];
+                a[q][tx * 4 + j] = isfinite(acc[i][j]) && v <= 3.4028234663852886e38 ? (float)v : __int_as_float(0x7fc00000);
+            }
+        }
+        __syncthreads();
+        // Warp w admits candidates for queries w, w + 8, w + 16, w + 24.
+        for (u32 q = warp; q < FQ; q += 8) {
+            if (q0 + q >= m || cnt[q] == OVERFLOW) continue;
+            const double qn = qsq[q0 + q];
+            for (u32 base = 0; base < FO; base += 32) {
+                const u64 o = tile + base + lane;
+                const float d = a[q][base + lane];
+                bool in = o < end && lower(d, dim, qn, osq[o]) <= thr[q];
+                u32 ballot = __ballot_sync(0xffffffffu, in);
+                if (!ballot) continue;
+                if (cnt[q] + __popc(ballot) > FCAP) {
+                    warp_flush(cd[q], co[q], &cnt[q], &thr[q], scratch[warp], k, dim, qn, osq);
+                    // Again against the tightened bound.
+                    in = in && lower(d, dim, qn, osq[o]) <= thr[q];
+                    ballot = __ballot_sync(0xffffffffu, in);
+                    if (cnt[q] + __popc(ballot) > FCAP) {
+                        if (lane == 0) cnt[q] = OVERFLOW;
+                        __syncwarp();
+                        break;
+                    }
+                }
+                const u32 at = cnt[q] + __popc(ballot & ((1u << lane) - 1));
+                __syncwarp();
+                if (in) {
+                    cd[q][at] = d;
+                    co[q][at] = (u32)o;
+                }
+                __syncwarp();
+                if (lane == 0) cnt[q] += __popc(ballot);
+                __syncwarp();
+            }
+        }
+        __syncthreads();
+    }
+    for (u32 q = warp; q < FQ; q += 8) {
+        if (q0 + q >= m) continue;
+        const u64 slot = (u64)(q0 + q) * slices + sl;
+        if (cnt[q] != OVERFLOW) warp_flush(cd[q], co[q], &cnt[q], &thr[q], scratch[warp], k, dim, qsq[q0 + q], osq);
+        const u32 c = cnt[q];
+        for (u32 i = lane; c != OVERFLOW && i < c; i += 32) {
+            out_d[slot * FCAP + i] = cd[q][i];
+            out_o[slot * FCAP + i] = co[q][i];
+        }
+        if (lane == 0) out_n[slot] = c;
+    }
+}
+
+// One block per query: the candidates of all its slices, cut again by the
+// k-th smallest upper bound among them, then exact distances, the k
+// nearest by (distance, id) into out_d/out_id[q * k ..] and their number
+// into out_n[q] (OVERFLOW when a slice overflowed).
+extern "C" __global__ void gts_l2_recheck(const float *__restrict__ queries, const double *__restrict__ qsq, u32 dim,
+                                          const float *__restrict__ vectors, const double *__restrict__ osq,
+                                          const u64 *__restrict__ ids, u32 slices, const float *__restrict__ in_d,
+                                          const u32 *__restrict__ in_o, const u32 *__restrict__ in_n, u32 k,
+                                          double *__restrict__ out_d, u64 *__restrict__ out_id, u32 *__restrict__ out_n) {
+    __shared__ double cd[CAP];
+    __shared__ u64 cid[CAP];
+    __shared__ u32 count, overflow;
+    __shared__ double limit;
+    const u32 q = blockIdx.x;
+    const double qn = qsq[q];
+    if (threadIdx.x == 0) {
+        count = 0;
+        overflow = 0;
+    }
+    __syncthreads();
+    // Gather (upper bound, position) of every candidate.
+    for (u32 s = 0; s < slices; s++) {
+        const u32 c = in_n[(u64)q * slices + s];
+        if (c == OVERFLOW) {
+            overflow = 1;
+            continue;
+        }
+        for (u32 i = threadIdx.x; i < c; i += blockDim.x) {
+            const u64 slot = ((u64)q * slices + s) * FCAP + i;
+            const u32 at = atomicAdd(&count, 1u);
+            cd[at] = upper(in_d[slot], dim, qn, osq[in_o[slot]]);
+            cid[at] = slot;
+        }
+    }
+    __syncthreads();
+    if (overflow) {
+        if (threadIdx.x == 0) out_n[q] = OVERFLOW;
+        return;
+    }
+    const u32 total = count;
+    sort_keep(cd, cid, &count, CAP);  // by (upper bound, slot)
+    if (threadIdx.x == 0) limit = total >= k ? cd[k - 1] : INF;
+    __syncthreads();
+    // Keep (as positions) those whose lower bound is within it, compacted
+    // in place (a round reads its slots before any is written).
+    const double t = limit;
+    if (threadIdx.x == 0) count = 0;
+    for (u32 base = 0; base < total; base += blockDim.x) {
+        const u32 i = base + threadIdx.x;
+        u64 o = 0;
+        bool keep = false;
+        if (i < total) {
+            o = in_o[cid[i]];
+            keep = lower(in_d[cid[i]], dim, qn, osq[o]) <= t;
+        }
+        __syncthreads();
+        if (keep) cid[atomicAdd(&count, 1u)] = o;
+        __syncthreads();
+    }
+    const u32 keep_n = count;
+    // The exact distances of the kept candidates, eight threads each.
+    const u32 g = threadIdx.x / 8, l = threadIdx.x & 7, mask = 0xffu << (threadIdx.x & 24);
+    const float *qv = queries + (u64)q * dim;
+    for (u32 base = 0; base < keep_n; base += PER_ROUND) {
+        const u32 i = base + g;
+        if (i < keep_n) {
+            const u64 o = cid[i];
+            const double d = distance(L2, qv, 0.0, vectors + o * dim, 0.0, dim, l, mask);
+            if (l == 0) {
+                cd[i] = d;
+                cid[i] = ids[o];
+            }
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) count = keep_n;
+    __syncthreads();
+    sort_keep(cd, cid, &count, k);
+    for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
+        out_d[(u64)q * k + i] = cd[i];
+        out_id[(u64)q * k + i] = cid[i];
+    }
+    if (threadIdx.x == 0) out_n[q] = count;
+}
