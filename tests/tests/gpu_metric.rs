@@ -7,7 +7,7 @@
 
 use gpuindex_engine::datasets::normal;
 use gpuindex_engine::rng::SplitMix64;
-use gpuindex_tests::{connect, set_index_only, set_seq_only};
+use gpuindex_tests::{connect, gpu_missing_but_required, server_has_gpu, set_index_only, set_seq_only};
 use postgres::Client;
 
 const DB: &str = "gpuindex_it_metric";
@@ -75,7 +75,8 @@ fn check(c: &mut Client, table: &str, op: &str, index: &str, q: &str, filter: &s
 
 /// The batch functions equal the same queries one by one (sequential
 /// scans): kNN distances at every rank of every query, and the rows
-/// within a radius.
+/// within a radius; on the CPU, and on the GPU where the server has one
+/// (required there under GPUINDEX_REQUIRE_GPU=1).
 fn check_batches(c: &mut Client, table: &str, index: &str, op: &str, queries: &[String]) {
     set_seq_only(c);
     let rows: Vec<String> = queries.iter().map(|q| format!("ARRAY(SELECT unnest({q}))")).collect();
@@ -83,28 +84,37 @@ fn check_batches(c: &mut Client, table: &str, index: &str, op: &str, queries: &[
     let knn = |c: &mut Client, sql: &str| -> Vec<(i64, f64)> {
         c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect()
     };
-    let got = knn(c, &format!("SELECT ord, distance FROM gpu_metric_knn('{index}', {matrix}, 10) ORDER BY ord, distance"));
-    let mut want = Vec::new();
-    for (i, q) in queries.iter().enumerate() {
-        let d = knn(c, &format!("SELECT {}::bigint, v {op} {q} FROM {table} WHERE v IS NOT NULL ORDER BY 2 LIMIT 10", i + 1));
-        want.extend(d);
-    }
-    assert_eq!(got, want, "{index}: gpu_metric_knn");
-    let r = want[5].1;
     let within = |c: &mut Client, sql: &str| -> Vec<(i64, i32)> {
         let mut v: Vec<(i64, i32)> =
             c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect();
         v.sort();
         v
     };
-    let got =
-        within(c, &format!("SELECT w.ord, t.id FROM gpu_metric_within('{index}', {matrix}, {r:?}) w JOIN {table} t ON t.ctid = w.ctid"));
-    let mut want = Vec::new();
+    let mut want_knn = Vec::new();
     for (i, q) in queries.iter().enumerate() {
-        want.extend(within(c, &format!("SELECT {}::bigint, id FROM {table} WHERE v {op} {q} <= {r:?}", i + 1)));
+        want_knn.extend(knn(c, &format!("SELECT {}::bigint, v {op} {q} FROM {table} WHERE v IS NOT NULL ORDER BY 2 LIMIT 10", i + 1)));
     }
-    want.sort();
-    assert_eq!(got, want, "{index}: gpu_metric_within radius {r}");
+    let r = want_knn[5].1;
+    let mut want_within = Vec::new();
+    for (i, q) in queries.iter().enumerate() {
+        want_within.extend(within(c, &format!("SELECT {}::bigint, id FROM {table} WHERE v {op} {q} <= {r:?}", i + 1)));
+    }
+    want_within.sort();
+    let gpu = server_has_gpu(c);
+    for device in ["cpu", "auto"] {
+        c.batch_execute(&format!("SET gpuindex.device = {device}; SET gpuindex.gpu_min_batch = 1")).unwrap();
+        let got = knn(c, &format!("SELECT ord, distance FROM gpu_metric_knn('{index}', {matrix}, 10) ORDER BY ord, distance"));
+        assert_eq!(got, want_knn, "{index}: gpu_metric_knn, device {device}");
+        let ran: String = c.query_one("SELECT device FROM gpuindex_last_batch()", &[]).unwrap().get(0);
+        assert_eq!(ran, if device == "auto" && gpu { "gpu" } else { "cpu" }, "{index}: device {device}");
+        let got = within(
+            c,
+            &format!("SELECT w.ord, t.id FROM gpu_metric_within('{index}', {matrix}, {r:?}) w JOIN {table} t ON t.ctid = w.ctid"),
+        );
+        assert_eq!(got, want_within, "{index}: gpu_metric_within radius {r}, device {device}");
+    }
+    assert!(!gpu_missing_but_required(c), "GPUINDEX_REQUIRE_GPU=1 but the server has no GPU");
+    c.batch_execute("SET gpuindex.device = cpu; RESET gpuindex.gpu_min_batch").unwrap();
 }
 
 fn check_all(c: &mut Client, table: &str, rng: &mut SplitMix64, data: Data, dim: usize, existing: &[f32]) {

@@ -1,6 +1,8 @@
 //! Batch SQL functions over a gpu_metric index: many queries in one call,
-//! searched on all cores (the engine's bounded kNN and range search over
-//! the tree's rows in memory), plus the delta by brute force; each result
+//! searched on the GPU (`gts::gpu`: the tree level by level, or for L2 kNN
+//! where it prunes little a bounded brute force) or on all cores (the
+//! engine's bounded kNN and range search over the tree's rows in memory),
+//! as `gpuindex.device` decides, plus the delta by brute force; each result
 //! row carries its query's 1-based position (`ord`), a heap TID visible to
 //! the caller's snapshot (and policies) and its distance. Join back with
 //! `JOIN t ON t.ctid = r.ctid`.
@@ -115,10 +117,14 @@ fn knn(call: &Call, k: usize) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
     let mut done = vec![Vec::new(); n];
     let mut pending: Vec<usize> = (0..n).collect();
     let mut want = k.min(total.max(1));
-    crate::batch::ensure_cpu_pool();
     while !pending.is_empty() {
         let qs: Vec<f32> = pending.iter().flat_map(|&i| call.queries[i * dim..(i + 1) * dim].iter().copied()).collect();
-        let a = search::knn(&img.shape, &img.objects, &qs, want);
+        let a = crate::batch::run(
+            "gpu_metric_knn",
+            pending.len(),
+            || search::knn(&img.shape, &img.objects, &qs, want),
+            |g| img.device(g)?.knn(g, &qs, want),
+        );
         let b = delta_candidates(&call.m, &qs, &delta, Some(want), f64::INFINITY);
         let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, Some(want))).collect();
         let alive = visible(&call.open, &cands);
@@ -142,8 +148,12 @@ fn within(call: &Call, radius: f64) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> 
     let rel = call.open.index;
     let img = image::tree(rel, &call.m);
     let delta = image::delta(rel, &call.m);
-    crate::batch::ensure_cpu_pool();
-    let a = search::range(&img.shape, &img.objects, &call.queries, radius);
+    let a = crate::batch::run(
+        "gpu_metric_within",
+        call.queries.len() / call.m.dim as usize,
+        || search::range(&img.shape, &img.objects, &call.queries, radius),
+        |g| img.device(g)?.range(g, &call.queries, radius),
+    );
     let b = delta_candidates(&call.m, &call.queries, &delta, None, radius);
     let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, None)).collect();
     visible(&call.open, &cands)

@@ -1,22 +1,39 @@
 //! The tree's rows in memory, for batches (rayon threads search them; they
 //! cannot read pages): the shape with each leaf's range remapped to the
 //! rows read from its run, cached per backend while the metapage's
-//! generation and vacuum count match; and the delta, read at every batch.
+//! generation and vacuum count match, with its device copy made at the
+//! first GPU batch; and the delta, read at every batch.
 
 use super::chain;
 use super::page::Meta;
 use super::shape;
 use crate::am::common::cache;
+use gpuindex_engine::gpu::{Gpu, GpuError};
+use gpuindex_engine::gts::gpu::DeviceTree;
 use gpuindex_engine::gts::search::Objects;
 use gpuindex_engine::gts::{Shape, Vectors};
 use pgrx::pg_sys;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub struct Image {
     generation: u64,
     vacuums: u64,
     pub shape: Shape,
     pub objects: Objects,
+    device: Mutex<Option<Arc<DeviceTree>>>,
+}
+
+impl Image {
+    /// The device copy, uploaded at the first call.
+    pub fn device(&self, gpu: &Gpu) -> Result<Arc<DeviceTree>, GpuError> {
+        let mut slot = self.device.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = slot.as_ref() {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(DeviceTree::upload(gpu, &self.shape, &self.objects)?);
+        *slot = Some(d.clone());
+        Ok(d)
+    }
 }
 
 impl cache::Image for Image {
@@ -25,6 +42,9 @@ impl cache::Image for Image {
     }
     fn host_bytes(&self) -> usize {
         self.shape.host_bytes() + self.objects.v.data.len() * 4 + self.objects.v.ids.len() * 16
+    }
+    fn device_bytes(&self) -> usize {
+        self.device.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |d| d.bytes())
     }
 }
 
@@ -53,7 +73,7 @@ pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
     } else {
         Shape::empty(shape::metric(m))
     };
-    cache::store(rel, "rows", Image { generation: m.generation, vacuums: m.vacuums, shape, objects })
+    cache::store(rel, "rows", Image { generation: m.generation, vacuums: m.vacuums, shape, objects, device: Mutex::new(None) })
 }
 
 /// The delta's rows (and a frozen delta's).
