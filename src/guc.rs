@@ -1,4 +1,5 @@
-//! The GUCs: `gpuindex.device` and `gpuindex.gpu_min_batch`.
+//! The GUCs: `gpuindex.device`, `gpuindex.gpu_min_batch`, `gpuindex.scan_memory`
+//! and the superuser-only test switches.
 
 use crate::batch;
 use gpuindex_engine::executor::Policy;
@@ -19,6 +20,9 @@ pub enum DeviceSetting {
 
 pub static DEVICE: GucSetting<DeviceSetting> = GucSetting::<DeviceSetting>::new(DeviceSetting::Auto);
 pub static GPU_MIN_BATCH: GucSetting<i32> = GucSetting::<i32>::new(4096);
+/// MB of a gpu_metric index's rows an index scan may copy into backend
+/// memory to search them all at once on all cores (0: walk the pages).
+pub static SCAN_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(1024);
 /// Tests only: gpu_btree leaf splits stop after their first record, as a
 /// crash there would (the downlink is left for the next writer to add).
 pub static DEBUG_INTERRUPT_SPLITS: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -100,6 +104,18 @@ pub fn init() {
         i32::MAX,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"gpuindex.scan_memory",
+        c"Largest copy of a gpu_metric index's rows that an index scan keeps in backend memory.",
+        c"An L2 index scan of a tree of at least 10,000 rows searches a copy of them in memory, on all cores (or the GPU \
+          under gpuindex.device = gpu), when the copy fits this many MB or the backend holds it already; otherwise it \
+          walks the index pages one leaf at a time. 0 always walks the pages. The batch functions always use the copy.",
+        &SCAN_MEMORY,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MB,
     );
     GucRegistry::define_bool_guc(
         c"gpuindex.debug_interrupt_splits",

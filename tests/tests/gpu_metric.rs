@@ -208,3 +208,44 @@ fn bad_vectors_are_errors() {
     let n: i64 = c.query_one("SELECT count(*) FROM gm_bad", &[]).unwrap().get(0);
     assert_eq!(n, 2);
 }
+
+/// L2 scans of trees of 10,000 rows and more search a copy of the rows in
+/// memory (nearest 64, then 4x as many each time the executor asks past
+/// them): the same distances at every rank as the sequential scan, and as
+/// the page walk (gpuindex.scan_memory = 0), through inserts and deletes.
+#[test]
+fn in_memory_scans_equal_sequential_scans() {
+    let mut c = connect(DB);
+    let table = "gm_in_memory";
+    c.batch_execute(&format!("DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int, v real[])")).unwrap();
+    let mut rng = SplitMix64::new(41);
+    let first = vectors(&mut rng, Data::Clustered, 16, 12_000);
+    insert(&mut c, table, &first, 0);
+    c.batch_execute(&format!("CREATE INDEX {table}_v ON {table} USING gpu_metric (v)")).unwrap();
+    let queries: Vec<String> = vectors(&mut rng, Data::Clustered, 16, 2).iter().chain([&first[5]]).map(|v| literal(v)).collect();
+    let index = format!("{table}_v");
+    // gpu: the in-memory walk's searches on the GPU (auto keeps one query on the CPU).
+    let devices: &[&str] = if server_has_gpu(&mut c) { &["cpu", "auto", "gpu"] } else { &["cpu", "auto"] };
+    let all = |c: &mut Client| {
+        for memory in ["1GB", "0"] {
+            for &device in devices {
+                c.batch_execute(&format!("SET gpuindex.scan_memory = '{memory}'; SET gpuindex.device = {device}")).unwrap();
+                for q in &queries {
+                    check(c, table, "<->", &index, q, "", "LIMIT 10");
+                    check(c, table, "<->", &index, q, "WHERE id % 3 <> 0", "LIMIT 300");
+                }
+                check(c, table, "<->", &index, &queries[0], "", "");
+            }
+        }
+        c.batch_execute("RESET gpuindex.scan_memory; RESET gpuindex.device").unwrap();
+    };
+    all(&mut c);
+    let held: i64 = c
+        .query_one("SELECT count(*) FROM gpuindex_cached_images() WHERE index = 'gm_in_memory_v'::regclass AND kind = 'rows'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(held, 1, "the scans did not use the copy in memory");
+    insert(&mut c, table, &vectors(&mut rng, Data::Clustered, 16, 500), 20_000);
+    c.batch_execute(&format!("DELETE FROM {table} WHERE id % 7 = 2")).unwrap();
+    all(&mut c);
+}

@@ -248,3 +248,37 @@ fn gpu_search_on_extreme_scales() {
         }
     }
 }
+
+#[test]
+fn bounded_brute_force_equals_the_tree() {
+    use gpuindex_engine::gts::bounded;
+    let mut cases: Vec<(String, Vectors)> = Vec::new();
+    for (shape, dim) in [(Shape::Uniform, 1), (Shape::Clustered, 17), (Shape::Duplicates, 4), (Shape::Clustered, 128)] {
+        cases.push((format!("{shape:?} dim={dim}"), vectors(shape, 5000, dim, 21)));
+    }
+    for (name, f) in [("offset 1e4", 1e4f32), ("scale 1e30", 1e30), ("scale 1e-30", 1e-30)] {
+        let mut v = vectors(Shape::Clustered, 3000, 24, 22);
+        for (i, x) in v.data.iter_mut().enumerate() {
+            *x = if f == 1e4 {
+                *x + f
+            } else if f == 1e30 && i % 7 != 0 {
+                *x
+            } else {
+                *x * f
+            };
+        }
+        cases.push((name.to_string(), v));
+    }
+    for (name, v) in cases {
+        let tree = Tree::build(Metric::L2, &v, Params { fanout: 10 });
+        let objects = Objects::of(&tree, &v);
+        let norms = bounded::norms(&objects);
+        let mut qs: Vec<f32> = v.data[..v.dim * 40].to_vec();
+        qs.extend(vectors(Shape::Uniform, 40, v.dim, 23).data);
+        for k in [1, 10, 100] {
+            assert_eq!(bounded::knn_l2(&objects, &norms, &qs, k), knn(&tree.shape, &objects, &qs, k), "{name}: k = {k}");
+        }
+        // One query alone (every core on its slices).
+        assert_eq!(bounded::knn_l2(&objects, &norms, &qs[..v.dim], 10), knn(&tree.shape, &objects, &qs[..v.dim], 10), "{name}: one query");
+    }
+}

@@ -9,21 +9,35 @@ use super::page::Meta;
 use super::shape;
 use crate::am::common::cache;
 use gpuindex_engine::gpu::{Gpu, GpuError};
+use gpuindex_engine::gts::bounded;
 use gpuindex_engine::gts::gpu::DeviceTree;
 use gpuindex_engine::gts::search::Objects;
 use gpuindex_engine::gts::{Shape, Vectors};
 use pgrx::pg_sys;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub struct Image {
     generation: u64,
     vacuums: u64,
     pub shape: Shape,
     pub objects: Objects,
+    norms: OnceLock<Vec<f64>>,
     device: Mutex<Option<Arc<DeviceTree>>>,
 }
 
 impl Image {
+    /// The rows' squared norms (for L2 bounds), computed at the first call
+    /// (on the CPU pool).
+    pub fn norms(&self) -> &[f64] {
+        crate::batch::ensure_cpu_pool();
+        self.norms.get_or_init(|| bounded::norms(&self.objects))
+    }
+
+    /// The host bytes a copy of `m`'s tree would take.
+    pub fn bytes_for(m: &Meta) -> usize {
+        m.tree_entries as usize * (m.dim as usize * 4 + 8 + 8 + 8)
+    }
+
     /// The device copy, uploaded at the first call.
     pub fn device(&self, gpu: &Gpu) -> Result<Arc<DeviceTree>, GpuError> {
         let mut slot = self.device.lock().unwrap_or_else(|e| e.into_inner());
@@ -41,19 +55,25 @@ impl cache::Image for Image {
         self.generation
     }
     fn host_bytes(&self) -> usize {
-        self.shape.host_bytes() + self.objects.v.data.len() * 4 + self.objects.v.ids.len() * 16
+        self.shape.host_bytes()
+            + self.objects.v.data.len() * 4
+            + self.objects.v.ids.len() * 16
+            + self.norms.get().map_or(0, |n| n.len() * 8)
     }
     fn device_bytes(&self) -> usize {
         self.device.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |d| d.bytes())
     }
 }
 
+/// The copy of `m`'s tree this backend holds already, if it is current.
+pub fn cached(rel: pg_sys::Relation, m: &Meta) -> Option<Arc<Image>> {
+    cache::lookup::<Image>(rel, "rows").filter(|i| i.generation == m.generation && i.vacuums == m.vacuums)
+}
+
 /// The tree part of the index `m` describes, in memory.
 pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
-    if let Some(i) = cache::lookup::<Image>(rel, "rows") {
-        if i.generation == m.generation && i.vacuums == m.vacuums {
-            return i;
-        }
+    if let Some(i) = cached(rel, m) {
+        return i;
     }
     cache::remove(rel, "rows");
     let dim = m.dim as usize;
@@ -73,7 +93,11 @@ pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
     } else {
         Shape::empty(shape::metric(m))
     };
-    cache::store(rel, "rows", Image { generation: m.generation, vacuums: m.vacuums, shape, objects, device: Mutex::new(None) })
+    cache::store(
+        rel,
+        "rows",
+        Image { generation: m.generation, vacuums: m.vacuums, shape, objects, norms: OnceLock::new(), device: Mutex::new(None) },
+    )
 }
 
 /// The delta's rows (and a frozen delta's).

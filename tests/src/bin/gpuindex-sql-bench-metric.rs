@@ -132,7 +132,11 @@ fn main() {
 
     // Batches.
     let r: f64 = c
-        .query_one(&format!("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY d) FROM (SELECT max(distance) d FROM gpu_metric_knn('bench_vec_v', (SELECT small FROM bench_vec_q), 10) GROUP BY ord) s"), &[])
+        .query_one(
+            "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY d) FROM
+               (SELECT max(distance) d FROM gpu_metric_knn('bench_vec_v', (SELECT small FROM bench_vec_q), 10) GROUP BY ord) s",
+            &[],
+        )
         .unwrap()
         .get(0);
     println!("\nbatches: {m} queries (device = cpu: the first {small}); range radius {r:.4} (the median 10th-neighbour distance)\n");

@@ -8,12 +8,15 @@
 //! - `metric`: the distances (L2, L1, cosine) and the slack that keeps
 //!   pruning exact under floating-point rounding;
 //! - `tree`: the level-by-level build on all cores;
+//! - `bounded`: L2 kNN over every object, bounded in float4 and rechecked
+//!   exactly, on all cores (where the tree prunes little);
 //! - `gpu`: the same searches on the GPU, level by level over (query,
 //!   node) pairs;
 //! - `search`: exact k-nearest and range search, batched or one row at a
 //!   time in distance order, over leaves read through a trait (pages in
 //!   the extension, memory in tests).
 
+pub mod bounded;
 pub mod gpu;
 pub mod metric;
 pub mod search;

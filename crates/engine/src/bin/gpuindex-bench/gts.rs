@@ -12,6 +12,7 @@ use crate::util::*;
 use crate::Args;
 use gpuindex_engine::datasets::VectorSet;
 use gpuindex_engine::gpu::Gpu;
+use gpuindex_engine::gts::bounded;
 use gpuindex_engine::gts::gpu::{DeviceTree, Way};
 use gpuindex_engine::gts::search::{self, Objects};
 use gpuindex_engine::gts::{Metric, Params, Tree, Vectors};
@@ -64,6 +65,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
         let build = t.elapsed().as_secs_f64();
         let objects = Objects::of(&tree, &v);
         drop(v);
+        let norms = bounded::norms(&objects);
         let s = &tree.shape;
         let mut rows = vec![vec!["CPU build, all cores (s)".into(), format!("{build:.2}")]];
         rows.push(vec!["height / leaves".into(), format!("{} / {}", s.height, s.leaves().len())]);
@@ -86,6 +88,8 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             let r = tenth[tenth.len() / 2];
             let (cpu_n, cpu_s, cpu_knn) = cpu_prefix(&qs, dim, |q| search::knn(s, &objects, q, k));
             let (cpu_rn, cpu_rs, cpu_range) = cpu_prefix(&qs, dim, |q| search::range(s, &objects, q, r));
+            let (cpu_bn, cpu_bs, cpu_bounded) = cpu_prefix(&qs, dim, |q| bounded::knn_l2(&objects, &norms, q, k));
+            assert_eq!(cpu_bounded[..], cpu_knn[..cpu_bn.min(cpu_n)], "{}: CPU bounded brute force != CPU GTS (m = {m})", set.name());
             let (mut g_tree, mut g_filter, mut g_naive, mut g_auto, mut g_range) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN);
             let mut visited = String::from("-");
             if let (Some(g), Some(d)) = (gpu, &dev) {
@@ -108,17 +112,19 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             }
             let q = |secs: f64| m as f64 / secs;
             let cq = cpu_n as f64 / cpu_s;
+            let cb = cpu_bn as f64 / cpu_bs;
             let floor = q(g_filter).max(q(g_naive));
             knn_rows.push(vec![
                 m.to_string(),
                 rate(cq),
+                rate(cb),
                 rate(q(g_tree)),
                 rate(q(g_naive)),
                 rate(q(g_filter)),
                 rate(q(g_auto)),
-                ratio(q(g_auto), cq),
+                ratio(q(g_auto), cq.max(cb)),
                 ratio(q(g_auto), floor),
-                format!("{cpu_n}"),
+                format!("{cpu_n} / {cpu_bn}"),
             ]);
             let (cr, gr) = (cpu_rn as f64 / cpu_rs, m as f64 / g_range);
             range_rows.push(vec![m.to_string(), format!("{r:.3}"), visited, rate(cr), rate(gr), ratio(gr, cr)]);
@@ -128,13 +134,14 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             &[
                 "batch",
                 "GTS CPU",
+                "bounded brute force CPU",
                 "GTS GPU",
                 "brute force GPU",
                 "bounded brute force GPU",
                 "engine GPU",
-                "engine/CPU",
-                "engine/best brute force",
-                "CPU queries run",
+                "engine/best CPU",
+                "engine/best GPU brute force",
+                "CPU queries run (GTS / bounded)",
             ],
             &knn_rows,
         );
