@@ -1,8 +1,9 @@
 //! Batch SQL functions over a gpu_metric index: many queries in one call,
-//! searched on the GPU (`gts::gpu`: the tree level by level, or for L2 kNN
-//! where it prunes little a bounded brute force) or on all cores (the
-//! engine's bounded kNN and range search over the tree's rows in memory),
-//! as `gpuindex.device` decides, plus the delta by brute force; each result
+//! over the tree's rows in memory, on the GPU (`gts::gpu`) or on all cores
+//! (`gts::search`) as `gpuindex.device` decides: the tree's bounded kNN and
+//! range searches, or for L2 kNN where the tree prunes little (high
+//! dimensions) the bounded brute force (`gts::bounded`, or its GPU twin);
+//! plus the delta by brute force. Each result
 //! row carries its query's 1-based position (`ord`), a heap TID visible to
 //! the caller's snapshot (and policies) and its distance. Join back with
 //! `JOIN t ON t.ctid = r.ctid`.
@@ -18,7 +19,7 @@ use super::page::Meta;
 use super::{image, shape, vector};
 use crate::am::common::{Access, OpenIndex};
 use crate::storage::Tid;
-use gpuindex_engine::gts::{search, Vectors};
+use gpuindex_engine::gts::{bounded, search, Metric, Vectors};
 use pgrx::datum::AnyArray;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -112,6 +113,7 @@ fn knn(call: &Call, k: usize) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
     let img = image::tree(rel, &call.m);
     let delta = image::delta(rel, &call.m);
     let dim = call.m.dim as usize;
+    let metric = shape::metric(&call.m);
     let total = img.objects.v.len() + delta.len();
     let n = call.queries.len() / dim;
     let mut done = vec![Vec::new(); n];
@@ -122,7 +124,13 @@ fn knn(call: &Call, k: usize) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
         let a = crate::batch::run(
             "gpu_metric_knn",
             pending.len(),
-            || search::knn(&img.shape, &img.objects, &qs, want),
+            || {
+                if metric == Metric::L2 && img.prunes_little() {
+                    bounded::knn_l2(&img.objects, img.norms(), &qs, want)
+                } else {
+                    search::knn(&img.shape, &img.objects, &qs, want)
+                }
+            },
             |g| img.device(g)?.knn(g, &qs, want),
         );
         let b = delta_candidates(&call.m, &qs, &delta, Some(want), f64::INFINITY);

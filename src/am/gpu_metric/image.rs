@@ -11,7 +11,7 @@ use crate::am::common::cache;
 use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::gts::bounded;
 use gpuindex_engine::gts::gpu::DeviceTree;
-use gpuindex_engine::gts::search::Objects;
+use gpuindex_engine::gts::search::{self, Objects};
 use gpuindex_engine::gts::{Shape, Vectors};
 use pgrx::pg_sys;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -22,6 +22,7 @@ pub struct Image {
     pub shape: Shape,
     pub objects: Objects,
     norms: OnceLock<Vec<f64>>,
+    prunes_little: OnceLock<bool>,
     device: Mutex<Option<Arc<DeviceTree>>>,
 }
 
@@ -31,6 +32,18 @@ impl Image {
     pub fn norms(&self) -> &[f64] {
         crate::batch::ensure_cpu_pool();
         self.norms.get_or_init(|| bounded::norms(&self.objects))
+    }
+
+    /// Whether kNN searches of the tree open leaves holding more than
+    /// `BRUTE_FORCE_SHARE` of the rows (measured once, for rows of the
+    /// tree as queries), so that L2 searches take the bounded brute force.
+    pub fn prunes_little(&self) -> bool {
+        crate::batch::ensure_cpu_pool();
+        *self.prunes_little.get_or_init(|| {
+            let n = self.objects.v.len();
+            let sample: Vec<f32> = (0..8).flat_map(|i| self.objects.v.get(i * n / 8).iter().copied()).collect();
+            n > 0 && search::opened_share(&self.shape, &self.objects, &sample, 10) > bounded::BRUTE_FORCE_SHARE
+        })
     }
 
     /// The host bytes a copy of `m`'s tree would take.
@@ -96,7 +109,15 @@ pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
     cache::store(
         rel,
         "rows",
-        Image { generation: m.generation, vacuums: m.vacuums, shape, objects, norms: OnceLock::new(), device: Mutex::new(None) },
+        Image {
+            generation: m.generation,
+            vacuums: m.vacuums,
+            shape,
+            objects,
+            norms: OnceLock::new(),
+            prunes_little: OnceLock::new(),
+            device: Mutex::new(None),
+        },
     )
 }
 

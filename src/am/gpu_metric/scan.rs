@@ -4,11 +4,11 @@
 //! order, (distance, TID), with the delta's rows merged in by brute force:
 //!
 //! - in memory (L2, trees of `IN_MEMORY_ROWS` rows and up, whose copy fits
-//!   `gpuindex.scan_memory` or is held already): the nearest `FIRST` rows
-//!   of the tree's copy by the bounded brute force on all cores (or the
-//!   GPU, as `gpuindex.device` says), then four times as many whenever
-//!   the executor asks past them; at high dimensions the tree prunes
-//!   little, and this reads each row once, in float4;
+//!   `gpuindex.scan_memory` or is held already, where the tree prunes
+//!   little: high dimensions): the nearest `FIRST` rows of the tree's copy
+//!   by the bounded brute force on all cores (or the GPU, as
+//!   `gpuindex.device` says), then four times as many whenever the
+//!   executor asks past them; it reads each row once, in float4;
 //! - over the pages: the engine's `Nearest`, best first, one leaf at a time.
 //!
 //! The distances are the operator's own, so no recheck is needed. Page
@@ -134,7 +134,8 @@ fn start(rel: pg_sys::Relation, q: Option<&[f32]>) -> Walk {
                 (image::Image::bytes_for(&m) <= crate::guc::SCAN_MEMORY.get() as usize * (1 << 20)).then(|| image::tree(rel, &m))
             })
         })
-        .flatten();
+        .flatten()
+        .filter(|img| img.prunes_little());
     if let Some(img) = copy {
         // Nearest last, for pop().
         delta.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));

@@ -21,6 +21,13 @@ pub fn error_bound(n: usize, qsq: f64, osq: f64) -> f64 {
     (n + 16) as f64 * (f64::powi(2.0, -23) * (qsq + osq) + f64::powi(2.0, -125))
 }
 
+/// Above this share of all objects in the leaves a kNN search opens
+/// (`search::opened_share`), the bounded brute force beats the tree: on
+/// the H100 host it reads several times the objects a second of the
+/// tree's searches (float4, shared by a tile of queries, against float8
+/// distances read by one query), on the GPU and on the CPU.
+pub const BRUTE_FORCE_SHARE: f64 = 0.05;
+
 /// Objects a work item reads at a time (a few hundred KiB: they stay in
 /// cache while each query of the tile reads them).
 const CHUNK: usize = 512;

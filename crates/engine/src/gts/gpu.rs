@@ -18,6 +18,7 @@
 //! would not fit sends the batch back as query groups, each small enough,
 //! run one after another. No batch size or radius can exhaust the device.
 
+use super::bounded::BRUTE_FORCE_SHARE;
 use super::search::Objects;
 use super::tree::{Node, Shape};
 use super::Metric;
@@ -40,11 +41,7 @@ const OVERFLOW: u32 = u32::MAX;
 /// The largest k of the bounded brute force (its per-query buffer of
 /// FILTER_CAP must keep k and room for a warp's 32 more).
 pub const FILTER_MAX_K: usize = 16;
-/// Above this share of all objects in a query's leaves, L2 kNN takes the
-/// bounded brute force: on the H100 it measures several times the
-/// objects a second of the tree's leaf kernel (float4 tiles shared by 32
-/// queries against float8 distances read by one query).
-const FILTER_SHARE: f64 = 0.05;
+
 /// Bytes of one (query, node) pair: query, node, parent distance, plus
 /// the pivot distances, count and offset made for it.
 const PAIR_BYTES: usize = 4 + 4 + 8 + 8 + 8 + 4 + 8;
@@ -164,7 +161,7 @@ impl DeviceTree {
 
     /// The k nearest objects of each query (rows of `queries`), as
     /// `search::knn`, k up to `MAX_GPU_K`: the tree's search, or for L2
-    /// where the tree's leaves would hold more than a `FILTER_SHARE` of
+    /// where the tree's leaves would hold more than a `BRUTE_FORCE_SHARE` of
     /// all objects per query, the bounded brute force (`Way::Filter`).
     pub fn knn(&self, gpu: &Gpu, queries: &[f32], k: usize) -> Result<Answers, GpuError> {
         self.batch(gpu, queries, Ask::Knn(k), Way::Auto)
@@ -254,13 +251,13 @@ impl DeviceTree {
     }
 
     /// Whether the tree's leaves for this group hold at most a
-    /// `FILTER_SHARE` of all objects per query (estimated from the upper
+    /// `BRUTE_FORCE_SHARE` of all objects per query (estimated from the upper
     /// levels' pairs), so that its search beats the bounded brute force.
     fn prunes_well(&self, gpu: &Gpu, g: &Group, ask: Ask, budget: usize) -> Result<bool, GpuError> {
         let Some(d) = self.descend(gpu, g, ask, budget)? else { return Ok(false) };
         let leaves = self.fanout.pow(self.height as u32);
         let per_query = d.pairs.len as f64 / g.m as f64 * self.objects as f64 / leaves as f64;
-        Ok(per_query <= self.objects as f64 * FILTER_SHARE)
+        Ok(per_query <= self.objects as f64 * BRUTE_FORCE_SHARE)
     }
 
     /// The tree's levels for a group: the leaf pairs and each query's

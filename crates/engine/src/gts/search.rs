@@ -249,6 +249,36 @@ pub fn range_one(shape: &Shape, leaves: &impl Leaves, q: &[f32], r: f64) -> Vec<
     out.into_iter().map(|h| (h.1, h.0)).collect()
 }
 
+/// Leaves that count the objects read through them.
+struct Counting<'a, L> {
+    leaves: &'a L,
+    read: std::cell::Cell<usize>,
+}
+
+impl<L: Leaves> Leaves for Counting<'_, L> {
+    fn for_leaf(&self, shape: &Shape, node: usize, f: &mut dyn FnMut(&[f32], u64, f64)) {
+        let n = &shape.nodes[node];
+        self.read.set(self.read.get() + n.size as usize);
+        self.leaves.for_leaf(shape, node, f)
+    }
+}
+
+/// The share of all objects that the leaves a k-nearest search opens
+/// hold, on average over `queries` (on all cores): near 1 where the tree
+/// prunes little (high dimensions), and a brute force costs no more.
+pub fn opened_share(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], k: usize) -> f64 {
+    let total = shape.nodes[0].size.max(1) as f64;
+    let shares: Vec<f64> = queries
+        .par_chunks(shape.dim.max(1))
+        .map(|q| {
+            let counting = Counting { leaves, read: std::cell::Cell::new(0) };
+            knn_one(shape, &counting, q, k);
+            counting.read.get() as f64 / total
+        })
+        .collect();
+    shares.iter().sum::<f64>() / shares.len().max(1) as f64
+}
+
 /// `knn_one` for each query (rows of `queries`), on all cores.
 pub fn knn(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], k: usize) -> Vec<Vec<(u64, f64)>> {
     queries.par_chunks(shape.dim.max(1)).map(|q| knn_one(shape, leaves, q, k)).collect()

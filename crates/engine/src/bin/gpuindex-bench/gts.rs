@@ -89,7 +89,8 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             let (cpu_n, cpu_s, cpu_knn) = cpu_prefix(&qs, dim, |q| search::knn(s, &objects, q, k));
             let (cpu_rn, cpu_rs, cpu_range) = cpu_prefix(&qs, dim, |q| search::range(s, &objects, q, r));
             let (cpu_bn, cpu_bs, cpu_bounded) = cpu_prefix(&qs, dim, |q| bounded::knn_l2(&objects, &norms, q, k));
-            assert_eq!(cpu_bounded[..], cpu_knn[..cpu_bn.min(cpu_n)], "{}: CPU bounded brute force != CPU GTS (m = {m})", set.name());
+            let both = cpu_bn.min(cpu_n);
+            assert_eq!(cpu_bounded[..both], cpu_knn[..both], "{}: CPU bounded brute force != CPU GTS (m = {m})", set.name());
             let (mut g_tree, mut g_filter, mut g_naive, mut g_auto, mut g_range) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN);
             let mut visited = String::from("-");
             if let (Some(g), Some(d)) = (gpu, &dev) {
