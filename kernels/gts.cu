@@ -336,17 +336,18 @@ extern "C" __global__ void gts_knn_leaves(const float *__restrict__ queries, con
     if (threadIdx.x == 0) out_n[q] = count;
 }
 
-// One block per query: every object within radius r among its leaf pairs,
+// One block per query: every object within its radius among its leaf pairs,
 // appended as (query, id, distance) at a global cursor; only the first
 // cap are written (the cursor counts them all, so the host can retry).
 extern "C" __global__ void gts_range_leaves(const float *__restrict__ queries, const double *__restrict__ qnorms, u32 dim,
                                             u32 metric, const float *__restrict__ vectors, const double *__restrict__ norms,
                                             const double *__restrict__ pdist, const u64 *__restrict__ ids,
                                             const Node *__restrict__ nodes, const u32 *__restrict__ pair_node,
-                                            const double *__restrict__ pair_dp, const u64 *__restrict__ seg, u64 n, double r,
-                                            u64 cap, u64 *__restrict__ cursor, u32 *__restrict__ out_q,
+                                            const double *__restrict__ pair_dp, const u64 *__restrict__ seg, u64 n,
+                                            const double *__restrict__ radius, u64 cap, u64 *__restrict__ cursor, u32 *__restrict__ out_q,
                                             u64 *__restrict__ out_id, double *__restrict__ out_d) {
     const u32 q = blockIdx.x;
+    const double r = radius[q];
     for_objects(
         q, queries + (u64)q * dim, metric == COSINE ? qnorms[q] : 0.0, dim, metric, vectors, norms, pdist, nodes, pair_node, pair_dp,
         seg, n, [&]() { return r; },

@@ -75,6 +75,45 @@ SELECT * FROM gpu_metric_within('gm_l2', '{1,2,3}', -1);
 SELECT * FROM gpu_metric_knn('gm_l2', '{{{1,2,3}}}', 1);
 DROP TABLE qs, want, got;
 
+-- Balls: WHERE v <@ l2_ball(q, r) (l1_ball, cosine_ball) through each
+-- index, plain and bitmap, equal the sequential scan; ANDed balls; a ball
+-- with ORDER BY; batches through gpuindex_search and gpuindex_nearest.
+CREATE TEMP TABLE ball_want AS
+  SELECT b, count(*) AS n, sum(id) AS ids FROM (VALUES ('l2'), ('l1'), ('cosine')) t(b), gm
+  WHERE CASE b WHEN 'l2' THEN v <@ l2_ball('{25,20,2}', 3) WHEN 'l1' THEN v <@ l1_ball('{25,20,2}', 4)
+               ELSE v <@ cosine_ball('{25,20,2}', 0.001) END
+  GROUP BY b;
+SELECT * FROM ball_want ORDER BY b;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM gm WHERE v <@ l2_ball('{25,20,2}', 3);
+SELECT 'l2' AS b, count(*), sum(id) FROM gm WHERE v <@ l2_ball('{25,20,2}', 3)
+UNION ALL SELECT 'l1', count(*), sum(id) FROM gm WHERE v <@ l1_ball('{25,20,2}', 4)
+UNION ALL SELECT 'cosine', count(*), sum(id) FROM gm WHERE v <@ cosine_ball('{25,20,2}', 0.001)
+ORDER BY b;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM gm WHERE v <@ l2_ball('{25,20,2}', 3);
+SELECT 'l2' AS b, count(*), sum(id) FROM gm WHERE v <@ l2_ball('{25,20,2}', 3)
+UNION ALL SELECT 'l1', count(*), sum(id) FROM gm WHERE v <@ l1_ball('{25,20,2}', 4)
+UNION ALL SELECT 'cosine', count(*), sum(id) FROM gm WHERE v <@ cosine_ball('{25,20,2}', 0.001)
+ORDER BY b;
+SELECT count(*) FROM gm WHERE v <@ l2_ball('{25,20,2}', 3) AND v <@ l2_ball('{26,20,2}', 1.5);
+SELECT id, v <-> '{25,20,2}' AS d FROM gm WHERE v <@ l2_ball('{25,20,2}', 1.5) ORDER BY v <-> '{25,20,2}', id;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+SELECT count(*) FROM gm WHERE v <@ l2_ball('{25,20,2}', 3) AND v <@ l2_ball('{26,20,2}', 1.5);
+SELECT ord, count(*) FROM gpuindex_search('gm_l2', '<@(real[],l2_ball)', ARRAY[l2_ball('{25,20,2}', 3), l2_ball('{0,0,1}', 0.5)]) GROUP BY ord ORDER BY ord;
+SELECT ord, distance FROM gpuindex_nearest('gm_l1', '<+>(real[],real[])', ARRAY['{25,20,2}'::real[], '{50,50,3}'], 2) ORDER BY ord, distance;
+SELECT v <@ l2_ball('{1,2,3}', 0) AS inside FROM (VALUES ('{1,2,3}'::real[]), ('{1,2,4}')) t(v);
+SELECT count(*) FROM gm WHERE v <@ l2_ball('{25,20,2}', NULL);
+SELECT '{1,2,3}'::real[] <@ l2_ball('{1,2,3}', 'NaN');
+SELECT '{1,2,3}'::real[] <@ l2_ball('{1,2,3}', -1);
+SELECT '{1,2,3}'::real[] <@ cosine_ball('{0,0,0}', 1);
+SELECT '{1,2,3}'::real[] <@ ROW(NULL, 1)::l2_ball;
+SET enable_seqscan = off;
+SELECT count(*) FROM gm WHERE v <@ l2_ball('{1,2}', 1);
+RESET enable_seqscan;
+DROP TABLE ball_want;
+
 -- Errors.
 INSERT INTO gm VALUES (1, '{1,2}');
 INSERT INTO gm VALUES (1, '{1,NaN,2}');

@@ -16,7 +16,7 @@ use pgrx::prelude::*;
 
 /// Opens the index, maps `op` to its strategy and runs the batch.
 fn run(index: pg_sys::Oid, op: pg_sys::Oid, queries: &AnyArray, k: Option<usize>, what: &'static str) -> search::Hits {
-    let (query_type, values) = crate::arrays::elements(queries.datum());
+    let (mut query_type, mut values) = crate::arrays::elements(queries.datum());
     let open = search::open(index);
     let Some(strategy) = search::strategy_of(open.index, op, k.is_some()) else {
         // SAFETY: format_operator returns a palloc'd C string.
@@ -35,6 +35,15 @@ fn run(index: pg_sys::Oid, op: pg_sys::Oid, queries: &AnyArray, k: Option<usize>
     let (mut left, mut right) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
     // SAFETY: a catalog lookup of an existing operator.
     unsafe { pg_sys::op_input_types(op, &mut left, &mut right) };
+    if right == pg_sys::FLOAT4ARRAYOID && query_type == pg_sys::FLOAT4OID {
+        // real[] queries come as one array of one more dimension (SQL has
+        // no arrays of arrays): its rows are the queries.
+        // SAFETY: a non-NULL real[] argument (element type checked).
+        let (rows, q) = unsafe { crate::am::gpu_metric::vector::matrix(queries.datum(), 2) };
+        let dim = q.len() / rows.max(1);
+        query_type = right;
+        values = q.chunks(dim.max(1)).enumerate().map(|(i, row)| (i as i64 + 1, row.to_vec().into_datum().expect("an array"))).collect();
+    }
     if right != query_type {
         let name = crate::error::type_name;
         crate::error::raise(

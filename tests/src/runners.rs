@@ -206,6 +206,57 @@ pub fn gpu_spatial_on(data: Data) -> Case {
     }
 }
 
+/// Row `row`'s vector (4 floats): the mix's grid around three clusters
+/// (duplicates, equal distances), or a real-shaped set's point and its
+/// square and sum.
+fn vector(d: Data, rng: &mut SplitMix64, row: u64) -> [f32; 4] {
+    match d {
+        Data::Points(_) => {
+            let (x, y) = point(d, rng, row);
+            [x as f32, y as f32, (x * 1e-3) as f32, (y * 1e-3) as f32]
+        }
+        _ => std::array::from_fn(|_| mix_coord(rng) as f32),
+    }
+}
+
+fn vector_literal(v: [f32; 4]) -> String {
+    format!("'{{{:?},{:?},{:?},{:?}}}'", v[0], v[1], v[2], v[3])
+}
+
+/// A stored vector and a radius around it (grid steps).
+fn query_vector(d: Data, rng: &mut SplitMix64) -> (String, f64) {
+    let row = rng.below(QUERY_ROWS);
+    let v = vector(d, rng, row);
+    (vector_literal(v), [0.0, 0.25, 1.0, 3.5][rng.below(4) as usize])
+}
+
+pub fn gpu_metric_on(data: Data) -> Case {
+    Case {
+        am: "gpu_metric",
+        data,
+        column_type: "real[]",
+        value: |d, r, row| if r.below(50) == 0 { "NULL".into() } else { format!("{}::real[]", vector_literal(vector(d, r, row))) },
+        predicate: |d, r| {
+            let (q, radius) = query_vector(d, r);
+            format!("v <@ l2_ball({q}, {radius:?})")
+        },
+        maintenance: "",
+        check: "gpu_metric_check",
+        entries: "SELECT (SELECT tree_entries + delta_entries + null_entries FROM gpu_metric_check('{t}_v')), (SELECT count(*) FROM {t})",
+        ordering: |d, r| format!("v <-> {}", query_vector(d, r).0),
+        batch: |d, r, n| {
+            let literals = (0..n)
+                .map(|_| {
+                    let (q, radius) = query_vector(d, r);
+                    format!("(\"{}\",{radius:?})", q.trim_matches('\''))
+                })
+                .collect();
+            Queries { op: "<@", query_type: "l2_ball", literals }
+        },
+        nearest: Some("<->"),
+    }
+}
+
 pub fn gpu_btree() -> Case {
     gpu_btree_on(Data::Mix)
 }
@@ -214,15 +265,21 @@ pub fn gpu_spatial() -> Case {
     gpu_spatial_on(Data::Mix)
 }
 
+pub fn gpu_metric() -> Case {
+    gpu_metric_on(Data::Mix)
+}
+
 /// Every access method on the real-shaped sets and on uniform data.
 pub fn real_shaped_cases() -> Vec<Case> {
     let keys = KeySet::ALL.into_iter().map(|k| gpu_btree_on(Data::Keys(k)));
     let points = PointSet::ALL.into_iter().map(|p| gpu_spatial_on(Data::Points(p)));
-    keys.chain(points).collect()
+    // Cities as vectors: clusters, far outliers, repeated points.
+    let vectors = [gpu_metric_on(Data::Points(PointSet::Cities))];
+    keys.chain(points).chain(vectors).collect()
 }
 
 pub fn cases() -> Vec<Case> {
-    vec![gpu_btree(), gpu_spatial()]
+    vec![gpu_btree(), gpu_spatial(), gpu_metric()]
 }
 
 /// The INSERTs of `n` random rows with ids from `first`.
@@ -241,7 +298,12 @@ pub fn insert(c: &mut Client, case: &Case, table: &str, rng: &mut SplitMix64, fi
 /// (Re)creates `table` with the case's index (small leaves and delta, so
 /// that splits and merges happen at test sizes) and loads `n` rows.
 pub fn load(c: &mut Client, case: &Case, table: &str, rng: &mut SplitMix64, n: usize) {
-    let with = if case.am == "gpu_spatial" { " WITH (leaf_capacity = 64, delta_limit = 2)" } else { "" };
+    let with = match case.am {
+        "gpu_spatial" => " WITH (leaf_capacity = 64, delta_limit = 2)",
+        // Several levels, and rebuilds at VACUUM.
+        "gpu_metric" => " WITH (node_capacity = 4, delta_limit = 2)",
+        _ => "",
+    };
     c.batch_execute(&format!(
         "SET client_min_messages = warning; DROP TABLE IF EXISTS {table};
          CREATE TABLE {table} (id int, v {}) WITH (fillfactor = 80);",
@@ -313,9 +375,11 @@ pub fn batch_differential(c: &mut Client, case: &Case, table: &str, rng: &mut Sp
         let arr = format!("ARRAY[{}]::{}[]", quoted.join(","), q.query_type);
         let op = format!("{}({},{})", q.op, case.column_type, q.query_type);
         crate::set_seq_only(c);
+        // generate_subscripts, not unnest: unnest spreads composite queries
+        // (balls) into their columns.
         let sql = format!(
             "WITH got AS (SELECT ord, ctid FROM gpuindex_search('{table}_v', '{op}', {arr})),
-                  want AS (SELECT u.ord, t.ctid FROM unnest({arr}) WITH ORDINALITY u(q, ord) JOIN {table} t ON t.v {} u.q)
+                  want AS (SELECT i::int8 AS ord, t.ctid FROM generate_subscripts({arr}, 1) i JOIN {table} t ON t.v {} ({arr})[i])
              SELECT (SELECT count(*) FROM got),
                     (SELECT count(*) FROM (SELECT * FROM got EXCEPT ALL SELECT * FROM want) x),
                     (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM got) x)",
@@ -338,13 +402,17 @@ pub fn batch_differential(c: &mut Client, case: &Case, table: &str, rng: &mut Sp
                 })
                 .collect();
             let arr = format!("ARRAY[{}]::{}[]", centres.join(","), case.column_type);
+            // VALUES, not unnest: an array of real[] is one 2-D real[].
+            let rows: Vec<String> =
+                centres.iter().enumerate().map(|(i, v)| format!("({}::int8, {v}::{})", i + 1, case.column_type)).collect();
             let op = format!("{near}({0},{0})", case.column_type);
             let sql = format!(
                 "WITH got AS (SELECT ord, distance FROM gpuindex_nearest('{table}_v', '{op}', {arr}, {k})),
-                      want AS (SELECT u.ord, d.distance FROM unnest({arr}) WITH ORDINALITY u(q, ord),
+                      want AS (SELECT u.ord, d.distance FROM (VALUES {}) u(ord, q),
                                LATERAL (SELECT t.v {near} u.q AS distance FROM {table} t WHERE t.v IS NOT NULL ORDER BY 1 LIMIT {k}) d)
                  SELECT (SELECT count(*) FROM (SELECT * FROM got EXCEPT ALL SELECT * FROM want) x),
-                        (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM got) x)"
+                        (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM got) x)",
+                rows.join(",")
             );
             let r = c.query_one(&sql, &[]).unwrap_or_else(|e| panic!("{} nearest: {e:?}", case.am));
             let (extra, missing): (i64, i64) = (r.get(0), r.get(1));

@@ -76,3 +76,8 @@ fn concurrent_gpu_btree() {
 fn concurrent_gpu_spatial() {
     runners::concurrent(DB, runners::gpu_spatial(), "conc_gpu_spatial", 500);
 }
+
+#[test]
+fn concurrent_gpu_metric() {
+    runners::concurrent(DB, runners::gpu_metric(), "conc_gpu_metric", 300);
+}

@@ -3,7 +3,7 @@
 //! several dimensions, and on trees of every height.
 
 use gpuindex_engine::datasets::normal;
-use gpuindex_engine::gts::search::{knn, knn_one, range, range_one, Objects};
+use gpuindex_engine::gts::search::{knn, knn_one, range, range_each, range_one, Objects};
 use gpuindex_engine::gts::{Metric, Nearest, Params, Tree, Vectors};
 use gpuindex_engine::rng::SplitMix64;
 
@@ -170,6 +170,10 @@ fn check_gpu(gpu: &gpuindex_engine::gpu::Gpu, s: &TreeShape, objects: &Objects, 
         let r = all[0].get((all[0].len() as f64 * frac) as usize).map_or(1.0, |h| h.1);
         assert_eq!(dev.range(gpu, qs, r).unwrap(), range(s, objects, qs, r), "{what}: gpu range r={r}");
     }
+    // A radius of its own for each query.
+    let all = knn(s, objects, &qs[..dim], objects.v.len().max(1));
+    let radii: Vec<f64> = (0..qs.len() / dim).map(|i| all[0].get(i * 37 % all[0].len().max(1)).map_or(1.0, |h| h.1)).collect();
+    assert_eq!(dev.range_each(gpu, qs, &radii).unwrap(), range_each(s, objects, qs, &radii), "{what}: gpu range, a radius each");
 }
 
 #[test]

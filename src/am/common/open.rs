@@ -59,7 +59,8 @@ fn rel_name(oid: pg_sys::Oid) -> String {
 fn not_of_am(oid: pg_sys::Oid, ams: &[&str]) -> ! {
     let (what, using) = match ams {
         [am] => (am.to_string(), am.to_string()),
-        _ => ("gpuindex".to_string(), ams.join(" or ")),
+        [first @ .., last] => ("gpuindex".to_string(), format!("{} or {last}", first.join(", "))),
+        [] => ("gpuindex".to_string(), String::new()),
     };
     crate::error::raise(
         PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,

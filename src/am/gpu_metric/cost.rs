@@ -1,9 +1,11 @@
-//! amcostestimate. A gpu_metric path is an ordered scan, read a few rows
-//! at a time under LIMIT: its startup is the descent (the pivots of each
-//! level the walk opens), a few leaves and the whole delta, each row a
-//! distance of `dim` float8 terms; the total adds the generic cost of
-//! reading every entry, so that without LIMIT a sort of a sequential scan
-//! wins.
+//! amcostestimate. An ordered gpu_metric path is read a few rows at a time
+//! under LIMIT: its startup is the descent (the pivots of each level the
+//! walk opens), a few leaves and the whole delta, each row a distance of
+//! `dim` float8 terms; the total adds the generic cost of reading every
+//! entry, so that without LIMIT a sort of a sequential scan wins. A path of
+//! balls alone finds all its rows before the first: the descent, the delta
+//! and the generic cost of the rows inside (the operator's selectivity)
+//! are all startup.
 
 use crate::am::common::Estimate;
 use pgrx::pg_sys;
@@ -25,5 +27,10 @@ pub fn estimate(path: &pg_sys::IndexPath, costs: &pg_sys::GenericCosts) -> Estim
     let distances = m.height as f64 * m.fanout as f64 + LEAVES_OPENED * leaf + m.delta.entries as f64;
     let pages = LEAVES_OPENED * (leaf / super::page::entries_per_page(m.dim as usize) as f64).ceil() + m.delta.pages as f64;
     let startup = distances * per_distance + pages * random_page_cost;
-    Estimate { startup, total: startup + costs.indexTotalCost + costs.numIndexTuples * per_distance, pages: costs.numIndexPages.max(pages) }
+    let rest = costs.indexTotalCost + costs.numIndexTuples * per_distance;
+    if path.indexorderbys.is_null() {
+        let startup = startup + rest;
+        return Estimate { startup, total: startup, pages: costs.numIndexPages.max(pages) };
+    }
+    Estimate { startup, total: startup + rest, pages: costs.numIndexPages.max(pages) }
 }

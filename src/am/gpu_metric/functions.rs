@@ -28,37 +28,45 @@ use rayon::prelude::*;
 /// A candidate: distance, TID.
 type Cand = (f64, Tid);
 
-struct Call {
-    open: OpenIndex,
-    m: Meta,
-    /// Queries, one per row of `dim` floats.
-    queries: Vec<f32>,
+/// A batch over an open index: its metapage and the queries, one per row
+/// of `dim` floats.
+pub struct Call<'a> {
+    pub open: &'a OpenIndex,
+    pub m: Meta,
+    pub queries: Vec<f32>,
 }
 
-fn start(index: pg_sys::Oid, queries: &AnyArray) -> Option<Call> {
-    let open = OpenIndex::open(index, "gpu_metric", Access::Read, pg_sys::AccessShareLock as i32);
-    let m = shape::meta(open.index);
-    // SAFETY: a real[] argument (declared type), not NULL (STRICT).
-    let (rows, q) = unsafe { vector::matrix(queries.datum(), 2) };
-    let dim = q.len() / rows.max(1);
-    if m.dim == 0 {
-        return None; // no vectors indexed
+impl<'a> Call<'a> {
+    /// The batch of `rows` queries `q` (checked: the operator's own ERRORs
+    /// for dimensions and zero vectors), or None when the index holds no
+    /// vector yet.
+    pub fn new(open: &'a OpenIndex, rows: usize, q: &[f32]) -> Option<Call<'a>> {
+        let m = shape::meta(open.index);
+        let dim = q.len() / rows.max(1);
+        if m.dim == 0 {
+            return None; // no vectors indexed
+        }
+        let metric = shape::metric(&m);
+        for row in q.chunks(dim.max(1)) {
+            vector::distance(metric, &vec![1.0; m.dim as usize], row);
+        }
+        Some(Call { m, queries: q.to_vec(), open })
     }
-    let metric = shape::metric(&m);
-    for row in q.chunks(dim) {
-        // The operator's own ERRORs: dimensions, zero vectors for cosine.
-        vector::distance(metric, &vec![1.0; m.dim as usize], row);
-    }
-    Some(Call { m, queries: q.to_vec(), open })
 }
 
-/// The candidates of each query in the delta: those within `bound(q)`,
-/// or the `k` nearest.
-fn delta_candidates(m: &Meta, queries: &[f32], delta: &Vectors, k: Option<usize>, radius: f64) -> Vec<Vec<Cand>> {
+fn open(index: pg_sys::Oid) -> OpenIndex {
+    OpenIndex::open(index, "gpu_metric", Access::Read, pg_sys::AccessShareLock as i32)
+}
+
+/// The candidates of each query in the delta: those within its radius
+/// (`radii`, or any distance), the `k` nearest of them if k is given.
+fn delta_candidates(m: &Meta, queries: &[f32], delta: &Vectors, k: Option<usize>, radii: Option<&[f64]>) -> Vec<Vec<Cand>> {
     let metric = shape::metric(m);
     queries
         .par_chunks(delta.dim)
-        .map(|q| {
+        .enumerate()
+        .map(|(j, q)| {
+            let radius = radii.map_or(f64::INFINITY, |r| r[j]);
             let mut c: Vec<Cand> =
                 (0..delta.len()).map(|i| (metric.distance(q, delta.get(i)), delta.ids[i])).filter(|c| c.0 <= radius).collect();
             c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -107,8 +115,8 @@ fn merge(a: Vec<(u64, f64)>, b: &[Cand], k: Option<usize>) -> Vec<Cand> {
 
 /// The k nearest visible rows of each query. A query whose candidates
 /// include dead rows is asked again with twice as many, until it has k or
-/// there are no more.
-fn knn(call: &Call, k: usize) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
+/// there are no more. `what` names the batch in `gpuindex_last_batch()`.
+pub fn knn(call: &Call, k: usize, what: &'static str) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
     let rel = call.open.index;
     let img = image::tree(rel, &call.m);
     let delta = image::delta(rel, &call.m);
@@ -122,7 +130,7 @@ fn knn(call: &Call, k: usize) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
     while !pending.is_empty() {
         let qs: Vec<f32> = pending.iter().flat_map(|&i| call.queries[i * dim..(i + 1) * dim].iter().copied()).collect();
         let a = crate::batch::run(
-            "gpu_metric_knn",
+            what,
             pending.len(),
             || {
                 if metric == Metric::L2 && img.prunes_little() {
@@ -133,9 +141,9 @@ fn knn(call: &Call, k: usize) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
             },
             |g| img.device(g)?.knn(g, &qs, want),
         );
-        let b = delta_candidates(&call.m, &qs, &delta, Some(want), f64::INFINITY);
+        let b = delta_candidates(&call.m, &qs, &delta, Some(want), None);
         let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, Some(want))).collect();
-        let alive = visible(&call.open, &cands);
+        let alive = visible(call.open, &cands);
         let mut again = Vec::new();
         for (j, (&i, mut rows)) in pending.iter().zip(alive).enumerate() {
             if rows.len() >= k || cands[j].len() < want || want >= total {
@@ -151,20 +159,20 @@ fn knn(call: &Call, k: usize) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
     done
 }
 
-/// The visible rows within `radius` of each query.
-fn within(call: &Call, radius: f64) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
+/// The visible rows within `radii[i]` of query i.
+pub fn within(call: &Call, radii: &[f64], what: &'static str) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
     let rel = call.open.index;
     let img = image::tree(rel, &call.m);
     let delta = image::delta(rel, &call.m);
     let a = crate::batch::run(
-        "gpu_metric_within",
-        call.queries.len() / call.m.dim as usize,
-        || search::range(&img.shape, &img.objects, &call.queries, radius),
-        |g| img.device(g)?.range(g, &call.queries, radius),
+        what,
+        radii.len(),
+        || search::range_each(&img.shape, &img.objects, &call.queries, radii),
+        |g| img.device(g)?.range_each(g, &call.queries, radii),
     );
-    let b = delta_candidates(&call.m, &call.queries, &delta, None, radius);
+    let b = delta_candidates(&call.m, &call.queries, &delta, None, Some(radii));
     let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, None)).collect();
-    visible(&call.open, &cands)
+    visible(call.open, &cands)
 }
 
 fn return_rows(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<Vec<(pg_sys::ItemPointerData, f64)>>) {
@@ -194,7 +202,10 @@ fn gpu_metric_knn(index: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys:
             "Ask for k >= 1 neighbours.",
         );
     }
-    let rows = start(index, &queries).map_or_else(Vec::new, |call| knn(&call, k as usize));
+    let open = open(index);
+    // SAFETY: a real[] argument (declared type), not NULL (STRICT).
+    let (n, q) = unsafe { vector::matrix(queries.datum(), 2) };
+    let rows = Call::new(&open, n, q).map_or_else(Vec::new, |call| knn(&call, k as usize, "gpu_metric_knn"));
     return_rows(fcinfo, rows)
 }
 
@@ -213,6 +224,9 @@ fn gpu_metric_within(index: pg_sys::Oid, queries: AnyArray, radius: f64, fcinfo:
             "Pass a radius >= 0.",
         );
     }
-    let rows = start(index, &queries).map_or_else(Vec::new, |call| within(&call, radius));
+    let open = open(index);
+    // SAFETY: a real[] argument (declared type), not NULL (STRICT).
+    let (n, q) = unsafe { vector::matrix(queries.datum(), 2) };
+    let rows = Call::new(&open, n, q).map_or_else(Vec::new, |call| within(&call, &vec![radius; n], "gpu_metric_within"));
     return_rows(fcinfo, rows)
 }

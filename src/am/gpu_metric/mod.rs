@@ -1,11 +1,14 @@
 //! `gpu_metric`: GTS's pivot tree (`gpuindex_engine::gts`) over `real[]`
 //! vectors as an index access method, for exact `ORDER BY v <op> q LIMIT k`
-//! by L2 (`<->`), L1 (`<+>`) or cosine (`<=>`) distance. Each leaf is a
+//! by L2 (`<->`), L1 (`<+>`) or cosine (`<=>`) distance, and for
+//! `WHERE v <@ l2_ball(q, r)` (and `l1_ball`, `cosine_ball`). Each leaf is a
 //! run of entry pages, the nodes and pivots are on their own pages (cached
 //! per backend), inserts go to a WAL-logged delta that every scan also
 //! searches (GTS's cache list), folded into a rebuilt tree by VACUUM once
 //! it passes `delta_limit` pages.
 
+mod ball;
+mod batch;
 mod build;
 mod chain;
 pub mod check;
@@ -19,7 +22,7 @@ mod scan;
 mod shape;
 mod vacuum;
 mod validate;
-mod vector;
+pub mod vector;
 
 use crate::am::common::options::Reloptions;
 use crate::am::common::validate::OpClass;
@@ -74,5 +77,12 @@ crate::index_am!(GpuMetric, gpu_metric_handler);
 extension_sql_file!(
     "access_method.sql",
     name = "gpu_metric",
-    requires = [gpu_metric_l2_distance, gpu_metric_l1_distance, gpu_metric_cosine_distance]
+    requires = [
+        gpu_metric_l2_distance,
+        gpu_metric_l1_distance,
+        gpu_metric_cosine_distance,
+        gpu_metric_in_l2_ball,
+        gpu_metric_in_l1_ball,
+        gpu_metric_in_cosine_ball
+    ]
 );

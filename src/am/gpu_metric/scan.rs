@@ -1,7 +1,11 @@
-//! Index scans (`common::scan::IndexScan`): `ORDER BY v <op> q`, every
-//! row in exact distance order for as long as the executor asks, then the
-//! NULL rows (ORDER BY's default NULLS LAST). Two walks give the same
-//! order, (distance, TID), with the delta's rows merged in by brute force:
+//! Index scans (`common::scan::IndexScan`): `WHERE v <@ ball` (any number
+//! of balls, ANDed: the TIDs inside each, by the tree's range search over
+//! the leaf pages and the delta by brute force, intersected), plain or as
+//! a bitmap; and `ORDER BY v <op> q`, every row in exact distance order for
+//! as long as the executor asks, then the NULL rows (ORDER BY's default
+//! NULLS LAST), with balls only the rows inside them, ending when all of
+//! those are out. Two walks give the same order, (distance, TID), with the
+//! delta's rows merged in by brute force:
 //!
 //! - in memory (L2, trees of `IN_MEMORY_ROWS` rows and up, whose copy fits
 //!   `gpuindex.scan_memory` or is held already, where the tree prunes
@@ -15,16 +19,21 @@
 //! locks are dropped between pages: safe for the MVCC snapshots that are
 //! all a gpu_metric scan accepts, and gpu_metric has no index-only scans.
 
+use super::ball::Ball;
 use super::page::Meta;
 use super::shape::{self, PageLeaves};
 use super::{chain, image, vector};
 use crate::am::common::scan::{Found, IndexScan};
-use crate::storage::tid_to;
+use crate::storage::{tid_from, tid_to};
 use gpuindex_engine::gts::gpu::MAX_GPU_K;
-use gpuindex_engine::gts::{bounded, Metric, Nearest, Shape};
+use gpuindex_engine::gts::{bounded, search, Metric, Nearest, Shape};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use std::collections::HashSet;
 use std::sync::Arc;
+
+/// The ball operator's strategy number.
+const BALL: u16 = 4;
 
 /// The tree a walk reads (a built tree may have no objects yet).
 enum Tree {
@@ -66,17 +75,55 @@ enum Walk {
 }
 
 pub struct ScanState {
-    /// The ORDER BY query: None for NULL, Some(None) before rescan.
+    /// The ORDER BY query (None: rows in no order); None before rescan.
     query: Option<Option<Vec<f32>>>,
+    /// The balls of the WHERE clause.
+    balls: Vec<Ball>,
+    /// A NULL ball: nothing is inside it.
+    empty: bool,
+    /// The TIDs inside every ball not returned yet, found at the first row
+    /// asked for (None: no balls).
+    inside: Option<HashSet<u64>>,
     walk: Option<Walk>,
 }
 
-/// The query of an ordered scan (None: NULL).
-fn query_of(scan: &pg_sys::IndexScanDescData, m: &Meta) -> Option<Vec<f32>> {
-    if scan.numberOfOrderBys != 1 || scan.numberOfKeys != 0 {
+/// The ORDER BY query of a scan (None: no ORDER BY, or a NULL query: rows
+/// in no order), and its balls (None: a NULL ball, which nothing is
+/// inside).
+fn keys_of(scan: &pg_sys::IndexScanDescData, m: &Meta) -> (Option<Vec<f32>>, Option<Vec<Ball>>) {
+    let metric = shape::metric(m);
+    let check_dim = |v: &[f32]| {
+        if m.dim != 0 && v.len() != m.dim as usize {
+            // The operator's own ERROR for the same pair.
+            vector::distance(metric, &vec![1.0; m.dim as usize], v);
+        }
+    };
+    let mut balls = Vec::new();
+    for i in 0..scan.numberOfKeys as usize {
+        // SAFETY: keyData holds numberOfKeys keys of the operator class.
+        let k = unsafe { &*scan.keyData.add(i) };
+        if k.sk_strategy != BALL {
+            crate::error::raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("gpu_metric: search strategy {}", k.sk_strategy),
+                "gpu_metric answers v <@ l2_ball(q, r) (or the ball of its distance) in WHERE.",
+            );
+        }
+        if k.sk_flags as u32 & pg_sys::SK_ISNULL != 0 {
+            return (None, None);
+        }
+        // SAFETY: a non-NULL ball of the operator class's ball type.
+        let b = unsafe { Ball::read(k.sk_argument, metric) };
+        check_dim(&b.center);
+        balls.push(b);
+    }
+    if scan.numberOfOrderBys == 0 {
+        return (None, Some(balls));
+    }
+    if scan.numberOfOrderBys != 1 {
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            "gpu_metric scans order by one distance and take no conditions",
+            "gpu_metric scans order by one distance",
             "Use ORDER BY v <-> q (or <+>, <=>, as the operator class says) LIMIT k.",
         );
     }
@@ -90,17 +137,37 @@ fn query_of(scan: &pg_sys::IndexScanDescData, m: &Meta) -> Option<Vec<f32>> {
         );
     }
     if k.sk_flags as u32 & pg_sys::SK_ISNULL != 0 {
-        return None;
+        return (None, Some(balls));
     }
     // SAFETY: a non-NULL real[] argument.
     let q = unsafe { vector::elements(k.sk_argument) };
-    let metric = shape::metric(m);
     vector::check_nonzero(metric, q);
-    if m.dim != 0 && q.len() != m.dim as usize {
-        // The operator's own ERROR for the same pair.
-        vector::distance(metric, &vec![1.0; m.dim as usize], q);
-    }
-    Some(q.to_vec())
+    check_dim(q);
+    (Some(q.to_vec()), Some(balls))
+}
+
+/// The TIDs of the rows inside every ball: the tree's range search over
+/// the leaf pages for each, the delta by brute force, intersected.
+fn inside(rel: pg_sys::Relation, balls: &[Ball]) -> HashSet<u64> {
+    let m = shape::meta(rel);
+    let metric = shape::metric(&m);
+    let mut sets = balls.iter().map(|b| {
+        let mut set = HashSet::new();
+        if m.tree_entries > 0 {
+            let img = shape::shape(rel, &m);
+            set.extend(search::range_one(&img.shape, &PageLeaves { rel }, &b.center, b.radius).into_iter().map(|h| h.0));
+        }
+        for c in m.vector_chains() {
+            chain::for_run(rel, m.dim as usize, c.head, |e| {
+                if b.holds(metric, e.v) {
+                    set.insert(e.tid);
+                }
+            });
+        }
+        set
+    });
+    let first = sets.next().unwrap_or_default();
+    sets.fold(first, |acc, s| acc.intersection(&s).copied().collect())
 }
 
 fn start(rel: pg_sys::Relation, q: Option<&[f32]>) -> Walk {
@@ -164,19 +231,75 @@ impl IndexScan for ScanState {
     const INSTEAD: &'static str = "a sequential scan";
 
     fn begin(_index: pg_sys::Relation, _nkeys: usize, _norderbys: usize) -> Self {
-        ScanState { query: None, walk: None }
+        ScanState { query: None, balls: Vec::new(), empty: false, inside: None, walk: None }
     }
 
     fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
         let m = shape::meta(scan.indexRelation);
-        self.query = Some(query_of(scan, &m));
+        let (query, balls) = keys_of(scan, &m);
+        self.query = Some(query);
+        self.empty = balls.is_none();
+        self.balls = balls.unwrap_or_default();
+        self.inside = None;
         self.walk = None;
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, _forward: bool) -> Option<Found> {
         let rel = scan.indexRelation;
-        let q = self.query.as_ref().expect("rescan before next");
-        let walk = self.walk.get_or_insert_with(|| start(rel, q.as_deref()));
+        if self.empty {
+            return None;
+        }
+        if !self.balls.is_empty() && self.inside.is_none() {
+            self.inside = Some(inside(rel, &self.balls));
+        }
+        let order = self.query.clone().expect("rescan before next");
+        let Some(set) = self.inside.as_mut() else {
+            return self.walk(rel, order.as_deref());
+        };
+        let Some(q) = order else {
+            // Unordered: any order, one TID at a time.
+            let tid = *set.iter().next()?;
+            set.remove(&tid);
+            return Some(Found { tid: tid_to(tid), distance: None });
+        };
+        // Ordered: the walk's rows inside the balls, until none is left.
+        while !self.inside.as_ref().is_some_and(|s| s.is_empty()) {
+            let f = self.walk(rel, Some(&q))?;
+            if self.inside.as_mut().expect("set above").remove(&tid_from(f.tid)) {
+                return Some(f);
+            }
+        }
+        None
+    }
+
+    fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
+        unreachable!("gpu_metric has no index-only scans")
+    }
+
+    fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
+        if self.empty {
+            return;
+        }
+        let mut tids: Vec<pg_sys::ItemPointerData> = if self.balls.is_empty() {
+            let Walk::Unordered(all) = start(scan.indexRelation, None) else { unreachable!("no query") };
+            all.into_iter().map(tid_to).collect()
+        } else {
+            inside(scan.indexRelation, &self.balls).into_iter().map(tid_to).collect()
+        };
+        add(&mut tids);
+    }
+
+    fn end(&mut self) {
+        self.walk = None;
+        self.inside = None;
+    }
+}
+
+impl ScanState {
+    /// The next row of the walk ordered by `order` (None: in no order),
+    /// started at the first call.
+    fn walk(&mut self, rel: pg_sys::Relation, order: Option<&[f32]>) -> Option<Found> {
+        let walk = self.walk.get_or_insert_with(|| start(rel, order));
         let (tid, distance) = match walk {
             Walk::Unordered(all) => (all.pop()?, None),
             Walk::InMemory { img, query, asked, found, at, delta, nulls } => {
@@ -204,21 +327,5 @@ impl IndexScan for ScanState {
             },
         };
         Some(Found { tid: tid_to(tid), distance })
-    }
-
-    fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
-        unreachable!("gpu_metric has no index-only scans")
-    }
-
-    fn all(&mut self, _scan: &pg_sys::IndexScanDescData, _add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
-        crate::error::raise(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            "gpu_metric has no bitmap scans",
-            "gpu_metric answers ORDER BY distance.",
-        )
-    }
-
-    fn end(&mut self) {
-        self.walk = None;
     }
 }

@@ -174,7 +174,12 @@ impl DeviceTree {
 
     /// Every object within `r` of each query, as `search::range`.
     pub fn range(&self, gpu: &Gpu, queries: &[f32], r: f64) -> Result<Answers, GpuError> {
-        self.batch(gpu, queries, Ask::Range(r), Way::Tree)
+        self.range_each(gpu, queries, &vec![r; queries.len() / self.dim.max(1)])
+    }
+
+    /// Every object within `radii[i]` of query i, as `search::range_each`.
+    pub fn range_each(&self, gpu: &Gpu, queries: &[f32], radii: &[f64]) -> Result<Answers, GpuError> {
+        self.batch(gpu, queries, Ask::Range(radii), Way::Tree)
     }
 
     fn batch(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way) -> Result<Answers, GpuError> {
@@ -201,7 +206,11 @@ impl DeviceTree {
         // Query groups still to run, as (start, end).
         let mut groups = vec![(0, m)];
         while let Some((a, b)) = groups.pop() {
-            match self.group(gpu, &queries[a * self.dim..b * self.dim], ask, way, budget)? {
+            let part = match ask {
+                Ask::Range(radii) => Ask::Range(&radii[a..b]),
+                knn => knn,
+            };
+            match self.group(gpu, &queries[a * self.dim..b * self.dim], part, way, budget)? {
                 Some(answers) => out.extend(answers),
                 None if b - a > 1 => {
                     // Too many pairs or answers: halves, first half first.
@@ -266,11 +275,10 @@ impl DeviceTree {
         let m = g.m;
         let stream = &g.stream;
         let (metric, dim) = (self.metric as u32, self.dim as u32);
-        let initial = match ask {
-            Ask::Knn(_) => f64::INFINITY,
-            Ask::Range(r) => r,
+        let bound = match ask {
+            Ask::Knn(_) => gpu.upload(&vec![f64::INFINITY; m])?,
+            Ask::Range(radii) => gpu.upload(radii)?,
         };
-        let bound = gpu.upload(&vec![initial; m])?;
         let mut pairs = Pairs {
             q: gpu.upload(&(0..m as u32).collect::<Vec<u32>>())?,
             node: gpu.upload(&vec![0u32; m])?,
@@ -361,7 +369,9 @@ impl DeviceTree {
                 let (d, id, cnt) = (gpu.download_staged(&out_d)?, gpu.download_staged(&out_id)?, gpu.download_staged(&out_n)?);
                 Ok(Some((0..m).map(|q| (0..cnt[q] as usize).map(|i| (id[q * k + i], d[q * k + i])).collect()).collect()))
             }
-            Ask::Range(r) => {
+            Ask::Range(radii) => {
+                let radii = gpu.upload(radii)?;
+                let rp = radii.ptr();
                 let room = budget / (4 + 8 + 8);
                 let mut cap = room.min(m.saturating_mul(64)).max(1024);
                 loop {
@@ -374,7 +384,7 @@ impl DeviceTree {
                         GTS,
                         "gts_range_leaves",
                         (m, BLOCK, 0),
-                        [qp, qnp, dim, metric, vp, nop, pdp, idp, nodep, pnp, pdpp, segp, objects, r, cap64, curp, oqp, oip, odp]
+                        [qp, qnp, dim, metric, vp, nop, pdp, idp, nodep, pnp, pdpp, segp, objects, rp, cap64, curp, oqp, oip, odp]
                     )?;
                     let total = cursor.download()?[0] as usize;
                     if total > cap {
@@ -483,9 +493,10 @@ struct Descent {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Ask {
+enum Ask<'a> {
     Knn(usize),
-    Range(f64),
+    /// One radius per query.
+    Range(&'a [f64]),
 }
 
 /// One level's (query, node) pairs, in query order, with each pair's

@@ -288,3 +288,8 @@ pub fn knn(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], k: usi
 pub fn range(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], r: f64) -> Vec<Vec<(u64, f64)>> {
     queries.par_chunks(shape.dim.max(1)).map(|q| range_one(shape, leaves, q, r)).collect()
 }
+
+/// `range_one` for query i with radius `radii[i]`, on all cores.
+pub fn range_each(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], radii: &[f64]) -> Vec<Vec<(u64, f64)>> {
+    queries.par_chunks(shape.dim.max(1)).zip(radii).map(|(q, &r)| range_one(shape, leaves, q, r)).collect()
+}

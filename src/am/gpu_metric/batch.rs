@@ -1,0 +1,66 @@
+//! gpu_metric's batch search (`common::search`, for `gpuindex_search` and
+//! `gpuindex_nearest`): balls of the index's distance (`<@`), each with its
+//! own radius, and the k nearest rows of `real[]` queries by the index's
+//! distance operator; the same searches as `gpu_metric_within` and
+//! `gpu_metric_knn`.
+
+use super::ball::Ball;
+use super::functions::{knn, within, Call};
+use super::{shape, vector};
+use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
+use crate::am::common::OpenIndex;
+
+/// The ball operator's strategy number.
+const BALL: u16 = 4;
+
+const HINT: &str = "gpu_metric batches answer v <@ the ball of the index's distance, and the k nearest by its distance operator.";
+
+impl BatchSearch for super::GpuMetric {
+    const NAME: &'static str = "gpu_metric";
+
+    fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+        let m = shape::meta(open.index);
+        let metric = shape::metric(&m);
+        let (strategy, k) = match batch.ask {
+            Ask::Matches(s) => (s, None),
+            Ask::Nearest { strategy, k } => (strategy, Some(k)),
+        };
+        if !(strategy == BALL && k.is_none() || strategy as u32 == m.metric && k.is_some()) {
+            search::unsupported("gpu_metric", batch.ask.to_string(), HINT);
+        }
+        // (The query type is the operator's right type: checked by the caller.)
+        let mut queries = Vec::new();
+        let mut radii = Vec::new();
+        for &(_, d) in batch.queries {
+            let v = if k.is_some() {
+                // SAFETY: a non-NULL real[] (the ordering operator's type).
+                unsafe { vector::elements(d) }.to_vec()
+            } else {
+                // SAFETY: a non-NULL ball of the operator class's ball type.
+                let b = unsafe { Ball::read(d, metric) };
+                radii.push(b.radius);
+                b.center
+            };
+            if m.dim != 0 {
+                // The operator's own ERRORs: dimensions, zero vectors for cosine.
+                vector::distance(metric, &vec![1.0; m.dim as usize], &v);
+            }
+            queries.extend(v);
+        }
+        let mut hits = Hits { rows: Vec::new(), distances: k.map(|_| Vec::new()) };
+        let Some(call) = Call::new(open, batch.queries.len(), &queries) else { return hits };
+        let rows = match k {
+            Some(k) => knn(&call, k, batch.what),
+            None => within(&call, &radii, batch.what),
+        };
+        for (&(ord, _), rows) in batch.queries.iter().zip(rows) {
+            for (ctid, d) in rows {
+                hits.rows.push((ord, ctid));
+                if let Some(ds) = hits.distances.as_mut() {
+                    ds.push(d);
+                }
+            }
+        }
+        hits
+    }
+}
