@@ -291,6 +291,17 @@ __device__ void sort_keep(double *cd, u64 *cid, u32 *count, u32 k) {
     __syncthreads();
 }
 
+// Query q's k nearest of the n candidates: sorted, cut to k, written to
+// out_d/out_id[q * k ..] with their number in out_n[q].
+__device__ void write_nearest(double *cd, u64 *cid, u32 *count, u32 k, u32 q, double *out_d, u64 *out_id, u32 *out_n) {
+    sort_keep(cd, cid, count, k);
+    for (u32 i = threadIdx.x; i < *count; i += blockDim.x) {
+        out_d[(u64)q * k + i] = cd[i];
+        out_id[(u64)q * k + i] = cid[i];
+    }
+    if (threadIdx.x == 0) out_n[q] = *count;
+}
+
 // One block (256 threads) per query: its k nearest objects among its leaf
 // pairs (or all objects), by (distance, id), into out_d/out_id[q * k ..]
 // and their number into out_n[q]. Candidates within the bound gather in
@@ -328,12 +339,7 @@ extern "C" __global__ void gts_knn_leaves(const float *__restrict__ queries, con
                 __syncthreads();
             }
         });
-    sort_keep(cd, cid, &count, k);
-    for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
-        out_d[(u64)q * k + i] = cd[i];
-        out_id[(u64)q * k + i] = cid[i];
-    }
-    if (threadIdx.x == 0) out_n[q] = count;
+    write_nearest(cd, cid, &count, k, q, out_d, out_id, out_n);
 }
 
 // One block per query: every object within its radius among its leaf pairs,
@@ -632,10 +638,5 @@ extern "C" __global__ void gts_l2_recheck(const float *__restrict__ queries, con
     __syncthreads();
     if (threadIdx.x == 0) count = keep_n;
     __syncthreads();
-    sort_keep(cd, cid, &count, k);
-    for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
-        out_d[(u64)q * k + i] = cd[i];
-        out_id[(u64)q * k + i] = cid[i];
-    }
-    if (threadIdx.x == 0) out_n[q] = count;
+    write_nearest(cd, cid, &count, k, q, out_d, out_id, out_n);
 }

@@ -27,6 +27,9 @@ CREATE FUNCTION cosine_ball(center real[], radius float8) RETURNS cosine_ball
     name = "metric_balls",
 );
 
+/// The ball operator's strategy number in every gpu_metric operator class.
+pub const STRATEGY: u16 = 4;
+
 /// A ball, read and checked.
 #[derive(Clone, Debug)]
 pub struct Ball {

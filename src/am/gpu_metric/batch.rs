@@ -4,14 +4,11 @@
 //! distance operator; the same searches as `gpu_metric_within` and
 //! `gpu_metric_knn`.
 
-use super::ball::Ball;
+use super::ball::{self, Ball};
 use super::functions::{knn, within, Call};
 use super::{shape, vector};
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
 use crate::am::common::OpenIndex;
-
-/// The ball operator's strategy number.
-const BALL: u16 = 4;
 
 const HINT: &str = "gpu_metric batches answer v <@ the ball of the index's distance, and the k nearest by its distance operator.";
 
@@ -25,7 +22,7 @@ impl BatchSearch for super::GpuMetric {
             Ask::Matches(s) => (s, None),
             Ask::Nearest { strategy, k } => (strategy, Some(k)),
         };
-        if !(strategy == BALL && k.is_none() || strategy as u32 == m.metric && k.is_some()) {
+        if !(strategy == ball::STRATEGY && k.is_none() || strategy as u32 == m.metric && k.is_some()) {
             search::unsupported("gpu_metric", batch.ask.to_string(), HINT);
         }
         // (The query type is the operator's right type: checked by the caller.)

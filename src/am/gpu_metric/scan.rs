@@ -19,7 +19,7 @@
 //! locks are dropped between pages: safe for the MVCC snapshots that are
 //! all a gpu_metric scan accepts, and gpu_metric has no index-only scans.
 
-use super::ball::Ball;
+use super::ball::{self, Ball};
 use super::page::Meta;
 use super::shape::{self, PageLeaves};
 use super::{chain, image, vector};
@@ -31,9 +31,6 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashSet;
 use std::sync::Arc;
-
-/// The ball operator's strategy number.
-const BALL: u16 = 4;
 
 /// The tree a walk reads (a built tree may have no objects yet).
 enum Tree {
@@ -102,7 +99,7 @@ fn keys_of(scan: &pg_sys::IndexScanDescData, m: &Meta) -> (Option<Vec<f32>>, Opt
     for i in 0..scan.numberOfKeys as usize {
         // SAFETY: keyData holds numberOfKeys keys of the operator class.
         let k = unsafe { &*scan.keyData.add(i) };
-        if k.sk_strategy != BALL {
+        if k.sk_strategy != ball::STRATEGY {
             crate::error::raise(
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                 format!("gpu_metric: search strategy {}", k.sk_strategy),

@@ -366,8 +366,7 @@ impl DeviceTree {
                     (m, BLOCK, 0),
                     [qp, qnp, dim, metric, vp, nop, pdp, idp, nodep, pnp, pdpp, segp, objects, k32, keep_at, bp, odp, oip, onp]
                 )?;
-                let (d, id, cnt) = (gpu.download_staged(&out_d)?, gpu.download_staged(&out_id)?, gpu.download_staged(&out_n)?);
-                Ok(Some((0..m).map(|q| (0..cnt[q] as usize).map(|i| (id[q * k + i], d[q * k + i])).collect()).collect()))
+                Ok(Some(nearest(gpu, &out_d, &out_id, &out_n, k)?.into_iter().map(Option::unwrap_or_default).collect()))
             }
             Ask::Range(radii) => {
                 let radii = gpu.upload(radii)?;
@@ -446,11 +445,9 @@ impl DeviceTree {
             (m, BLOCK, 0),
             [qp, qnp, dim, vp, osp, idp, slices32, cdp, cop, cnp, k32, odp, oip, onp]
         )?;
-        let (d, id, cnt) = (gpu.download_staged(&out_d)?, gpu.download_staged(&out_id)?, gpu.download_staged(&out_n)?);
-        let mut answers: Answers = (0..m)
-            .map(|q| if cnt[q] == OVERFLOW { Vec::new() } else { (0..cnt[q] as usize).map(|i| (id[q * k + i], d[q * k + i])).collect() })
-            .collect();
-        let overflowed: Vec<usize> = (0..m).filter(|&q| cnt[q] == OVERFLOW).collect();
+        let found = nearest(gpu, &out_d, &out_id, &out_n, k)?;
+        let overflowed: Vec<usize> = (0..m).filter(|&q| found[q].is_none()).collect();
+        let mut answers: Answers = found.into_iter().map(Option::unwrap_or_default).collect();
         if !overflowed.is_empty() {
             let qs: Vec<f32> = overflowed.iter().flat_map(|&q| &g.host[q * self.dim..(q + 1) * self.dim]).copied().collect();
             let again = self.batch(gpu, &qs, Ask::Knn(k), Way::Tree)?;
@@ -460,6 +457,22 @@ impl DeviceTree {
         }
         Ok(Some(answers))
     }
+}
+
+/// Each query's k nearest as the kernels wrote them (None: the query's
+/// candidates overflowed).
+fn nearest(
+    gpu: &Gpu,
+    d: &DeviceBuffer<f64>,
+    id: &DeviceBuffer<u64>,
+    n: &DeviceBuffer<u32>,
+    k: usize,
+) -> Result<Vec<Option<Vec<(u64, f64)>>>, GpuError> {
+    let (d, id, n) = (gpu.download_staged(d)?, gpu.download_staged(id)?, gpu.download_staged(n)?);
+    Ok(n.iter()
+        .enumerate()
+        .map(|(q, &c)| (c != OVERFLOW).then(|| (0..c as usize).map(|i| (id[q * k + i], d[q * k + i])).collect()))
+        .collect())
 }
 
 /// How a batch is answered.
