@@ -131,7 +131,18 @@ SELECT id, round((v <-> (SELECT v FROM q))::numeric, 4) AS distance FROM items O
 SET enable_indexscan = off;
 SELECT id, round((v <-> (SELECT v FROM q))::numeric, 4) AS distance FROM items ORDER BY v <-> (SELECT v FROM q) LIMIT 5;
 RESET enable_indexscan;
+\echo 'rows within a distance (a ball) through the index, and by sequential scan:'
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM items WHERE v <@ l2_ball((SELECT v FROM q), 2.2);
+SELECT count(*) FROM items WHERE v <@ l2_ball((SELECT v FROM q), 2.2);
+RESET enable_seqscan;
+SELECT count(*) FROM items WHERE v <-> (SELECT v FROM q) <= 2.2;
+\echo 'a batch: the 3 nearest of 1 000 queries in one call (on the GPU when there is one), first two queries shown:'
+CREATE TEMP TABLE qs AS SELECT array_agg(v ORDER BY id) AS a FROM (SELECT id, v FROM items WHERE id % 50 = 7 LIMIT 1000) s;
+SELECT k.ord, t.id, round(k.distance::numeric, 4) AS distance
+  FROM qs, gpu_metric_knn('items_v', qs.a, 3) k JOIN items t ON t.ctid = k.ctid WHERE k.ord <= 2 ORDER BY k.ord, k.distance, t.id;
+SELECT function, queries, device, cpu_reason FROM gpuindex_last_batch();
 DROP TABLE items;
 
 \echo
-\echo 'Not built yet: gpu_learned, gpu_art, the GPU side of gpu_metric, the batched join of whole relations, the GPU service; see README.md.'
+\echo 'Not built yet: gpu_learned, gpu_art, the batched join of whole relations, the GPU service; see README.md.'
