@@ -81,14 +81,8 @@ fn gpuindex_search(index: pg_sys::Oid, op: pg_sys::Oid, queries: AnyArray, fcinf
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpuindex_nearest(index: pg_sys::Oid, op: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
-    if k <= 0 {
-        crate::error::raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("k = {k}: k must be positive"),
-            "Ask for k >= 1 neighbours.",
-        );
-    }
-    let hits = run(index, op, &queries, Some(k as usize), "gpuindex_nearest");
+    let k = crate::error::positive_k(k);
+    let hits = run(index, op, &queries, Some(k), "gpuindex_nearest");
     // SAFETY: the call's own fcinfo, declared (ord, ctid, distance).
     unsafe { crate::srf::ord_tid_distances(fcinfo, hits) }
 }

@@ -195,17 +195,11 @@ fn return_rows(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<Vec<(pg_sys::ItemPoin
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_metric_knn(index: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
-    if k <= 0 {
-        crate::error::raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("k = {k}: k must be positive"),
-            "Ask for k >= 1 neighbours.",
-        );
-    }
+    let k = crate::error::positive_k(k);
     let open = open(index);
     // SAFETY: a real[] argument (declared type), not NULL (STRICT).
     let (n, q) = unsafe { vector::matrix(queries.datum(), 2) };
-    let rows = Call::new(&open, n, q).map_or_else(Vec::new, |call| knn(&call, k as usize, "gpu_metric_knn"));
+    let rows = Call::new(&open, n, q).map_or_else(Vec::new, |call| knn(&call, k, "gpu_metric_knn"));
     return_rows(fcinfo, rows)
 }
 

@@ -148,10 +148,10 @@ fn keys_of(scan: &pg_sys::IndexScanDescData, m: &Meta) -> (Option<Vec<f32>>, Opt
 fn inside(rel: pg_sys::Relation, balls: &[Ball]) -> HashSet<u64> {
     let m = shape::meta(rel);
     let metric = shape::metric(&m);
+    let tree = (m.tree_entries > 0).then(|| shape::shape(rel, &m));
     let mut sets = balls.iter().map(|b| {
         let mut set = HashSet::new();
-        if m.tree_entries > 0 {
-            let img = shape::shape(rel, &m);
+        if let Some(img) = &tree {
             set.extend(search::range_one(&img.shape, &PageLeaves { rel }, &b.center, b.radius).into_iter().map(|h| h.0));
         }
         for c in m.vector_chains() {

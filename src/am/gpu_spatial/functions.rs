@@ -117,11 +117,9 @@ fn gpu_spatial_within_points(index: pg_sys::Oid, centers: AnyArray, radius: f64,
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_knn(index: pg_sys::Oid, centers: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
-    if k <= 0 {
-        fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("k = {k}: k must be positive"), "Ask for k >= 1 neighbours.");
-    }
+    let k = crate::error::positive_k(k);
     let qs = elements(&centers, pg_sys::POINTOID, "point");
-    let hits = run(index, Ask::Nearest { strategy: STRATEGY_DISTANCE, k: k as usize }, pg_sys::POINTOID, &qs, "gpu_spatial_knn");
+    let hits = run(index, Ask::Nearest { strategy: STRATEGY_DISTANCE, k }, pg_sys::POINTOID, &qs, "gpu_spatial_knn");
     // SAFETY: the call's own fcinfo, declared (ord, ctid, distance).
     unsafe { crate::srf::ord_tid_distances(fcinfo, hits) }
 }

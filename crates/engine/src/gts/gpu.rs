@@ -244,29 +244,32 @@ impl DeviceTree {
         let (dim, qp, m64, np) = (self.dim as u32, dq.ptr(), m as u64, qnorms.ptr());
         launch!(gpu, stream, GTS, "gts_norms", (grid(m, BLOCK / 8, gpu), BLOCK, 0), [qp, m64, dim, np])?;
         let g = Group { host: queries, m, stream, queries: dq, qnorms };
-        let way = match (way, ask) {
-            (Way::Auto, Ask::Knn(k)) if self.filters(k) && !self.prunes_well(gpu, &g, ask, budget)? => Way::Filter,
-            (Way::Auto, _) => Way::Tree,
-            (w, _) => w,
-        };
         match (way, ask) {
             (Way::Filter, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget),
             (Way::Naive, _) => self.leaves(gpu, &g, ask, None, budget),
-            _ => match self.descend(gpu, &g, ask, budget)? {
-                Some(d) => self.leaves(gpu, &g, ask, Some(&d), budget),
-                None => Ok(None),
-            },
+            _ => {
+                // Auto: L2 kNN takes the bounded brute force where the
+                // tree's upper levels (descended once, for either way)
+                // leave too much, or too many pairs to hold.
+                let brute = |k| way == Way::Auto && self.filters(k);
+                match (self.descend(gpu, &g, ask, budget)?, ask) {
+                    (Some(d), Ask::Knn(k)) if brute(k) && !self.prunes_well(&g, &d) => self.filtered(gpu, &g, k, budget),
+                    (Some(d), _) => self.leaves(gpu, &g, ask, Some(&d), budget),
+                    (None, Ask::Knn(k)) if brute(k) => self.filtered(gpu, &g, k, budget),
+                    (None, _) => Ok(None),
+                }
+            }
         }
     }
 
     /// Whether the tree's leaves for this group hold at most a
-    /// `BRUTE_FORCE_SHARE` of all objects per query (estimated from the upper
-    /// levels' pairs), so that its search beats the bounded brute force.
-    fn prunes_well(&self, gpu: &Gpu, g: &Group, ask: Ask, budget: usize) -> Result<bool, GpuError> {
-        let Some(d) = self.descend(gpu, g, ask, budget)? else { return Ok(false) };
+    /// `BRUTE_FORCE_SHARE` of all objects per query (estimated from the
+    /// leaf pairs of descent `d`), so that its search beats the bounded
+    /// brute force.
+    fn prunes_well(&self, g: &Group, d: &Descent) -> bool {
         let leaves = self.fanout.pow(self.height as u32);
         let per_query = d.pairs.len as f64 / g.m as f64 * self.objects as f64 / leaves as f64;
-        Ok(per_query <= self.objects as f64 * BRUTE_FORCE_SHARE)
+        per_query <= self.objects as f64 * BRUTE_FORCE_SHARE
     }
 
     /// The tree's levels for a group: the leaf pairs and each query's
