@@ -1,5 +1,6 @@
-//! The GUCs: `gpuindex.device`, `gpuindex.gpu_min_batch`, `gpuindex.scan_memory`
-//! and the superuser-only test switches.
+//! The GUCs: `gpuindex.device`, `gpuindex.gpu_min_batch`, `gpuindex.scan_memory`,
+//! the batched join's `gpuindex.enable_join` and `gpuindex.join_chunk`, and the
+//! superuser-only test switches.
 
 use crate::batch;
 use gpuindex_engine::executor::Policy;
@@ -23,6 +24,10 @@ pub static GPU_MIN_BATCH: GucSetting<i32> = GucSetting::<i32>::new(4096);
 /// MB of a gpu_metric index's rows an index scan may copy into backend
 /// memory to search them all at once on all cores (0: walk the pages).
 pub static SCAN_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(1024);
+/// The planner may offer the batched index join (`join`).
+pub static ENABLE_JOIN: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// Outer rows the batched index join sends to the index as one batch.
+pub static JOIN_CHUNK: GucSetting<i32> = GucSetting::<i32>::new(65_536);
 /// Tests only: gpu_btree leaf splits stop after their first record, as a
 /// crash there would (the downlink is left for the next writer to add).
 pub static DEBUG_INTERRUPT_SPLITS: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -116,6 +121,26 @@ pub fn init() {
         i32::MAX,
         GucContext::Userset,
         GucFlags::UNIT_MB,
+    );
+    GucRegistry::define_bool_guc(
+        c"gpuindex.enable_join",
+        c"Lets the planner use the batched index join (GpuIndexJoin).",
+        c"Where the inner side of a join has a gpuindex index that a join clause can probe, the planner may read the \
+          outer side in chunks and probe the index once per chunk, on the GPU or on all cores, if that costs less than \
+          the built-in joins.",
+        &ENABLE_JOIN,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"gpuindex.join_chunk",
+        c"Outer rows the batched index join probes the index with at once.",
+        c"Larger chunks make larger GPU batches and hold more outer rows and matches in memory.",
+        &JOIN_CHUNK,
+        1,
+        16_777_216,
+        GucContext::Userset,
+        GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
         c"gpuindex.debug_interrupt_splits",

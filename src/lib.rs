@@ -20,6 +20,7 @@ mod compat;
 mod error;
 mod functions;
 mod guc;
+mod join;
 mod srf;
 mod storage;
 mod visibility;
@@ -32,6 +33,7 @@ pub extern "C-unwind" fn _PG_init() {
     storage::rmgr::register();
     am::gpu_spatial::options::OPTIONS.register();
     am::gpu_metric::options::OPTIONS.register();
+    join::register();
 }
 
 /// Required by `cargo pgrx test`; gpuindex tests run through pg_regress and

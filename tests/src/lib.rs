@@ -142,3 +142,62 @@ pub fn vacuum_until_free(c: &mut Client, table: &str, index: &str, pages: impl F
     }
     free
 }
+
+/// The plan of `sql`, one string.
+pub fn explain(c: &mut Client, sql: &str) -> String {
+    c.query(&format!("EXPLAIN {sql}"), &[])
+        .unwrap_or_else(|e| panic!("EXPLAIN {}: {e:?}", short(sql)))
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The rows of `sql` as text, sorted.
+fn rows_as_text(c: &mut Client, sql: &str) -> Vec<String> {
+    let mut v: Vec<String> = c
+        .query(&format!("SELECT x::text FROM ({sql}) x"), &[])
+        .unwrap_or_else(|e| panic!("{}: {e:?}", short(sql)))
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Asserts that `sql` returns through the batched index join (which its
+/// plan must use) the rows the planner's own joins return: on the CPU, on
+/// the GPU where the server has one (every chunk a GPU batch), and in
+/// chunks of 7 outer rows. Returns how many rows.
+pub fn check_join(c: &mut Client, sql: &str) -> usize {
+    c.batch_execute("SET gpuindex.enable_join = off").unwrap();
+    let want = rows_as_text(c, sql);
+    c.batch_execute("SET gpuindex.enable_join = on; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off")
+        .unwrap();
+    let plan = explain(c, sql);
+    assert!(plan.contains("GpuIndexJoin"), "{}: the batched join was not used:\n{plan}", short(sql));
+    for setting in [
+        "SET gpuindex.device = cpu",
+        "SET gpuindex.device = auto; SET gpuindex.gpu_min_batch = 1",
+        "SET gpuindex.device = cpu; SET gpuindex.join_chunk = 7",
+    ] {
+        c.batch_execute(setting).unwrap();
+        let got = rows_as_text(c, sql);
+        if got != want {
+            let extra: Vec<&String> = got.iter().filter(|r| want.binary_search(r).is_err()).take(5).collect();
+            let missing: Vec<&String> = want.iter().filter(|r| got.binary_search(r).is_err()).take(5).collect();
+            panic!(
+                "{} ({setting}): {} rows through the join, {} by the planner's; extra {extra:?}, missing {missing:?}\n{plan}",
+                short(sql),
+                got.len(),
+                want.len()
+            );
+        }
+    }
+    c.batch_execute(
+        "RESET gpuindex.enable_join; RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop;
+         RESET gpuindex.device; RESET gpuindex.gpu_min_batch; RESET gpuindex.join_chunk",
+    )
+    .unwrap();
+    want.len()
+}

@@ -493,3 +493,35 @@ pub fn concurrent(db: &'static str, case: Case, table: &'static str, seed: u64) 
     differential(&mut c, table, &predicates(&case, &mut rng, 10));
     c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
 }
+
+/// The batched index join equals the planner's own joins (`check_join`):
+/// an outer table holds `n` of the case's batch queries (duplicates and a
+/// NULL among them), joined with the case's table by the batch's operator
+/// as inner, left (with an extra join clause), semi and anti joins, and
+/// with an outer filter and a projection. Returns the inner join's rows.
+pub fn join_differential(c: &mut Client, case: &Case, table: &str, rng: &mut SplitMix64, n: usize) -> usize {
+    let q = (case.batch)(case.data, rng, n);
+    let outer = format!("{table}_q");
+    let mut rows: Vec<String> = q.literals.iter().enumerate().map(|(i, l)| format!("({i}, '{l}')")).collect();
+    rows.extend(q.literals.iter().take(3).enumerate().map(|(i, l)| format!("({}, '{l}')", n + i)));
+    rows.push(format!("({}, NULL)", n + 3));
+    c.batch_execute(&format!(
+        "DROP TABLE IF EXISTS {outer}; CREATE TABLE {outer} (ord int, q {});
+         INSERT INTO {outer} VALUES {}; ANALYZE {outer}; ANALYZE {table}",
+        q.query_type,
+        rows.join(",")
+    ))
+    .unwrap();
+    let op = q.op;
+    let inner = crate::check_join(c, &format!("SELECT o.ord, t.id FROM {outer} o JOIN {table} t ON t.v {op} o.q"));
+    for sql in [
+        format!("SELECT o.ord, t.id, t.v FROM {outer} o LEFT JOIN {table} t ON t.v {op} o.q AND t.id % 3 <> 0"),
+        format!("SELECT o.ord FROM {outer} o WHERE EXISTS (SELECT 1 FROM {table} t WHERE t.v {op} o.q AND t.id % 2 = 0)"),
+        format!("SELECT o.ord FROM {outer} o WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.v {op} o.q)"),
+        format!("SELECT o.ord * 2, t.id + o.ord FROM {outer} o JOIN {table} t ON t.v {op} o.q WHERE o.ord % 4 <> 1 AND t.id > 10"),
+    ] {
+        crate::check_join(c, &sql);
+    }
+    c.batch_execute(&format!("DROP TABLE {outer}")).unwrap();
+    inner
+}

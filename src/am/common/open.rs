@@ -17,10 +17,18 @@
 //!   functions are revoked from PUBLIC by the extension script, so a
 //!   superuser grants them deliberately.
 //!
+//! - `OpenIndex::for_plan` (a plan node that probes the index, the batched
+//!   join): the executor checked the query's privileges on the table when
+//!   it started (ExecCheckPermissions, as for an index scan), and the
+//!   planner put the table's policies among the node's quals, which it
+//!   evaluates on every row it fetches; the node fetches rows itself with
+//!   the query's snapshot, so `visible` leaves every match to it.
+//!
 //! Privileges are checked before any lock is taken (a role without access
 //! cannot queue a lock on the table), then the table and the index are
 //! locked, table first, as the executor locks them. Both are closed when
-//! the `OpenIndex` is dropped.
+//! the `OpenIndex` is dropped (but those of `for_plan`, which the plan node
+//! closes).
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -42,6 +50,8 @@ pub struct OpenIndex {
     pub policies: bool,
     /// The index's access method.
     pub am: &'static str,
+    /// Opened by `for_plan`: matches are not filtered, relations not closed here.
+    for_plan: bool,
 }
 
 fn rel_name(oid: pg_sys::Oid) -> String {
@@ -142,7 +152,7 @@ impl OpenIndex {
             }
             let heap = pg_sys::table_open(heap_oid, lock);
             let index = pg_sys::index_open(oid, lock);
-            let mut opened = OpenIndex { index, heap, lock, policies: false, am: "" };
+            let mut opened = OpenIndex { index, heap, lock, policies: false, am: "", for_plan: false };
             // The index may have been dropped and its OID reused while we
             // waited for the locks.
             if (*(*index).rd_index).indrelid != heap_oid {
@@ -181,10 +191,22 @@ impl OpenIndex {
         }
     }
 
+    /// `index` of access method `am` on `heap`, both opened and locked by
+    /// a plan node that checks visibility and policies itself (see the
+    /// module's comment).
+    pub fn for_plan(heap: pg_sys::Relation, index: pg_sys::Relation, am: &'static str) -> OpenIndex {
+        OpenIndex { index, heap, lock: pg_sys::NoLock as i32, policies: false, am, for_plan: true }
+    }
+
     /// Of (TID, position) matches found in the index: the rows visible to
     /// the caller's snapshot and allowed by the table's policies, as
-    /// (position, TID) in heap order (see `visibility::visible`).
-    pub fn visible(&self, matches: Vec<(crate::storage::Tid, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+    /// (position, TID) in heap order (see `visibility::visible`); for a
+    /// plan node (`for_plan`), every match, in heap order.
+    pub fn visible(&self, mut matches: Vec<(crate::storage::Tid, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+        if self.for_plan {
+            crate::visibility::sort(&mut matches);
+            return matches.into_iter().map(|(t, p)| (p, crate::storage::tid_to(t))).collect();
+        }
         // SAFETY: the heap is open and locked; called inside a transaction.
         let rows = unsafe { crate::visibility::visible(self.heap, matches) };
         if self.policies {
@@ -198,7 +220,7 @@ impl OpenIndex {
 impl Drop for OpenIndex {
     fn drop(&mut self) {
         // An ERROR unwinding: transaction abort releases both.
-        if std::thread::panicking() {
+        if std::thread::panicking() || self.for_plan {
             return;
         }
         // SAFETY: opened by `open` with this lock.

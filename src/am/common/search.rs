@@ -58,26 +58,38 @@ pub trait BatchSearch {
     /// for a strategy or query type it does not answer (also when the
     /// batch is empty).
     fn search(open: &OpenIndex, batch: &Batch) -> Hits;
+    /// Whether `Ask::Matches(strategy)` batches are answered for every
+    /// query type the operator family pairs with that strategy: the
+    /// batched join probes the index with such clauses.
+    fn joins(strategy: u16) -> bool;
 }
 
-/// A searcher, as the registry lists it.
-pub type SearchFn = fn(&OpenIndex, &Batch) -> Hits;
+/// An access method that answers batches, as the registry lists it.
+pub struct Searcher {
+    pub name: &'static str,
+    pub search: fn(&OpenIndex, &Batch) -> Hits,
+    pub joins: fn(u16) -> bool,
+}
 
-/// `(name, search)` of `A`, for the registry.
-pub const fn entry<A: BatchSearch>() -> (&'static str, SearchFn) {
-    (A::NAME, A::search)
+/// The registry's entry of `A`.
+pub const fn entry<A: BatchSearch>() -> Searcher {
+    Searcher { name: A::NAME, search: A::search, joins: A::joins }
+}
+
+/// The registry's entry of access method `name`.
+pub fn searcher(name: &str) -> Option<&'static Searcher> {
+    crate::am::SEARCHABLE.iter().find(|s| s.name == name)
 }
 
 /// Opens index `oid` to read, of any access method that answers batches.
 pub fn open(oid: pg_sys::Oid) -> OpenIndex {
-    let names: Vec<&'static str> = crate::am::SEARCHABLE.iter().map(|s| s.0).collect();
+    let names: Vec<&'static str> = crate::am::SEARCHABLE.iter().map(|s| s.name).collect();
     OpenIndex::open_of(oid, &names, super::Access::Read, pg_sys::AccessShareLock as i32)
 }
 
 /// Answers `batch` over `open`, by its access method.
 pub fn search(open: &OpenIndex, batch: &Batch) -> Hits {
-    let (_, f) = crate::am::SEARCHABLE.iter().find(|s| s.0 == open.am).expect("opened by search::open");
-    f(open, batch)
+    (searcher(open.am).expect("opened by search::open").search)(open, batch)
 }
 
 /// The ERROR for a strategy or query type an access method does not batch.

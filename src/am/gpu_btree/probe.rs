@@ -33,6 +33,10 @@ impl BatchSearch for super::GpuBtree {
         }
         Hits { rows: probe_visible(open, wanted, batch.what), distances: None }
     }
+
+    fn joins(strategy: u16) -> bool {
+        strategy == pg_sys::BTEqualStrategyNumber as u16
+    }
 }
 
 /// Checks that keys of `query_type` compare with the index's keys.

@@ -60,4 +60,8 @@ impl BatchSearch for super::GpuMetric {
         }
         hits
     }
+
+    fn joins(strategy: u16) -> bool {
+        strategy == ball::STRATEGY
+    }
 }

@@ -59,6 +59,10 @@ impl BatchSearch for super::GpuSpatial {
             }
         }
     }
+
+    fn joins(strategy: u16) -> bool {
+        matches!(strategy, STRATEGY_IN_BOX | STRATEGY_IN_CIRCLE | STRATEGY_SAME)
+    }
 }
 
 fn point_of(d: pg_sys::Datum) -> (f64, f64) {

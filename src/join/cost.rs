@@ -1,0 +1,71 @@
+//! The join's estimate, in the planner's units, from what execution does:
+//!
+//! - the outer side, once;
+//! - the batch: per outer row a descent (log2 of the index's entries
+//!   comparisons) and per match a copy, priced as one CPU would run them
+//!   (the GPU or all cores only make it cheaper);
+//! - the heap: each chunk's matches fetched in TID order. The pages read
+//!   over all chunks are PostgreSQL's estimate for that many fetches
+//!   (Mackert-Lohman with the cache, as index_pages_fetched gives a
+//!   repeated inner index scan); each costs as in a bitmap heap scan of
+//!   one chunk, between a random and a sequential read as the share of the
+//!   table a chunk reads grows; plus a tuple per match;
+//! - the match quals on every match, the other quals and the output on
+//!   every row out.
+//!
+//! No row comes out before the first chunk is probed and fetched, so the
+//! startup cost holds the first chunk's share.
+
+use super::path::Probe;
+use super::plan::{clauses, match_quals, split_quals};
+use pgrx::pg_sys;
+
+/// (startup, total) of the join of `outer_path` with `innerrel`.
+///
+/// # Safety
+/// Planner structures of one planning call.
+pub unsafe fn estimate(
+    root: *mut pg_sys::PlannerInfo,
+    joinrel: *mut pg_sys::RelOptInfo,
+    outer_path: *mut pg_sys::Path,
+    innerrel: *mut pg_sys::RelOptInfo,
+    probe: &Probe,
+    jointype: pg_sys::JoinType::Type,
+    restrictlist: *mut pg_sys::List,
+) -> (f64, f64) {
+    // SAFETY: the caller's contract; cost GUCs read in the backend.
+    unsafe {
+        let (cpu_operator, cpu_tuple) = (pg_sys::cpu_operator_cost, pg_sys::cpu_tuple_cost);
+        let chunk = crate::guc::JOIN_CHUNK.get().max(1) as f64;
+        let outer_rows = (*outer_path).rows.max(1.0);
+        let chunks = (outer_rows / chunk).ceil();
+        let tuples = (*innerrel).tuples.max(1.0);
+        let pages = ((*innerrel).pages as f64).max(1.0);
+        let selectivity = pg_sys::clause_selectivity(root, probe.rinfo.cast(), 0, pg_sys::JoinType::JOIN_INNER, std::ptr::null_mut());
+        let matches = (outer_rows * tuples * selectivity).max(0.0);
+
+        let batch = outer_rows * ((*probe.index).tuples.max(2.0).log2() + 1.0) * cpu_operator + matches * cpu_operator;
+
+        let (mut random, mut seq) = (0.0, 0.0);
+        pg_sys::get_tablespace_page_costs((*innerrel).reltablespace, &mut random, &mut seq);
+        let fetched = |tuples: f64| pg_sys::index_pages_fetched(tuples, pages as pg_sys::BlockNumber, (*probe.index).pages as f64, root);
+        let chunk_pages = fetched(matches / chunks);
+        let per_page = if chunk_pages >= 2.0 { random - (random - seq) * (chunk_pages / pages).min(1.0).sqrt() } else { random };
+        let heap = fetched(matches) * per_page + matches * cpu_tuple;
+
+        let (join_quals, other_quals) = split_quals(jointype, restrictlist, (*joinrel).relids);
+        let mut matching = pg_sys::QualCost::default();
+        pg_sys::cost_qual_eval(&mut matching, match_quals(innerrel, &join_quals), root);
+        let mut other = pg_sys::QualCost::default();
+        pg_sys::cost_qual_eval(&mut other, clauses(&other_quals), root);
+        let rows = (*joinrel).rows;
+        let target = &(*(*joinrel).reltarget).cost;
+        let quals = matching.startup + matching.per_tuple * matches + other.startup + other.per_tuple * matches;
+        let output = target.startup + rows * (cpu_tuple + target.per_tuple);
+
+        let (outer_startup, outer_total) = ((*outer_path).startup_cost, (*outer_path).total_cost);
+        let total = outer_total + batch + heap + quals + output;
+        let startup = outer_startup + (total - outer_startup) / chunks;
+        (startup, total)
+    }
+}

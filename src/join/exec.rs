@@ -1,0 +1,547 @@
+//! Execution. Each chunk: up to `gpuindex.join_chunk` outer rows copied
+//! into the chunk's memory, their queries (the probe's outer side) sent to
+//! the index as one batch (`search::search`, GPU or all cores), the matches
+//! sorted by TID and fetched in that order with the query's snapshot
+//! (`table_index_fetch_tuple`: HOT chains, visibility, predicate locks, one
+//! pin per heap page run), each fetched row joined with every outer row
+//! that matched it. Then, for left and anti joins, the outer rows of the
+//! chunk that matched nothing. No row is kept between chunks.
+//!
+//! A pair is a match when the match quals pass (the inner table's quals,
+//! its policies first, then the join clauses with the probe clause as an
+//! exact recheck); a semi join emits an outer row at its first match, an
+//! anti join only rows without one, a left join null-extends them; the
+//! plan's qual then filters what comes out, as in ExecNestLoop.
+
+use super::list::{self, is_a};
+use super::plan::Private;
+use super::NAME;
+use crate::am::common::search::{self, Ask, Batch};
+use crate::am::common::OpenIndex;
+use crate::storage::{tid_from, tid_to, Tid};
+use gpuindex_engine::executor::Device;
+use pgrx::pg_sys::{self, NodeTag};
+use pgrx::prelude::*;
+use pgrx::PgMemoryContexts;
+use std::ffi::{CStr, CString};
+use std::time::{Duration, Instant};
+
+static mut EXEC_METHODS: pg_sys::CustomExecMethods = pg_sys::CustomExecMethods {
+    CustomName: NAME.as_ptr(),
+    BeginCustomScan: Some(begin),
+    ExecCustomScan: Some(next),
+    EndCustomScan: Some(end),
+    ReScanCustomScan: Some(rescan),
+    MarkPosCustomScan: None,
+    RestrPosCustomScan: None,
+    EstimateDSMCustomScan: None,
+    InitializeDSMCustomScan: None,
+    ReInitializeDSMCustomScan: None,
+    InitializeWorkerCustomScan: None,
+    ShutdownCustomScan: None,
+    ExplainCustomScan: Some(explain),
+};
+
+/// The node: PostgreSQL's state first, then ours.
+#[repr(C)]
+struct JoinNode {
+    css: pg_sys::CustomScanState,
+    state: *mut State,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// Read the next chunk (or end).
+    Load,
+    /// Join the fetched rows with their outer rows.
+    Matches,
+    /// Emit the chunk's unmatched outer rows (left and anti joins).
+    Unmatched,
+}
+
+#[derive(Default)]
+struct Stats {
+    chunks: u64,
+    probes: u64,
+    matches: u64,
+    fetches: u64,
+    removed_by_join_filter: u64,
+    gpu_chunks: u64,
+    index_time: Duration,
+    heap_time: Duration,
+}
+
+struct State {
+    outer: *mut pg_sys::PlanState,
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    am: &'static str,
+    fetch: *mut pg_sys::IndexFetchTableData,
+    heap_slot: *mut pg_sys::TupleTableSlot,
+    /// Holds a copied outer row while it is taken apart.
+    outer_slot: *mut pg_sys::TupleTableSlot,
+    scan_slot: *mut pg_sys::TupleTableSlot,
+    key: *mut pg_sys::ExprState,
+    key_type: pg_sys::Oid,
+    matching: *mut pg_sys::ExprState,
+    jointype: pg_sys::JoinType::Type,
+    strategy: u16,
+    /// (scan column, outer column) and (scan column, inner attribute).
+    outer_cols: Vec<(usize, usize)>,
+    inner_cols: Vec<(usize, usize)>,
+    max_inner: i32,
+    chunk_size: usize,
+    chunk_cxt: pg_sys::MemoryContext,
+
+    // The chunk.
+    phase: Phase,
+    outer_done: bool,
+    rows: usize,
+    /// The rows' outer columns (`outer_cols` order), pointing into the
+    /// rows copied into `chunk_cxt`.
+    values: Vec<pg_sys::Datum>,
+    nulls: Vec<bool>,
+    matched: Vec<bool>,
+    /// (TID, row), in TID order.
+    matches: Vec<(Tid, u32)>,
+    cursor: usize,
+    /// The TID in `heap_slot`, and whether a visible row was found there.
+    fetched: Option<(Tid, bool)>,
+    unmatched: usize,
+    stats: Stats,
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn create_state(_cscan: *mut pg_sys::CustomScan) -> *mut pg_sys::Node {
+    // SAFETY: a zeroed node of our size; ExecInitCustomScan fills the rest.
+    unsafe {
+        let node = pg_sys::palloc0(std::mem::size_of::<JoinNode>()).cast::<JoinNode>();
+        (*node).css.ss.ps.type_ = NodeTag::T_CustomScanState;
+        (*node).css.methods = &raw const EXEC_METHODS;
+        node.cast()
+    }
+}
+
+/// The access method of an open index, if it answers batches.
+fn searcher_name(index: pg_sys::Relation) -> &'static str {
+    // SAFETY: an open index.
+    let relam = unsafe { (*(*index).rd_rel).relam };
+    crate::am::SEARCHABLE
+        .iter()
+        .find(|s| {
+            let name = CString::new(s.name).expect("no NUL");
+            // SAFETY: a catalog lookup.
+            unsafe { pg_sys::get_index_am_oid(name.as_ptr(), true) == relam }
+        })
+        .map(|s| s.name)
+        .unwrap_or_else(|| pgrx::error!("gpuindex: GpuIndexJoin: the index is no longer a gpuindex index"))
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, eflags: i32) {
+    // SAFETY: the executor's node and state; the plan was made by plan.rs.
+    unsafe {
+        let cscan = (*node).ss.ps.plan.cast::<pg_sys::CustomScan>();
+        let p = Private::read((*cscan).custom_private);
+        let exprs = list::ptrs::<pg_sys::Expr>((*cscan).custom_exprs);
+        let outer_plan = list::ptrs::<pg_sys::Plan>((*cscan).custom_plans)[0];
+        let outer = pg_sys::ExecInitNode(outer_plan, estate, eflags);
+        (*node).custom_ps = list::of_ptrs(&[outer]);
+        let lock = pg_sys::AccessShareLock as i32;
+        let heap = pg_sys::table_open(p.heap, lock);
+        let index = pg_sys::index_open(p.index, lock);
+        let table = &raw mut (*estate).es_tupleTable;
+        let heap_slot = pg_sys::table_slot_create(heap, table);
+        let outer_slot = pg_sys::ExecAllocTableSlot(table, pg_sys::ExecGetResultType(outer), &pg_sys::TTSOpsMinimalTuple);
+        let parent = node.cast::<pg_sys::PlanState>();
+        let (mut outer_cols, mut inner_cols) = (Vec::new(), Vec::new());
+        for (col, &m) in p.colmap.iter().enumerate() {
+            if m > 0 {
+                outer_cols.push((col, m as usize));
+            } else {
+                inner_cols.push((col, (-m) as usize));
+            }
+        }
+        let state = State {
+            outer,
+            heap,
+            index,
+            am: searcher_name(index),
+            fetch: pg_sys::table_index_fetch_begin(heap),
+            heap_slot,
+            outer_slot,
+            scan_slot: (*node).ss.ss_ScanTupleSlot,
+            key: pg_sys::ExecInitExpr(exprs[0], parent),
+            key_type: pg_sys::exprType(exprs[0].cast()),
+            matching: pg_sys::ExecInitQual(exprs[1].cast(), parent),
+            jointype: p.jointype,
+            strategy: p.strategy,
+            max_inner: inner_cols.iter().map(|c| c.1 as i32).max().unwrap_or(0),
+            outer_cols,
+            inner_cols,
+            chunk_size: crate::guc::JOIN_CHUNK.get().max(1) as usize,
+            chunk_cxt: pg_sys::AllocSetContextCreateInternal(
+                pg_sys::CurrentMemoryContext,
+                c"GpuIndexJoin chunk".as_ptr(),
+                0,
+                8 * 1024,
+                8 * 1024 * 1024,
+            ),
+            phase: Phase::Load,
+            outer_done: false,
+            rows: 0,
+            values: Vec::new(),
+            nulls: Vec::new(),
+            matched: Vec::new(),
+            matches: Vec::new(),
+            cursor: 0,
+            fetched: None,
+            unmatched: 0,
+            stats: Stats::default(),
+        };
+        // Dropped with the query's memory, on error too (EndCustomScan is
+        // not called then).
+        (*node.cast::<JoinNode>()).state = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(state);
+    }
+}
+
+unsafe fn state<'a>(node: *mut pg_sys::CustomScanState) -> &'a mut State {
+    // SAFETY: set by `begin` for the node's lifetime.
+    unsafe { &mut *(*node.cast::<JoinNode>()).state }
+}
+
+fn tup_is_null(slot: *mut pg_sys::TupleTableSlot) -> bool {
+    // SAFETY: a slot pointer from the executor.
+    slot.is_null() || unsafe { (*slot).tts_flags as u32 & pg_sys::TTS_FLAG_EMPTY != 0 }
+}
+
+impl State {
+    fn semi_or_anti(&self) -> bool {
+        matches!(self.jointype, pg_sys::JoinType::JOIN_SEMI | pg_sys::JoinType::JOIN_ANTI)
+    }
+
+    fn emits_unmatched(&self) -> bool {
+        matches!(self.jointype, pg_sys::JoinType::JOIN_LEFT | pg_sys::JoinType::JOIN_ANTI)
+    }
+
+    /// Fills the scan tuple with outer row `row` and the fetched inner row
+    /// (or NULLs).
+    unsafe fn fill_scan(&self, row: usize, with_inner: bool) {
+        // SAFETY: slots of this node; the scan slot has a column per
+        // colmap entry; the heap slot is deformed up to `max_inner`.
+        unsafe {
+            let scan = self.scan_slot;
+            pg_sys::ExecClearTuple(scan);
+            let (values, nulls) = ((*scan).tts_values, (*scan).tts_isnull);
+            let n = self.outer_cols.len();
+            for (k, &(col, _)) in self.outer_cols.iter().enumerate() {
+                *values.add(col) = self.values[row * n + k];
+                *nulls.add(col) = self.nulls[row * n + k];
+            }
+            let h = self.heap_slot;
+            for &(col, att) in &self.inner_cols {
+                if with_inner {
+                    *values.add(col) = *(*h).tts_values.add(att - 1);
+                    *nulls.add(col) = *(*h).tts_isnull.add(att - 1);
+                } else {
+                    *nulls.add(col) = true;
+                }
+            }
+            pg_sys::ExecStoreVirtualTuple(scan);
+        }
+    }
+
+    /// Reads the next chunk of outer rows and their queries.
+    unsafe fn load(&mut self, econtext: *mut pg_sys::ExprContext) -> Vec<(i64, pg_sys::Datum)> {
+        // SAFETY: the node's slots and contexts; the child is run in the
+        // caller's memory context, copies go to the chunk's.
+        unsafe {
+            pg_sys::MemoryContextReset(self.chunk_cxt);
+            self.rows = 0;
+            self.values.clear();
+            self.nulls.clear();
+            self.matched.clear();
+            let mut keys = Vec::new();
+            let max_outer = self.outer_cols.iter().map(|c| c.1 as i32).max().unwrap_or(0);
+            while self.rows < self.chunk_size {
+                let slot = pg_sys::ExecProcNode(self.outer);
+                if tup_is_null(slot) {
+                    self.outer_done = true;
+                    break;
+                }
+                let caller = pg_sys::CurrentMemoryContext;
+                pg_sys::CurrentMemoryContext = self.chunk_cxt;
+                let copy = pg_sys::ExecCopySlotMinimalTuple(slot);
+                pg_sys::CurrentMemoryContext = caller;
+                pg_sys::ExecStoreMinimalTuple(copy, self.outer_slot, false);
+                pg_sys::slot_getsomeattrs(self.outer_slot, max_outer);
+                for &(_, att) in &self.outer_cols {
+                    self.values.push(*(*self.outer_slot).tts_values.add(att - 1));
+                    self.nulls.push(*(*self.outer_slot).tts_isnull.add(att - 1));
+                }
+                self.fill_scan(self.rows, false);
+                (*econtext).ecxt_scantuple = self.scan_slot;
+                // A computed query (not a column) is allocated with the chunk.
+                pg_sys::CurrentMemoryContext = self.chunk_cxt;
+                let mut isnull = false;
+                let key = pg_sys::ExecEvalExpr(self.key, econtext, &mut isnull);
+                pg_sys::CurrentMemoryContext = caller;
+                // A NULL query matches nothing (the operators are strict).
+                if !isnull {
+                    keys.push((self.rows as i64, key));
+                }
+                self.matched.push(false);
+                self.rows += 1;
+            }
+            keys
+        }
+    }
+
+    /// Sends the chunk's queries to the index as one batch.
+    unsafe fn probe(&mut self, keys: &[(i64, pg_sys::Datum)]) {
+        let started = Instant::now();
+        self.matches.clear();
+        if !keys.is_empty() {
+            let open = OpenIndex::for_plan(self.heap, self.index, self.am);
+            let batch = Batch { ask: Ask::Matches(self.strategy), query_type: self.key_type, queries: keys, what: "GpuIndexJoin" };
+            let hits = search::search(&open, &batch);
+            self.matches = hits.rows.into_iter().map(|(row, t)| (tid_from(t), row as u32)).collect();
+            if !self.matches.is_sorted() {
+                use rayon::slice::ParallelSliceMut;
+                crate::batch::ensure_cpu_pool();
+                self.matches.par_sort_unstable();
+            }
+            if crate::batch::last_batch().is_some_and(|b| b.device == Device::Gpu) {
+                self.stats.gpu_chunks += 1;
+            }
+        }
+        self.stats.chunks += 1;
+        self.stats.probes += keys.len() as u64;
+        self.stats.matches += self.matches.len() as u64;
+        self.stats.index_time += started.elapsed();
+        self.cursor = 0;
+        self.unmatched = 0;
+        self.fetched = None;
+    }
+
+    /// Fetches the visible row at `tid` (the visible member of its HOT
+    /// chain) into the heap slot; false if there is none.
+    unsafe fn fetch(&mut self, tid: Tid, snapshot: pg_sys::Snapshot) -> bool {
+        if let Some((t, found)) = self.fetched {
+            if t == tid {
+                return found;
+            }
+        }
+        let started = Instant::now();
+        // SAFETY: the index fetch of this node's table, the query's snapshot.
+        let found = unsafe {
+            let mut ip = tid_to(tid);
+            let (mut call_again, mut all_dead) = (false, false);
+            let found = pg_sys::table_index_fetch_tuple(self.fetch, &mut ip, snapshot, self.heap_slot, &mut call_again, &mut all_dead);
+            if found {
+                pg_sys::slot_getsomeattrs(self.heap_slot, self.max_inner);
+            }
+            found
+        };
+        self.stats.fetches += 1;
+        self.stats.heap_time += started.elapsed();
+        self.fetched = Some((tid, found));
+        found
+    }
+}
+
+/// The node's output for the scan tuple now in its expression context.
+unsafe fn project(node: *mut pg_sys::CustomScanState, scan: *mut pg_sys::TupleTableSlot) -> *mut pg_sys::TupleTableSlot {
+    // SAFETY: the node's projection, set up by ExecInitCustomScan.
+    unsafe {
+        let proj = (*node).ss.ps.ps_ProjInfo;
+        if proj.is_null() {
+            scan
+        } else {
+            pg_sys::ExecProject(proj)
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
+    // SAFETY: the executor's node, begun by `begin`.
+    unsafe {
+        let st = state(node);
+        let econtext = (*node).ss.ps.ps_ExprContext;
+        let qual = (*node).ss.ps.qual;
+        let snapshot = (*(*node).ss.ps.state).es_snapshot;
+        loop {
+            match st.phase {
+                Phase::Load => {
+                    if st.outer_done {
+                        return std::ptr::null_mut();
+                    }
+                    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                    let keys = st.load(econtext);
+                    if st.rows == 0 {
+                        return std::ptr::null_mut();
+                    }
+                    st.probe(&keys);
+                    st.phase = Phase::Matches;
+                }
+                Phase::Matches => {
+                    let Some(&(tid, row)) = st.matches.get(st.cursor) else {
+                        st.phase = if st.emits_unmatched() { Phase::Unmatched } else { Phase::Load };
+                        continue;
+                    };
+                    st.cursor += 1;
+                    let row = row as usize;
+                    if st.cursor % 4096 == 0 {
+                        pg_sys::check_for_interrupts!();
+                    }
+                    if (st.semi_or_anti() && st.matched[row]) || !st.fetch(tid, snapshot) {
+                        continue;
+                    }
+                    st.fill_scan(row, true);
+                    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                    (*econtext).ecxt_scantuple = st.scan_slot;
+                    if !pg_sys::ExecQual(st.matching, econtext) {
+                        st.stats.removed_by_join_filter += 1;
+                        continue;
+                    }
+                    st.matched[row] = true;
+                    if st.jointype == pg_sys::JoinType::JOIN_ANTI {
+                        continue;
+                    }
+                    if !pg_sys::ExecQual(qual, econtext) {
+                        filtered(node);
+                        continue;
+                    }
+                    return project(node, st.scan_slot);
+                }
+                Phase::Unmatched => {
+                    let Some(row) = (st.unmatched..st.rows).find(|&r| !st.matched[r]) else {
+                        st.phase = Phase::Load;
+                        continue;
+                    };
+                    st.unmatched = row + 1;
+                    st.fill_scan(row, false);
+                    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                    (*econtext).ecxt_scantuple = st.scan_slot;
+                    if !pg_sys::ExecQual(qual, econtext) {
+                        filtered(node);
+                        continue;
+                    }
+                    return project(node, st.scan_slot);
+                }
+            }
+        }
+    }
+}
+
+/// InstrCountFiltered1: a row the plan's qual removed.
+unsafe fn filtered(node: *mut pg_sys::CustomScanState) {
+    // SAFETY: the node's instrumentation, when EXPLAIN ANALYZE set it up.
+    unsafe {
+        let instr = (*node).ss.ps.instrument;
+        if !instr.is_null() {
+            (*instr).nfiltered1 += 1.0;
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
+    // SAFETY: the executor's node. ExecReScan passes changed parameters
+    // to lefttree/righttree only, not to custom children.
+    unsafe {
+        let st = state(node);
+        let changed = (*node).ss.ps.chgParam;
+        if !changed.is_null() {
+            pg_sys::UpdateChangedParamSet(st.outer, changed);
+        }
+        // With changed parameters the child rescans at its next call.
+        if (*st.outer).chgParam.is_null() {
+            pg_sys::ExecReScan(st.outer);
+        }
+        st.phase = Phase::Load;
+        st.outer_done = false;
+        st.rows = 0;
+        st.matches.clear();
+        st.fetched = None;
+        pg_sys::ExecClearTuple(st.heap_slot);
+        pg_sys::table_index_fetch_reset(st.fetch);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
+    // SAFETY: the executor's node; its relations were opened by `begin`
+    // (their locks are held to the end of the transaction).
+    unsafe {
+        let st = state(node);
+        pg_sys::ExecEndNode(st.outer);
+        pg_sys::ExecClearTuple(st.heap_slot);
+        pg_sys::table_index_fetch_end(st.fetch);
+        pg_sys::index_close(st.index, pg_sys::NoLock as i32);
+        pg_sys::table_close(st.heap, pg_sys::NoLock as i32);
+    }
+}
+
+fn join_type_name(jointype: pg_sys::JoinType::Type) -> &'static CStr {
+    match jointype {
+        pg_sys::JoinType::JOIN_LEFT => c"Left",
+        pg_sys::JoinType::JOIN_SEMI => c"Semi",
+        pg_sys::JoinType::JOIN_ANTI => c"Anti",
+        _ => c"Inner",
+    }
+}
+
+unsafe fn text(es: *mut pg_sys::ExplainState, label: &CStr, value: &str) {
+    let value = CString::new(value).unwrap_or_default();
+    // SAFETY: EXPLAIN's state, C strings that outlive the call.
+    unsafe { pg_sys::ExplainPropertyText(label.as_ptr(), value.as_ptr(), es) }
+}
+
+unsafe fn integer(es: *mut pg_sys::ExplainState, label: &CStr, value: u64) {
+    // SAFETY: as `text`.
+    unsafe { pg_sys::ExplainPropertyInteger(label.as_ptr(), std::ptr::null(), value as i64, es) }
+}
+
+unsafe fn millis(es: *mut pg_sys::ExplainState, label: &CStr, d: Duration) {
+    // SAFETY: as `text`.
+    unsafe { pg_sys::ExplainPropertyFloat(label.as_ptr(), c"ms".as_ptr(), d.as_secs_f64() * 1e3, 3, es) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
+    // SAFETY: EXPLAIN's node and state; the expressions were fixed by
+    // setrefs to read the scan tuple, which the deparse context resolves.
+    unsafe {
+        let st = state(node);
+        let plan = (*node).ss.ps.plan;
+        let exprs = list::ptrs::<pg_sys::Node>((*plan.cast::<pg_sys::CustomScan>()).custom_exprs);
+        let context = pg_sys::set_deparse_context_plan((*es).deparse_cxt, plan, ancestors);
+        let deparse =
+            |e: *mut pg_sys::Node| CStr::from_ptr(pg_sys::deparse_expression(e, context, true, false)).to_string_lossy().into_owned();
+        pg_sys::ExplainPropertyText(c"Join Type".as_ptr(), join_type_name(st.jointype).as_ptr(), es);
+        let name = CStr::from_ptr(pg_sys::get_rel_name((*st.index).rd_id)).to_string_lossy();
+        text(es, c"Index", &format!("{name} ({})", st.am));
+        text(es, c"Probe", &deparse(exprs[2]));
+        let matching = exprs[1];
+        if is_a(matching, NodeTag::T_List) {
+            text(es, c"Join Filter", &deparse(pg_sys::make_ands_explicit(matching.cast()).cast()));
+        }
+        integer(es, c"Chunk Size", st.chunk_size as u64);
+        text(es, c"Device", crate::guc::device_name());
+        if (*es).analyze {
+            let s = &st.stats;
+            integer(es, c"Chunks", s.chunks);
+            integer(es, c"GPU Chunks", s.gpu_chunks);
+            integer(es, c"Probes", s.probes);
+            integer(es, c"Index Matches", s.matches);
+            integer(es, c"Heap Fetches", s.fetches);
+            integer(es, c"Rows Removed by Join Filter", s.removed_by_join_filter);
+            if (*es).timing {
+                millis(es, c"Index Time", s.index_time);
+                millis(es, c"Heap Time", s.heap_time);
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! The batched index join (`GpuIndexJoin`): a custom join node that reads
+//! its outer side in chunks of `gpuindex.join_chunk` rows, probes the inner
+//! table's gpuindex index once per chunk through the batch search every
+//! access method answers (`am::common::search`: one batch on the GPU or on
+//! all cores), fetches the matching inner rows in TID order with the
+//! query's snapshot, and emits the joined rows. A nested loop over an index
+//! probes once per outer row; a hash join reads the whole inner table.
+//!
+//! - `path`: the planner hook that offers the join where a join clause can
+//!   probe a gpuindex index of the inner table (`= ` on gpu_btree, `<@ box`,
+//!   `<@ circle`, `~=` on gpu_spatial, `<@ ball` on gpu_metric);
+//! - `cost`: its estimate, from the batch and a bitmap-heap-scan-like fetch;
+//! - `plan`: the plan node (its scan tuple, quals and private data);
+//! - `exec`: execution, rescans and EXPLAIN.
+//!
+//! Inner, left, semi and anti joins; not parallel-aware (the path is not
+//! parallel-safe, so it runs above any Gather); not under row locks or in
+//! UPDATE/DELETE (EvalPlanQual would need to recheck it).
+
+mod cost;
+mod exec;
+mod list;
+mod path;
+mod plan;
+
+use pgrx::pg_sys;
+
+pub const NAME: &std::ffi::CStr = c"GpuIndexJoin";
+
+/// Registers the plan node (needed to read plans back, e.g. from the plan
+/// cache) and the planner hook. From `_PG_init`, preloaded or not.
+pub fn register() {
+    // SAFETY: static method tables that live for the process; the hook
+    // chain is saved before it is replaced, in a single-threaded backend.
+    unsafe {
+        pg_sys::RegisterCustomScanMethods(&raw const plan::SCAN_METHODS);
+        path::install();
+    }
+}

@@ -1,0 +1,301 @@
+//! The planner side: wherever the inner side of a join is a table with a
+//! gpuindex index that a join clause can probe in batches, the hook offers
+//! a `GpuIndexJoin` path beside the built-in joins; its cost decides.
+//!
+//! A clause probes an index when it is `inner_column OP outer_expression`
+//! (or its commuted form), the column is the index's first key, and OP is
+//! an operator of the index's family whose strategy the access method
+//! answers in batches (`BatchSearch::joins`). The outer expression is
+//! evaluated once per outer row, so it must not be volatile.
+
+use super::list::{self, is_a};
+use super::{cost, plan, NAME};
+use crate::am::common::search::Searcher;
+use crate::guc;
+use pgrx::pg_sys::{self, NodeTag};
+use pgrx::prelude::*;
+
+static mut PREV_HOOK: pg_sys::set_join_pathlist_hook_type = None;
+
+pub static mut PATH_METHODS: pg_sys::CustomPathMethods = pg_sys::CustomPathMethods {
+    CustomName: NAME.as_ptr(),
+    PlanCustomPath: Some(plan::plan_custom_path),
+    ReparameterizeCustomPathByChild: None,
+};
+
+/// Chains the hook.
+///
+/// # Safety
+/// From `_PG_init`, once.
+pub unsafe fn install() {
+    // SAFETY: the caller's contract (a single-threaded backend).
+    unsafe {
+        PREV_HOOK = pg_sys::set_join_pathlist_hook;
+        pg_sys::set_join_pathlist_hook = Some(hook);
+    }
+}
+
+/// A join clause that probes an index of the inner table.
+pub struct Probe {
+    pub rinfo: *mut pg_sys::RestrictInfo,
+    pub index: *mut pg_sys::IndexOptInfo,
+    pub strategy: u16,
+    /// The clause's outer side: each outer row's query.
+    pub key: *mut pg_sys::Expr,
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn hook(
+    root: *mut pg_sys::PlannerInfo,
+    joinrel: *mut pg_sys::RelOptInfo,
+    outerrel: *mut pg_sys::RelOptInfo,
+    innerrel: *mut pg_sys::RelOptInfo,
+    jointype: pg_sys::JoinType::Type,
+    extra: *mut pg_sys::JoinPathExtraData,
+) {
+    // SAFETY: the planner's own arguments; the previous hook is called
+    // behind pgrx's boundary (its ERRORs become panics here).
+    unsafe {
+        if let Some(prev) = PREV_HOOK {
+            pg_sys::ffi::pg_guard_ffi_boundary(|| prev(root, joinrel, outerrel, innerrel, jointype, extra));
+        }
+        if guc::ENABLE_JOIN.get() {
+            offer(root, joinrel, outerrel, innerrel, jointype, (*extra).restrictlist);
+        }
+    }
+}
+
+/// The join types the node runs: the inner side is never the preserved
+/// one (no right or full joins), and it is not made unique first.
+pub fn supported(jointype: pg_sys::JoinType::Type) -> bool {
+    use pg_sys::JoinType::*;
+    matches!(jointype, JOIN_INNER | JOIN_LEFT | JOIN_SEMI | JOIN_ANTI)
+}
+
+/// Left and anti joins tell join clauses (which decide a match) from
+/// clauses pushed down from WHERE (which filter joined rows).
+pub fn is_outer(jointype: pg_sys::JoinType::Type) -> bool {
+    use pg_sys::JoinType::*;
+    matches!(jointype, JOIN_LEFT | JOIN_ANTI)
+}
+
+/// RINFO_IS_PUSHED_DOWN.
+///
+/// # Safety
+/// A RestrictInfo of a join of `joinrelids`.
+pub unsafe fn pushed_down(rinfo: *mut pg_sys::RestrictInfo, joinrelids: *mut pg_sys::Bitmapset) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { (*rinfo).is_pushed_down || !pg_sys::bms_is_subset((*rinfo).required_relids, joinrelids) }
+}
+
+unsafe fn offer(
+    root: *mut pg_sys::PlannerInfo,
+    joinrel: *mut pg_sys::RelOptInfo,
+    outerrel: *mut pg_sys::RelOptInfo,
+    innerrel: *mut pg_sys::RelOptInfo,
+    jointype: pg_sys::JoinType::Type,
+    restrictlist: *mut pg_sys::List,
+) {
+    // SAFETY: planner structures of this planning call.
+    unsafe {
+        let parse = (*root).parse;
+        // Row locks and UPDATE/DELETE would need EvalPlanQual rechecks.
+        if !supported(jointype) || (*parse).commandType != pg_sys::CmdType::CMD_SELECT || !(*parse).rowMarks.is_null() {
+            return;
+        }
+        if !inner_is_plain_table(root, innerrel) || !(*joinrel).lateral_relids.is_null() {
+            return;
+        }
+        let outer_path = (*outerrel).cheapest_total_path;
+        if outer_path.is_null() || !(*outer_path).param_info.is_null() {
+            return;
+        }
+        let clauses = list::ptrs::<pg_sys::RestrictInfo>(restrictlist);
+        if clauses.iter().any(|&r| (*r).pseudoconstant) {
+            return;
+        }
+        let Some(probe) = find_probe(joinrel, outerrel, innerrel, jointype, &clauses) else { return };
+        if !vars_supported(joinrel, innerrel, outer_path, &clauses) {
+            return;
+        }
+        let (startup, total) = cost::estimate(root, joinrel, outer_path, innerrel, &probe, jointype, restrictlist);
+        let path = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
+        let p = &mut (*path).path;
+        p.type_ = NodeTag::T_CustomPath;
+        p.pathtype = NodeTag::T_CustomScan;
+        p.parent = joinrel;
+        p.pathtarget = (*joinrel).reltarget;
+        p.param_info = std::ptr::null_mut();
+        p.parallel_aware = false;
+        p.parallel_safe = false;
+        p.parallel_workers = 0;
+        p.rows = (*joinrel).rows;
+        p.startup_cost = startup;
+        p.total_cost = total;
+        p.pathkeys = std::ptr::null_mut();
+        (*path).flags = pg_sys::CUSTOMPATH_SUPPORT_PROJECTION;
+        (*path).custom_paths = list::of_ptrs(&[outer_path]);
+        (*path).custom_private = plan::PathPrivate { restrictlist, probe: &probe, jointype, innerrel }.to_list();
+        (*path).methods = &raw const PATH_METHODS;
+        pg_sys::add_path(joinrel, path.cast());
+    }
+}
+
+/// A plain table (or materialized view), without inheritance children,
+/// sampling or lateral references: the node reads it only by TID.
+unsafe fn inner_is_plain_table(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo) -> bool {
+    // SAFETY: planner structures.
+    unsafe {
+        if (*rel).reloptkind != pg_sys::RelOptKind::RELOPT_BASEREL
+            || (*rel).rtekind != pg_sys::RTEKind::RTE_RELATION
+            || !(*rel).lateral_relids.is_null()
+            || (*rel).indexlist.is_null()
+        {
+            return false;
+        }
+        let rte = *(*root).simple_rte_array.add((*rel).relid as usize);
+        let kind = (*rte).relkind as u8;
+        (kind == pg_sys::RELKIND_RELATION || kind == pg_sys::RELKIND_MATVIEW) && (*rte).tablesample.is_null() && !(*rte).inh
+    }
+}
+
+/// The first clause that probes an index of the inner table.
+unsafe fn find_probe(
+    joinrel: *mut pg_sys::RelOptInfo,
+    outerrel: *mut pg_sys::RelOptInfo,
+    innerrel: *mut pg_sys::RelOptInfo,
+    jointype: pg_sys::JoinType::Type,
+    clauses: &[*mut pg_sys::RestrictInfo],
+) -> Option<Probe> {
+    // SAFETY: planner structures.
+    unsafe {
+        for index in list::ptrs::<pg_sys::IndexOptInfo>((*innerrel).indexlist) {
+            let ix = &*index;
+            if ix.ncolumns < 1 || *ix.indexkeys <= 0 || ix.hypothetical || (!ix.indpred.is_null() && !ix.predOK) {
+                continue;
+            }
+            let Some(searcher) = searcher_of(ix.relam) else { continue };
+            for &rinfo in clauses {
+                if is_outer(jointype) && pushed_down(rinfo, (*joinrel).relids) {
+                    continue;
+                }
+                if let Some((strategy, key)) = probe_clause(rinfo, (*innerrel).relid, (*outerrel).relids, ix, searcher) {
+                    return Some(Probe { rinfo, index, strategy, key });
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The access method of index AM `relam`, if it answers batches.
+fn searcher_of(relam: pg_sys::Oid) -> Option<&'static Searcher> {
+    crate::am::SEARCHABLE.iter().find(|s| {
+        let name = std::ffi::CString::new(s.name).expect("no NUL");
+        // SAFETY: a catalog lookup.
+        unsafe { pg_sys::get_index_am_oid(name.as_ptr(), true) == relam }
+    })
+}
+
+/// `e` without binary-compatible relabelling.
+///
+/// # Safety
+/// `e` is an expression node.
+pub unsafe fn strip_relabel(mut e: *mut pg_sys::Expr) -> *mut pg_sys::Expr {
+    // SAFETY: the caller's contract.
+    unsafe {
+        while is_a(e, NodeTag::T_RelabelType) {
+            e = (*e.cast::<pg_sys::RelabelType>()).arg;
+        }
+        e
+    }
+}
+
+/// Whether `e` is the inner table's column `attno`.
+unsafe fn is_column(e: *mut pg_sys::Expr, relid: pg_sys::Index, attno: i32) -> bool {
+    // SAFETY: expression nodes of a clause.
+    unsafe {
+        let e = strip_relabel(e);
+        if !is_a(e, NodeTag::T_Var) {
+            return false;
+        }
+        let v = &*e.cast::<pg_sys::Var>();
+        v.varno as pg_sys::Index == relid && v.varlevelsup == 0 && v.varattno as i32 == attno
+    }
+}
+
+/// (strategy, outer side) when `rinfo` probes index `ix`.
+unsafe fn probe_clause(
+    rinfo: *mut pg_sys::RestrictInfo,
+    inner_relid: pg_sys::Index,
+    outer_relids: *mut pg_sys::Bitmapset,
+    ix: &pg_sys::IndexOptInfo,
+    searcher: &Searcher,
+) -> Option<(u16, *mut pg_sys::Expr)> {
+    // SAFETY: planner structures.
+    unsafe {
+        let clause = (*rinfo).clause;
+        if !is_a(clause, NodeTag::T_OpExpr) {
+            return None;
+        }
+        let op = &*clause.cast::<pg_sys::OpExpr>();
+        let args = list::ptrs::<pg_sys::Expr>(op.args);
+        if args.len() != 2 {
+            return None;
+        }
+        let column = *ix.indexkeys;
+        let from_outer = |relids: *mut pg_sys::Bitmapset| !pg_sys::bms_is_empty(relids) && pg_sys::bms_is_subset(relids, outer_relids);
+        let (opno, key) = if is_column(args[0], inner_relid, column) && from_outer((*rinfo).right_relids) {
+            (op.opno, args[1])
+        } else if is_column(args[1], inner_relid, column) && from_outer((*rinfo).left_relids) {
+            (pg_sys::get_commutator(op.opno), args[0])
+        } else {
+            return None;
+        };
+        if opno == pg_sys::InvalidOid {
+            return None;
+        }
+        let strategy = pg_sys::get_op_opfamily_strategy(opno, *ix.opfamily);
+        if strategy <= 0 || !(searcher.joins)(strategy as u16) {
+            return None;
+        }
+        if pg_sys::contain_volatile_functions(key.cast()) || pg_sys::contain_subplans(key.cast()) {
+            return None;
+        }
+        Some((strategy as u16, key))
+    }
+}
+
+/// Whether every column the join needs is one the node can supply: inner
+/// user columns (no system or whole-row columns), outer columns the outer
+/// path returns, and no placeholder expressions.
+unsafe fn vars_supported(
+    joinrel: *mut pg_sys::RelOptInfo,
+    innerrel: *mut pg_sys::RelOptInfo,
+    outer_path: *mut pg_sys::Path,
+    clauses: &[*mut pg_sys::RestrictInfo],
+) -> bool {
+    // SAFETY: planner structures.
+    unsafe {
+        let mut exprs: Vec<*mut pg_sys::Node> = vec![(*(*joinrel).reltarget).exprs.cast()];
+        exprs.extend(clauses.iter().map(|&r| (*r).clause.cast()));
+        exprs.extend(list::ptrs::<pg_sys::RestrictInfo>((*innerrel).baserestrictinfo).into_iter().map(|r| (*r).clause.cast()));
+        let outer_target = (*(*outer_path).pathtarget).exprs;
+        for e in exprs {
+            for v in list::ptrs::<pg_sys::Var>(pg_sys::pull_var_clause(e, pg_sys::PVC_INCLUDE_PLACEHOLDERS as i32)) {
+                if !is_a(v, NodeTag::T_Var) || (*v).varlevelsup != 0 {
+                    return false;
+                }
+                let ok = if (*v).varno as pg_sys::Index == (*innerrel).relid {
+                    (*v).varattno > 0
+                } else {
+                    pg_sys::list_member(outer_target, v.cast())
+                };
+                if !ok {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,200 @@
+//! The plan node. Its scan tuple (`custom_scan_tlist`) holds every column
+//! the join needs, outer and inner; setrefs rewrites the target list, the
+//! quals and `custom_exprs` to read from it. Execution fills it from the
+//! outer child's row and the fetched inner row (`Plan::colmap`).
+//!
+//! - `custom_exprs`: [the probe's outer side (one query per outer row),
+//!   the match quals (as a List), the probe clause (for EXPLAIN)];
+//! - match quals: the inner table's own quals (its row-level security
+//!   policies first, as the planner ordered them) then the join clauses,
+//!   the probe clause among them (an exact recheck of every match); a
+//!   row pair that passes them is a match, for left, semi and anti joins;
+//! - `plan.qual`: clauses pushed down to a left or anti join from WHERE,
+//!   which filter joined rows;
+//! - `custom_private`: [OIDs (inner table, index), (join type, strategy),
+//!   the column map], which survive copyObject and the plan cache.
+
+use super::list::{self, is_a};
+use super::path::{is_outer, pushed_down, Probe};
+use super::{exec, NAME};
+use pgrx::pg_sys::{self, NodeTag};
+use pgrx::prelude::*;
+
+pub static mut SCAN_METHODS: pg_sys::CustomScanMethods =
+    pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(exec::create_state) };
+
+/// What the path carries to `plan_custom_path` (planner memory, never
+/// copied).
+pub struct PathPrivate<'a> {
+    pub restrictlist: *mut pg_sys::List,
+    pub probe: &'a Probe,
+    pub jointype: pg_sys::JoinType::Type,
+    pub innerrel: *mut pg_sys::RelOptInfo,
+}
+
+impl PathPrivate<'_> {
+    pub fn to_list(&self) -> *mut pg_sys::List {
+        let p = self.probe;
+        let ints = list::of_ints(&[self.jointype as i32, p.strategy as i32]);
+        list::of_ptrs::<std::ffi::c_void>(&[
+            self.restrictlist.cast(),
+            p.rinfo.cast(),
+            p.index.cast(),
+            p.key.cast(),
+            self.innerrel.cast(),
+            ints.cast(),
+        ])
+    }
+}
+
+/// The plan's private data, as execution reads it.
+pub struct Private {
+    pub heap: pg_sys::Oid,
+    pub index: pg_sys::Oid,
+    pub jointype: pg_sys::JoinType::Type,
+    pub strategy: u16,
+    /// For each scan-tuple column: the outer child's column (1-based,
+    /// positive) or the inner table's attribute (negated).
+    pub colmap: Vec<i32>,
+}
+
+impl Private {
+    /// # Safety
+    /// The `custom_private` of a plan made by `plan_custom_path`.
+    pub unsafe fn read(l: *mut pg_sys::List) -> Private {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let items = list::ptrs::<pg_sys::List>(l);
+            let oids = list::oids(items[0]);
+            let ints = list::ints(items[1]);
+            Private { heap: oids[0], index: oids[1], jointype: ints[0] as _, strategy: ints[1] as u16, colmap: list::ints(items[2]) }
+        }
+    }
+}
+
+/// (join quals, other quals) of a join of `joinrelids`, as
+/// create_nestloop_plan splits them: only left and anti joins have
+/// clauses that filter joined rows (pushed down from WHERE) rather than
+/// decide matches.
+///
+/// # Safety
+/// The join's restrictlist.
+pub unsafe fn split_quals(
+    jointype: pg_sys::JoinType::Type,
+    restrictlist: *mut pg_sys::List,
+    joinrelids: *mut pg_sys::Bitmapset,
+) -> (Vec<*mut pg_sys::RestrictInfo>, Vec<*mut pg_sys::RestrictInfo>) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let all = list::ptrs::<pg_sys::RestrictInfo>(restrictlist).into_iter().filter(|&r| !(*r).pseudoconstant);
+        if is_outer(jointype) {
+            all.partition(|&r| !pushed_down(r, joinrelids))
+        } else {
+            (all.collect(), Vec::new())
+        }
+    }
+}
+
+/// The match quals: the inner table's own quals and the join quals, in
+/// order of security level (row-level security policies before any qual
+/// a user wrote, so no user function sees a row the policies hide; as
+/// order_qual_clauses does, but without moving leakproof quals ahead),
+/// the table's quals first within a level.
+///
+/// # Safety
+/// Planner structures.
+pub unsafe fn match_quals(innerrel: *mut pg_sys::RelOptInfo, join_quals: &[*mut pg_sys::RestrictInfo]) -> *mut pg_sys::List {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut quals = list::ptrs::<pg_sys::RestrictInfo>((*innerrel).baserestrictinfo);
+        quals.extend_from_slice(join_quals);
+        quals.sort_by_key(|&r| (*r).security_level);
+        clauses(&quals)
+    }
+}
+
+/// The clauses of `rinfos`, as a List.
+///
+/// # Safety
+/// RestrictInfos.
+pub unsafe fn clauses(rinfos: &[*mut pg_sys::RestrictInfo]) -> *mut pg_sys::List {
+    // SAFETY: the caller's contract.
+    list::of_ptrs(&rinfos.iter().map(|&r| unsafe { (*r).clause }).collect::<Vec<_>>())
+}
+
+fn copy<T>(node: *mut T) -> *mut T {
+    // SAFETY: copies a node tree into the current (planner) memory context.
+    unsafe { pg_sys::copyObjectImpl(node.cast()).cast() }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn plan_custom_path(
+    _root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    best_path: *mut pg_sys::CustomPath,
+    tlist: *mut pg_sys::List,
+    _clauses: *mut pg_sys::List,
+    custom_plans: *mut pg_sys::List,
+) -> *mut pg_sys::Plan {
+    // SAFETY: the planner's arguments; the path was made by `path::offer`.
+    unsafe {
+        let items = list::ptrs::<std::ffi::c_void>((*best_path).custom_private);
+        let restrictlist = items[0].cast::<pg_sys::List>();
+        let rinfo = items[1].cast::<pg_sys::RestrictInfo>();
+        let index = items[2].cast::<pg_sys::IndexOptInfo>();
+        let key = items[3].cast::<pg_sys::Expr>();
+        let innerrel = items[4].cast::<pg_sys::RelOptInfo>();
+        let ints = list::ints(items[5].cast());
+        let jointype = ints[0] as pg_sys::JoinType::Type;
+        let (join_quals, other_quals) = split_quals(jointype, restrictlist, (*rel).relids);
+        let matching = copy(match_quals(innerrel, &join_quals));
+        let other_quals = copy(clauses(&other_quals));
+        let key = copy(key);
+        let probe_clause = copy((*rinfo).clause);
+
+        // The scan tuple: every Var of what the node evaluates. (The
+        // target list is NIL under a projection: its Vars come from the
+        // path's target.)
+        let mut vars = std::ptr::null_mut();
+        for e in
+            [tlist.cast::<pg_sys::Node>(), (*(*best_path).path.pathtarget).exprs.cast(), matching.cast(), other_quals.cast(), key.cast()]
+        {
+            vars = pg_sys::list_concat(vars, pg_sys::pull_var_clause(e, 0));
+        }
+        let scan_tlist = pg_sys::add_to_flat_tlist(std::ptr::null_mut(), vars);
+        let outer_plan = list::ptrs::<pg_sys::Plan>(custom_plans)[0];
+        let outer_tlist = list::ptrs::<pg_sys::TargetEntry>((*outer_plan).targetlist);
+        let inner_relid = (*innerrel).relid as i32;
+        let colmap: Vec<i32> = list::ptrs::<pg_sys::TargetEntry>(scan_tlist)
+            .into_iter()
+            .map(|te| {
+                let var = (*te).expr.cast::<pg_sys::Var>();
+                if (*var).varno == inner_relid {
+                    -((*var).varattno as i32)
+                } else {
+                    outer_tlist
+                        .iter()
+                        .find(|o| pg_sys::equal((*(**o)).expr.cast(), var.cast()))
+                        .map(|o| (**o).resno as i32)
+                        .unwrap_or_else(|| pgrx::error!("gpuindex: GpuIndexJoin: a column of the join is not in its outer plan"))
+                }
+            })
+            .collect();
+        let heap = (**(*_root).simple_rte_array.add(inner_relid as usize)).relid;
+
+        let cscan = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()).cast::<pg_sys::CustomScan>();
+        (*cscan).scan.plan.type_ = NodeTag::T_CustomScan;
+        (*cscan).scan.plan.targetlist = tlist;
+        (*cscan).scan.plan.qual = other_quals;
+        (*cscan).scan.scanrelid = 0;
+        (*cscan).flags = (*best_path).flags;
+        (*cscan).custom_plans = custom_plans;
+        (*cscan).custom_exprs = list::of_ptrs::<std::ffi::c_void>(&[key.cast(), matching.cast(), probe_clause.cast()]);
+        (*cscan).custom_private =
+            list::of_ptrs(&[list::of_oids(&[heap, (*index).indexoid]), list::of_ints(&[jointype as i32, ints[1]]), list::of_ints(&colmap)]);
+        (*cscan).custom_scan_tlist = scan_tlist;
+        (*cscan).methods = &raw const SCAN_METHODS;
+        debug_assert!(is_a(cscan, NodeTag::T_CustomScan));
+        cscan.cast()
+    }
+}

@@ -1,0 +1,234 @@
+//! The batched index join (GpuIndexJoin) against a live server: every
+//! query returns through it exactly what the planner's own joins return
+//! (`check_join`: on the CPU, on the GPU where the server has one, and in
+//! chunks of 7 outer rows), for every access method's join operators on
+//! the tests' mix and the real-shaped sets, through inserts, deletes and
+//! VACUUM; for the query shapes a user writes (projections, extra join and
+//! inner quals, outer filters, left, semi and anti joins, NULL and
+//! duplicate keys, empty outer sides, three-way joins, subqueries, cross-type
+//! keys, float zeros and NaN); under rescans, cursors and generic plans;
+//! and with row-level security, whose policies run before any join qual.
+
+use gpuindex_engine::rng::SplitMix64;
+use gpuindex_tests::runners;
+use gpuindex_tests::{check_join, connect, explain, gpu_missing_but_required, server_has_gpu};
+use postgres::Client;
+
+const DB: &str = "gpuindex_it_join";
+
+#[test]
+fn every_access_method_joins_as_the_planner_does() {
+    let mut c = connect(DB);
+    for (i, case) in runners::cases().into_iter().enumerate() {
+        let table = format!("jam_{}", case.am);
+        let mut rng = SplitMix64::new(40 + i as u64);
+        runners::load(&mut c, &case, &table, &mut rng, 4_000);
+        let rows = runners::join_differential(&mut c, &case, &table, &mut rng, 300);
+        assert!(rows > 0, "{}: the join matched nothing", case.am);
+        runners::change(&mut c, &case, &table, &mut rng, 10_000, 1_500);
+        runners::join_differential(&mut c, &case, &table, &mut rng, 300);
+        c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
+    }
+}
+
+#[test]
+fn real_shaped_sets_join_as_the_planner_does() {
+    let mut c = connect(DB);
+    for (i, case) in runners::real_shaped_cases().into_iter().enumerate() {
+        let table = format!("jrs_{}_{}", case.am, case.data.name());
+        let mut rng = SplitMix64::new(70 + i as u64);
+        runners::load(&mut c, &case, &table, &mut rng, 6_000);
+        let rows = runners::join_differential(&mut c, &case, &table, &mut rng, 400);
+        assert!(rows > 0, "{} on {}: the join matched nothing", case.am, case.data.name());
+        c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
+    }
+}
+
+/// o: outer rows with duplicate, NULL and unmatched keys; i: inner rows
+/// with every key twice, a NULL key, extremes; float keys with both zeros
+/// and NaN; a third table for three-way joins.
+fn shapes_tables(c: &mut Client) {
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS o, i, x, e;
+         CREATE TABLE o AS SELECT g AS id, CASE WHEN g % 997 = 0 THEN NULL ELSE (g * 7) % 6000 END::int8 AS k,
+             ((g * 7) % 6000)::int4 AS k4, g % 10 AS grp,
+             (ARRAY[0.0, -0.0, 'NaN', 1.5, 2.25, '-Infinity'])[1 + g % 6]::float8 AS f
+           FROM generate_series(1, 3000) g;
+         CREATE TABLE i AS SELECT g AS id, (g % 5000)::int8 AS k, g * 2 AS v, md5(g::text) AS payload,
+             (ARRAY[0.0, -0.0, 'NaN', 1.5, 3.0, '-Infinity', 'Infinity'])[1 + g % 7]::float8 AS f
+           FROM generate_series(1, 10000) g;
+         INSERT INTO i VALUES (0, NULL, 0, 'null', NULL), (-1, 9223372036854775807, 1, 'max', 0.0),
+             (-2, -9223372036854775808, 2, 'min', 0.0);
+         CREATE INDEX i_k ON i USING gpu_btree (k);
+         CREATE INDEX i_f ON i USING gpu_btree (f);
+         CREATE TABLE x AS SELECT g AS id, g % 40 AS tag FROM generate_series(1, 10000) g;
+         CREATE TABLE e (id int, k int8);
+         ANALYZE o; ANALYZE i; ANALYZE x; ANALYZE e;",
+    )
+    .unwrap();
+}
+
+#[test]
+fn query_shapes_equal_the_planners() {
+    let mut c = connect(DB);
+    shapes_tables(&mut c);
+    let shapes = [
+        // Plain, both ways round, everything projected.
+        "SELECT * FROM o JOIN i ON i.k = o.k",
+        "SELECT o.id, i.id FROM i JOIN o ON o.k = i.k",
+        // Projections, an extra join clause, inner and outer filters.
+        "SELECT i.v + o.grp, upper(i.payload), o.k FROM o JOIN i ON i.k = o.k AND i.v > o.id WHERE i.v % 3 = 0 AND o.grp < 7",
+        // Cross-type keys (int4 outer, int8 index) and float zeros, NaN, infinities.
+        "SELECT o.id, i.id FROM o JOIN i ON i.k = o.k4",
+        "SELECT o.id, i.id FROM o JOIN i ON i.f = o.f",
+        // Outer joins, with join clauses and WHERE clauses on the nullable side.
+        "SELECT o.id, i.id FROM o LEFT JOIN i ON i.k = o.k",
+        "SELECT o.id, i.id, i.v FROM o LEFT JOIN i ON i.k = o.k AND i.v % 4 = 0 WHERE i.id IS NULL OR i.v < 5000",
+        "SELECT o.id FROM o WHERE EXISTS (SELECT 1 FROM i WHERE i.k = o.k AND i.v > o.id * 3)",
+        "SELECT o.id FROM o WHERE NOT EXISTS (SELECT 1 FROM i WHERE i.k = o.k AND i.v % 5 = 0)",
+        // Aggregates over the join, an empty outer side.
+        "SELECT count(*), sum(i.v), min(o.id) FROM o JOIN i ON i.k = o.k",
+        "SELECT e.id, i.id FROM e JOIN i ON i.k = e.k",
+        "SELECT e.id, i.id FROM e LEFT JOIN i ON i.k = e.k",
+        // Three-way joins; subqueries and joins as the outer side.
+        "SELECT o.id, i.id, x.tag FROM o JOIN x ON x.id = o.id JOIN i ON i.k = o.k + x.tag",
+        "SELECT s.k, s.n, i.id FROM (SELECT k, count(*) AS n FROM o GROUP BY k) s JOIN i ON i.k = s.k",
+        "SELECT a.id, b.id FROM i a JOIN i b ON b.k = a.k WHERE a.id < 2000",
+        "SELECT g, i.id FROM generate_series(-5, 7000, 3) g JOIN i ON i.k = g::int8",
+    ];
+    for sql in shapes {
+        check_join(&mut c, sql);
+    }
+}
+
+#[test]
+fn rescans_cursors_and_generic_plans() {
+    let mut c = connect(DB);
+    shapes_tables(&mut c);
+    // A SubPlan rescanned with a new parameter, in the outer side and in a join clause.
+    check_join(&mut c, "SELECT g, (SELECT count(*) FROM o JOIN i ON i.k = o.k WHERE o.grp = g) FROM generate_series(0, 11) g");
+    check_join(
+        &mut c,
+        "SELECT g, (SELECT sum(i.v) FROM o JOIN i ON i.k = o.k AND i.v > g * 1000 WHERE o.grp = 3) FROM generate_series(0, 9) g",
+    );
+    // A scroll cursor: all rows forward, then all backward.
+    let sql = "SELECT o.id, i.id AS iid FROM o JOIN i ON i.k = o.k";
+    c.batch_execute("SET gpuindex.enable_join = off").unwrap();
+    let mut want: Vec<(i32, i32)> = c.query(sql, &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+    want.sort_unstable();
+    c.batch_execute("SET gpuindex.enable_join = on; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off")
+        .unwrap();
+    let mut tx = c.transaction().unwrap();
+    tx.batch_execute(&format!("SET LOCAL gpuindex.join_chunk = 100; DECLARE cur SCROLL CURSOR FOR {sql}")).unwrap();
+    let forward: Vec<(i32, i32)> = tx.query("FETCH ALL FROM cur", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+    let mut backward: Vec<(i32, i32)> =
+        tx.query("FETCH BACKWARD ALL FROM cur", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+    backward.reverse();
+    assert_eq!(forward, backward, "a scroll cursor read backward");
+    let mut got = forward;
+    got.sort_unstable();
+    assert_eq!(got, want, "a cursor over the join");
+    tx.commit().unwrap();
+    // A generic plan, cached and run with other parameters.
+    c.batch_execute(
+        "SET plan_cache_mode = force_generic_plan;
+         PREPARE jq(int, int8) AS SELECT o.id, i.id FROM o JOIN i ON i.k = o.k WHERE o.grp = $1 AND i.v > $2",
+    )
+    .unwrap();
+    let plan: Vec<String> = c.query("EXPLAIN EXECUTE jq(1, 0)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(plan.iter().any(|l| l.contains("GpuIndexJoin")), "generic plan: {plan:?}");
+    for (g, v) in [(1, 0i64), (4, 5000), (9, 100_000)] {
+        let mut got: Vec<(i32, i32)> =
+            c.query(&format!("EXECUTE jq({g}, {v})"), &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+        got.sort_unstable();
+        let mut want: Vec<(i32, i32)> = c
+            .query(&format!("SELECT o.id, i.id FROM o JOIN i ON i.k = o.k WHERE o.grp = {g} AND i.v > {v}"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        want.sort_unstable();
+        assert_eq!(got, want, "generic plan with ({g}, {v})");
+    }
+    c.batch_execute("DEALLOCATE jq; RESET plan_cache_mode").unwrap();
+}
+
+#[test]
+fn row_level_security_applies_before_join_quals() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS ro, ri, seen;
+         DROP FUNCTION IF EXISTS peek(int);
+         DO $$ BEGIN
+           IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'gpuindex_join_reader') THEN
+             DROP OWNED BY gpuindex_join_reader; DROP ROLE gpuindex_join_reader;
+           END IF;
+         END $$;
+         CREATE ROLE gpuindex_join_reader;
+         CREATE TABLE ro AS SELECT g AS id, (g % 500)::int8 AS k FROM generate_series(1, 2000) g;
+         CREATE TABLE ri AS SELECT g AS id, (g % 700)::int8 AS k, g % 3 AS secret FROM generate_series(1, 5000) g;
+         CREATE INDEX ri_k ON ri USING gpu_btree (k);
+         ALTER TABLE ri ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY visible ON ri FOR SELECT USING (secret = 0);
+         CREATE TABLE seen (secret int);
+         -- Not leakproof, and cheap: the planner would run it first if it could.
+         CREATE FUNCTION peek(int) RETURNS bool LANGUAGE sql VOLATILE COST 0.0001
+           AS 'INSERT INTO seen VALUES ($1) RETURNING true';
+         GRANT SELECT ON ro, ri TO gpuindex_join_reader; GRANT INSERT, SELECT ON seen TO gpuindex_join_reader;
+         ANALYZE ro; ANALYZE ri;",
+    )
+    .unwrap();
+    c.batch_execute("SET ROLE gpuindex_join_reader").unwrap();
+    let n = check_join(&mut c, "SELECT ro.id, ri.id, ri.secret FROM ro JOIN ri ON ri.k = ro.k");
+    assert!(n > 0);
+    c.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off").unwrap();
+    let hidden: i64 = c
+        .query_one("SELECT count(*) FROM (SELECT ro.id, ri.secret FROM ro JOIN ri ON ri.k = ro.k) x WHERE secret <> 0", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(hidden, 0, "rows the policy hides came out of the join");
+    let sql = "SELECT ro.id, ri.id FROM ro JOIN ri ON ri.k = ro.k AND peek(ri.secret)";
+    assert!(explain(&mut c, sql).contains("GpuIndexJoin"));
+    c.batch_execute(&format!("SELECT count(*) FROM ({sql}) x")).unwrap();
+    let r = c.query_one("SELECT count(*), count(*) FILTER (WHERE secret <> 0) FROM seen", &[]).unwrap();
+    let (calls, leaked): (i64, i64) = (r.get(0), r.get(1));
+    assert!(calls > 0, "the join filter never ran");
+    assert_eq!(leaked, 0, "a join filter saw rows the policy hides");
+    c.batch_execute("RESET ROLE; RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
+}
+
+#[test]
+fn explain_analyze_shows_chunks_probes_and_the_device() {
+    let mut c = connect(DB);
+    shapes_tables(&mut c);
+    c.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off; SET gpuindex.join_chunk = 1000")
+        .unwrap();
+    if gpu_missing_but_required(&mut c) {
+        panic!("GPUINDEX_REQUIRE_GPU=1 but the server finds no GPU");
+    }
+    let gpu = server_has_gpu(&mut c);
+    if gpu {
+        c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
+    }
+    let plan: Vec<String> = c
+        .query("EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) SELECT o.id, i.id FROM o JOIN i ON i.k = o.k", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let value = |label: &str| -> i64 {
+        let line = plan.iter().find(|l| l.trim_start().starts_with(&format!("{label}:"))).unwrap_or_else(|| panic!("no {label}: {plan:?}"));
+        line.split(':').nth(1).unwrap().trim().parse().unwrap()
+    };
+    assert!(plan[0].contains("Custom Scan (GpuIndexJoin)"), "{plan:?}");
+    for label in ["Join Type: Inner", "Index: i_k (gpu_btree)", "Probe: (o.k = i.k)", "Device: auto"] {
+        assert!(plan.iter().any(|l| l.trim() == label), "no '{label}': {plan:?}");
+    }
+    assert_eq!(value("Chunks"), 3, "3,000 outer rows in chunks of 1,000");
+    assert_eq!(value("Probes"), 2997, "every non-NULL key");
+    let rows: i64 = c.query_one("SELECT count(*) FROM o JOIN i ON i.k = o.k", &[]).unwrap().get(0);
+    assert_eq!(value("Index Matches"), rows);
+    assert_eq!(value("GPU Chunks"), if gpu { 3 } else { 0 }, "chunks the GPU ran");
+}
