@@ -74,7 +74,15 @@ pub fn submit<J: BatchJob>(what: &'static str, job: &J, queries: &[J::Query]) ->
 /// `executor::run`), recording it for `gpuindex_last_batch()`.
 pub fn run<T>(what: &'static str, size: usize, on_cpu: impl FnOnce() -> T, on_gpu: impl FnOnce(&Gpu) -> Result<T, GpuError>) -> T {
     ensure_cpu_pool();
-    let policy = if cuda_allowed_here() { guc::policy() } else { Policy::Cpu };
+    let policy = match guc::policy() {
+        _ if !cuda_allowed_here() => Policy::Cpu,
+        // A parallel worker lives for one query: a CUDA context, the
+        // kernels' compilation and the image's upload would cost it more
+        // than its share of a batch saves. `gpu` still means the GPU.
+        // SAFETY: a process-global set when a parallel worker starts.
+        Policy::Auto if unsafe { pg_sys::ParallelWorkerNumber } >= 0 => Policy::Cpu,
+        p => p,
+    };
     let opts = ExecOptions { policy, min_gpu_batch: guc::GPU_MIN_BATCH.get() as usize };
     let started = Instant::now();
     match executor::run(&opts, size, on_cpu, on_gpu) {

@@ -27,7 +27,7 @@ pub static SCAN_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(1024);
 /// The planner may offer the batched index join (`join`).
 pub static ENABLE_JOIN: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// Outer rows the batched index join sends to the index as one batch.
-pub static JOIN_CHUNK: GucSetting<i32> = GucSetting::<i32>::new(65_536);
+pub static JOIN_CHUNK: GucSetting<i32> = GucSetting::<i32>::new(262_144);
 /// Tests only: gpu_btree leaf splits stop after their first record, as a
 /// crash there would (the downlink is left for the next writer to add).
 pub static DEBUG_INTERRUPT_SPLITS: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -135,7 +135,8 @@ pub fn init() {
     GucRegistry::define_int_guc(
         c"gpuindex.join_chunk",
         c"Outer rows the batched index join probes the index with at once.",
-        c"Larger chunks make larger GPU batches and hold more outer rows and matches in memory.",
+        c"Larger chunks make larger GPU batches and read each inner heap page fewer times (once per chunk that \
+          matches rows on it), and hold more outer rows and matches in memory (about 100 bytes a row).",
         &JOIN_CHUNK,
         1,
         16_777_216,

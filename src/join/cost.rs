@@ -20,7 +20,8 @@ use super::path::Probe;
 use super::plan::{clauses, match_quals, split_quals};
 use pgrx::pg_sys;
 
-/// (startup, total) of the join of `outer_path` with `innerrel`.
+/// (startup, total) of the join of `outer_path` with `innerrel`, giving
+/// `rows` rows (a partial path's: its share of the join's).
 ///
 /// # Safety
 /// Planner structures of one planning call.
@@ -32,6 +33,7 @@ pub unsafe fn estimate(
     probe: &Probe,
     jointype: pg_sys::JoinType::Type,
     restrictlist: *mut pg_sys::List,
+    rows: f64,
 ) -> (f64, f64) {
     // SAFETY: the caller's contract; cost GUCs read in the backend.
     unsafe {
@@ -55,10 +57,9 @@ pub unsafe fn estimate(
 
         let (join_quals, other_quals) = split_quals(jointype, restrictlist, (*joinrel).relids);
         let mut matching = pg_sys::QualCost::default();
-        pg_sys::cost_qual_eval(&mut matching, match_quals(innerrel, &join_quals), root);
+        pg_sys::cost_qual_eval(&mut matching, match_quals(innerrel, &join_quals, probe.rinfo), root);
         let mut other = pg_sys::QualCost::default();
         pg_sys::cost_qual_eval(&mut other, clauses(&other_quals), root);
-        let rows = (*joinrel).rows;
         let target = &(*(*joinrel).reltarget).cost;
         let quals = matching.startup + matching.per_tuple * matches + other.startup + other.per_tuple * matches;
         let output = target.startup + rows * (cpu_tuple + target.per_tuple);

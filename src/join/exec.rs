@@ -81,7 +81,16 @@ struct State {
     /// Holds a copied outer row while it is taken apart.
     outer_slot: *mut pg_sys::TupleTableSlot,
     scan_slot: *mut pg_sys::TupleTableSlot,
+    /// Columns of the scan tuple.
+    natts: usize,
     key: *mut pg_sys::ExprState,
+    /// The key is the outer column `outer_cols[k]`: read, not evaluated.
+    key_col: Option<usize>,
+    /// Every outer column is passed by value: rows are read from the
+    /// child's slot without copying them.
+    outer_byval: bool,
+    /// EXPLAIN ANALYZE with timing: heap fetches are timed.
+    timed: bool,
     key_type: pg_sys::Oid,
     matching: *mut pg_sys::ExprState,
     jointype: pg_sys::JoinType::Type,
@@ -108,6 +117,8 @@ struct State {
     /// The TID in `heap_slot`, and whether a visible row was found there.
     fetched: Option<(Tid, bool)>,
     unmatched: usize,
+    /// Rows emitted since the per-row memory was last reset.
+    since_reset: u32,
     stats: Stats,
 }
 
@@ -137,6 +148,21 @@ fn searcher_name(index: pg_sys::Relation) -> &'static str {
         .unwrap_or_else(|| pgrx::error!("gpuindex: GpuIndexJoin: the index is no longer a gpuindex index"))
 }
 
+/// The scan column a key expression reads when it is just that column
+/// (after setrefs: a Var of INDEX_VAR) and the column comes from the outer
+/// side.
+unsafe fn outer_column(key: *mut pg_sys::Expr, colmap: &[i32]) -> Option<usize> {
+    // SAFETY: an expression node of the plan.
+    unsafe {
+        let e = super::path::strip_relabel(key);
+        if !is_a(e, NodeTag::T_Var) || (*e.cast::<pg_sys::Var>()).varno != pg_sys::INDEX_VAR {
+            return None;
+        }
+        let col = (*e.cast::<pg_sys::Var>()).varattno as usize - 1;
+        (colmap.get(col).copied().unwrap_or(0) > 0).then_some(col)
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, eflags: i32) {
     // SAFETY: the executor's node and state; the plan was made by plan.rs.
@@ -162,6 +188,10 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
                 inner_cols.push((col, (-m) as usize));
             }
         }
+        let scan_slot = (*node).ss.ss_ScanTupleSlot;
+        let key_col = outer_column(exprs[0], &p.colmap).and_then(|col| outer_cols.iter().position(|c| c.0 == col));
+        let outer_desc = pg_sys::ExecGetResultType(outer);
+        let outer_byval = outer_cols.iter().all(|&(_, att)| (*(*outer_desc).attrs.as_ptr().add(att - 1)).attbyval);
         let state = State {
             outer,
             heap,
@@ -170,8 +200,12 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             fetch: pg_sys::table_index_fetch_begin(heap),
             heap_slot,
             outer_slot,
-            scan_slot: (*node).ss.ss_ScanTupleSlot,
+            scan_slot,
+            natts: (*(*scan_slot).tts_tupleDescriptor).natts as usize,
             key: pg_sys::ExecInitExpr(exprs[0], parent),
+            key_col,
+            outer_byval,
+            timed: false,
             key_type: pg_sys::exprType(exprs[0].cast()),
             matching: pg_sys::ExecInitQual(exprs[1].cast(), parent),
             jointype: p.jointype,
@@ -197,6 +231,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             cursor: 0,
             fetched: None,
             unmatched: 0,
+            since_reset: 0,
             stats: Stats::default(),
         };
         // Dropped with the query's memory, on error too (EndCustomScan is
@@ -225,13 +260,14 @@ impl State {
     }
 
     /// Fills the scan tuple with outer row `row` and the fetched inner row
-    /// (or NULLs).
+    /// (or NULLs). Every column is written each time and the virtual slot
+    /// never owns memory, so it is stored in place (what ExecClearTuple
+    /// and ExecStoreVirtualTuple would do, without two calls a row).
     unsafe fn fill_scan(&self, row: usize, with_inner: bool) {
         // SAFETY: slots of this node; the scan slot has a column per
         // colmap entry; the heap slot is deformed up to `max_inner`.
         unsafe {
             let scan = self.scan_slot;
-            pg_sys::ExecClearTuple(scan);
             let (values, nulls) = ((*scan).tts_values, (*scan).tts_isnull);
             let n = self.outer_cols.len();
             for (k, &(col, _)) in self.outer_cols.iter().enumerate() {
@@ -247,7 +283,21 @@ impl State {
                     *nulls.add(col) = true;
                 }
             }
-            pg_sys::ExecStoreVirtualTuple(scan);
+            (*scan).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
+            (*scan).tts_nvalid = self.natts as i16;
+        }
+    }
+
+    /// ResetExprContext, once every 64 rows: the quals and the projection
+    /// allocate there, and a returned row need only last until the next
+    /// call, so resetting less often only holds a few rows' garbage
+    /// longer, for one call in 64 instead of one a row.
+    unsafe fn reset_row_memory(&mut self, econtext: *mut pg_sys::ExprContext) {
+        self.since_reset += 1;
+        if self.since_reset >= 64 {
+            self.since_reset = 0;
+            // SAFETY: the node's expression context.
+            unsafe { pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory) };
         }
     }
 
@@ -270,22 +320,35 @@ impl State {
                     break;
                 }
                 let caller = pg_sys::CurrentMemoryContext;
-                pg_sys::CurrentMemoryContext = self.chunk_cxt;
-                let copy = pg_sys::ExecCopySlotMinimalTuple(slot);
-                pg_sys::CurrentMemoryContext = caller;
-                pg_sys::ExecStoreMinimalTuple(copy, self.outer_slot, false);
-                pg_sys::slot_getsomeattrs(self.outer_slot, max_outer);
+                // By-reference values must outlive the child's slot: a copy
+                // of the row in the chunk's memory holds them.
+                let from = if self.outer_byval {
+                    slot
+                } else {
+                    pg_sys::CurrentMemoryContext = self.chunk_cxt;
+                    let copy = pg_sys::ExecCopySlotMinimalTuple(slot);
+                    pg_sys::CurrentMemoryContext = caller;
+                    pg_sys::ExecStoreMinimalTuple(copy, self.outer_slot, false)
+                };
+                pg_sys::slot_getsomeattrs(from, max_outer);
                 for &(_, att) in &self.outer_cols {
-                    self.values.push(*(*self.outer_slot).tts_values.add(att - 1));
-                    self.nulls.push(*(*self.outer_slot).tts_isnull.add(att - 1));
+                    self.values.push(*(*from).tts_values.add(att - 1));
+                    self.nulls.push(*(*from).tts_isnull.add(att - 1));
                 }
-                self.fill_scan(self.rows, false);
-                (*econtext).ecxt_scantuple = self.scan_slot;
-                // A computed query (not a column) is allocated with the chunk.
-                pg_sys::CurrentMemoryContext = self.chunk_cxt;
-                let mut isnull = false;
-                let key = pg_sys::ExecEvalExpr(self.key, econtext, &mut isnull);
-                pg_sys::CurrentMemoryContext = caller;
+                let n = self.outer_cols.len();
+                let (key, isnull) = match self.key_col {
+                    Some(k) => (self.values[self.rows * n + k], self.nulls[self.rows * n + k]),
+                    None => {
+                        self.fill_scan(self.rows, false);
+                        (*econtext).ecxt_scantuple = self.scan_slot;
+                        // A computed query is allocated with the chunk.
+                        pg_sys::CurrentMemoryContext = self.chunk_cxt;
+                        let mut isnull = false;
+                        let key = pg_sys::ExecEvalExpr(self.key, econtext, &mut isnull);
+                        pg_sys::CurrentMemoryContext = caller;
+                        (key, isnull)
+                    }
+                };
                 // A NULL query matches nothing (the operators are strict).
                 if !isnull {
                     keys.push((self.rows as i64, key));
@@ -332,7 +395,7 @@ impl State {
                 return found;
             }
         }
-        let started = Instant::now();
+        let started = self.timed.then(Instant::now);
         // SAFETY: the index fetch of this node's table, the query's snapshot.
         let found = unsafe {
             let mut ip = tid_to(tid);
@@ -344,7 +407,9 @@ impl State {
             found
         };
         self.stats.fetches += 1;
-        self.stats.heap_time += started.elapsed();
+        if let Some(t) = started {
+            self.stats.heap_time += t.elapsed();
+        }
         self.fetched = Some((tid, found));
         found
     }
@@ -377,6 +442,9 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                     if st.outer_done {
                         return std::ptr::null_mut();
                     }
+                    // (The instrumentation is set up after BeginCustomScan.)
+                    let instrument = (*node).ss.ps.instrument;
+                    st.timed = !instrument.is_null() && (*instrument).need_timer;
                     pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
                     let keys = st.load(econtext);
                     if st.rows == 0 {
@@ -399,9 +467,9 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                         continue;
                     }
                     st.fill_scan(row, true);
-                    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                    st.reset_row_memory(econtext);
                     (*econtext).ecxt_scantuple = st.scan_slot;
-                    if !pg_sys::ExecQual(st.matching, econtext) {
+                    if !st.matching.is_null() && !pg_sys::ExecQual(st.matching, econtext) {
                         st.stats.removed_by_join_filter += 1;
                         continue;
                     }
@@ -409,7 +477,7 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                     if st.jointype == pg_sys::JoinType::JOIN_ANTI {
                         continue;
                     }
-                    if !pg_sys::ExecQual(qual, econtext) {
+                    if !qual.is_null() && !pg_sys::ExecQual(qual, econtext) {
                         filtered(node);
                         continue;
                     }
@@ -422,9 +490,9 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                     };
                     st.unmatched = row + 1;
                     st.fill_scan(row, false);
-                    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                    st.reset_row_memory(econtext);
                     (*econtext).ecxt_scantuple = st.scan_slot;
-                    if !pg_sys::ExecQual(qual, econtext) {
+                    if !qual.is_null() && !pg_sys::ExecQual(qual, econtext) {
                         filtered(node);
                         continue;
                     }
@@ -532,6 +600,11 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
         text(es, c"Device", crate::guc::device_name());
         if (*es).analyze {
             let s = &st.stats;
+            // Each process counts its own; workers' counts do not come
+            // back to the leader with a custom node's instrumentation.
+            if !(*node).ss.ps.worker_instrument.is_null() {
+                text(es, c"Counts", "the leader's share only (parallel workers' are not shown)");
+            }
             integer(es, c"Chunks", s.chunks);
             integer(es, c"GPU Chunks", s.gpu_chunks);
             integer(es, c"Probes", s.probes);

@@ -118,26 +118,66 @@ unsafe fn offer(
         if !vars_supported(joinrel, innerrel, outer_path, &clauses) {
             return;
         }
-        let (startup, total) = cost::estimate(root, joinrel, outer_path, innerrel, &probe, jointype, restrictlist);
+        let private = plan::PathPrivate { restrictlist, probe: &probe, jointype, innerrel };
+        let serial = new_path(root, joinrel, outer_path, innerrel, &private, (*joinrel).rows);
+        (*serial).path.parallel_safe = (*joinrel).consider_parallel && (*outer_path).parallel_safe;
+        pg_sys::add_path(joinrel, serial.cast());
+        // Under a Gather, each participant joins its share of a partial
+        // outer path (the inner side is probed whole by each).
+        let partial = list::ptrs::<pg_sys::Path>((*outerrel).partial_pathlist).first().copied();
+        if let Some(outer) = partial {
+            if (*joinrel).consider_parallel && (*innerrel).consider_parallel && (*outer).param_info.is_null() {
+                let rows = ((*joinrel).rows / parallel_divisor((*outer).parallel_workers)).max(1.0).round();
+                let path = new_path(root, joinrel, outer, innerrel, &private, rows);
+                (*path).path.parallel_safe = true;
+                (*path).path.parallel_workers = (*outer).parallel_workers;
+                pg_sys::add_partial_path(joinrel, path.cast());
+            }
+        }
+    }
+}
+
+/// The share of a parallel plan's rows one participant handles
+/// (costsize.c's get_parallel_divisor).
+fn parallel_divisor(workers: i32) -> f64 {
+    let mut divisor = workers as f64;
+    // SAFETY: a planner GUC.
+    if unsafe { pg_sys::parallel_leader_participation } {
+        let leader = 1.0 - 0.3 * workers as f64;
+        if leader > 0.0 {
+            divisor += leader;
+        }
+    }
+    divisor
+}
+
+/// A GpuIndexJoin path over `outer_path` returning `rows` rows.
+unsafe fn new_path(
+    root: *mut pg_sys::PlannerInfo,
+    joinrel: *mut pg_sys::RelOptInfo,
+    outer_path: *mut pg_sys::Path,
+    innerrel: *mut pg_sys::RelOptInfo,
+    private: &plan::PathPrivate,
+    rows: f64,
+) -> *mut pg_sys::CustomPath {
+    // SAFETY: planner structures of this planning call.
+    unsafe {
+        let (startup, total) =
+            cost::estimate(root, joinrel, outer_path, innerrel, private.probe, private.jointype, private.restrictlist, rows);
         let path = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
         let p = &mut (*path).path;
         p.type_ = NodeTag::T_CustomPath;
         p.pathtype = NodeTag::T_CustomScan;
         p.parent = joinrel;
         p.pathtarget = (*joinrel).reltarget;
-        p.param_info = std::ptr::null_mut();
-        p.parallel_aware = false;
-        p.parallel_safe = false;
-        p.parallel_workers = 0;
-        p.rows = (*joinrel).rows;
+        p.rows = rows;
         p.startup_cost = startup;
         p.total_cost = total;
-        p.pathkeys = std::ptr::null_mut();
         (*path).flags = pg_sys::CUSTOMPATH_SUPPORT_PROJECTION;
         (*path).custom_paths = list::of_ptrs(&[outer_path]);
-        (*path).custom_private = plan::PathPrivate { restrictlist, probe: &probe, jointype, innerrel }.to_list();
+        (*path).custom_private = private.to_list();
         (*path).methods = &raw const PATH_METHODS;
-        pg_sys::add_path(joinrel, path.cast());
+        path
     }
 }
 

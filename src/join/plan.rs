@@ -5,10 +5,12 @@
 //!
 //! - `custom_exprs`: [the probe's outer side (one query per outer row),
 //!   the match quals (as a List), the probe clause (for EXPLAIN)];
-//! - match quals: the inner table's own quals (its row-level security
-//!   policies first, as the planner ordered them) then the join clauses,
-//!   the probe clause among them (an exact recheck of every match); a
-//!   row pair that passes them is a match, for left, semi and anti joins;
+//! - match quals: the inner table's own quals and the join clauses but
+//!   the probe clause, by security level (row-level security policies
+//!   first); a row pair that passes them is a match, for left, semi and
+//!   anti joins. The probe clause is not rechecked: every access method's
+//!   batch answers it exactly (as its index scans do, without recheck),
+//!   which the differential tests hold it to;
 //! - `plan.qual`: clauses pushed down to a left or anti join from WHERE,
 //!   which filter joined rows;
 //! - `custom_private`: [OIDs (inner table, index), (join type, strategy),
@@ -95,7 +97,8 @@ pub unsafe fn split_quals(
     }
 }
 
-/// The match quals: the inner table's own quals and the join quals, in
+/// The match quals: the inner table's own quals and the join quals but
+/// the probe clause, in
 /// order of security level (row-level security policies before any qual
 /// a user wrote, so no user function sees a row the policies hide; as
 /// order_qual_clauses does, but without moving leakproof quals ahead),
@@ -103,11 +106,15 @@ pub unsafe fn split_quals(
 ///
 /// # Safety
 /// Planner structures.
-pub unsafe fn match_quals(innerrel: *mut pg_sys::RelOptInfo, join_quals: &[*mut pg_sys::RestrictInfo]) -> *mut pg_sys::List {
+pub unsafe fn match_quals(
+    innerrel: *mut pg_sys::RelOptInfo,
+    join_quals: &[*mut pg_sys::RestrictInfo],
+    probe: *mut pg_sys::RestrictInfo,
+) -> *mut pg_sys::List {
     // SAFETY: the caller's contract.
     unsafe {
         let mut quals = list::ptrs::<pg_sys::RestrictInfo>((*innerrel).baserestrictinfo);
-        quals.extend_from_slice(join_quals);
+        quals.extend(join_quals.iter().filter(|&&r| r != probe));
         quals.sort_by_key(|&r| (*r).security_level);
         clauses(&quals)
     }
@@ -147,7 +154,7 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         let ints = list::ints(items[5].cast());
         let jointype = ints[0] as pg_sys::JoinType::Type;
         let (join_quals, other_quals) = split_quals(jointype, restrictlist, (*rel).relids);
-        let matching = copy(match_quals(innerrel, &join_quals));
+        let matching = copy(match_quals(innerrel, &join_quals, rinfo));
         let other_quals = copy(clauses(&other_quals));
         let key = copy(key);
         let probe_clause = copy((*rinfo).clause);
@@ -156,9 +163,13 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         // target list is NIL under a projection: its Vars come from the
         // path's target.)
         let mut vars = std::ptr::null_mut();
-        for e in
-            [tlist.cast::<pg_sys::Node>(), (*(*best_path).path.pathtarget).exprs.cast(), matching.cast(), other_quals.cast(), key.cast()]
-        {
+        for e in [
+            tlist.cast::<pg_sys::Node>(),
+            (*(*best_path).path.pathtarget).exprs.cast(),
+            matching.cast(),
+            other_quals.cast(),
+            probe_clause.cast(),
+        ] {
             vars = pg_sys::list_concat(vars, pg_sys::pull_var_clause(e, 0));
         }
         let scan_tlist = pg_sys::add_to_flat_tlist(std::ptr::null_mut(), vars);

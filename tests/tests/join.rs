@@ -232,3 +232,36 @@ fn explain_analyze_shows_chunks_probes_and_the_device() {
     assert_eq!(value("Index Matches"), rows);
     assert_eq!(value("GPU Chunks"), if gpu { 3 } else { 0 }, "chunks the GPU ran");
 }
+
+#[test]
+fn parallel_workers_join_their_share() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS po, pi;
+         CREATE TABLE po AS SELECT g AS id, (g * 13 % 90000)::int8 AS k FROM generate_series(1, 200000) g;
+         CREATE TABLE pi AS SELECT g AS id, (g % 60000)::int8 AS k, g % 7 AS v FROM generate_series(1, 120000) g;
+         CREATE INDEX pi_k ON pi USING gpu_btree (k);
+         ANALYZE po; ANALYZE pi;",
+    )
+    .unwrap();
+    let sql = "SELECT po.id, pi.id FROM po JOIN pi ON pi.k = po.k WHERE pi.v <> 3";
+    // Partial outer paths: each participant joins its share.
+    c.batch_execute(
+        "SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
+         SET max_parallel_workers_per_gather = 2",
+    )
+    .unwrap();
+    c.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off").unwrap();
+    let plan = explain(&mut c, sql);
+    assert!(plan.contains("Gather") && plan.contains("GpuIndexJoin") && plan.contains("Parallel Seq Scan on po"), "{plan}");
+    check_join(&mut c, sql);
+    // The whole join in a worker: the plan is serialized and read back there.
+    c.batch_execute("SET max_parallel_workers_per_gather = 0; SET force_parallel_mode = on").unwrap();
+    check_join(&mut c, sql);
+    c.batch_execute(
+        "RESET force_parallel_mode; RESET max_parallel_workers_per_gather; RESET parallel_setup_cost;
+         RESET parallel_tuple_cost; RESET min_parallel_table_scan_size",
+    )
+    .unwrap();
+}

@@ -12,6 +12,7 @@ use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
 use crate::am::common::{Access, OpenIndex};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use rayon::slice::ParallelSliceMut;
 
 impl BatchSearch for super::GpuBtree {
     const NAME: &'static str = "gpu_btree";
@@ -55,7 +56,8 @@ fn check_key_type(index: pg_sys::Relation, query_type: pg_sys::Oid) {
 /// in heap order (the visibility checks read each heap page once, and a
 /// join back by ctid reads the heap sequentially).
 fn probe_visible(open: &OpenIndex, mut wanted: Vec<(u64, i64)>, what: &'static str) -> Vec<(i64, pg_sys::ItemPointerData)> {
-    wanted.sort_unstable();
+    crate::batch::ensure_cpu_pool();
+    wanted.par_sort_unstable();
     let mut codes: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     codes.dedup();
     let tree = Tree::new(open.index);
