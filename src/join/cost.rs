@@ -11,7 +11,10 @@
 //!   one chunk, between a random and a sequential read as the share of the
 //!   table a chunk reads grows; plus a tuple per match;
 //! - the match quals on every match, the other quals and the output on
-//!   every row out.
+//!   every row out;
+//! - for a LATERAL top-k subquery, the matches are the k candidates of
+//!   each outer row, each also paying the subquery's quals and select list
+//!   (candidates the quals reject make the node ask again: not priced).
 //!
 //! No row comes out before the first chunk is probed and fetched, so the
 //! startup cost holds the first chunk's share.
@@ -41,15 +44,33 @@ pub unsafe fn estimate(
         let chunk = crate::guc::JOIN_CHUNK.get().max(1) as f64;
         let outer_rows = (*outer_path).rows.max(1.0);
         let chunks = (outer_rows / chunk).ceil();
-        let tuples = (*innerrel).tuples.max(1.0);
-        let pages = ((*innerrel).pages as f64).max(1.0);
-        let selectivity = pg_sys::clause_selectivity(root, probe.rinfo.cast(), 0, pg_sys::JoinType::JOIN_INNER, std::ptr::null_mut());
-        let matches = (outer_rows * tuples * selectivity).max(0.0);
+        // The table the index is on: the inner one, or the subquery's.
+        let table = probe.top.as_ref().map_or(innerrel, |t| t.table);
+        let tuples = (*table).tuples.max(1.0);
+        let pages = ((*table).pages as f64).max(1.0);
+        let (matches, per_candidate) = match &probe.top {
+            None => {
+                let selectivity =
+                    pg_sys::clause_selectivity(root, probe.rinfo.cast(), 0, pg_sys::JoinType::JOIN_INNER, std::ptr::null_mut());
+                ((outer_rows * tuples * selectivity).max(0.0), 0.0)
+            }
+            Some(t) => {
+                let mut sub = pg_sys::QualCost::default();
+                pg_sys::cost_qual_eval(&mut sub, t.quals, root);
+                let mut select = pg_sys::QualCost::default();
+                for te in super::list::ptrs::<pg_sys::TargetEntry>(t.tlist) {
+                    let mut c = pg_sys::QualCost::default();
+                    pg_sys::cost_qual_eval_node(&mut c, (*te).expr.cast(), root);
+                    select.per_tuple += c.per_tuple;
+                }
+                (outer_rows * (t.k as f64).min(tuples), sub.per_tuple + select.per_tuple)
+            }
+        };
 
         let batch = outer_rows * ((*probe.index).tuples.max(2.0).log2() + 1.0) * cpu_operator + matches * cpu_operator;
 
         let (mut random, mut seq) = (0.0, 0.0);
-        pg_sys::get_tablespace_page_costs((*innerrel).reltablespace, &mut random, &mut seq);
+        pg_sys::get_tablespace_page_costs((*table).reltablespace, &mut random, &mut seq);
         let fetched = |tuples: f64| pg_sys::index_pages_fetched(tuples, pages as pg_sys::BlockNumber, (*probe.index).pages as f64, root);
         let chunk_pages = fetched(matches / chunks);
         let per_page = if chunk_pages >= 2.0 { random - (random - seq) * (chunk_pages / pages).min(1.0).sqrt() } else { random };
@@ -61,7 +82,7 @@ pub unsafe fn estimate(
         let mut other = pg_sys::QualCost::default();
         pg_sys::cost_qual_eval(&mut other, clauses(&other_quals), root);
         let target = &(*(*joinrel).reltarget).cost;
-        let quals = matching.startup + matching.per_tuple * matches + other.startup + other.per_tuple * matches;
+        let quals = (matching.per_tuple + other.per_tuple + per_candidate) * matches + matching.startup + other.startup;
         let output = target.startup + rows * (cpu_tuple + target.per_tuple);
 
         let (outer_startup, outer_total) = ((*outer_path).startup_cost, (*outer_path).total_cost);

@@ -60,66 +60,76 @@ enum Phase {
 }
 
 #[derive(Default)]
-struct Stats {
-    chunks: u64,
-    probes: u64,
-    matches: u64,
-    fetches: u64,
-    removed_by_join_filter: u64,
-    gpu_chunks: u64,
-    index_time: Duration,
-    heap_time: Duration,
+pub(super) struct Stats {
+    pub(super) chunks: u64,
+    pub(super) probes: u64,
+    pub(super) matches: u64,
+    pub(super) fetches: u64,
+    pub(super) removed_by_join_filter: u64,
+    pub(super) gpu_batches: u64,
+    pub(super) index_time: Duration,
+    pub(super) heap_time: Duration,
 }
 
-struct State {
-    outer: *mut pg_sys::PlanState,
-    heap: pg_sys::Relation,
-    index: pg_sys::Relation,
-    am: &'static str,
-    fetch: *mut pg_sys::IndexFetchTableData,
-    heap_slot: *mut pg_sys::TupleTableSlot,
+pub(super) struct State {
+    pub(super) outer: *mut pg_sys::PlanState,
+    pub(super) heap: pg_sys::Relation,
+    pub(super) index: pg_sys::Relation,
+    pub(super) am: &'static str,
+    pub(super) fetch: *mut pg_sys::IndexFetchTableData,
+    pub(super) heap_slot: *mut pg_sys::TupleTableSlot,
     /// Holds a copied outer row while it is taken apart.
-    outer_slot: *mut pg_sys::TupleTableSlot,
-    scan_slot: *mut pg_sys::TupleTableSlot,
+    pub(super) outer_slot: *mut pg_sys::TupleTableSlot,
+    pub(super) scan_slot: *mut pg_sys::TupleTableSlot,
     /// Columns of the scan tuple.
-    natts: usize,
-    key: *mut pg_sys::ExprState,
-    /// The key is the outer column `outer_cols[k]`: read, not evaluated.
-    key_col: Option<usize>,
+    pub(super) natts: usize,
+    pub(super) key: *mut pg_sys::ExprState,
+    /// The key is the stored outer column `k`: read, not evaluated.
+    pub(super) key_col: Option<usize>,
     /// Every outer column is passed by value: rows are read from the
     /// child's slot without copying them.
-    outer_byval: bool,
+    pub(super) outer_byval: bool,
     /// EXPLAIN ANALYZE with timing: heap fetches are timed.
-    timed: bool,
-    key_type: pg_sys::Oid,
-    matching: *mut pg_sys::ExprState,
-    jointype: pg_sys::JoinType::Type,
-    strategy: u16,
-    /// (scan column, outer column) and (scan column, inner attribute).
-    outer_cols: Vec<(usize, usize)>,
-    inner_cols: Vec<(usize, usize)>,
-    max_inner: i32,
-    chunk_size: usize,
-    chunk_cxt: pg_sys::MemoryContext,
+    pub(super) timed: bool,
+    pub(super) key_type: pg_sys::Oid,
+    pub(super) matching: *mut pg_sys::ExprState,
+    pub(super) jointype: pg_sys::JoinType::Type,
+    pub(super) strategy: u16,
+    /// The outer columns kept for each row of a chunk (ascending).
+    pub(super) stored_atts: Vec<usize>,
+    /// (scan column, index in `stored_atts`) and (scan column, inner
+    /// attribute: of the table, or of the top-k subquery's output).
+    pub(super) outer_cols: Vec<(usize, usize)>,
+    pub(super) inner_cols: Vec<(usize, usize)>,
+    pub(super) max_inner: i32,
+    /// Where the inner columns are read: the heap slot, or the top-k
+    /// subquery's stored rows.
+    pub(super) inner_slot: *mut pg_sys::TupleTableSlot,
+    /// Attributes of each fetched row taken apart at once (for a top-k
+    /// subquery its expressions take them apart as they need).
+    pub(super) heap_deform: i32,
+    pub(super) top: Option<super::nearest::TopKState>,
+    pub(super) chunk_size: usize,
+    pub(super) chunk_cxt: pg_sys::MemoryContext,
 
     // The chunk.
     phase: Phase,
-    outer_done: bool,
-    rows: usize,
-    /// The rows' outer columns (`outer_cols` order), pointing into the
+    pub(super) outer_done: bool,
+    pub(super) rows: usize,
+    /// The rows' outer columns (`stored_atts` order), pointing into the
     /// rows copied into `chunk_cxt`.
-    values: Vec<pg_sys::Datum>,
-    nulls: Vec<bool>,
-    matched: Vec<bool>,
+    pub(super) values: Vec<pg_sys::Datum>,
+    pub(super) nulls: Vec<bool>,
+    pub(super) matched: Vec<bool>,
     /// (TID, row), in TID order.
-    matches: Vec<(Tid, u32)>,
-    cursor: usize,
+    pub(super) matches: Vec<(Tid, u32)>,
+    pub(super) cursor: usize,
     /// The TID in `heap_slot`, and whether a visible row was found there.
-    fetched: Option<(Tid, bool)>,
-    unmatched: usize,
+    pub(super) fetched: Option<(Tid, bool)>,
+    pub(super) unmatched: usize,
     /// Rows emitted since the per-row memory was last reset.
-    since_reset: u32,
-    stats: Stats,
+    pub(super) since_reset: u32,
+    pub(super) stats: Stats,
 }
 
 #[pg_guard]
@@ -180,18 +190,25 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         let heap_slot = pg_sys::table_slot_create(heap, table);
         let outer_slot = pg_sys::ExecAllocTableSlot(table, pg_sys::ExecGetResultType(outer), &pg_sys::TTSOpsMinimalTuple);
         let parent = node.cast::<pg_sys::PlanState>();
+        let top = p.top.as_ref().map(|t| super::nearest::TopKState::begin(t, estate, outer));
+        let mut stored_atts: Vec<usize> = p.colmap.iter().filter(|&&m| m > 0).map(|&m| m as usize).collect();
+        stored_atts.extend(top.iter().flat_map(|t| t.outer_atts()));
+        stored_atts.sort_unstable();
+        stored_atts.dedup();
+        let stored = |att: usize| stored_atts.binary_search(&att).expect("stored");
         let (mut outer_cols, mut inner_cols) = (Vec::new(), Vec::new());
         for (col, &m) in p.colmap.iter().enumerate() {
             if m > 0 {
-                outer_cols.push((col, m as usize));
+                outer_cols.push((col, stored(m as usize)));
             } else {
                 inner_cols.push((col, (-m) as usize));
             }
         }
         let scan_slot = (*node).ss.ss_ScanTupleSlot;
-        let key_col = outer_column(exprs[0], &p.colmap).and_then(|col| outer_cols.iter().position(|c| c.0 == col));
+        let key_col = outer_column(exprs[0], &p.colmap).map(|col| stored(p.colmap[col] as usize));
         let outer_desc = pg_sys::ExecGetResultType(outer);
-        let outer_byval = outer_cols.iter().all(|&(_, att)| (*(*outer_desc).attrs.as_ptr().add(att - 1)).attbyval);
+        let outer_byval = stored_atts.iter().all(|&att| (*(*outer_desc).attrs.as_ptr().add(att - 1)).attbyval);
+        let max_inner = inner_cols.iter().map(|c| c.1 as i32).max().unwrap_or(0);
         let state = State {
             outer,
             heap,
@@ -210,9 +227,13 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             matching: pg_sys::ExecInitQual(exprs[1].cast(), parent),
             jointype: p.jointype,
             strategy: p.strategy,
-            max_inner: inner_cols.iter().map(|c| c.1 as i32).max().unwrap_or(0),
+            max_inner,
+            inner_slot: top.as_ref().map_or(heap_slot, |t| t.mslot),
+            heap_deform: if top.is_some() { 0 } else { max_inner },
+            stored_atts,
             outer_cols,
             inner_cols,
+            top,
             chunk_size: crate::guc::JOIN_CHUNK.get().max(1) as usize,
             chunk_cxt: pg_sys::AllocSetContextCreateInternal(
                 pg_sys::CurrentMemoryContext,
@@ -269,12 +290,12 @@ impl State {
         unsafe {
             let scan = self.scan_slot;
             let (values, nulls) = ((*scan).tts_values, (*scan).tts_isnull);
-            let n = self.outer_cols.len();
-            for (k, &(col, _)) in self.outer_cols.iter().enumerate() {
+            let n = self.stored_atts.len();
+            for &(col, k) in &self.outer_cols {
                 *values.add(col) = self.values[row * n + k];
                 *nulls.add(col) = self.nulls[row * n + k];
             }
-            let h = self.heap_slot;
+            let h = self.inner_slot;
             for &(col, att) in &self.inner_cols {
                 if with_inner {
                     *values.add(col) = *(*h).tts_values.add(att - 1);
@@ -312,7 +333,7 @@ impl State {
             self.nulls.clear();
             self.matched.clear();
             let mut keys = Vec::new();
-            let max_outer = self.outer_cols.iter().map(|c| c.1 as i32).max().unwrap_or(0);
+            let max_outer = self.stored_atts.last().copied().unwrap_or(0) as i32;
             while self.rows < self.chunk_size {
                 let slot = pg_sys::ExecProcNode(self.outer);
                 if tup_is_null(slot) {
@@ -331,11 +352,11 @@ impl State {
                     pg_sys::ExecStoreMinimalTuple(copy, self.outer_slot, false)
                 };
                 pg_sys::slot_getsomeattrs(from, max_outer);
-                for &(_, att) in &self.outer_cols {
+                for &att in &self.stored_atts {
                     self.values.push(*(*from).tts_values.add(att - 1));
                     self.nulls.push(*(*from).tts_isnull.add(att - 1));
                 }
-                let n = self.outer_cols.len();
+                let n = self.stored_atts.len();
                 let (key, isnull) = match self.key_col {
                     Some(k) => (self.values[self.rows * n + k], self.nulls[self.rows * n + k]),
                     None => {
@@ -360,6 +381,15 @@ impl State {
         }
     }
 
+    /// Records a batch search that started at `started`: its time, and
+    /// whether it ran on the GPU.
+    pub(super) fn note_batch(&mut self, started: Instant) {
+        self.stats.index_time += started.elapsed();
+        if crate::batch::last_batch().is_some_and(|b| b.device == Device::Gpu) {
+            self.stats.gpu_batches += 1;
+        }
+    }
+
     /// Sends the chunk's queries to the index as one batch.
     unsafe fn probe(&mut self, keys: &[(i64, pg_sys::Datum)]) {
         let started = Instant::now();
@@ -374,22 +404,46 @@ impl State {
                 crate::batch::ensure_cpu_pool();
                 self.matches.par_sort_unstable();
             }
-            if crate::batch::last_batch().is_some_and(|b| b.device == Device::Gpu) {
-                self.stats.gpu_chunks += 1;
-            }
+            self.note_batch(started);
         }
         self.stats.chunks += 1;
         self.stats.probes += keys.len() as u64;
         self.stats.matches += self.matches.len() as u64;
-        self.stats.index_time += started.elapsed();
         self.cursor = 0;
         self.unmatched = 0;
         self.fetched = None;
     }
 
+    /// The next match of the chunk: Some(Some(row)) with its inner row in
+    /// `inner_slot`, Some(None) for one that is not a match after all (a
+    /// row the snapshot does not see, or an outer row a semi or anti join
+    /// is done with), None at the end.
+    unsafe fn next_match(&mut self, snapshot: pg_sys::Snapshot) -> Option<Option<usize>> {
+        // SAFETY: the node's slots; the chunk's matches or stored rows.
+        unsafe {
+            if self.cursor % 4096 == 4095 {
+                pg_sys::check_for_interrupts!();
+            }
+            if let Some(top) = &self.top {
+                let &(row, tuple) = top.stored.get(self.cursor)?;
+                self.cursor += 1;
+                pg_sys::ExecStoreMinimalTuple(tuple, top.mslot, false);
+                pg_sys::slot_getsomeattrs(top.mslot, self.max_inner);
+                return Some(Some(row as usize));
+            }
+            let &(tid, row) = self.matches.get(self.cursor)?;
+            self.cursor += 1;
+            let row = row as usize;
+            if (self.semi_or_anti() && self.matched[row]) || !self.fetch(tid, snapshot) {
+                return Some(None);
+            }
+            Some(Some(row))
+        }
+    }
+
     /// Fetches the visible row at `tid` (the visible member of its HOT
     /// chain) into the heap slot; false if there is none.
-    unsafe fn fetch(&mut self, tid: Tid, snapshot: pg_sys::Snapshot) -> bool {
+    pub(super) unsafe fn fetch(&mut self, tid: Tid, snapshot: pg_sys::Snapshot) -> bool {
         if let Some((t, found)) = self.fetched {
             if t == tid {
                 return found;
@@ -401,8 +455,8 @@ impl State {
             let mut ip = tid_to(tid);
             let (mut call_again, mut all_dead) = (false, false);
             let found = pg_sys::table_index_fetch_tuple(self.fetch, &mut ip, snapshot, self.heap_slot, &mut call_again, &mut all_dead);
-            if found {
-                pg_sys::slot_getsomeattrs(self.heap_slot, self.max_inner);
+            if found && self.heap_deform > 0 {
+                pg_sys::slot_getsomeattrs(self.heap_slot, self.heap_deform);
             }
             found
         };
@@ -450,22 +504,19 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                     if st.rows == 0 {
                         return std::ptr::null_mut();
                     }
-                    st.probe(&keys);
+                    if st.top.is_some() {
+                        st.run_top_k(keys, snapshot);
+                    } else {
+                        st.probe(&keys);
+                    }
                     st.phase = Phase::Matches;
                 }
                 Phase::Matches => {
-                    let Some(&(tid, row)) = st.matches.get(st.cursor) else {
+                    let Some(row) = st.next_match(snapshot) else {
                         st.phase = if st.emits_unmatched() { Phase::Unmatched } else { Phase::Load };
                         continue;
                     };
-                    st.cursor += 1;
-                    let row = row as usize;
-                    if st.cursor % 4096 == 0 {
-                        pg_sys::check_for_interrupts!();
-                    }
-                    if (st.semi_or_anti() && st.matched[row]) || !st.fetch(tid, snapshot) {
-                        continue;
-                    }
+                    let Some(row) = row else { continue };
                     st.fill_scan(row, true);
                     st.reset_row_memory(econtext);
                     (*econtext).ecxt_scantuple = st.scan_slot;
@@ -591,7 +642,14 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
         pg_sys::ExplainPropertyText(c"Join Type".as_ptr(), join_type_name(st.jointype).as_ptr(), es);
         let name = CStr::from_ptr(pg_sys::get_rel_name((*st.index).rd_id)).to_string_lossy();
         text(es, c"Index", &format!("{name} ({})", st.am));
-        text(es, c"Probe", &deparse(exprs[2]));
+        match &st.top {
+            None => text(es, c"Probe", &deparse(exprs[2])),
+            Some(top) => {
+                let op = CStr::from_ptr(pg_sys::get_opname(top.op)).to_string_lossy().into_owned();
+                let table = CStr::from_ptr(pg_sys::get_rel_name((*st.heap).rd_id)).to_string_lossy().into_owned();
+                text(es, c"Nearest", &format!("{} rows of {table} by {op} {}", top.k, deparse(exprs[0])));
+            }
+        }
         let matching = exprs[1];
         if is_a(matching, NodeTag::T_List) {
             text(es, c"Join Filter", &deparse(pg_sys::make_ands_explicit(matching.cast()).cast()));
@@ -606,11 +664,15 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
                 text(es, c"Counts", "the leader's share only (parallel workers' are not shown)");
             }
             integer(es, c"Chunks", s.chunks);
-            integer(es, c"GPU Chunks", s.gpu_chunks);
+            integer(es, c"GPU Batches", s.gpu_batches);
             integer(es, c"Probes", s.probes);
             integer(es, c"Index Matches", s.matches);
             integer(es, c"Heap Fetches", s.fetches);
             integer(es, c"Rows Removed by Join Filter", s.removed_by_join_filter);
+            if let Some(top) = &st.top {
+                integer(es, c"Nearest Rounds", top.rounds);
+                integer(es, c"Rows by Heap Scan", top.scanned);
+            }
             if (*es).timing {
                 millis(es, c"Index Time", s.index_time);
                 millis(es, c"Heap Time", s.heap_time);

@@ -19,7 +19,9 @@
 
 mod cost;
 mod exec;
+mod lateral;
 mod list;
+mod nearest;
 mod path;
 mod plan;
 

@@ -35,13 +35,16 @@ pub unsafe fn install() {
     }
 }
 
-/// A join clause that probes an index of the inner table.
+/// How the node probes an index: a join clause of the inner table
+/// (`rinfo`), or a LATERAL top-k subquery (`top`).
 pub struct Probe {
+    /// The probe clause; null for a top-k subquery.
     pub rinfo: *mut pg_sys::RestrictInfo,
     pub index: *mut pg_sys::IndexOptInfo,
     pub strategy: u16,
-    /// The clause's outer side: each outer row's query.
+    /// Each outer row's query: the clause's or the ordering's outer side.
     pub key: *mut pg_sys::Expr,
+    pub top: Option<super::lateral::TopK>,
 }
 
 #[pg_guard]
@@ -103,7 +106,7 @@ unsafe fn offer(
         if !supported(jointype) || (*parse).commandType != pg_sys::CmdType::CMD_SELECT || !(*parse).rowMarks.is_null() {
             return;
         }
-        if !inner_is_plain_table(root, innerrel) || !(*joinrel).lateral_relids.is_null() {
+        if !(*joinrel).lateral_relids.is_null() {
             return;
         }
         let outer_path = (*outerrel).cheapest_total_path;
@@ -114,7 +117,20 @@ unsafe fn offer(
         if clauses.iter().any(|&r| (*r).pseudoconstant) {
             return;
         }
-        let Some(probe) = find_probe(joinrel, outerrel, innerrel, jointype, &clauses) else { return };
+        let probe = if inner_is_plain_table(root, innerrel) {
+            find_probe(joinrel, outerrel, innerrel, jointype, &clauses)
+        } else if matches!(jointype, pg_sys::JoinType::JOIN_INNER | pg_sys::JoinType::JOIN_LEFT) {
+            super::lateral::find(root, (*(*outer_path).pathtarget).exprs, innerrel).map(|top| Probe {
+                rinfo: std::ptr::null_mut(),
+                index: top.index,
+                strategy: top.strategy,
+                key: top.key,
+                top: Some(top),
+            })
+        } else {
+            None
+        };
+        let Some(probe) = probe else { return };
         if !vars_supported(joinrel, innerrel, outer_path, &clauses) {
             return;
         }
@@ -220,7 +236,7 @@ unsafe fn find_probe(
                     continue;
                 }
                 if let Some((strategy, key)) = probe_clause(rinfo, (*innerrel).relid, (*outerrel).relids, ix, searcher) {
-                    return Some(Probe { rinfo, index, strategy, key });
+                    return Some(Probe { rinfo, index, strategy, key, top: None });
                 }
             }
         }
@@ -229,7 +245,7 @@ unsafe fn find_probe(
 }
 
 /// The access method of index AM `relam`, if it answers batches.
-fn searcher_of(relam: pg_sys::Oid) -> Option<&'static Searcher> {
+pub fn searcher_of(relam: pg_sys::Oid) -> Option<&'static Searcher> {
     crate::am::SEARCHABLE.iter().find(|s| {
         let name = std::ffi::CString::new(s.name).expect("no NUL");
         // SAFETY: a catalog lookup.

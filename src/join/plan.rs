@@ -4,7 +4,8 @@
 //! outer child's row and the fetched inner row (`Plan::colmap`).
 //!
 //! - `custom_exprs`: [the probe's outer side (one query per outer row),
-//!   the match quals (as a List), the probe clause (for EXPLAIN)];
+//!   the match quals (as a List), the probe clause (for EXPLAIN; NULL for
+//!   a LATERAL top-k subquery)];
 //! - match quals: the inner table's own quals and the join clauses but
 //!   the probe clause, by security level (row-level security policies
 //!   first); a row pair that passes them is a match, for left, semi and
@@ -13,12 +14,17 @@
 //!   which the differential tests hold it to;
 //! - `plan.qual`: clauses pushed down to a left or anti join from WHERE,
 //!   which filter joined rows;
-//! - `custom_private`: [OIDs (inner table, index), (join type, strategy),
-//!   the column map], which survive copyObject and the plan cache.
+//! - `custom_private`: [OIDs (the table probed, index), (join type,
+//!   strategy, and for a top-k subquery its k and ordering operator), the column map, and for a top-k subquery its quals and
+//!   select list, planned by `lateral::planned`], which survive
+//!   copyObject, the plan cache and parallel workers.
+//!
+//! For a top-k subquery the "inner" columns of the scan tuple are the
+//! subquery's output columns (its select list, evaluated per fetched row).
 
 use super::list::{self, is_a};
 use super::path::{is_outer, pushed_down, Probe};
-use super::{exec, NAME};
+use super::{exec, lateral, NAME};
 use pgrx::pg_sys::{self, NodeTag};
 use pgrx::prelude::*;
 
@@ -37,16 +43,41 @@ pub struct PathPrivate<'a> {
 impl PathPrivate<'_> {
     pub fn to_list(&self) -> *mut pg_sys::List {
         let p = self.probe;
-        let ints = list::of_ints(&[self.jointype as i32, p.strategy as i32]);
+        let (ints, quals, tlist, order, heap) = match &p.top {
+            None => (
+                vec![self.jointype as i32, p.strategy as i32],
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                pg_sys::InvalidOid,
+            ),
+            Some(t) => (vec![self.jointype as i32, p.strategy as i32, t.k as i32, t.op.to_u32() as i32], t.quals, t.tlist, t.order, t.heap),
+        };
         list::of_ptrs::<std::ffi::c_void>(&[
             self.restrictlist.cast(),
             p.rinfo.cast(),
             p.index.cast(),
             p.key.cast(),
             self.innerrel.cast(),
-            ints.cast(),
+            list::of_ints(&ints).cast(),
+            quals.cast(),
+            tlist.cast(),
+            list::of_oids(&[heap]).cast(),
+            order.cast(),
         ])
     }
+}
+
+/// A LATERAL top-k subquery, as execution runs it.
+pub struct TopKPlan {
+    pub k: usize,
+    pub op: pg_sys::Oid,
+    /// Its quals (a List, implicit AND), select list (TargetEntries) and
+    /// ORDER BY expression: the table's columns are scan-tuple Vars, the
+    /// outer row's OUTER_VAR.
+    pub quals: *mut pg_sys::List,
+    pub tlist: *mut pg_sys::List,
+    pub order: *mut pg_sys::Expr,
 }
 
 /// The plan's private data, as execution reads it.
@@ -56,8 +87,10 @@ pub struct Private {
     pub jointype: pg_sys::JoinType::Type,
     pub strategy: u16,
     /// For each scan-tuple column: the outer child's column (1-based,
-    /// positive) or the inner table's attribute (negated).
+    /// positive) or the inner table's attribute, or the top-k subquery's
+    /// output column (negated).
     pub colmap: Vec<i32>,
+    pub top: Option<TopKPlan>,
 }
 
 impl Private {
@@ -69,7 +102,14 @@ impl Private {
             let items = list::ptrs::<pg_sys::List>(l);
             let oids = list::oids(items[0]);
             let ints = list::ints(items[1]);
-            Private { heap: oids[0], index: oids[1], jointype: ints[0] as _, strategy: ints[1] as u16, colmap: list::ints(items[2]) }
+            let top = (ints.len() > 2).then(|| TopKPlan {
+                k: ints[2] as usize,
+                op: pg_sys::Oid::from(ints[3] as u32),
+                quals: items[3],
+                tlist: items[4],
+                order: items[5].cast(),
+            });
+            Private { heap: oids[0], index: oids[1], jointype: ints[0] as _, strategy: ints[1] as u16, colmap: list::ints(items[2]), top }
         }
     }
 }
@@ -136,7 +176,7 @@ fn copy<T>(node: *mut T) -> *mut T {
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn plan_custom_path(
-    _root: *mut pg_sys::PlannerInfo,
+    root: *mut pg_sys::PlannerInfo,
     rel: *mut pg_sys::RelOptInfo,
     best_path: *mut pg_sys::CustomPath,
     tlist: *mut pg_sys::List,
@@ -152,12 +192,15 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         let key = items[3].cast::<pg_sys::Expr>();
         let innerrel = items[4].cast::<pg_sys::RelOptInfo>();
         let ints = list::ints(items[5].cast());
+        let (top_quals, top_tlist) = (items[6].cast::<pg_sys::Node>(), items[7].cast::<pg_sys::List>());
+        let top_heap = list::oids(items[8].cast())[0];
+        let top_order = items[9].cast::<pg_sys::Node>();
         let jointype = ints[0] as pg_sys::JoinType::Type;
         let (join_quals, other_quals) = split_quals(jointype, restrictlist, (*rel).relids);
         let matching = copy(match_quals(innerrel, &join_quals, rinfo));
         let other_quals = copy(clauses(&other_quals));
         let key = copy(key);
-        let probe_clause = copy((*rinfo).clause);
+        let probe_clause = if rinfo.is_null() { std::ptr::null_mut() } else { copy((*rinfo).clause) };
 
         // The scan tuple: every Var of what the node evaluates. (The
         // target list is NIL under a projection: its Vars come from the
@@ -169,6 +212,7 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
             matching.cast(),
             other_quals.cast(),
             probe_clause.cast(),
+            key.cast(),
         ] {
             vars = pg_sys::list_concat(vars, pg_sys::pull_var_clause(e, 0));
         }
@@ -191,7 +235,17 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
                 }
             })
             .collect();
-        let heap = (**(*_root).simple_rte_array.add(inner_relid as usize)).relid;
+        let (heap, top) = if rinfo.is_null() {
+            // A top-k subquery: its quals and (visible) select list, planned.
+            let visible: Vec<*mut pg_sys::TargetEntry> =
+                list::ptrs::<pg_sys::TargetEntry>(top_tlist).into_iter().filter(|&te| !(*te).resjunk).collect();
+            let quals = lateral::planned(root, top_quals, (*outer_plan).targetlist);
+            let tlist = lateral::planned(root, list::of_ptrs(&visible).cast(), (*outer_plan).targetlist);
+            let order = lateral::planned(root, top_order, (*outer_plan).targetlist);
+            (top_heap, vec![quals.cast::<pg_sys::List>(), tlist.cast(), order.cast()])
+        } else {
+            ((**(*root).simple_rte_array.add(inner_relid as usize)).relid, Vec::new())
+        };
 
         let cscan = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()).cast::<pg_sys::CustomScan>();
         (*cscan).scan.plan.type_ = NodeTag::T_CustomScan;
@@ -201,8 +255,9 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         (*cscan).flags = (*best_path).flags;
         (*cscan).custom_plans = custom_plans;
         (*cscan).custom_exprs = list::of_ptrs::<std::ffi::c_void>(&[key.cast(), matching.cast(), probe_clause.cast()]);
-        (*cscan).custom_private =
-            list::of_ptrs(&[list::of_oids(&[heap, (*index).indexoid]), list::of_ints(&[jointype as i32, ints[1]]), list::of_ints(&colmap)]);
+        let mut private = vec![list::of_oids(&[heap, (*index).indexoid]), list::of_ints(&ints), list::of_ints(&colmap)];
+        private.extend(top);
+        (*cscan).custom_private = list::of_ptrs(&private);
         (*cscan).custom_scan_tlist = scan_tlist;
         (*cscan).methods = &raw const SCAN_METHODS;
         debug_assert!(is_a(cscan, NodeTag::T_CustomScan));

@@ -525,3 +525,47 @@ pub fn join_differential(c: &mut Client, case: &Case, table: &str, rng: &mut Spl
     c.batch_execute(&format!("DROP TABLE {outer}")).unwrap();
     inner
 }
+
+/// The LATERAL top-k pattern through the batched index join equals the
+/// planner's own plan (`check_join`), for a case with an ordering
+/// operator: an outer table of `n` stored values (duplicates and a NULL
+/// among them), the k nearest rows of each by `(SELECT ... ORDER BY t.v
+/// <op> o.q LIMIT k)`, plain, with WHERE clauses (one reading the outer
+/// row, one so selective the index runs out and NULL rows fill in), as a
+/// LEFT JOIN with a join clause on the subquery's output. Rows are
+/// compared as (outer row, distance): which of several rows at the k-th
+/// distance comes out is the plan's choice.
+pub fn lateral_differential(c: &mut Client, case: &Case, table: &str, rng: &mut SplitMix64, n: usize) {
+    let Some(op) = case.nearest else { return };
+    let outer = format!("{table}_c");
+    let values: Vec<String> = (0..n)
+        .map(|_| {
+            let row = rng.below(QUERY_ROWS);
+            (case.value)(case.data, rng, row)
+        })
+        .collect();
+    let mut rows: Vec<String> = values.iter().enumerate().map(|(i, v)| format!("({i}, {v})")).collect();
+    rows.push(format!("({n}, {})", values[0]));
+    rows.push(format!("({}, NULL)", n + 1));
+    c.batch_execute(&format!(
+        "DROP TABLE IF EXISTS {outer}; CREATE TABLE {outer} (ord int, q {});
+         INSERT INTO {outer} VALUES {}; ANALYZE {outer}; ANALYZE {table}",
+        case.column_type,
+        rows.join(",")
+    ))
+    .unwrap();
+    let k = 1 + rng.below(12);
+    let sub = |cols: &str, wher: &str, k: u64| {
+        format!("(SELECT {cols}, t.v {op} o.q AS d FROM {table} t {wher} ORDER BY t.v {op} o.q LIMIT {k})")
+    };
+    for sql in [
+        format!("SELECT o.ord, s.d FROM {outer} o CROSS JOIN LATERAL {} s", sub("t.id", "", k)),
+        format!("SELECT o.ord, s.d FROM {outer} o CROSS JOIN LATERAL {} s", sub("t.id % 3 AS x", "WHERE t.id % 3 <> 1", k)),
+        format!("SELECT o.ord, s.d FROM {outer} o CROSS JOIN LATERAL {} s", sub("t.id", "WHERE t.id > o.ord * 3", k)),
+        format!("SELECT o.ord, s.d FROM {outer} o CROSS JOIN LATERAL {} s", sub("t.id", "WHERE t.id % 997 = 5", 20)),
+        format!("SELECT o.ord, s.d FROM {outer} o LEFT JOIN LATERAL {} s ON s.d < 1.0 WHERE o.ord % 2 = 0", sub("t.id", "", k)),
+    ] {
+        crate::check_join(c, &sql);
+    }
+    c.batch_execute(&format!("DROP TABLE {outer}")).unwrap();
+}

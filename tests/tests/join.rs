@@ -6,8 +6,10 @@
 //! VACUUM; for the query shapes a user writes (projections, extra join and
 //! inner quals, outer filters, left, semi and anti joins, NULL and
 //! duplicate keys, empty outer sides, three-way joins, subqueries, cross-type
-//! keys, float zeros and NaN); under rescans, cursors and generic plans;
-//! and with row-level security, whose policies run before any join qual.
+//! keys, float zeros and NaN); the LATERAL top-k pattern (`ORDER BY t.v
+//! <-> o.q LIMIT k`) on every access method with an ordering operator;
+//! under rescans, cursors, generic plans and parallel workers; and with
+//! row-level security, whose policies run before any join qual.
 
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_tests::runners;
@@ -25,8 +27,10 @@ fn every_access_method_joins_as_the_planner_does() {
         runners::load(&mut c, &case, &table, &mut rng, 4_000);
         let rows = runners::join_differential(&mut c, &case, &table, &mut rng, 300);
         assert!(rows > 0, "{}: the join matched nothing", case.am);
+        runners::lateral_differential(&mut c, &case, &table, &mut rng, 200);
         runners::change(&mut c, &case, &table, &mut rng, 10_000, 1_500);
         runners::join_differential(&mut c, &case, &table, &mut rng, 300);
+        runners::lateral_differential(&mut c, &case, &table, &mut rng, 200);
         c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
     }
 }
@@ -40,6 +44,7 @@ fn real_shaped_sets_join_as_the_planner_does() {
         runners::load(&mut c, &case, &table, &mut rng, 6_000);
         let rows = runners::join_differential(&mut c, &case, &table, &mut rng, 400);
         assert!(rows > 0, "{} on {}: the join matched nothing", case.am, case.data.name());
+        runners::lateral_differential(&mut c, &case, &table, &mut rng, 300);
         c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
     }
 }
@@ -230,7 +235,7 @@ fn explain_analyze_shows_chunks_probes_and_the_device() {
     assert_eq!(value("Probes"), 2997, "every non-NULL key");
     let rows: i64 = c.query_one("SELECT count(*) FROM o JOIN i ON i.k = o.k", &[]).unwrap().get(0);
     assert_eq!(value("Index Matches"), rows);
-    assert_eq!(value("GPU Chunks"), if gpu { 3 } else { 0 }, "chunks the GPU ran");
+    assert_eq!(value("GPU Batches"), if gpu { 3 } else { 0 }, "batches the GPU ran");
 }
 
 #[test]
@@ -264,4 +269,76 @@ fn parallel_workers_join_their_share() {
          RESET parallel_tuple_cost; RESET min_parallel_table_scan_size",
     )
     .unwrap();
+}
+
+/// Distinct distances (random points and vectors, no ties): the rows
+/// themselves, every column of the subquery, equal the planner's; NULL
+/// and non-finite queries; the subquery's WHERE reading the outer row;
+/// row-level security on the subquery's table, its policy before the
+/// subquery's quals.
+#[test]
+fn lateral_top_k_returns_the_planners_rows() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS lp, lc, lv, lq;
+         CREATE TABLE lp AS SELECT g AS id, point(random() * 1000, random() * 1000) AS p, g % 5 AS tag
+           FROM generate_series(1, 20000) g;
+         INSERT INTO lp VALUES (0, NULL, 0), (-1, point('NaN', 1), 1);
+         CREATE INDEX lp_p ON lp USING gpu_spatial (p);
+         CREATE TABLE lc AS SELECT g AS id, point(random() * 1000, random() * 1000) AS c, g % 5 AS tag
+           FROM generate_series(1, 700) g;
+         INSERT INTO lc VALUES (-1, NULL, 1), (-2, point('Infinity', 3), 2), (-3, point(1, 'NaN'), 3);
+         CREATE TABLE lv AS SELECT g AS id, ARRAY[random(), random(), random(), random(), random(), random()]::real[] AS v
+           FROM generate_series(1, 5000) g;
+         CREATE INDEX lv_v ON lv USING gpu_metric (v);
+         CREATE TABLE lq AS SELECT g AS id, ARRAY[random(), random(), random(), random(), random(), random()]::real[] AS q
+           FROM generate_series(1, 300) g;
+         ANALYZE lp; ANALYZE lc; ANALYZE lv; ANALYZE lq;",
+    )
+    .unwrap();
+    for sql in [
+        "SELECT lc.id, s.* FROM lc CROSS JOIN LATERAL (SELECT id, tag, p, p <-> lc.c AS d FROM lp ORDER BY p <-> lc.c LIMIT 7) s WHERE lc.id > 0",
+        "SELECT lc.id, s.id, s.tag FROM lc CROSS JOIN LATERAL (SELECT id, tag FROM lp WHERE lp.tag = lc.tag ORDER BY lc.c <-> p LIMIT 3) s WHERE lc.id > 0",
+        "SELECT lc.id, s.id FROM lc LEFT JOIN LATERAL (SELECT id, p <-> lc.c AS d FROM lp ORDER BY p <-> lc.c LIMIT 4) s ON s.d < 12 WHERE lc.id > 0",
+        "SELECT lq.id, s.id, s.d FROM lq CROSS JOIN LATERAL (SELECT id, v <-> lq.q AS d FROM lv ORDER BY v <-> lq.q LIMIT 10) s",
+        "SELECT lq.id, s.id FROM lq CROSS JOIN LATERAL (SELECT id FROM lv WHERE id % 4 = lq.id % 4 ORDER BY v <-> lq.q LIMIT 5) s",
+    ] {
+        check_join(&mut c, sql);
+    }
+    // NULL and non-finite queries: every distance is NULL, infinite or
+    // NaN, so which rows is the plan's choice; how many, and the distances.
+    check_join(
+        &mut c,
+        "SELECT lc.id, s.d FROM lc CROSS JOIN LATERAL (SELECT p <-> lc.c AS d FROM lp WHERE lp.tag <> 4 ORDER BY p <-> lc.c LIMIT 6) s WHERE lc.id < 0",
+    );
+    // The policy hides rows; a function in the subquery's WHERE sees none of them.
+    c.batch_execute(
+        "DROP TABLE IF EXISTS lseen; DROP FUNCTION IF EXISTS lpeek(int);
+         DO $$ BEGIN
+           IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'gpuindex_lateral_reader') THEN
+             DROP OWNED BY gpuindex_lateral_reader; DROP ROLE gpuindex_lateral_reader;
+           END IF;
+         END $$;
+         CREATE ROLE gpuindex_lateral_reader;
+         CREATE TABLE lseen (tag int);
+         CREATE FUNCTION lpeek(int) RETURNS bool LANGUAGE sql VOLATILE COST 0.0001 AS 'INSERT INTO lseen VALUES ($1) RETURNING true';
+         ALTER TABLE lp ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY visible ON lp FOR SELECT USING (tag <> 2);
+         GRANT SELECT ON lp, lc TO gpuindex_lateral_reader; GRANT INSERT, SELECT ON lseen TO gpuindex_lateral_reader;",
+    )
+    .unwrap();
+    c.batch_execute("SET ROLE gpuindex_lateral_reader").unwrap();
+    check_join(
+        &mut c,
+        "SELECT lc.id, s.id, s.tag FROM lc CROSS JOIN LATERAL (SELECT id, tag FROM lp ORDER BY p <-> lc.c LIMIT 5) s WHERE lc.id > 0",
+    );
+    c.batch_execute("SET enable_nestloop = off").unwrap();
+    let sql = "SELECT count(*) FROM lc CROSS JOIN LATERAL (SELECT id FROM lp WHERE lpeek(tag) ORDER BY p <-> lc.c LIMIT 5) s";
+    assert!(explain(&mut c, sql).contains("GpuIndexJoin"));
+    let n: i64 = c.query_one(sql, &[]).unwrap().get(0);
+    assert!(n > 0);
+    let leaked: i64 = c.query_one("SELECT count(*) FROM lseen WHERE tag = 2", &[]).unwrap().get(0);
+    assert_eq!(leaked, 0, "the subquery's WHERE saw rows the policy hides");
+    c.batch_execute("RESET ROLE; RESET enable_nestloop; ALTER TABLE lp DISABLE ROW LEVEL SECURITY").unwrap();
 }

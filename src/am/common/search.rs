@@ -62,6 +62,9 @@ pub trait BatchSearch {
     /// query type the operator family pairs with that strategy: the
     /// batched join probes the index with such clauses.
     fn joins(strategy: u16) -> bool;
+    /// Whether `Ask::Nearest` batches are answered for ordering
+    /// `strategy`: the batched join runs LATERAL top-k subqueries with them.
+    fn nearest(strategy: u16) -> bool;
 }
 
 /// An access method that answers batches, as the registry lists it.
@@ -69,11 +72,12 @@ pub struct Searcher {
     pub name: &'static str,
     pub search: fn(&OpenIndex, &Batch) -> Hits,
     pub joins: fn(u16) -> bool,
+    pub nearest: fn(u16) -> bool,
 }
 
 /// The registry's entry of `A`.
 pub const fn entry<A: BatchSearch>() -> Searcher {
-    Searcher { name: A::NAME, search: A::search, joins: A::joins }
+    Searcher { name: A::NAME, search: A::search, joins: A::joins, nearest: A::nearest }
 }
 
 /// The registry's entry of access method `name`.

@@ -38,6 +38,10 @@ impl BatchSearch for super::GpuBtree {
     fn joins(strategy: u16) -> bool {
         strategy == pg_sys::BTEqualStrategyNumber as u16
     }
+
+    fn nearest(_strategy: u16) -> bool {
+        false
+    }
 }
 
 /// Checks that keys of `query_type` compare with the index's keys.

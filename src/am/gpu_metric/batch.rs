@@ -64,4 +64,10 @@ impl BatchSearch for super::GpuMetric {
     fn joins(strategy: u16) -> bool {
         strategy == ball::STRATEGY
     }
+
+    /// Each operator class's ordering operator has its metric's strategy
+    /// (the batch checks it against the index's).
+    fn nearest(strategy: u16) -> bool {
+        gpuindex_engine::gts::Metric::from_code(strategy as u8).is_some()
+    }
 }

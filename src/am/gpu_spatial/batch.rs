@@ -63,6 +63,10 @@ impl BatchSearch for super::GpuSpatial {
     fn joins(strategy: u16) -> bool {
         matches!(strategy, STRATEGY_IN_BOX | STRATEGY_IN_CIRCLE | STRATEGY_SAME)
     }
+
+    fn nearest(strategy: u16) -> bool {
+        strategy == STRATEGY_DISTANCE
+    }
 }
 
 fn point_of(d: pg_sys::Datum) -> (f64, f64) {

@@ -1,0 +1,316 @@
+//! LATERAL top-k subqueries, execution (`lateral` says which): for a
+//! chunk of outer rows, one nearest batch of `k` candidates per outer row
+//! (the index's order: distance, then TID), the candidates fetched in TID
+//! order with the query's snapshot, the subquery's quals evaluated on each
+//! (with the outer row), its select list on those that pass (stored with
+//! the chunk); an outer row whose `k` candidates leave fewer than `k`
+//! passing is asked again with twice as many. Outer rows the index cannot
+//! answer are answered by the subquery's own definition, over one heap
+//! scan for the chunk: a NULL query (every distance is NULL), a point query
+//! with a non-finite coordinate (every distance is infinite or NaN), and a
+//! query for which the index runs out of rows before `k` pass (rows whose
+//! column is NULL come last, as in the ORDER BY).
+
+use super::exec::State;
+use super::plan::TopKPlan;
+use crate::am::common::search::{self, Ask, Batch};
+use crate::am::common::OpenIndex;
+use crate::storage::tid_from;
+use pgrx::pg_sys;
+use std::time::Instant;
+
+/// A stored output row of the subquery, in the chunk's memory.
+type Stored = *mut pg_sys::MinimalTupleData;
+
+pub struct TopKState {
+    pub k: usize,
+    pub op: pg_sys::Oid,
+    quals: *mut pg_sys::ExprState,
+    proj: *mut pg_sys::ProjectionInfo,
+    order: *mut pg_sys::ExprState,
+    /// The projection's output, and stored rows read back.
+    slot: *mut pg_sys::TupleTableSlot,
+    pub mslot: *mut pg_sys::TupleTableSlot,
+    /// The outer row, for OUTER_VAR references.
+    outer_row: *mut pg_sys::TupleTableSlot,
+    econtext: *mut pg_sys::ExprContext,
+    /// Outer columns the subquery's expressions read.
+    atts: Vec<usize>,
+    /// The chunk's output: (outer row, subquery row), by row then rank.
+    pub stored: Vec<(u32, Stored)>,
+    pub rounds: u64,
+    pub scanned: u64,
+    since_reset: u32,
+}
+
+/// The OUTER_VAR attributes `node` reads.
+unsafe fn outer_atts(node: *mut pg_sys::Node) -> Vec<usize> {
+    // SAFETY: a planned expression tree.
+    unsafe {
+        super::list::ptrs::<pg_sys::Var>(pg_sys::pull_var_clause(node, 0))
+            .into_iter()
+            .filter(|&v| (*v).varno == pg_sys::OUTER_VAR)
+            .map(|v| (*v).varattno as usize)
+            .collect()
+    }
+}
+
+impl TopKState {
+    /// # Safety
+    /// At BeginCustomScan; `outer` is the node's outer child.
+    pub unsafe fn begin(t: &TopKPlan, estate: *mut pg_sys::EState, outer: *mut pg_sys::PlanState) -> TopKState {
+        // SAFETY: the caller's contract. The expressions are built without
+        // a parent: they read the fetched row's slot, not the node's scan
+        // slot, so no slot type may be assumed.
+        unsafe {
+            let table = &raw mut (*estate).es_tupleTable;
+            let desc = pg_sys::ExecTypeFromTL(t.tlist);
+            let slot = pg_sys::ExecAllocTableSlot(table, desc, &pg_sys::TTSOpsVirtual);
+            let econtext = pg_sys::CreateExprContext(estate);
+            let mut atts = outer_atts(t.quals.cast());
+            atts.extend(outer_atts(t.tlist.cast()));
+            atts.extend(outer_atts(t.order.cast()));
+            atts.sort_unstable();
+            atts.dedup();
+            TopKState {
+                k: t.k,
+                op: t.op,
+                quals: pg_sys::ExecInitQual(t.quals, std::ptr::null_mut()),
+                proj: pg_sys::ExecBuildProjectionInfo(t.tlist, econtext, slot, std::ptr::null_mut(), std::ptr::null_mut()),
+                order: pg_sys::ExecInitExpr(t.order, std::ptr::null_mut()),
+                slot,
+                mslot: pg_sys::ExecAllocTableSlot(table, desc, &pg_sys::TTSOpsMinimalTuple),
+                outer_row: pg_sys::ExecAllocTableSlot(table, pg_sys::ExecGetResultType(outer), &pg_sys::TTSOpsVirtual),
+                econtext,
+                atts,
+                stored: Vec::new(),
+                rounds: 0,
+                scanned: 0,
+                since_reset: 0,
+            }
+        }
+    }
+
+    pub fn outer_atts(&self) -> impl Iterator<Item = usize> + '_ {
+        self.atts.iter().copied()
+    }
+}
+
+/// Whether the index can answer a query: a point's coordinates must be
+/// finite (the distance from any other is then a number).
+unsafe fn answerable(key_type: pg_sys::Oid, key: pg_sys::Datum) -> bool {
+    if key_type != pg_sys::POINTOID {
+        return true;
+    }
+    // SAFETY: a non-NULL point datum.
+    let p = unsafe { &*key.cast_mut_ptr::<pg_sys::Point>() };
+    p.x.is_finite() && p.y.is_finite()
+}
+
+/// A brute-force candidate: its order (NULL last, then NaN after every
+/// number, as float8 sorts), its scan position, the stored row.
+type Ranked = ((bool, u64), u64, Stored);
+
+fn order_key(null: bool, d: f64) -> (bool, u64) {
+    let d = if d.is_nan() {
+        f64::NAN
+    } else if d == 0.0 {
+        0.0
+    } else {
+        d
+    };
+    (null, gpuindex_engine::keys::encode_f64(d))
+}
+
+impl State {
+    /// Runs the top-k subquery for the chunk's outer rows; its output goes
+    /// to `top.stored`.
+    pub(super) unsafe fn run_top_k(&mut self, keys: Vec<(i64, pg_sys::Datum)>, snapshot: pg_sys::Snapshot) {
+        let mut top = self.top.take().expect("a top-k node");
+        let (n, k) = (self.rows, top.k);
+        let mut results: Vec<Vec<(u32, Stored)>> = vec![Vec::new(); n];
+        // Rows the index cannot answer: NULL or non-finite queries first.
+        // SAFETY: non-NULL queries of the key's type.
+        let mut pending: Vec<(i64, pg_sys::Datum)> = keys.into_iter().filter(|k| unsafe { answerable(self.key_type, k.1) }).collect();
+        let mut by_index = vec![false; n];
+        for p in &pending {
+            by_index[p.0 as usize] = true;
+        }
+        let mut by_scan: Vec<usize> = (0..n).filter(|&r| !by_index[r]).collect();
+        let mut want = k;
+        while !pending.is_empty() {
+            top.rounds += 1;
+            self.stats.probes += pending.len() as u64;
+            let started = Instant::now();
+            let open = OpenIndex::for_plan(self.heap, self.index, self.am);
+            let ask = Ask::Nearest { strategy: self.strategy, k: want };
+            let batch = Batch { ask, query_type: self.key_type, queries: &pending, what: "GpuIndexJoin" };
+            let hits = search::search(&open, &batch);
+            self.note_batch(started);
+            // Each row's candidates come nearest first: their rank.
+            let mut count = vec![0u32; n];
+            let mut cands: Vec<(u64, u32, u32)> = hits
+                .rows
+                .iter()
+                .map(|&(row, t)| {
+                    let r = &mut count[row as usize];
+                    *r += 1;
+                    (tid_from(t), row as u32, *r - 1)
+                })
+                .collect();
+            self.stats.matches += cands.len() as u64;
+            cands.sort_unstable();
+            for &(row, _) in &pending {
+                results[row as usize].clear();
+            }
+            for (i, &(tid, row, rank)) in cands.iter().enumerate() {
+                if i % 4096 == 4095 {
+                    pgrx::check_for_interrupts!();
+                }
+                // SAFETY: the node's fetch and slots.
+                if unsafe { self.fetch(tid, snapshot) } {
+                    if let Some(s) = unsafe { self.accept(&mut top, row as usize) } {
+                        results[row as usize].push((rank, s));
+                    }
+                }
+            }
+            let mut again = Vec::new();
+            for (row, key) in pending {
+                let r = &mut results[row as usize];
+                r.sort_unstable_by_key(|x| x.0);
+                if r.len() >= k {
+                    r.truncate(k);
+                } else if (count[row as usize] as usize) < want {
+                    // The index ran out: NULL columns may still come.
+                    r.clear();
+                    by_scan.push(row as usize);
+                } else {
+                    again.push((row, key));
+                }
+            }
+            pending = again;
+            want = want.saturating_mul(2);
+        }
+        if !by_scan.is_empty() {
+            // SAFETY: the node's table, slots and snapshot.
+            unsafe { self.scan_for(&mut top, &by_scan, &mut results, snapshot) };
+        }
+        top.stored = results.into_iter().enumerate().flat_map(|(row, r)| r.into_iter().map(move |x| (row as u32, x.1))).collect();
+        self.top = Some(top);
+        self.stats.chunks += 1;
+        self.cursor = 0;
+        self.unmatched = 0;
+    }
+
+    /// Evaluates the subquery's quals on the fetched row (in the heap
+    /// slot) with outer row `row`; if they pass, its select list, stored.
+    unsafe fn accept(&mut self, top: &mut TopKState, row: usize) -> Option<Stored> {
+        // SAFETY: the subquery's expressions, slots and memory.
+        unsafe { self.passes(top, row).then(|| self.project(top)) }
+    }
+
+    /// Whether the fetched row (in the heap slot) passes the subquery's
+    /// quals with outer row `row` (whose columns it also sets up).
+    unsafe fn passes(&self, top: &mut TopKState, row: usize) -> bool {
+        // SAFETY: the subquery's expressions and slots.
+        unsafe {
+            self.fill_outer_row(top, row);
+            top.reset_row_memory();
+            (*top.econtext).ecxt_scantuple = self.heap_slot;
+            (*top.econtext).ecxt_outertuple = top.outer_row;
+            top.quals.is_null() || pg_sys::ExecQual(top.quals, top.econtext)
+        }
+    }
+
+    /// The subquery's select list over the row `passes` accepted, copied
+    /// into the chunk's memory.
+    unsafe fn project(&self, top: &mut TopKState) -> Stored {
+        // SAFETY: as `passes`, right after it.
+        unsafe {
+            pg_sys::ExecProject(top.proj);
+            let caller = pg_sys::CurrentMemoryContext;
+            pg_sys::CurrentMemoryContext = self.chunk_cxt;
+            let stored = pg_sys::ExecCopySlotMinimalTuple(top.slot);
+            pg_sys::CurrentMemoryContext = caller;
+            stored
+        }
+    }
+
+    /// The outer row's columns the subquery reads, into `top.outer_row`.
+    unsafe fn fill_outer_row(&self, top: &TopKState, row: usize) {
+        // SAFETY: a virtual slot of the outer child's descriptor, every
+        // column the expressions read written before each use.
+        unsafe {
+            let slot = top.outer_row;
+            let n = self.stored_atts.len();
+            for &att in &top.atts {
+                let i = self.stored_atts.binary_search(&att).expect("stored");
+                *(*slot).tts_values.add(att - 1) = self.values[row * n + i];
+                *(*slot).tts_isnull.add(att - 1) = self.nulls[row * n + i];
+            }
+            (*slot).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
+            (*slot).tts_nvalid = (*(*slot).tts_tupleDescriptor).natts as i16;
+        }
+    }
+
+    /// The subquery by its definition, for `rows`: one heap scan, each
+    /// visible row that passes a row's quals ranked by the ORDER BY value
+    /// (NULL last), the `k` first kept.
+    unsafe fn scan_for(&mut self, top: &mut TopKState, rows: &[usize], results: &mut [Vec<(u32, Stored)>], snapshot: pg_sys::Snapshot) {
+        // SAFETY: a scan of the node's table with the query's snapshot,
+        // into the heap slot (the index fetch's cached row is forgotten).
+        unsafe {
+            top.scanned += rows.len() as u64;
+            let k = top.k;
+            let mut best: Vec<Vec<Ranked>> = vec![Vec::new(); rows.len()];
+            let scan = pg_sys::table_beginscan(self.heap, snapshot, 0, std::ptr::null_mut());
+            self.fetched = None;
+            let mut seq = 0u64;
+            while pg_sys::table_scan_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, self.heap_slot) {
+                seq += 1;
+                if seq % 1024 == 0 {
+                    pgrx::check_for_interrupts!();
+                }
+                for (j, &row) in rows.iter().enumerate() {
+                    // The quals first: the ORDER BY value of a row they
+                    // reject (a row the policies hide) is never computed.
+                    if !self.passes(top, row) {
+                        continue;
+                    }
+                    let mut null = false;
+                    let d = pg_sys::ExecEvalExprSwitchContext(top.order, top.econtext, &mut null);
+                    let key = order_key(null, f64::from_bits(d.value() as u64));
+                    let b = &mut best[j];
+                    if b.len() >= k && b.iter().all(|x| x.0 <= key) {
+                        continue;
+                    }
+                    b.push((key, seq, self.project(top)));
+                    if b.len() > k {
+                        b.sort_unstable_by_key(|x| (x.0, x.1));
+                        b.truncate(k);
+                    }
+                }
+            }
+            pg_sys::table_endscan(scan);
+            self.fetched = None;
+            for (j, &row) in rows.iter().enumerate() {
+                let b = &mut best[j];
+                b.sort_unstable_by_key(|x| (x.0, x.1));
+                results[row] = b.iter().enumerate().map(|(i, x)| (i as u32, x.2)).collect();
+            }
+        }
+    }
+}
+
+impl TopKState {
+    /// As the node's own: the subquery's expressions allocate in their
+    /// context's per-row memory.
+    unsafe fn reset_row_memory(&mut self) {
+        self.since_reset += 1;
+        if self.since_reset >= 64 {
+            self.since_reset = 0;
+            // SAFETY: the subquery's expression context.
+            unsafe { pg_sys::MemoryContextReset((*self.econtext).ecxt_per_tuple_memory) };
+        }
+    }
+}
