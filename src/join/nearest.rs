@@ -268,7 +268,7 @@ impl State {
             let mut seq = 0u64;
             while pg_sys::table_scan_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, self.heap_slot) {
                 seq += 1;
-                if seq % 1024 == 0 {
+                if seq.is_multiple_of(1024) {
                     pgrx::check_for_interrupts!();
                 }
                 for (j, &row) in rows.iter().enumerate() {
