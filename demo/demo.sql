@@ -142,7 +142,36 @@ CREATE TEMP TABLE qs AS SELECT array_agg(v ORDER BY id) AS a FROM (SELECT id, v 
 SELECT k.ord, t.id, round(k.distance::numeric, 4) AS distance
   FROM qs, gpu_metric_knn('items_v', qs.a, 3) k JOIN items t ON t.ctid = k.ctid WHERE k.ord <= 2 ORDER BY k.ord, k.distance, t.id;
 SELECT function, queries, device, cpu_reason FROM gpuindex_last_batch();
-DROP TABLE items;
 
 \echo
-\echo 'Not built yet: gpu_learned, gpu_art, the batched join of whole relations, the GPU service; see README.md.'
+\echo '9. The batched index join: plain SQL joins and LATERAL top-k queries sent to the index a chunk at a time'
+CREATE TABLE orders (id int, customer int8);
+INSERT INTO orders SELECT g, (g * 7919) % 60000 FROM generate_series(1, 100000) g;
+CREATE TABLE customers (id int8, name text);
+INSERT INTO customers SELECT g, 'customer ' || g FROM generate_series(1, 50000) g;
+CREATE INDEX customers_id ON customers USING gpu_btree (id);
+ANALYZE orders; ANALYZE customers;
+\echo 'an equi-join: the planner weighs GpuIndexJoin by cost; with 50 000 customers it keeps its hash join:'
+EXPLAIN (COSTS OFF) SELECT count(*) FROM orders JOIN customers ON customers.id = orders.customer;
+\echo 'with the built-in joins turned off: one batch of probes for the chunk of 100 000 orders:'
+SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT count(*) FROM orders JOIN customers ON customers.id = orders.customer;
+SELECT count(*), sum(length(name)) FROM orders JOIN customers ON customers.id = orders.customer;
+\echo 'the same answer with gpuindex.enable_join = off (the built-in join):'
+RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop;
+SET gpuindex.enable_join = off;
+SELECT count(*), sum(length(name)) FROM orders JOIN customers ON customers.id = orders.customer;
+RESET gpuindex.enable_join;
+\echo 'the 3 nearest items of 1 000 query vectors, as a LATERAL subquery (one nearest batch for all of them):'
+CREATE TEMP TABLE lookups AS SELECT id AS qid, v AS q FROM items WHERE id % 50 = 7 LIMIT 1000;
+ANALYZE lookups;
+EXPLAIN (COSTS OFF) SELECT l.qid, s.id, s.d FROM lookups l
+  CROSS JOIN LATERAL (SELECT id, v <-> l.q AS d FROM items ORDER BY v <-> l.q LIMIT 3) s;
+SELECT l.qid, s.id, round(s.d::numeric, 4) AS distance FROM lookups l
+  CROSS JOIN LATERAL (SELECT id, v <-> l.q AS d FROM items ORDER BY v <-> l.q LIMIT 3) s
+  WHERE l.qid < 120 ORDER BY l.qid, s.d, s.id;
+DROP TABLE items, orders, customers;
+
+\echo
+\echo 'Not built yet: gpu_learned, gpu_art, the GPU service; see README.md.'

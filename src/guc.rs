@@ -27,7 +27,7 @@ pub static SCAN_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(1024);
 /// The planner may offer the batched index join (`join`).
 pub static ENABLE_JOIN: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// Outer rows the batched index join sends to the index as one batch.
-pub static JOIN_CHUNK: GucSetting<i32> = GucSetting::<i32>::new(262_144);
+pub static JOIN_CHUNK: GucSetting<i32> = GucSetting::<i32>::new(1_048_576);
 /// Tests only: gpu_btree leaf splits stop after their first record, as a
 /// crash there would (the downlink is left for the next writer to add).
 pub static DEBUG_INTERRUPT_SPLITS: GucSetting<bool> = GucSetting::<bool>::new(false);

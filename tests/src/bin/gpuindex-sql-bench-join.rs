@@ -3,7 +3,8 @@
 //! (PGHOST/PGPORT/PGUSER).
 //!
 //!   gpuindex-sql-bench-join [--outer 1e6] [--inner 1e7] [--boxes 1e5] [--points 1e7]
-//!                           [--reps 3] [--parts equi,boxes]
+//!                           [--centres 1e4] [--vectors 1e6] [--dim 128] [--queries 1e4]
+//!                           [--reps 3] [--parts equi,spatial,metric]
 //!
 //! - equi: `--outer` rows of random int8 keys joined with `--inner` rows
 //!   (unique keys in random heap order, every outer key matching one row),
@@ -12,10 +13,18 @@
 //!   own choice with btree, all with one backend and again with
 //!   PostgreSQL's default parallel settings; then GpuIndexJoin over
 //!   gpu_btree (device auto and cpu), forced and as the planner chooses.
-//! - boxes: `--boxes` boxes of ~10 points each joined with `--points`
-//!   uniform points (`p <@ b`): the LATERAL join over GiST (a nested loop
-//!   of index scans: what the planner picks) against GpuIndexJoin over
-//!   gpu_spatial.
+//! - spatial: `--points` uniform points; `--boxes` boxes of ~10 points
+//!   each (`p <@ b`, written as a LATERAL subquery, which the planner
+//!   flattens into a join) and `--centres` kNN centres
+//!   (`LATERAL (... ORDER BY p <-> c LIMIT 10)`), both to rows: the LATERAL
+//!   joins over GiST and SP-GiST (nested loops of index scans: what the
+//!   planner picks) against GpuIndexJoin over gpu_spatial.
+//! - metric: `--vectors` vectors of `--dim` floats (1,000 Gaussian
+//!   clusters), `--queries` outer rows each asking for its 10 nearest by
+//!   `LATERAL (... ORDER BY v <-> q LIMIT 10)`: GpuIndexJoin over
+//!   gpu_metric, against the planner's nested loop of gpu_metric index
+//!   scans and of sequential scans (each timed on the first 100 and 10
+//!   outer rows: per outer row, then scaled).
 //!
 //! Every answer is checked against the first setup's. Prints one table per
 //! part, the ratios the issue's targets name, and the plans.
@@ -30,6 +39,10 @@ struct Args {
     inner: u64,
     boxes: u64,
     points: u64,
+    centres: u64,
+    vectors: u64,
+    dim: usize,
+    queries: u64,
     reps: usize,
     parts: Vec<String>,
 }
@@ -40,8 +53,12 @@ fn args() -> Args {
         inner: 10_000_000,
         boxes: 100_000,
         points: 10_000_000,
+        centres: 10_000,
+        vectors: 1_000_000,
+        dim: 128,
+        queries: 10_000,
         reps: 3,
-        parts: vec!["equi".into(), "boxes".into()],
+        parts: vec!["equi".into(), "spatial".into(), "metric".into()],
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -52,9 +69,13 @@ fn args() -> Args {
             "--inner" => a.inner = num(),
             "--boxes" => a.boxes = num(),
             "--points" => a.points = num(),
+            "--centres" => a.centres = num(),
+            "--vectors" => a.vectors = num(),
+            "--dim" => a.dim = num() as usize,
+            "--queries" => a.queries = num(),
             "--reps" => a.reps = num() as usize,
             "--parts" => a.parts = v.split(',').map(str::to_string).collect(),
-            _ => panic!("usage: gpuindex-sql-bench-join [--outer N] [--inner N] [--boxes N] [--points N] [--reps N] [--parts equi,boxes]"),
+            _ => panic!("usage: gpuindex-sql-bench-join [--outer N] [--inner N] [--boxes N] [--points N] [--centres N] [--vectors N] [--dim N] [--queries N] [--reps N] [--parts equi,spatial,metric]"),
         }
     }
     a
@@ -84,6 +105,7 @@ fn vacuum(c: &mut Client, tables: &[&str]) {
 }
 
 /// A setup: its label and the settings of its session.
+#[derive(Clone, Copy)]
 struct Setup {
     label: &'static str,
     settings: &'static str,
@@ -127,7 +149,18 @@ fn measure(setups: &[Setup], sql: &str, what: &str, reps: usize, rows: &mut Vec<
         if s.plan_has == "GpuIndexJoin" {
             let stats: Vec<String> =
                 c.query(&format!("EXPLAIN (ANALYZE, COSTS OFF) {sql}"), &[]).unwrap().iter().map(|r| r.get::<_, String>(0)).collect();
-            let keep = ["Chunks", "GPU Chunks", "Probes", "Index Matches", "Heap Fetches", "Index Time", "Heap Time", "Execution Time"];
+            let keep = [
+                "Chunks",
+                "GPU Batches",
+                "Probes",
+                "Nearest Rounds",
+                "Rows by Heap Scan",
+                "Index Matches",
+                "Heap Fetches",
+                "Index Time",
+                "Heap Time",
+                "Execution Time",
+            ];
             let picked: Vec<String> =
                 stats.iter().map(|l| l.trim().to_string()).filter(|l| keep.iter().any(|k| l.starts_with(&format!("{k}:")))).collect();
             plans.push(format!("{}: {what} (EXPLAIN ANALYZE) -> {}", s.label, picked.join("; ")));
@@ -194,7 +227,7 @@ fn equi(a: &Args, c: &mut Client) {
     let ours = [
         Setup { label: "GpuIndexJoin (auto)", settings: "SET max_parallel_workers_per_gather = 0; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off;", plan_has: "GpuIndexJoin" },
         Setup { label: "GpuIndexJoin (cpu)", settings: "SET max_parallel_workers_per_gather = 0; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off; SET gpuindex.device = cpu;", plan_has: "GpuIndexJoin" },
-        Setup { label: "GpuIndexJoin (auto, chunk 1M)", settings: "SET max_parallel_workers_per_gather = 0; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off; SET gpuindex.join_chunk = 1048576;", plan_has: "GpuIndexJoin" },
+        Setup { label: "GpuIndexJoin (auto, chunk 256K)", settings: "SET max_parallel_workers_per_gather = 0; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off; SET gpuindex.join_chunk = 262144;", plan_has: "GpuIndexJoin" },
         Setup { label: "planner (serial, gpuindex)", settings: SERIAL, plan_has: "" },
         Setup { label: "planner (parallel, gpuindex)", settings: "", plan_has: "" },
     ];
@@ -215,13 +248,14 @@ fn equi(a: &Args, c: &mut Client) {
     c.batch_execute("DROP TABLE bj_inner, bj_outer").unwrap();
 }
 
-fn boxes(a: &Args, c: &mut Client) {
-    let (n, m) = (a.points, a.boxes);
+fn spatial(a: &Args, c: &mut Client) {
+    let (n, m, kc) = (a.points, a.boxes, a.centres);
     const SIDE: f64 = 1e6;
-    println!("\n## Boxes: {m} boxes (~10 points each) x {n} uniform points in [0, 1e6)^2\n");
+    println!("\n## Spatial: {m} boxes (~10 points each) and {kc} kNN centres (k = 10) x {n} uniform points in [0, 1e6)^2\n");
     let t = Instant::now();
     c.batch_execute(
-        "DROP TABLE IF EXISTS bj_pts, bj_boxes; CREATE TABLE bj_pts (id int8, p point); CREATE TABLE bj_boxes (id int8, b box)",
+        "DROP TABLE IF EXISTS bj_pts, bj_boxes, bj_centres; CREATE TABLE bj_pts (id int8, p point);
+         CREATE TABLE bj_boxes (id int8, b box); CREATE TABLE bj_centres (id int8, c point)",
     )
     .unwrap();
     let mut rng = SplitMix64::new(11);
@@ -236,44 +270,156 @@ fn boxes(a: &Args, c: &mut Client) {
             format!("{i}\t(({:?},{:?}),({:?},{:?}))", x + side, y + side, x, y)
         }),
     );
-    c.batch_execute("CREATE INDEX bj_pts_gist ON bj_pts USING gist (p)").unwrap();
-    vacuum(c, &["bj_pts", "bj_boxes"]);
-    let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bj_pts'), pg_prewarm('bj_pts_gist')");
-    eprintln!("box tables built in {:.1} s", t.elapsed().as_secs_f64());
-    let sql =
-        "SELECT count(*), sum(bj_pts.id)::float8 FROM bj_boxes CROSS JOIN LATERAL (SELECT id FROM bj_pts WHERE p <@ bj_boxes.b) bj_pts";
-    let builtin = [
-        Setup { label: "LATERAL over GiST", settings: SERIAL, plan_has: "bj_pts_gist" },
-        Setup { label: "planner (parallel)", settings: "", plan_has: "" },
+    copy_in(c, "bj_centres", (0..kc).map(|i| format!("{i}\t({:?},{:?})", rng.unit() * SIDE, rng.unit() * SIDE)));
+    vacuum(c, &["bj_pts", "bj_boxes", "bj_centres"]);
+    let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bj_pts')");
+    eprintln!("spatial tables built in {:.1} s", t.elapsed().as_secs_f64());
+    let queries = [
+        (
+            "boxes to rows",
+            "SELECT count(*), sum(bj_pts.id)::float8 FROM bj_boxes CROSS JOIN LATERAL (SELECT id FROM bj_pts WHERE p <@ bj_boxes.b) bj_pts",
+        ),
+        (
+            "kNN (k = 10) to rows",
+            "SELECT count(s.id), sum(s.d) FROM bj_centres CROSS JOIN LATERAL (SELECT id, p <-> bj_centres.c AS d FROM bj_pts ORDER BY p <-> bj_centres.c LIMIT 10) s",
+        ),
     ];
     let mut rows = Vec::new();
     let mut plans = Vec::new();
-    measure(&builtin, sql, "join to rows", a.reps, &mut rows, &mut plans);
-    let t = Instant::now();
-    c.batch_execute("DROP INDEX bj_pts_gist; CREATE INDEX bj_pts_g ON bj_pts USING gpu_spatial (p)").unwrap();
-    vacuum(c, &["bj_pts"]);
-    let _ = c.batch_execute("SELECT pg_prewarm('bj_pts_g')");
-    eprintln!("gpu_spatial index built in {:.1} s", t.elapsed().as_secs_f64());
-    let ours = [
-        Setup { label: "GpuIndexJoin (auto)", settings: "SET max_parallel_workers_per_gather = 0; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off;", plan_has: "GpuIndexJoin" },
-        Setup { label: "GpuIndexJoin (cpu)", settings: "SET max_parallel_workers_per_gather = 0; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off; SET gpuindex.device = cpu;", plan_has: "GpuIndexJoin" },
-        Setup { label: "planner (parallel, gpuindex)", settings: "", plan_has: "" },
+    let mut all: Vec<Setup> = Vec::new();
+    let indexes: [(&str, &str, Vec<Setup>); 3] = [
+        ("gist (p)", "bj_pts_i", vec![Setup { label: "LATERAL over GiST", settings: SERIAL, plan_has: "bj_pts_i" }]),
+        ("spgist (p quad_point_ops)", "bj_pts_i", vec![Setup { label: "LATERAL over SP-GiST", settings: SERIAL, plan_has: "bj_pts_i" }]),
+        (
+            "gpu_spatial (p)",
+            "GpuIndexJoin",
+            vec![
+                Setup {
+                    label: "GpuIndexJoin (auto)",
+                    settings: "SET max_parallel_workers_per_gather = 0; SET enable_nestloop = off;",
+                    plan_has: "GpuIndexJoin",
+                },
+                Setup {
+                    label: "GpuIndexJoin (cpu)",
+                    settings: "SET max_parallel_workers_per_gather = 0; SET enable_nestloop = off; SET gpuindex.device = cpu;",
+                    plan_has: "GpuIndexJoin",
+                },
+                Setup { label: "planner (parallel, gpuindex)", settings: "", plan_has: "" },
+            ],
+        ),
     ];
-    let mut rows2 = Vec::new();
-    measure(&ours, sql, "join to rows", a.reps, &mut rows2, &mut plans);
-    let all: Vec<Setup> = builtin.into_iter().chain(ours).collect();
-    for (r, r2) in rows.iter_mut().zip(rows2) {
-        r.values.extend(r2.values);
+    for (using, _, setups) in indexes {
+        let t = Instant::now();
+        c.batch_execute(&format!("DROP INDEX IF EXISTS bj_pts_i; CREATE INDEX bj_pts_i ON bj_pts USING {using}")).unwrap();
+        vacuum(c, &["bj_pts"]);
+        let _ = c.batch_execute("SELECT pg_prewarm('bj_pts_i')");
+        eprintln!("{using} built in {:.1} s", t.elapsed().as_secs_f64());
+        let mut part = Vec::new();
+        for (what, sql) in queries {
+            // SP-GiST's quad opclass answers both; every setup must.
+            measure(&setups, sql, what, a.reps, &mut part, &mut plans);
+        }
+        if rows.is_empty() {
+            rows = part;
+        } else {
+            for (r, p) in rows.iter_mut().zip(part) {
+                r.values.extend(p.values);
+            }
+        }
+        all.extend(setups);
     }
     let labels: Vec<&str> = all.iter().map(|s| s.label).collect();
     print_table(&labels, &rows);
     println!("\n| measure | baseline | time | ours | time | ratio |\n|---|---|---:|---|---:|---:|");
-    ratio_lines(&rows, &all, "GpuIndexJoin (auto)", &["LATERAL over GiST", "planner (parallel)"]);
+    ratio_lines(&rows, &all, "GpuIndexJoin (auto)", &["LATERAL over GiST", "LATERAL over SP-GiST"]);
     println!("\nPlans:");
     for p in plans {
         println!("- {p}");
     }
-    c.batch_execute("DROP TABLE bj_pts, bj_boxes").unwrap();
+    c.batch_execute("DROP TABLE bj_pts, bj_boxes, bj_centres").unwrap();
+}
+
+fn metric(a: &Args, c: &mut Client) {
+    use gpuindex_engine::datasets::VectorSet;
+    let (n, dim, m) = (a.vectors as usize, a.dim, a.queries as usize);
+    println!("\n## Metric: {m} outer rows x {n} vectors of {dim} floats (clustered), 10 nearest each (L2)\n");
+    let array = |v: &[f32]| format!("{{{}}}", v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>().join(","));
+    let t = Instant::now();
+    c.batch_execute("DROP TABLE IF EXISTS bj_vec, bj_vq; CREATE TABLE bj_vec (id int8, v real[]); CREATE TABLE bj_vq (id int8, q real[])")
+        .unwrap();
+    for (table, rows, seed) in [("bj_vec", n, 1u64), ("bj_vq", m, 1 << 40)] {
+        let mut w = c.copy_in(&format!("COPY {table} FROM STDIN")).unwrap();
+        for start in (0..rows).step_by(50_000) {
+            let count = 50_000.min(rows - start);
+            let data = VectorSet::vectors(VectorSet::Clustered, count, dim, seed + start as u64);
+            let mut buf = String::new();
+            for (i, v) in data.chunks(dim).enumerate() {
+                buf.push_str(&format!("{}\t{}\n", start + i + 1, array(v)));
+            }
+            w.write_all(buf.as_bytes()).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    vacuum(c, &["bj_vec", "bj_vq"]);
+    let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bj_vec')");
+    c.batch_execute("CREATE INDEX bj_vec_v ON bj_vec USING gpu_metric (v)").unwrap();
+    eprintln!("metric tables and index built in {:.1} s", t.elapsed().as_secs_f64());
+    let join = |limit: &str| {
+        format!(
+            "SELECT count(s.id), sum(s.d) FROM (SELECT * FROM bj_vq ORDER BY id {limit}) o
+             CROSS JOIN LATERAL (SELECT id, v <-> o.q AS d FROM bj_vec ORDER BY v <-> o.q LIMIT 10) s"
+        )
+    };
+    let mut rows = Vec::new();
+    let mut plans = Vec::new();
+    let ours = [
+        Setup {
+            label: "GpuIndexJoin (auto)",
+            settings: "SET max_parallel_workers_per_gather = 0; SET enable_nestloop = off;",
+            plan_has: "GpuIndexJoin",
+        },
+        Setup {
+            label: "GpuIndexJoin (cpu)",
+            settings: "SET max_parallel_workers_per_gather = 0; SET enable_nestloop = off; SET gpuindex.device = cpu;",
+            plan_has: "GpuIndexJoin",
+        },
+    ];
+    measure(&ours[..1], &join(""), &format!("{m} outer rows"), a.reps, &mut rows, &mut plans);
+    // The slow ones on a few outer rows, then per row.
+    let few = [
+        (100, Setup { label: "nested loop (gpu_metric index scans)", settings: "SET gpuindex.enable_join = off;", plan_has: "bj_vec_v" }),
+        (
+            10,
+            Setup {
+                label: "nested loop (sequential scans)",
+                settings: "SET gpuindex.enable_join = off; SET enable_indexscan = off;",
+                plan_has: "Seq Scan on bj_vec",
+            },
+        ),
+    ];
+    let mut per_row = Vec::new();
+    for (count, s) in few.iter().chain([(100, ours[0]), (100, ours[1])].iter()) {
+        let mut r = Vec::new();
+        measure(
+            std::slice::from_ref(s),
+            &join(&format!("LIMIT {count}")),
+            &format!("first {count} outer rows"),
+            a.reps.min(2),
+            &mut r,
+            &mut plans,
+        );
+        per_row.push((s.label, r[0].values[0] / *count as f64));
+    }
+    println!("| measure | GpuIndexJoin (auto) |\n|---|---:|\n| {m} outer rows to rows | {:.1} ms |", rows[0].values[0]);
+    println!("\n| per outer row | ms | {m} outer rows at that rate |\n|---|---:|---:|");
+    for (label, ms) in &per_row {
+        println!("| {label} | {ms:.3} | {:.1} s |", ms * m as f64 / 1e3);
+    }
+    println!("\nPlans:");
+    for p in plans {
+        println!("- {p}");
+    }
+    c.batch_execute("DROP TABLE bj_vec, bj_vq").unwrap();
 }
 
 fn main() {
@@ -284,8 +430,9 @@ fn main() {
     for part in &a.parts {
         match part.as_str() {
             "equi" => equi(&a, &mut c),
-            "boxes" => boxes(&a, &mut c),
-            other => panic!("unknown part {other} (equi, boxes)"),
+            "spatial" => spatial(&a, &mut c),
+            "metric" => metric(&a, &mut c),
+            other => panic!("unknown part {other} (equi, spatial, metric)"),
         }
     }
 }

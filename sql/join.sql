@@ -1,0 +1,61 @@
+-- GpuIndexJoin: the plans it makes (join types, the LATERAL top-k
+-- pattern), what it does not take (right and full joins, volatile probes,
+-- row locks, OFFSET), gpuindex.enable_join, and answers equal to the
+-- planner's own joins on small tables.
+SET client_min_messages = warning;
+SET gpuindex.device = cpu;
+
+CREATE TABLE jo (id int, k int8, p point, f float8);
+INSERT INTO jo SELECT g, CASE WHEN g % 50 = 0 THEN NULL ELSE g % 300 END,
+  point(g % 37, g % 41), (g % 7)::float8 FROM generate_series(1, 1000) g;
+CREATE TABLE ji (id int, k int8, p point, v real[]);
+INSERT INTO ji SELECT g, g % 400, point(g % 53, g % 29), ARRAY[g % 13, g % 17]::real[]
+  FROM generate_series(1, 2000) g;
+CREATE INDEX ji_k ON ji USING gpu_btree (k);
+CREATE INDEX ji_p ON ji USING gpu_spatial (p);
+CREATE INDEX ji_v ON ji USING gpu_metric (v);
+ANALYZE jo; ANALYZE ji;
+
+-- Forced (the built-in joins off), each join type and operator.
+SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off;
+EXPLAIN (COSTS OFF) SELECT jo.id, ji.id FROM jo JOIN ji ON ji.k = jo.k;
+EXPLAIN (COSTS OFF) SELECT jo.id, ji.id FROM jo LEFT JOIN ji ON ji.k = jo.k AND ji.id > 10 WHERE ji.id IS NULL OR ji.id < 500;
+EXPLAIN (COSTS OFF) SELECT id FROM jo WHERE EXISTS (SELECT 1 FROM ji WHERE ji.k = jo.k);
+EXPLAIN (COSTS OFF) SELECT id FROM jo WHERE NOT EXISTS (SELECT 1 FROM ji WHERE ji.k = jo.k);
+EXPLAIN (COSTS OFF) SELECT jo.id, ji.id FROM jo JOIN ji ON ji.p <@ box(jo.p, point(jo.p[0] + 2, jo.p[1] + 2));
+EXPLAIN (COSTS OFF) SELECT jo.id, ji.id FROM jo JOIN ji ON ji.v <@ l2_ball(ARRAY[jo.f, jo.f]::real[], 1.5);
+EXPLAIN (COSTS OFF) SELECT jo.id, s.id FROM jo CROSS JOIN LATERAL
+  (SELECT id FROM ji WHERE ji.id % 2 = 0 ORDER BY ji.p <-> jo.p LIMIT 3) s;
+EXPLAIN (COSTS OFF) SELECT jo.id, s.d FROM jo LEFT JOIN LATERAL
+  (SELECT ji.v <-> ARRAY[jo.f, 1]::real[] AS d FROM ji ORDER BY ji.v <-> ARRAY[jo.f, 1]::real[] LIMIT 2) s ON s.d < 3;
+
+-- Not taken: the inner side preserved, a volatile probe, row locks, OFFSET.
+EXPLAIN (COSTS OFF) SELECT jo.id, ji.id FROM jo RIGHT JOIN ji ON ji.k = jo.k;
+EXPLAIN (COSTS OFF) SELECT jo.id, ji.id FROM jo JOIN ji ON ji.k = jo.k + (random() * 0)::int;
+EXPLAIN (COSTS OFF) SELECT jo.id FROM jo JOIN ji ON ji.k = jo.k FOR UPDATE OF jo;
+EXPLAIN (COSTS OFF) SELECT jo.id, s.id FROM jo CROSS JOIN LATERAL (SELECT id FROM ji ORDER BY ji.p <-> jo.p OFFSET 1 LIMIT 3) s;
+
+-- Answers equal the planner's own joins.
+CREATE FUNCTION jsame(q text) RETURNS TABLE (rows bigint, same boolean) AS $$
+DECLARE a text[]; b text[];
+BEGIN
+  EXECUTE format('SELECT array_agg(x::text ORDER BY x::text) FROM (%s) x', q) INTO a;
+  SET LOCAL gpuindex.enable_join = off;
+  RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop;
+  EXECUTE format('SELECT array_agg(x::text ORDER BY x::text) FROM (%s) x', q) INTO b;
+  RETURN QUERY SELECT coalesce(cardinality(a), 0)::bigint, a IS NOT DISTINCT FROM b;
+END $$ LANGUAGE plpgsql;
+SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.k = jo.k');
+SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo LEFT JOIN ji ON ji.k = jo.k AND ji.id % 3 = 0');
+SELECT * FROM jsame('SELECT id FROM jo WHERE NOT EXISTS (SELECT 1 FROM ji WHERE ji.k = jo.k)');
+SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.p <@ box(jo.p, point(jo.p[0] + 2, jo.p[1] + 2))');
+SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.v <@ l2_ball(ARRAY[jo.f, jo.f]::real[], 1.5)');
+SELECT * FROM jsame('SELECT jo.id, s.d FROM jo CROSS JOIN LATERAL (SELECT ji.p <-> jo.p AS d FROM ji ORDER BY ji.p <-> jo.p LIMIT 3) s');
+
+-- gpuindex.enable_join = off: the planner's own joins only.
+SET gpuindex.enable_join = off;
+EXPLAIN (COSTS OFF) SELECT jo.id, ji.id FROM jo JOIN ji ON ji.k = jo.k;
+RESET gpuindex.enable_join;
+RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop;
+DROP FUNCTION jsame(text);
+DROP TABLE jo, ji;
