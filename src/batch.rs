@@ -18,6 +18,8 @@ pub struct LastBatch {
     pub device: Device,
     pub cpu_reason: Option<String>,
     pub millis: f64,
+    /// The GPU service's epoch that ran it, when it did.
+    pub service: Option<String>,
 }
 
 thread_local! {
@@ -53,6 +55,20 @@ pub fn ensure_cpu_pool() {
             })
             .build_global();
     });
+}
+
+/// Records a batch the GPU service ran in epoch `epoch` of
+/// `epoch_queries` queries.
+pub fn record_service(what: &'static str, queries: usize, on_gpu: bool, epoch: u64, epoch_queries: u32, started: Instant) {
+    let batch = LastBatch {
+        what,
+        queries,
+        device: if on_gpu { Device::Gpu } else { Device::Cpu },
+        cpu_reason: (!on_gpu).then(|| "the GPU service has no GPU".to_string()),
+        millis: started.elapsed().as_secs_f64() * 1e3,
+        service: Some(format!("epoch {epoch} of {epoch_queries} queries")),
+    };
+    LAST.with(|l| *l.borrow_mut() = Some(batch));
 }
 
 /// Raises a GPU failure as an ERROR with its hint.
@@ -94,6 +110,7 @@ pub fn run<T>(what: &'static str, size: usize, on_cpu: impl FnOnce() -> T, on_gp
                     device: ran.device,
                     cpu_reason: ran.cpu_reason,
                     millis: started.elapsed().as_secs_f64() * 1e3,
+                    service: None,
                 })
             });
             ran.output

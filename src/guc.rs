@@ -1,6 +1,6 @@
 //! The GUCs: `gpuindex.device`, `gpuindex.gpu_min_batch`, `gpuindex.scan_memory`,
-//! the batched join's `gpuindex.enable_join` and `gpuindex.join_chunk`, and the
-//! superuser-only test switches.
+//! the batched join's `gpuindex.enable_join` and `gpuindex.join_chunk`, the GPU
+//! service's settings, and the superuser-only test switches.
 
 use crate::batch;
 use gpuindex_engine::executor::Policy;
@@ -35,6 +35,27 @@ pub static DEBUG_INTERRUPT_SPLITS: GucSetting<bool> = GucSetting::<bool>::new(fa
 /// leaves and nodes, before the metapage record, as a crash there would
 /// leave them (the next merge starts again from the frozen delta).
 pub static DEBUG_INTERRUPT_MERGES: GucSetting<bool> = GucSetting::<bool>::new(false);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PostgresGucEnum)]
+pub enum ServiceSetting {
+    #[name = c"auto"]
+    Auto,
+    #[name = c"on"]
+    On,
+    #[name = c"off"]
+    Off,
+}
+
+/// Whether this backend sends its searches to the GPU service.
+pub static SERVICE: GucSetting<ServiceSetting> = GucSetting::<ServiceSetting>::new(ServiceSetting::Auto);
+/// How long a backend waits for the service's answer.
+pub static SERVICE_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(60_000);
+/// An epoch closes when it holds this many queries...
+pub static EPOCH_MAX_QUERIES: GucSetting<i32> = GucSetting::<i32>::new(1024);
+/// ...or this many microseconds after its first request.
+pub static EPOCH_US: GucSetting<i32> = GucSetting::<i32>::new(200);
+/// MB of index images (host and device copies) the service keeps.
+pub static SERVICE_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(16_384);
 
 pub fn policy() -> Policy {
     match DEVICE.get() {
@@ -142,6 +163,60 @@ pub fn init() {
         16_777_216,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_enum_guc(
+        c"gpuindex.service",
+        c"Whether this session sends its searches to the GPU service: auto, on or off.",
+        c"The GPU service (a background worker started by shared_preload_libraries) owns the one CUDA context and one \
+          copy of each index image, and answers the searches of all sessions in epochs, one batch each. auto sends \
+          what it serves when the service runs on a GPU and gpuindex.device is not cpu, and searches in the session \
+          otherwise or when the service fails; on always sends them (on the service's device, the CPU when it has no \
+          GPU) and raises an ERROR when the service cannot answer; off never does.",
+        &SERVICE,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"gpuindex.service_timeout",
+        c"How long a session waits for the GPU service's answer.",
+        c"Past it the request is withdrawn: an ERROR under gpuindex.service = on, a search in the session under auto.",
+        &SERVICE_TIMEOUT,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"gpuindex.epoch_max_queries",
+        c"The GPU service closes an epoch when its requests hold this many queries.",
+        c"Each epoch is one batch per index and kind of search.",
+        &EPOCH_MAX_QUERIES,
+        1,
+        1 << 20,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"gpuindex.epoch_us",
+        c"Microseconds after its first request that the GPU service closes an epoch.",
+        c"Requests that arrive while an epoch runs wait for the next one, so under load epochs fill without waiting; \
+          this bounds what a lone request waits for company.",
+        &EPOCH_US,
+        0,
+        1_000_000,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"gpuindex.service_memory",
+        c"Memory the GPU service may hold in index images (host and device copies each).",
+        c"Past it the least recently used images are released; an image larger than this is not loaded (its \
+          searches run in the sessions).",
+        &SERVICE_MEMORY,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_MB,
     );
     GucRegistry::define_bool_guc(
         c"gpuindex.debug_interrupt_splits",

@@ -21,6 +21,7 @@ mod error;
 mod functions;
 mod guc;
 mod join;
+mod service;
 mod srf;
 mod storage;
 mod visibility;
@@ -34,6 +35,7 @@ pub extern "C-unwind" fn _PG_init() {
     am::gpu_spatial::options::OPTIONS.register();
     am::gpu_metric::options::OPTIONS.register();
     join::register();
+    service::register();
 }
 
 /// Required by `cargo pgrx test`; gpuindex tests run through pg_regress and

@@ -52,13 +52,21 @@ fn gpuindex_device_info() -> TableIterator<
 }
 
 /// The last batch this session ran: which function, how many queries, on
-/// which device, and why not on the GPU when it was not.
+/// which device, why not on the GPU when it was not, and the GPU service's
+/// epoch when the service ran it.
 #[pg_extern(volatile, parallel_unsafe)]
 fn gpuindex_last_batch() -> TableIterator<
     'static,
-    (name!(function, String), name!(queries, i64), name!(device, String), name!(cpu_reason, Option<String>), name!(millis, f64)),
+    (
+        name!(function, String),
+        name!(queries, i64),
+        name!(device, String),
+        name!(cpu_reason, Option<String>),
+        name!(millis, f64),
+        name!(service, Option<String>),
+    ),
 > {
-    TableIterator::new(
-        batch::last_batch().map(|b| (b.what.to_string(), b.queries as i64, b.device.as_str().to_string(), b.cpu_reason, b.millis)),
-    )
+    TableIterator::new(batch::last_batch().map(|b| {
+        (b.what.to_string(), b.queries as i64, b.device.as_str().to_string(), b.cpu_reason, b.millis, b.service)
+    }))
 }

@@ -19,7 +19,7 @@ use super::page::Meta;
 use super::{image, shape, vector};
 use crate::am::common::{Access, OpenIndex};
 use crate::storage::Tid;
-use gpuindex_engine::gts::{bounded, search, Metric, Vectors};
+use gpuindex_engine::gts::{search, Vectors};
 use pgrx::datum::AnyArray;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -118,29 +118,22 @@ fn merge(a: Vec<(u64, f64)>, b: &[Cand], k: Option<usize>) -> Vec<Cand> {
 /// there are no more. `what` names the batch in `gpuindex_last_batch()`.
 pub fn knn(call: &Call, k: usize, what: &'static str) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
     let rel = call.open.index;
-    let img = image::tree(rel, &call.m);
+    // The tree's copy in this backend, made when the GPU service does not
+    // answer.
+    let img = std::cell::OnceCell::new();
     let delta = image::delta(rel, &call.m);
     let dim = call.m.dim as usize;
-    let metric = shape::metric(&call.m);
-    let total = img.objects.v.len() + delta.len();
+    let total = call.m.tree_entries as usize + delta.len();
     let n = call.queries.len() / dim;
     let mut done = vec![Vec::new(); n];
     let mut pending: Vec<usize> = (0..n).collect();
     let mut want = k.min(total.max(1));
     while !pending.is_empty() {
         let qs: Vec<f32> = pending.iter().flat_map(|&i| call.queries[i * dim..(i + 1) * dim].iter().copied()).collect();
-        let a = crate::batch::run(
-            what,
-            pending.len(),
-            || {
-                if metric == Metric::L2 && img.prunes_little() {
-                    bounded::knn_l2(&img.objects, img.norms(), &qs, want)
-                } else {
-                    search::knn(&img.shape, &img.objects, &qs, want)
-                }
-            },
-            |g| img.device(g)?.knn(g, &qs, want),
-        );
+        let a = image::knn_by_service(rel, &call.m, &qs, want, what).unwrap_or_else(|| {
+            let img = img.get_or_init(|| image::tree(rel, &call.m));
+            crate::batch::run(what, pending.len(), || img.knn_cpu(&qs, want), |g| img.knn_gpu(g, &qs, want))
+        });
         let b = delta_candidates(&call.m, &qs, &delta, Some(want), None);
         let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, Some(want))).collect();
         let alive = visible(call.open, &cands);

@@ -12,7 +12,7 @@ use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::gts::bounded;
 use gpuindex_engine::gts::gpu::DeviceTree;
 use gpuindex_engine::gts::search::{self, Objects};
-use gpuindex_engine::gts::{Shape, Vectors};
+use gpuindex_engine::gts::{Metric, Shape, Vectors};
 use pgrx::pg_sys;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -27,6 +27,34 @@ pub struct Image {
 }
 
 impl Image {
+    pub fn new(generation: u64, vacuums: u64, shape: Shape, objects: Objects) -> Image {
+        Image {
+            generation,
+            vacuums,
+            shape,
+            objects,
+            norms: OnceLock::new(),
+            prunes_little: OnceLock::new(),
+            device: Mutex::new(None),
+        }
+    }
+
+    /// The `want` nearest rows of each query (rows of `queries`) on all
+    /// cores: the bounded brute force for L2 where the tree prunes little,
+    /// else the tree's search.
+    pub fn knn_cpu(&self, queries: &[f32], want: usize) -> Vec<Vec<(u64, f64)>> {
+        if self.shape.metric == Metric::L2 && self.prunes_little() {
+            bounded::knn_l2(&self.objects, self.norms(), queries, want)
+        } else {
+            search::knn(&self.shape, &self.objects, queries, want)
+        }
+    }
+
+    /// The same on the GPU (`want` up to `MAX_GPU_K`).
+    pub fn knn_gpu(&self, gpu: &Gpu, queries: &[f32], want: usize) -> Result<Vec<Vec<(u64, f64)>>, GpuError> {
+        self.device(gpu)?.knn(gpu, queries, want)
+    }
+
     /// The rows' squared norms (for L2 bounds), computed at the first call
     /// (on the CPU pool).
     pub fn norms(&self) -> &[f64] {
@@ -106,19 +134,33 @@ pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
     } else {
         Shape::empty(shape::metric(m))
     };
-    cache::store(
-        rel,
-        "rows",
-        Image {
-            generation: m.generation,
-            vacuums: m.vacuums,
-            shape,
-            objects,
-            norms: OnceLock::new(),
-            prunes_little: OnceLock::new(),
-            device: Mutex::new(None),
-        },
-    )
+    cache::store(rel, "rows", Image::new(m.generation, m.vacuums, shape, objects))
+}
+
+/// The `k` nearest tree rows of each query (rows of `queries`) from the
+/// GPU service, shipping it the tree's rows if it lacks them; None where
+/// this backend searches itself (`gpuindex.service`, or the service
+/// declined or failed under `auto`).
+pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[f32], k: usize, what: &'static str) -> Option<Vec<Vec<(u64, f64)>>> {
+    use crate::service::{client, images, shmem::ImageKey};
+    if !client::wanted() {
+        return None;
+    }
+    let key = ImageKey {
+        // SAFETY: a process global; a field of an open relation.
+        database: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        index: unsafe { (*rel).rd_id }.to_u32(),
+        file: crate::compat::relfilenode(rel).to_u32(),
+        generation: m.generation,
+        vacuums: m.vacuums,
+    };
+    let ship = |path: &std::path::Path| {
+        let written = images::write(path, &tree(rel, m));
+        // The service holds it now; this backend need not.
+        cache::remove(rel, "rows");
+        written
+    };
+    client::knn(key, m.dim as usize, queries, k, &ship, what)
 }
 
 /// The delta's rows (and a frozen delta's).

@@ -14,7 +14,7 @@ mod chain;
 pub mod check;
 mod cost;
 pub mod functions;
-mod image;
+pub mod image;
 pub mod options;
 mod page;
 mod rebuild;

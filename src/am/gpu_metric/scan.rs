@@ -26,7 +26,7 @@ use super::{chain, image, vector};
 use crate::am::common::scan::{Found, IndexScan};
 use crate::storage::{tid_from, tid_to};
 use gpuindex_engine::gts::gpu::MAX_GPU_K;
-use gpuindex_engine::gts::{bounded, search, Metric, Nearest, Shape};
+use gpuindex_engine::gts::{search, Metric, Nearest, Shape};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashSet;
@@ -52,14 +52,21 @@ const IN_MEMORY_ROWS: u64 = 10_000;
 /// Rows an in-memory walk finds first.
 const FIRST: usize = 64;
 
+/// Where an in-memory walk's rows are.
+enum Copy {
+    Here(Arc<image::Image>),
+    /// In the GPU service, as of this metapage.
+    Service(Meta),
+}
+
 enum Walk {
     /// Rows in distance order, then the NULL rows.
     Ordered { tree: Tree, nearest: Nearest, nulls: Vec<u64> },
-    /// The same from the tree's copy in memory: its nearest `found` of the
-    /// `asked` (all of them when fewer), `at` of them returned; the delta's
-    /// rows, nearest last.
+    /// The same from the tree's copy in memory (this backend's or the GPU
+    /// service's): its nearest `found` of the `asked` (all of them when
+    /// fewer), `at` of them returned; the delta's rows, nearest last.
     InMemory {
-        img: Arc<image::Image>,
+        copy: Copy,
         query: Vec<f32>,
         asked: usize,
         found: Vec<(u64, f64)>,
@@ -191,6 +198,15 @@ fn start(rel: pg_sys::Relation, q: Option<&[f32]>) -> Walk {
     for c in m.vector_chains() {
         chain::for_run(rel, m.dim as usize, c.head, |e| delta.push((metric.distance(q, e.v), e.tid)));
     }
+    // Delta rows nearest last, for pop().
+    let by_distance_desc = |delta: &mut Vec<(f64, u64)>| delta.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+    if m.tree_entries >= IN_MEMORY_ROWS {
+        if let Some(mut found) = image::knn_by_service(rel, &m, q, FIRST, "gpu_metric index scan") {
+            by_distance_desc(&mut delta);
+            let found = found.pop().unwrap_or_default();
+            return Walk::InMemory { copy: Copy::Service(m), query: q.to_vec(), asked: FIRST, found, at: 0, delta, nulls };
+        }
+    }
     let in_memory = metric == Metric::L2 && m.tree_entries >= IN_MEMORY_ROWS;
     let copy = in_memory
         .then(|| {
@@ -201,10 +217,9 @@ fn start(rel: pg_sys::Relation, q: Option<&[f32]>) -> Walk {
         .flatten()
         .filter(|img| img.prunes_little());
     if let Some(img) = copy {
-        // Nearest last, for pop().
-        delta.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        by_distance_desc(&mut delta);
         let found = nearest(&img, q, FIRST);
-        return Walk::InMemory { img, query: q.to_vec(), asked: FIRST, found, at: 0, delta, nulls };
+        return Walk::InMemory { copy: Copy::Here(img), query: q.to_vec(), asked: FIRST, found, at: 0, delta, nulls };
     }
     let tree = if m.tree_entries > 0 { Tree::Built(shape::shape(rel, &m)) } else { Tree::Empty(Shape::empty(metric)) };
     let mut nearest = Nearest::new(tree.shape(), q);
@@ -212,15 +227,26 @@ fn start(rel: pg_sys::Relation, q: Option<&[f32]>) -> Walk {
     Walk::Ordered { tree, nearest, nulls }
 }
 
-/// The `k` rows of `img` nearest `q` (L2), nearest first, ties by TID: on
-/// the device `gpuindex.device` picks while k fits the GPU search.
+/// The `k` rows of `img` nearest `q`, nearest first, ties by TID: on the
+/// device `gpuindex.device` picks while k fits the GPU search.
 fn nearest(img: &image::Image, q: &[f32], k: usize) -> Vec<(u64, f64)> {
-    let cpu = || bounded::knn_l2(&img.objects, img.norms(), q, k).pop().unwrap_or_default();
+    let cpu = || img.knn_cpu(q, k).pop().unwrap_or_default();
     if k > MAX_GPU_K {
         crate::batch::ensure_cpu_pool();
         return cpu();
     }
-    crate::batch::run("gpu_metric index scan", 1, cpu, |g| Ok(img.device(g)?.knn(g, q, k)?.pop().unwrap_or_default()))
+    crate::batch::run("gpu_metric index scan", 1, cpu, |g| Ok(img.knn_gpu(g, q, k)?.pop().unwrap_or_default()))
+}
+
+/// The same from where `copy` is; a service that cannot answer (`auto`)
+/// leaves it to this backend's copy.
+fn nearest_in(rel: pg_sys::Relation, copy: &Copy, q: &[f32], k: usize) -> Vec<(u64, f64)> {
+    match copy {
+        Copy::Here(img) => nearest(img, q, k),
+        Copy::Service(m) => image::knn_by_service(rel, m, q, k, "gpu_metric index scan")
+            .map(|mut a| a.pop().unwrap_or_default())
+            .unwrap_or_else(|| nearest(&image::tree(rel, m), q, k)),
+    }
 }
 
 impl IndexScan for ScanState {
@@ -299,11 +325,11 @@ impl ScanState {
         let walk = self.walk.get_or_insert_with(|| start(rel, order));
         let (tid, distance) = match walk {
             Walk::Unordered(all) => (all.pop()?, None),
-            Walk::InMemory { img, query, asked, found, at, delta, nulls } => {
+            Walk::InMemory { copy, query, asked, found, at, delta, nulls } => {
                 if *at == found.len() && found.len() == *asked {
                     // Past what was found: four times as many (the first `at` are the same rows).
                     *asked *= 4;
-                    *found = nearest(img, query, *asked);
+                    *found = nearest_in(rel, copy, query, *asked);
                 }
                 let from_tree = match (found.get(*at), delta.last()) {
                     (Some(&(tid, d)), Some(&(dd, dt))) => (d, tid) < (dd, dt),

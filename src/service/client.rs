@@ -1,0 +1,290 @@
+//! The backend's side of the service: whether to ask it, posting a
+//! request into a slot and sleeping on the backend's latch until the
+//! answer, withdrawing it on cancel, timeout, ERROR (a `Drop` guard) or
+//! exit (a `before_shmem_exit` callback: FATAL does not unwind), and
+//! shipping an image the service lacks.
+
+use super::shmem::{self, *};
+use crate::guc::{self, ServiceSetting};
+use gpuindex_engine::executor::Policy;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::path::Path;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::time::{Duration, Instant};
+
+/// The request this backend has in a slot: (slot, generation).
+static mut CURRENT: Option<(usize, u32)> = None;
+static mut EXIT_CALLBACK: bool = false;
+
+/// Whether this backend sends what the service serves to it, per
+/// `gpuindex.service`. Under `on`, a service that is not running is an
+/// ERROR.
+pub fn wanted() -> bool {
+    match guc::SERVICE.get() {
+        ServiceSetting::Off => false,
+        ServiceSetting::Auto => {
+            guc::policy() != Policy::Cpu
+                && shmem::shared().is_some_and(|sh| sh.running() && sh.device.load(Relaxed) == DEVICE_GPU)
+        }
+        ServiceSetting::On => {
+            match shmem::shared() {
+                None => crate::error::raise(
+                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    "gpuindex.service = on, but the gpuindex GPU service is not loaded",
+                    "Add gpuindex to shared_preload_libraries and restart the server, or SET gpuindex.service = auto.",
+                ),
+                Some(sh) if !sh.running() => crate::error::raise(
+                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    "gpuindex.service = on, but the gpuindex GPU service is not running",
+                    "The postmaster restarts it within seconds after a failure (see the server log); or SET gpuindex.service = auto.",
+                ),
+                Some(_) => true,
+            }
+        }
+    }
+}
+
+fn strict() -> bool {
+    guc::SERVICE.get() == ServiceSetting::On
+}
+
+/// Writes answers into a slot's data: one u32 count per query (padded to
+/// 8 bytes), then (id, distance) pairs. Callers checked `fits`.
+pub fn encode_answers(rows: &[Vec<(u64, f64)>], data: &mut [u8]) {
+    let mut at = 0;
+    for r in rows {
+        data[at..at + 4].copy_from_slice(&(r.len() as u32).to_ne_bytes());
+        at += 4;
+    }
+    at = at.next_multiple_of(8);
+    for &(id, d) in rows.iter().flatten() {
+        data[at..at + 8].copy_from_slice(&id.to_ne_bytes());
+        data[at + 8..at + 16].copy_from_slice(&d.to_ne_bytes());
+        at += 16;
+    }
+}
+
+fn decode_answers(queries: usize, data: &[u8]) -> Vec<Vec<(u64, f64)>> {
+    let counts: Vec<usize> = (0..queries).map(|i| u32::from_ne_bytes(data[i * 4..i * 4 + 4].try_into().unwrap()) as usize).collect();
+    let mut at = (queries * 4).next_multiple_of(8);
+    counts
+        .iter()
+        .map(|&n| {
+            (0..n)
+                .map(|_| {
+                    let id = u64::from_ne_bytes(data[at..at + 8].try_into().unwrap());
+                    let d = f64::from_ne_bytes(data[at + 8..at + 16].try_into().unwrap());
+                    at += 16;
+                    (id, d)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Whether `queries` queries of `dim` floats with up to `k` answers each
+/// fit a slot.
+fn fits(queries: usize, dim: usize, k: usize) -> bool {
+    queries * dim * 4 <= SLOT_DATA && (queries * 4).next_multiple_of(8) + queries * k * 16 <= SLOT_DATA
+}
+
+/// What came back.
+enum Reply {
+    Done { head: Head, data: Vec<u8> },
+    TimedOut,
+    NoSlot,
+}
+
+/// Withdraws the request of ticket (slot, generation), as the module
+/// documents: whoever moves the slot out of a shared state frees it.
+fn withdraw(slot: usize, generation: u32) {
+    let Some(sh) = shmem::shared() else { return };
+    let s = &sh.slots()[slot];
+    if s.generation.load(Acquire) != generation {
+        return;
+    }
+    if s.state.compare_exchange(POSTED, FREE, AcqRel, Acquire).is_ok() || s.state.compare_exchange(TAKEN, ABANDONED, AcqRel, Acquire).is_ok() {
+        return;
+    }
+    let now = s.state.load(Acquire);
+    if now == DONE || now == FILLING {
+        s.state.store(FREE, Release);
+    }
+}
+
+/// The ticket of a posted request; dropping it (an ERROR unwinding
+/// through the wait) withdraws the request.
+struct Ticket {
+    slot: usize,
+    generation: u32,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        withdraw(self.slot, self.generation);
+        // SAFETY: this backend's own global.
+        unsafe { CURRENT = None };
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn backend_exit(_code: i32, _arg: pg_sys::Datum) {
+    // SAFETY: this backend's own global, read at exit.
+    if let Some((slot, generation)) = unsafe { CURRENT } {
+        withdraw(slot, generation);
+    }
+}
+
+/// Posts a request and waits for its answer (up to
+/// `gpuindex.service_timeout`).
+fn ask(sh: &Shared, mut head: Head, request: &[u8]) -> Reply {
+    // SAFETY: this backend's own globals; a static callback.
+    unsafe {
+        if !EXIT_CALLBACK {
+            pg_sys::before_shmem_exit(Some(backend_exit), pg_sys::Datum::from(0));
+            EXIT_CALLBACK = true;
+        }
+    }
+    let slots = sh.slots();
+    // SAFETY: a process global.
+    let start = unsafe { pg_sys::MyProcPid } as usize % slots.len();
+    let Some(i) = (0..slots.len()).map(|j| (start + j) % slots.len()).find(|&i| slots[i].state.compare_exchange(FREE, FILLING, AcqRel, Acquire).is_ok())
+    else {
+        return Reply::NoSlot;
+    };
+    let slot = &slots[i];
+    let generation = slot.generation.fetch_add(1, AcqRel).wrapping_add(1);
+    let ticket = Ticket { slot: i, generation };
+    // SAFETY: FILLING: this backend owns the contents until it posts.
+    unsafe {
+        CURRENT = Some((i, generation));
+        head.owner_pid = pg_sys::MyProcPid;
+        head.owner_latch = pg_sys::MyLatch as usize;
+        head.bytes = request.len() as u32;
+        head.status = 0;
+        *slot.head.get() = head;
+        (&mut *slot.data.get())[..request.len()].copy_from_slice(request);
+    }
+    slot.post_seq.store(sh.post_seq.fetch_add(1, Relaxed), Relaxed);
+    let posted = Instant::now();
+    slot.state.store(POSTED, Release);
+    sh.wake_worker();
+    let timeout = Duration::from_millis(guc::SERVICE_TIMEOUT.get().max(1) as u64);
+    loop {
+        if slot.state.load(Acquire) == DONE {
+            break;
+        }
+        if posted.elapsed() >= timeout {
+            return Reply::TimedOut; // the ticket withdraws the request
+        }
+        // SAFETY: the backend's latch; a wait as PostgreSQL's own.
+        unsafe {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                10,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
+        // Cancel or statement_timeout: the ERROR unwinds through `ticket`.
+        pg_sys::check_for_interrupts!();
+    }
+    sh.stats.wait_us.add(posted.elapsed().as_secs_f64() * 1e6);
+    // SAFETY: DONE: the answer is this backend's to read.
+    let (head, data) = unsafe { (*slot.head.get(), &*slot.data.get()) };
+    let used = match head.status {
+        ST_OK => SLOT_DATA,
+        ST_FAILED => (head.bytes as usize).min(SLOT_DATA),
+        _ => 0,
+    };
+    let reply = Reply::Done { head, data: data[..used].to_vec() };
+    drop(ticket); // DONE -> FREE
+    reply
+}
+
+/// Why the service did not answer: an ERROR under `on`, a search in the
+/// backend under `auto` (counted as a fallback).
+fn not_answered(sh: &Shared, why: String) -> Option<Vec<Vec<(u64, f64)>>> {
+    if strict() {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+            format!("gpuindex service: {why}"),
+            "Retry; SET gpuindex.service = auto searches in the session when the service cannot answer.",
+        );
+    }
+    sh.stats.fallbacks.fetch_add(1, Relaxed);
+    None
+}
+
+/// The `k` nearest rows of each query (`dim` floats each) in the image
+/// `key`, from the service, or None when this backend should search
+/// itself (`auto` only: declined, failed, another backend shipping the
+/// image). `ship` writes the image to the path it is given, when the
+/// service asks for it. `what` names the batch in `gpuindex_last_batch()`.
+pub fn knn(
+    key: ImageKey,
+    dim: usize,
+    queries: &[f32],
+    k: usize,
+    ship: &dyn Fn(&Path) -> std::io::Result<()>,
+    what: &'static str,
+) -> Option<Vec<Vec<(u64, f64)>>> {
+    let sh = shmem::shared()?;
+    let n = queries.len() / dim.max(1);
+    if !fits(n, dim, k) {
+        return None;
+    }
+    let started = Instant::now();
+    let request: Vec<u8> = queries.iter().flat_map(|f| f.to_ne_bytes()).collect();
+    let head = Head { op: OP_KNN, key, dim: dim as u32, queries: n as u32, k: k as u32, ..Head::default() };
+    loop {
+        let (head, data) = match ask(sh, head, &request) {
+            Reply::Done { head, data } => (head, data),
+            Reply::TimedOut => return not_answered(sh, "no answer within gpuindex.service_timeout".into()),
+            Reply::NoSlot => return not_answered(sh, "no free request slot".into()),
+        };
+        match head.status {
+            ST_OK => {
+                crate::batch::record_service(what, n, head.device == DEVICE_GPU, head.epoch, head.epoch_queries, started);
+                return Some(decode_answers(n, &data));
+            }
+            ST_NO_IMAGE => {
+                if let Some(answer) = load(sh, key, ship) {
+                    return answer;
+                }
+            }
+            ST_LOADING if !strict() => return not_answered(sh, String::new()),
+            ST_LOADING => {
+                // Another backend ships the image: ask again shortly.
+                std::thread::sleep(Duration::from_millis(5));
+                pg_sys::check_for_interrupts!();
+                if started.elapsed() >= Duration::from_millis(guc::SERVICE_TIMEOUT.get().max(1) as u64) {
+                    return not_answered(sh, "the index image did not arrive within gpuindex.service_timeout".into());
+                }
+            }
+            ST_RESTARTED => return not_answered(sh, "the service restarted while serving this request".into()),
+            _ => return not_answered(sh, String::from_utf8_lossy(&data).into_owned()),
+        }
+    }
+}
+
+/// Ships the image of `key`; None when it arrived (ask again), else what
+/// `knn` returns.
+fn load(sh: &Shared, key: ImageKey, ship: &dyn Fn(&Path) -> std::io::Result<()>) -> Option<Option<Vec<Vec<(u64, f64)>>>> {
+    let path = super::images::ship_path(&key);
+    if let Err(e) = ship(&path) {
+        let _ = std::fs::remove_file(&path);
+        return Some(not_answered(sh, format!("could not write the index image {}: {e}", path.display())));
+    }
+    let request = path.to_string_lossy().into_owned().into_bytes();
+    let reply = ask(sh, Head { op: OP_LOAD, key, ..Head::default() }, &request);
+    match reply {
+        Reply::Done { head, .. } if head.status == ST_OK => None,
+        Reply::Done { head, data } if head.status == ST_FAILED => Some(not_answered(sh, String::from_utf8_lossy(&data).into_owned())),
+        Reply::Done { .. } => Some(not_answered(sh, "the service restarted while loading the index image".into())),
+        Reply::TimedOut => Some(not_answered(sh, "the index image was not loaded within gpuindex.service_timeout".into())),
+        Reply::NoSlot => Some(not_answered(sh, "no free request slot".into())),
+    }
+}

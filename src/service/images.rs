@@ -1,0 +1,192 @@
+//! Index images in the service: how a backend ships one (a file in the
+//! data directory: the service has no database connection to read pages
+//! with, and a file is not bounded by /dev/shm as dynamic shared memory
+//! is), and the service's store of them (one copy of each, on the host
+//! and the device, released least recently used first past
+//! `gpuindex.service_memory`, and when a newer image of the same index
+//! arrives).
+
+use super::shmem::{ImageKey, ImageRow};
+use crate::am::gpu_metric::image::Image;
+use gpuindex_engine::gpu::Gpu;
+use gpuindex_engine::gts::search::Objects;
+use gpuindex_engine::gts::{Metric, Node, Shape, Vectors};
+use std::collections::HashMap;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The directory of shipped images, in the data directory (every
+/// PostgreSQL process runs there).
+pub const DIR: &str = "pg_gpuindex";
+const MAGIC: &[u8; 8] = b"GPUIMG01";
+
+/// Where this backend ships an image.
+pub fn ship_path(key: &ImageKey) -> PathBuf {
+    Path::new(DIR).join(format!("{}.{}.{}.{}.image", std::process::id(), key.database, key.index, key.generation))
+}
+
+fn put<T: Copy>(w: &mut impl Write, v: &[T]) -> std::io::Result<()> {
+    w.write_all(&(v.len() as u64).to_le_bytes())?;
+    // SAFETY: plain-data slices (f32, u64, f64, repr(C) Node) as bytes.
+    w.write_all(unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) })
+}
+
+/// Reads a slice `put` wrote; `T` is plain data (all-zero bytes and any
+/// bytes written from a `T` are valid).
+fn get<T: Copy>(r: &mut impl Read) -> std::io::Result<Vec<T>> {
+    let mut n = [0u8; 8];
+    r.read_exact(&mut n)?;
+    let n = u64::from_le_bytes(n) as usize;
+    // SAFETY: plain data, as above.
+    let mut v = vec![unsafe { std::mem::zeroed::<T>() }; n];
+    // SAFETY: filled byte for byte from what `put` wrote of the same type.
+    r.read_exact(unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v.as_slice())) })?;
+    Ok(v)
+}
+
+/// Writes `img` to `path`.
+pub fn write(path: &Path, img: &Image) -> std::io::Result<()> {
+    std::fs::create_dir_all(DIR)?;
+    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    w.write_all(MAGIC)?;
+    let s = &img.shape;
+    put(&mut w, &[s.metric as u8 as u64, s.fanout as u64, s.height as u64, s.dim as u64, img.objects.v.dim as u64])?;
+    put(&mut w, &s.nodes)?;
+    put(&mut w, &s.pivots)?;
+    put(&mut w, &img.objects.v.data)?;
+    put(&mut w, &img.objects.v.ids)?;
+    put(&mut w, &img.objects.pdist)?;
+    w.flush()
+}
+
+/// Reads what `write` wrote.
+fn read(path: &Path, key: &ImageKey) -> std::io::Result<Image> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {what}", path.display()));
+    let mut r = BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic)?;
+    if &magic != MAGIC {
+        return Err(bad("not an image"));
+    }
+    let h: Vec<u64> = get(&mut r)?;
+    let [metric, fanout, height, dim, vdim] = h[..] else { return Err(bad("short header")) };
+    let metric = Metric::from_code(metric as u8).ok_or_else(|| bad("unknown metric"))?;
+    let nodes: Vec<Node> = get(&mut r)?;
+    let pivots: Vec<f32> = get(&mut r)?;
+    let data: Vec<f32> = get(&mut r)?;
+    let ids: Vec<u64> = get(&mut r)?;
+    let pdist: Vec<f64> = get(&mut r)?;
+    if nodes.is_empty() || ids.len() != pdist.len() || data.len() != ids.len() * vdim as usize {
+        return Err(bad("inconsistent sizes"));
+    }
+    let shape = Shape { metric, fanout: fanout as usize, height: height as usize, dim: dim as usize, nodes, pivots };
+    let objects = Objects { v: Vectors { dim: vdim as usize, data, ids }, pdist };
+    Ok(Image::new(key.generation, key.vacuums, shape, objects))
+}
+
+struct Held {
+    image: Arc<Image>,
+    used: u64,
+    queries: u64,
+}
+
+/// How long another backend may take to ship an image before a new
+/// requester is asked to (its shipper may have been cancelled).
+const SHIPPING_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+pub struct Store {
+    held: HashMap<ImageKey, Held>,
+    /// Images a backend was asked to ship: its pid, since when.
+    shipping: HashMap<ImageKey, (i32, Instant)>,
+    clock: u64,
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+impl Store {
+    /// The image of `key`, marked used by `queries` more queries.
+    pub fn get(&mut self, key: &ImageKey, queries: usize) -> Option<Arc<Image>> {
+        self.clock += 1;
+        let h = self.held.get_mut(key)?;
+        h.used = self.clock;
+        h.queries += queries as u64;
+        Some(h.image.clone())
+    }
+
+    /// Whether `pid` should ship the missing image of `key` (true), or
+    /// another backend is shipping it (false).
+    pub fn ask_to_ship(&mut self, key: &ImageKey, pid: i32) -> bool {
+        if let Some(&(by, since)) = self.shipping.get(key) {
+            if by != pid && alive(by) && since.elapsed() < SHIPPING_TIMEOUT {
+                return false;
+            }
+        }
+        self.shipping.insert(*key, (pid, Instant::now()));
+        true
+    }
+
+    /// Loads the image `path` holds as `key` (and removes the file),
+    /// uploading it to `gpu` if given, within `budget` bytes.
+    pub fn load(&mut self, key: &ImageKey, path: &Path, gpu: Option<&Gpu>, budget: usize) -> Result<(), String> {
+        self.shipping.remove(key);
+        let read = read(path, key);
+        let _ = std::fs::remove_file(path);
+        let image = read.map_err(|e| format!("could not read the shipped image: {e}"))?;
+        // Older images of the same index are never asked for again.
+        self.held.retain(|k, _| (k.database, k.index) != (key.database, key.index));
+        let bytes = crate::am::common::cache::Image::host_bytes(&image);
+        if bytes > budget {
+            return Err(format!(
+                "the image takes {} MB, more than gpuindex.service_memory = {} MB",
+                bytes >> 20,
+                budget >> 20
+            ));
+        }
+        while self.host_bytes() + bytes > budget {
+            let oldest = self.held.iter().min_by_key(|(_, h)| h.used).map(|(k, _)| *k).expect("over budget only when holding some");
+            self.held.remove(&oldest);
+        }
+        if let Some(g) = gpu {
+            image.device(g).map_err(|e| format!("could not upload the image: {e}"))?;
+        }
+        self.clock += 1;
+        self.held.insert(*key, Held { image: Arc::new(image), used: self.clock, queries: 0 });
+        Ok(())
+    }
+
+    fn host_bytes(&self) -> usize {
+        self.held.values().map(|h| crate::am::common::cache::Image::host_bytes(h.image.as_ref())).sum()
+    }
+
+    /// What `gpuindex_service_images()` lists.
+    pub fn rows(&self) -> Vec<ImageRow> {
+        use crate::am::common::cache::Image as _;
+        let mut rows: Vec<ImageRow> = self
+            .held
+            .iter()
+            .map(|(k, h)| ImageRow {
+                key: *k,
+                host_bytes: h.image.host_bytes() as u64,
+                device_bytes: h.image.device_bytes() as u64,
+                queries: h.queries,
+            })
+            .collect();
+        rows.sort_by_key(|r| (r.key.database, r.key.index));
+        rows
+    }
+}
+
+/// Removes images a previous run of the service left unread.
+pub fn clear_shipped() {
+    if let Ok(dir) = std::fs::read_dir(DIR) {
+        for e in dir.flatten() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The service's background worker: it owns the only CUDA context and one
+//! copy of each index image, takes the backends' requests in posting
+//! order, closes an epoch when its requests hold
+//! `gpuindex.epoch_max_queries` queries or `gpuindex.epoch_us` after the
+//! first, and runs one batch per image for the whole epoch.
+//!
+//! Only the worker's own thread calls PostgreSQL (latches, logging,
+//! configuration); the batches run on the rayon pool or the GPU over
+//! plain memory. An ERROR or panic ends the worker with exit code 1 and
+//! the postmaster starts it again a second later; the new incarnation
+//! answers what the old one held as lost (`ST_RESTARTED`).
+
+use super::images::{self, Store};
+use super::shmem::{self, *};
+use crate::guc;
+use gpuindex_engine::executor::Policy;
+use gpuindex_engine::gpu::{self, Gpu};
+use gpuindex_engine::gts::gpu::MAX_GPU_K;
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Registers the worker (from _PG_init under shared_preload_libraries).
+pub fn register() {
+    BackgroundWorkerBuilder::new("gpuindex service")
+        .set_type("gpuindex service")
+        .set_library("gpuindex")
+        .set_function("gpuindex_service_main")
+        .enable_shmem_access(None)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+/// A request taken from its slot.
+struct Job {
+    slot: usize,
+    generation: u32,
+    head: Head,
+    queries: Vec<f32>,
+    path: String,
+}
+
+/// The worker's entry point (the postmaster finds it by name).
+#[pg_guard]
+#[no_mangle]
+pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let sh = shmem::shared().expect("the worker runs only where gpuindex was preloaded");
+    recover(sh);
+    let incarnation = sh.incarnation.fetch_add(1, AcqRel) + 1;
+    images::clear_shipped();
+    crate::batch::ensure_cpu_pool();
+    let gpu = choose_gpu();
+    // SAFETY: a static callback; process globals of this worker.
+    unsafe {
+        pg_sys::before_shmem_exit(Some(worker_exit), pg_sys::Datum::from(0));
+        sh.worker_latch.store(pg_sys::MyLatch as usize, Release);
+        sh.worker_pid.store(pg_sys::MyProcPid, Release);
+    }
+    sh.device.store(if gpu.is_some() { DEVICE_GPU } else { DEVICE_CPU }, Release);
+    log!(
+        "gpuindex service started (incarnation {incarnation}) on the {}",
+        gpu.as_ref().map_or("CPU".to_string(), |g| format!("GPU {}", g.info().name))
+    );
+    let mut store = Store::default();
+    let mut running = true;
+    while running {
+        let max = guc::EPOCH_MAX_QUERIES.get().max(1) as usize;
+        let mut jobs = Vec::new();
+        take(sh, &mut jobs, max);
+        if jobs.is_empty() {
+            running = wait(1000);
+            continue;
+        }
+        // The epoch opened with its first request.
+        let window = Duration::from_micros(guc::EPOCH_US.get().max(0) as u64);
+        let opened = Instant::now();
+        while running && queries(&jobs) < max && opened.elapsed() < window {
+            let left = window.saturating_sub(opened.elapsed());
+            if left >= Duration::from_millis(2) {
+                // Backends set the latch when they post.
+                running = wait(left.as_millis() as i64 - 1);
+            } else {
+                std::thread::sleep(left.min(Duration::from_micros(20)));
+            }
+            take(sh, &mut jobs, max);
+        }
+        run_epoch(sh, &mut store, gpu.as_deref(), jobs);
+    }
+    // Exit code 1: the postmaster restarts the worker (an operator's
+    // SIGTERM restarts the service; a shutdown does not).
+    // SAFETY: ends this process.
+    unsafe { pg_sys::proc_exit(1) };
+}
+
+/// The GPU under `gpuindex.device` auto or gpu, when one is usable.
+fn choose_gpu() -> Option<Arc<Gpu>> {
+    if guc::policy() == Policy::Cpu {
+        return None;
+    }
+    match gpu::gpu() {
+        Ok(g) => Some(g),
+        Err(e) => {
+            if guc::policy() == Policy::Gpu {
+                warning!("gpuindex service: gpuindex.device = gpu, but no GPU is usable ({e}); serving on the CPU");
+            }
+            None
+        }
+    }
+}
+
+/// Sleeps on the latch up to `ms`; false once SIGTERM arrived.
+fn wait(ms: i64) -> bool {
+    // SAFETY: the worker's own latch; a PostgreSQL wait as any backend's.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            ms.max(0) as _,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pg_sys::check_for_interrupts!();
+    if BackgroundWorker::sighup_received() {
+        // SAFETY: the worker's main thread, between epochs.
+        unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+    }
+    !BackgroundWorker::sigterm_received()
+}
+
+fn queries(jobs: &[Job]) -> usize {
+    jobs.iter().map(|j| j.head.queries as usize).sum()
+}
+
+/// Takes posted requests, oldest first, until they hold `max` queries
+/// (the first one whatever its size).
+fn take(sh: &Shared, jobs: &mut Vec<Job>, max: usize) {
+    let mut posted: Vec<(u64, usize)> = sh
+        .slots()
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.state.load(Acquire) == POSTED)
+        .map(|(i, s)| (s.post_seq.load(Relaxed), i))
+        .collect();
+    posted.sort_unstable();
+    for (_, i) in posted {
+        if !jobs.is_empty() && queries(jobs) >= max {
+            return;
+        }
+        let slot = &sh.slots()[i];
+        if slot.state.compare_exchange(POSTED, TAKEN, AcqRel, Acquire).is_err() {
+            continue; // withdrawn meanwhile
+        }
+        // SAFETY: TAKEN: the worker owns the slot's contents until it
+        // answers (a withdrawing backend only moves the state).
+        let (head, data) = unsafe { (*slot.head.get(), &*slot.data.get()) };
+        let bytes = (head.bytes as usize).min(SLOT_DATA);
+        let mut job = Job { slot: i, generation: slot.generation.load(Acquire), head, queries: Vec::new(), path: String::new() };
+        match head.op {
+            OP_KNN => {
+                job.queries = data[..bytes].chunks_exact(4).map(|b| f32::from_ne_bytes(b.try_into().unwrap())).collect();
+            }
+            _ => job.path = String::from_utf8_lossy(&data[..bytes]).into_owned(),
+        }
+        jobs.push(job);
+    }
+}
+
+/// An answer to write back.
+enum Answer {
+    Status(u32),
+    Failed(String),
+    Knn(Vec<Vec<(u64, f64)>>),
+}
+
+fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: Vec<Job>) {
+    let started = Instant::now();
+    let epoch = sh.stats.epochs.fetch_add(1, Relaxed) + 1;
+    let total = queries(&jobs);
+    let budget = (guc::SERVICE_MEMORY.get().max(1) as usize) << 20;
+    let mut answers: Vec<Option<Answer>> = jobs.iter().map(|_| None).collect();
+    for (j, job) in jobs.iter().enumerate().filter(|(_, j)| j.head.op == OP_LOAD) {
+        sh.stats.loads.fetch_add(1, Relaxed);
+        answers[j] = Some(match store.load(&job.head.key, job.path.as_ref(), gpu, budget) {
+            Ok(()) => Answer::Status(ST_OK),
+            Err(e) => Answer::Failed(e),
+        });
+    }
+    let mut groups: HashMap<ImageKey, Vec<usize>> = HashMap::new();
+    for (j, job) in jobs.iter().enumerate().filter(|(_, j)| j.head.op == OP_KNN) {
+        groups.entry(job.head.key).or_default().push(j);
+    }
+    let mut on_gpu = false;
+    for (key, members) in groups {
+        let n: usize = members.iter().map(|&j| jobs[j].head.queries as usize).sum();
+        let Some(img) = store.get(&key, n) else {
+            for &j in &members {
+                let ship = store.ask_to_ship(&key, jobs[j].head.owner_pid);
+                answers[j] = Some(Answer::Status(if ship { ST_NO_IMAGE } else { ST_LOADING }));
+            }
+            continue;
+        };
+        let k = members.iter().map(|&j| jobs[j].head.k as usize).max().unwrap_or(1);
+        let qs: Vec<f32> = members.iter().flat_map(|&j| jobs[j].queries.iter().copied()).collect();
+        let found = gpu
+            .filter(|_| k <= MAX_GPU_K)
+            .and_then(|g| match img.knn_gpu(g, &qs, k) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    warning!("gpuindex service: GPU search failed, searching on the CPU: {e}");
+                    None
+                }
+            })
+            .inspect(|_| on_gpu = true)
+            .unwrap_or_else(|| img.knn_cpu(&qs, k));
+        let mut found = found.into_iter();
+        for &j in &members {
+            let mut mine: Vec<Vec<(u64, f64)>> = found.by_ref().take(jobs[j].head.queries as usize).collect();
+            for q in &mut mine {
+                q.truncate(jobs[j].head.k as usize);
+            }
+            answers[j] = Some(Answer::Knn(mine));
+        }
+    }
+    let device = if on_gpu { DEVICE_GPU } else { DEVICE_CPU };
+    for (job, answer) in jobs.iter().zip(answers) {
+        answer_job(sh, job, answer.unwrap_or(Answer::Failed("unknown request".into())), device, epoch, total);
+    }
+    let s = &sh.stats;
+    if on_gpu {
+        s.gpu_epochs.fetch_add(1, Relaxed);
+    }
+    s.requests.fetch_add(jobs.len() as u64, Relaxed);
+    s.queries.fetch_add(total as u64, Relaxed);
+    s.epoch_queries.add(total as f64);
+    s.run_us.add(started.elapsed().as_secs_f64() * 1e6);
+    sh.publish_images(&store.rows());
+}
+
+/// Writes `answer` into the job's slot and wakes its backend, or frees
+/// the slot when the backend withdrew meanwhile.
+fn answer_job(sh: &Shared, job: &Job, answer: Answer, device: u32, epoch: u64, epoch_queries: usize) {
+    let slot = &sh.slots()[job.slot];
+    if slot.generation.load(Acquire) != job.generation {
+        return;
+    }
+    // SAFETY: TAKEN (or ABANDONED): the worker owns the contents.
+    let (head, data) = unsafe { (&mut *slot.head.get(), &mut *slot.data.get()) };
+    head.device = device;
+    head.epoch = epoch;
+    head.epoch_queries = epoch_queries as u32;
+    head.status = match answer {
+        Answer::Status(s) => s,
+        Answer::Failed(msg) => {
+            sh.stats.failed.fetch_add(1, Relaxed);
+            let b = msg.as_bytes();
+            let n = b.len().min(SLOT_DATA);
+            data[..n].copy_from_slice(&b[..n]);
+            head.bytes = n as u32;
+            ST_FAILED
+        }
+        Answer::Knn(rows) => {
+            super::client::encode_answers(&rows, data);
+            ST_OK
+        }
+    };
+    match slot.state.compare_exchange(TAKEN, DONE, AcqRel, Acquire) {
+        // SAFETY: the requester's latch, in shared memory.
+        Ok(_) => unsafe { pg_sys::SetLatch(head.owner_latch as *mut pg_sys::Latch) },
+        Err(ABANDONED) => {
+            sh.stats.abandoned.fetch_add(1, Relaxed);
+            slot.state.store(FREE, Release);
+        }
+        Err(s) => warning!("gpuindex service: slot {} in state {s} at answer", job.slot),
+    }
+}
+
+/// At start: requests a previous incarnation took are answered as lost;
+/// those withdrawn meanwhile are freed.
+fn recover(sh: &Shared) {
+    for slot in sh.slots() {
+        if slot.state.load(Acquire) == TAKEN {
+            // SAFETY: TAKEN (or ABANDONED) by a worker that is gone: this
+            // one owns the contents.
+            let head = unsafe { &mut *slot.head.get() };
+            head.status = ST_RESTARTED;
+            if slot.state.compare_exchange(TAKEN, DONE, AcqRel, Acquire).is_ok() {
+                sh.stats.restarted.fetch_add(1, Relaxed);
+                // SAFETY: the requester's latch, in shared memory.
+                unsafe { pg_sys::SetLatch(head.owner_latch as *mut pg_sys::Latch) };
+                continue;
+            }
+        }
+        if slot.state.compare_exchange(ABANDONED, FREE, AcqRel, Acquire).is_ok() {
+            sh.stats.abandoned.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn worker_exit(_code: i32, _arg: pg_sys::Datum) {
+    if let Some(sh) = shmem::shared() {
+        sh.device.store(0, Release);
+        sh.worker_pid.store(0, Release);
+        sh.worker_latch.store(0, Release);
+    }
+}
