@@ -57,6 +57,9 @@ pub static EPOCH_US: GucSetting<i32> = GucSetting::<i32>::new(200);
 /// MB of index images (host and device copies) the service keeps.
 pub static SERVICE_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(16_384);
 
+/// Tests only: the GPU service sleeps this long before running each epoch.
+pub static DEBUG_SERVICE_DELAY: GucSetting<i32> = GucSetting::<i32>::new(0);
+
 pub fn policy() -> Policy {
     match DEVICE.get() {
         DeviceSetting::Auto => Policy::Auto,
@@ -233,6 +236,16 @@ pub fn init() {
         &DEBUG_INTERRUPT_MERGES,
         GucContext::Suset,
         GucFlags::NO_SHOW_ALL,
+    );
+    GucRegistry::define_int_guc(
+        c"gpuindex.debug_service_delay",
+        c"Tests only: the GPU service sleeps this long before running each epoch.",
+        c"Lets tests cancel, time out or terminate requests while the service holds them.",
+        &DEBUG_SERVICE_DELAY,
+        0,
+        60_000,
+        GucContext::Sighup,
+        GucFlags::NO_SHOW_ALL | GucFlags::UNIT_MS,
     );
     // SAFETY: plain C call with a static string.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"gpuindex".as_ptr()) };

@@ -81,7 +81,7 @@ fn device_name(d: u32) -> Option<String> {
                    requests bigint, queries bigint, queries_per_epoch_p50 float8, queries_per_epoch_max float8,
                    wait_us_p50 float8, wait_us_p99 float8, run_us_p50 float8, run_us_p99 float8,
                    loads bigint, failed bigint, abandoned bigint, restarted bigint, fallbacks bigint,
-                   images int, image_host_bytes bigint, image_device_bytes bigint)
+                   images int, image_host_bytes bigint, image_device_bytes bigint, busy_slots int)
     VOLATILE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 #[allow(clippy::type_complexity)]
@@ -110,6 +110,7 @@ fn gpuindex_service_stats() -> TableIterator<
         name!(images, i32),
         name!(image_host_bytes, i64),
         name!(image_device_bytes, i64),
+        name!(busy_slots, i32),
     ),
 > {
     let Some(sh) = shmem::shared() else {
@@ -146,6 +147,7 @@ fn gpuindex_service_stats() -> TableIterator<
         images.len() as i32,
         images.iter().map(|i| i.host_bytes as i64).sum(),
         images.iter().map(|i| i.device_bytes as i64).sum(),
+        sh.slots().iter().filter(|s| s.state.load(Relaxed) != shmem::FREE).count() as i32,
     ))
 }
 

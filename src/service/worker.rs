@@ -179,6 +179,10 @@ enum Answer {
 }
 
 fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: Vec<Job>) {
+    let delay = guc::DEBUG_SERVICE_DELAY.get();
+    if delay > 0 {
+        std::thread::sleep(Duration::from_millis(delay as u64));
+    }
     let started = Instant::now();
     let epoch = sh.stats.epochs.fetch_add(1, Relaxed) + 1;
     let total = queries(&jobs);
@@ -309,4 +313,22 @@ unsafe extern "C-unwind" fn worker_exit(_code: i32, _arg: pg_sys::Datum) {
         sh.worker_pid.store(0, Release);
         sh.worker_latch.store(0, Release);
     }
+}
+
+/// Restarts the service (superuser): SIGTERM to the worker, which answers
+/// the epoch it runs, exits with code 1 and is started again by the
+/// postmaster a second later, with no images. Returns the pid signalled.
+#[pg_extern(volatile, parallel_unsafe)]
+fn gpuindex_service_restart() -> Option<i32> {
+    // SAFETY: a catalog check of the current user.
+    if !unsafe { pg_sys::superuser() } {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "only a superuser may restart the gpuindex GPU service",
+            "Connect as a superuser.",
+        );
+    }
+    let pid = shmem::shared()?.worker_pid.load(Acquire);
+    // SAFETY: a signal to the worker, a process of the same cluster.
+    (pid != 0 && unsafe { libc::kill(pid, libc::SIGTERM) } == 0).then_some(pid)
 }

@@ -1,0 +1,362 @@
+//! The GPU service against a live server (gpuindex preloaded, so the
+//! service runs: on the CPU here, on the GPU where there is one):
+//! gpu_metric kNN scans and batch functions through it equal sequential
+//! scans, through inserts, deletes and the VACUUM that rebuilds (a new
+//! image shipped, the old one released); concurrent backends share
+//! epochs; cancel, statement and service timeouts, a terminated backend
+//! and a restarted service leave no request slot behind and no wrong row;
+//! without the preload, `gpuindex.service = on` is a clear ERROR.
+
+use gpuindex_engine::rng::SplitMix64;
+use gpuindex_tests::{connect, error_of, server_has_gpu, set_index_only, set_seq_only};
+use postgres::Client;
+use std::time::{Duration, Instant};
+
+const DB: &str = "gpuindex_it_service";
+
+/// The tests here change the service's settings for the whole server:
+/// one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn literal(v: &[f32]) -> String {
+    let parts: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
+    format!("'{{{}}}'::real[]", parts.join(","))
+}
+
+fn vectors(rng: &mut SplitMix64, dim: usize, n: usize, clustered: bool) -> Vec<Vec<f32>> {
+    (0..n)
+        .map(|i| {
+            let centre = if clustered { (i % 7) as f64 * 3.0 } else { 0.0 };
+            (0..dim).map(|_| (centre + rng.unit() * 2.0 - 1.0) as f32).collect()
+        })
+        .collect()
+}
+
+fn load(c: &mut Client, table: &str, vs: &[Vec<f32>], first_id: usize) {
+    let rows: Vec<String> = vs.iter().enumerate().map(|(i, v)| format!("({}, {})", first_id + i, literal(v))).collect();
+    for chunk in rows.chunks(1000) {
+        c.batch_execute(&format!("INSERT INTO {table} (id, v) VALUES {}", chunk.join(","))).unwrap();
+    }
+}
+
+fn rows(c: &mut Client, sql: &str) -> Vec<(i32, f64)> {
+    c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e:?}")).iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
+/// Distances at every rank, and the rows but for ties at the last one.
+fn same(got: &[(i32, f64)], want: &[(i32, f64)], what: &str) {
+    let dist = |r: &[(i32, f64)]| r.iter().map(|x| x.1).collect::<Vec<_>>();
+    assert_eq!(dist(got), dist(want), "{what}: distances by rank");
+    let last = want.last().map(|x| x.1);
+    let ids = |r: &[(i32, f64)]| {
+        let mut v: Vec<i32> = r.iter().filter(|x| Some(x.1) != last).map(|x| x.0).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(got), ids(want), "{what}: rows");
+}
+
+fn service_epoch(c: &mut Client) -> Option<String> {
+    c.query_one("SELECT service FROM gpuindex_last_batch()", &[]).unwrap().get(0)
+}
+
+/// `ORDER BY v op q LIMIT k` through the service equals the sequential
+/// scan, and the service ran it.
+fn check_scan(c: &mut Client, table: &str, op: &str, q: &str, filter: &str, limit: usize) {
+    let sql = format!("SELECT id, v {op} {q} FROM {table} {filter} ORDER BY v {op} {q} LIMIT {limit}");
+    set_seq_only(c);
+    let want = rows(c, &sql);
+    set_index_only(c, false);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    let got = rows(c, &sql);
+    assert!(service_epoch(c).is_some(), "{sql}: not through the service");
+    c.batch_execute("RESET gpuindex.service").unwrap();
+    same(&got, &want, &format!("{table} {op} {filter} LIMIT {limit}"));
+}
+
+fn check_batch(c: &mut Client, table: &str, index: &str, op: &str, queries: &[String]) {
+    set_seq_only(c);
+    let mut want = Vec::new();
+    for (i, q) in queries.iter().enumerate() {
+        want.extend(rows(c, &format!("SELECT {}, v {op} {q} FROM {table} WHERE v IS NOT NULL ORDER BY 2 LIMIT 10", i + 1)));
+    }
+    let matrix = format!("ARRAY[{}]::real[]", queries.iter().map(|q| format!("ARRAY(SELECT unnest({q}))")).collect::<Vec<_>>().join(","));
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    let got = rows(c, &format!("SELECT ord::int, distance FROM gpu_metric_knn('{index}', {matrix}, 10) ORDER BY ord, distance"));
+    assert!(service_epoch(c).is_some(), "{index}: gpu_metric_knn not through the service");
+    c.batch_execute("RESET gpuindex.service").unwrap();
+    let dist = |r: &[(i32, f64)]| r.iter().map(|x| (x.0, x.1)).collect::<Vec<_>>();
+    assert_eq!(dist(&got), dist(&want), "{index}: batch (query, distance) by rank");
+}
+
+fn images_of(c: &mut Client, index: &str) -> Vec<i64> {
+    c.query(&format!("SELECT generation FROM gpuindex_service_images() WHERE index = '{index}'::regclass"), &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[test]
+fn scans_through_the_service_equal_sequential_scans() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    let table = "sv_scan";
+    c.batch_execute(&format!("DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int, v real[])")).unwrap();
+    let mut rng = SplitMix64::new(5);
+    let first = vectors(&mut rng, 16, 12_000, true);
+    load(&mut c, table, &first, 0);
+    c.batch_execute(&format!("INSERT INTO {table} SELECT -g, NULL FROM generate_series(1, 3) g")).unwrap();
+    let ops = [("<->", "real_l2_ops"), ("<+>", "real_l1_ops"), ("<=>", "real_cosine_ops")];
+    for (_, class) in ops {
+        c.batch_execute(&format!("CREATE INDEX {table}_{class} ON {table} USING gpu_metric (v {class}) WITH (delta_limit = 1)")).unwrap();
+    }
+    let round = |c: &mut Client, rng: &mut SplitMix64, existing: &[f32]| {
+        let queries: Vec<String> = vectors(rng, 16, 3, true).iter().chain([&existing.to_vec()]).map(|v| literal(v)).collect();
+        for (op, class) in ops {
+            for q in &queries {
+                check_scan(c, table, op, q, "", 10);
+                // Past the first answers: the walk asks the service again.
+                check_scan(c, table, op, q, "WHERE id % 3 <> 0", 700);
+            }
+            check_batch(c, table, &format!("{table}_{class}"), op, &queries);
+        }
+    };
+    round(&mut c, &mut rng, &first[3]);
+    let before = images_of(&mut c, &format!("{table}_real_l2_ops"));
+    assert_eq!(before.len(), 1, "one image of the index in the service: {before:?}");
+    // Inserts (the delta, searched in the backend), deletes, then the
+    // VACUUM that rebuilds: a new generation, shipped again.
+    load(&mut c, table, &vectors(&mut rng, 16, 2_000, true), 20_000);
+    c.batch_execute(&format!("DELETE FROM {table} WHERE id % 5 = 1")).unwrap();
+    round(&mut c, &mut rng, &first[4]);
+    c.batch_execute(&format!("VACUUM {table}")).unwrap();
+    round(&mut c, &mut rng, &first[5]);
+    let after = images_of(&mut c, &format!("{table}_real_l2_ops"));
+    assert_eq!(after.len(), 1, "the old image is released: {after:?}");
+    assert!(after[0] > before[0], "VACUUM rebuilt the tree: generation {before:?} -> {after:?}");
+}
+
+fn stats(c: &mut Client, column: &str) -> i64 {
+    c.query_one(&format!("SELECT ({column})::bigint FROM gpuindex_service_stats()"), &[]).unwrap().get::<_, Option<i64>>(0).unwrap_or(0)
+}
+
+/// Waits until no request slot is in use (the service frees withdrawn
+/// requests when the epoch holding them ends).
+fn no_busy_slots(c: &mut Client) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stats(c, "busy_slots") != 0 {
+        assert!(Instant::now() < deadline, "request slots left busy");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn set_system(c: &mut Client, setting: &str, value: Option<&str>) {
+    match value {
+        Some(v) => c.batch_execute(&format!("ALTER SYSTEM SET {setting} = '{v}'")).unwrap(),
+        None => c.batch_execute(&format!("ALTER SYSTEM RESET {setting}")).unwrap(),
+    }
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    // The worker reads the file at its next wake (at most a second).
+    std::thread::sleep(Duration::from_millis(1500));
+}
+
+fn table_for_faults(c: &mut Client) -> (String, String) {
+    let table = "sv_faults";
+    c.batch_execute(&format!("DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int, v real[])")).unwrap();
+    let mut rng = SplitMix64::new(9);
+    load(c, table, &vectors(&mut rng, 8, 11_000, false), 0);
+    c.batch_execute(&format!("CREATE INDEX ON {table} USING gpu_metric (v)")).unwrap();
+    let q = literal(&vectors(&mut rng, 8, 1, false)[0]);
+    (table.to_string(), format!("SELECT id, v <-> {q} FROM {table} ORDER BY v <-> {q} LIMIT 10"))
+}
+
+/// Queries of concurrent backends share epochs and get their own answers.
+#[test]
+fn concurrent_backends_share_epochs() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    let table = "sv_concurrent";
+    c.batch_execute(&format!("DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int, v real[])")).unwrap();
+    let mut rng = SplitMix64::new(13);
+    load(&mut c, table, &vectors(&mut rng, 12, 15_000, true), 0);
+    c.batch_execute(&format!("CREATE INDEX ON {table} USING gpu_metric (v)")).unwrap();
+    let queries: Vec<String> = vectors(&mut rng, 12, 64, true).iter().map(|v| literal(v)).collect();
+    set_seq_only(&mut c);
+    let sql = |q: &String| format!("SELECT id, v <-> {q} FROM sv_concurrent ORDER BY v <-> {q} LIMIT 10");
+    let want: Vec<Vec<(i32, f64)>> = queries.iter().map(|q| rows(&mut c, &sql(q))).collect();
+    // Ship the image first, then let epochs wait for company.
+    set_index_only(&mut c, false);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    rows(&mut c, &sql(&queries[0]));
+    set_system(&mut c, "gpuindex.epoch_us", Some("20000"));
+    let before = stats(&mut c, "epochs");
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let (queries, want) = (queries.clone(), want.clone());
+            std::thread::spawn(move || {
+                let mut c = connect(DB);
+                set_index_only(&mut c, false);
+                c.batch_execute("SET gpuindex.service = on").unwrap();
+                for i in (t..queries.len()).step_by(8) {
+                    let got = rows(&mut c, &sql(&queries[i]));
+                    same(&got, &want[i], &format!("backend {t}, query {i}"));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let epochs = stats(&mut c, "epochs") - before;
+    set_system(&mut c, "gpuindex.epoch_us", None);
+    assert!(epochs < 64, "64 queries of 8 backends took {epochs} epochs: none shared");
+    assert!(stats(&mut c, "queries_per_epoch_max") > 1);
+    no_busy_slots(&mut c);
+}
+
+/// Cancel, statement timeout, the service's timeout, a terminated backend
+/// and a restarted service: each request is withdrawn or answered, no
+/// slot stays busy, and the next query is right.
+#[test]
+fn faults_leave_no_request_behind() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    let (_table, sql) = table_for_faults(&mut c);
+    set_seq_only(&mut c);
+    let want = rows(&mut c, &sql);
+    set_index_only(&mut c, false);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    same(&rows(&mut c, &sql), &want, "before faults");
+    set_system(&mut c, "gpuindex.debug_service_delay", Some("400"));
+
+    // statement_timeout while the service holds the request.
+    c.batch_execute("SET statement_timeout = 100").unwrap();
+    let e = c.query(&sql, &[]).expect_err("statement timeout");
+    assert_eq!(error_of(&e).0, "57014", "{e:?}");
+    c.batch_execute("RESET statement_timeout").unwrap();
+
+    // The service's own timeout.
+    c.batch_execute("SET gpuindex.service_timeout = 50").unwrap();
+    let e = c.query(&sql, &[]).expect_err("service timeout");
+    let (_, msg, hint) = error_of(&e);
+    assert!(msg.contains("no answer within gpuindex.service_timeout"), "{msg}");
+    assert!(hint.unwrap_or_default().contains("gpuindex.service = auto"));
+    c.batch_execute("RESET gpuindex.service_timeout").unwrap();
+
+    // A backend terminated while it waits.
+    let mut victim = connect(DB);
+    set_index_only(&mut victim, false);
+    victim.batch_execute("SET gpuindex.service = on").unwrap();
+    let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let sql2 = sql.clone();
+    let waiting = std::thread::spawn(move || victim.query(&sql2, &[]).is_err());
+    std::thread::sleep(Duration::from_millis(150));
+    c.batch_execute(&format!("SELECT pg_terminate_backend({pid})")).unwrap();
+    assert!(waiting.join().unwrap(), "the terminated backend's query failed");
+
+    // A cancel from another session.
+    let mut victim = connect(DB);
+    set_index_only(&mut victim, false);
+    victim.batch_execute("SET gpuindex.service = on").unwrap();
+    let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let sql2 = sql.clone();
+    let waiting = std::thread::spawn(move || {
+        let e = victim.query(&sql2, &[]).expect_err("cancelled");
+        let ok = error_of(&e).0 == "57014";
+        // The session goes on.
+        victim.batch_execute("SET gpuindex.service = off").unwrap();
+        ok && victim.query(&sql2, &[]).unwrap().len() == 10
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    c.batch_execute(&format!("SELECT pg_cancel_backend({pid})")).unwrap();
+    assert!(waiting.join().unwrap(), "the cancelled query failed with 57014 and the session went on");
+    no_busy_slots(&mut c);
+
+    // The service restarted while it holds a request: the request is
+    // answered (the worker finishes its epoch) or fails with a clear
+    // ERROR, and the new incarnation serves the next one.
+    let incarnation = stats(&mut c, "incarnation");
+    let mut asker = connect(DB);
+    set_index_only(&mut asker, false);
+    asker.batch_execute("SET gpuindex.service = on").unwrap();
+    let (sql2, want2) = (sql.clone(), want.clone());
+    let waiting = std::thread::spawn(move || match asker.query(&sql2, &[]) {
+        Ok(r) => {
+            let got: Vec<(i32, f64)> = r.iter().map(|r| (r.get(0), r.get(1))).collect();
+            same(&got, &want2, "answered across a restart");
+        }
+        Err(e) => {
+            let msg = error_of(&e).1;
+            assert!(msg.contains("gpuindex"), "{msg}");
+        }
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let signalled: Option<i32> = c.query_one("SELECT gpuindex_service_restart()", &[]).unwrap().get(0);
+    assert!(signalled.is_some());
+    waiting.join().unwrap();
+    set_system(&mut c, "gpuindex.debug_service_delay", None);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(stats(&mut c, "incarnation") > incarnation && stats(&mut c, "running::int") == 1) {
+        assert!(Instant::now() < deadline, "the service did not come back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    same(&rows(&mut c, &sql), &want, "after the restart (image shipped again)");
+    assert!(service_epoch(&mut c).is_some());
+    no_busy_slots(&mut c);
+}
+
+/// `auto` searches in the session when the service is slow; only on a
+/// GPU service (auto does not send searches to a CPU service).
+#[test]
+fn auto_falls_back_when_the_service_does_not_answer() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    if stats(&mut c, "(device = 'gpu')::int") != 1 {
+        eprintln!("auto fallback test skipped: the service has no GPU");
+        return;
+    }
+    assert!(server_has_gpu(&mut c));
+    let (_table, sql) = table_for_faults(&mut c);
+    set_seq_only(&mut c);
+    let want = rows(&mut c, &sql);
+    set_index_only(&mut c, false);
+    c.batch_execute("SET gpuindex.service = auto").unwrap();
+    same(&rows(&mut c, &sql), &want, "auto through the service");
+    assert!(service_epoch(&mut c).is_some(), "auto on a GPU service sends scans to it");
+    set_system(&mut c, "gpuindex.debug_service_delay", Some("400"));
+    let fallbacks = stats(&mut c, "fallbacks");
+    c.batch_execute("SET gpuindex.service_timeout = 50").unwrap();
+    same(&rows(&mut c, &sql), &want, "auto after a timeout");
+    assert!(stats(&mut c, "fallbacks") > fallbacks);
+    set_system(&mut c, "gpuindex.debug_service_delay", None);
+    no_busy_slots(&mut c);
+}
+
+/// Without shared_preload_libraries there is no service: `on` is an
+/// ERROR with a hint, `auto` searches in the session.
+#[test]
+fn without_the_preload_service_on_is_an_error() {
+    let _serial = serial();
+    let Ok(host) = std::env::var("PGHOST_NOPRELOAD") else {
+        assert!(std::env::var("GPUINDEX_REQUIRE_NOPRELOAD").is_err(), "GPUINDEX_REQUIRE_NOPRELOAD=1 but PGHOST_NOPRELOAD is not set");
+        eprintln!("no-preload service test skipped: PGHOST_NOPRELOAD unset");
+        return;
+    };
+    let mut c = gpuindex_tests::connect_creating(&host, DB);
+    let (_table, sql) = table_for_faults(&mut c);
+    set_index_only(&mut c, false);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    let e = c.query(&sql, &[]).expect_err("no service");
+    let (_, msg, hint) = error_of(&e);
+    assert!(msg.contains("service is not loaded"), "{msg}");
+    assert!(hint.unwrap_or_default().contains("shared_preload_libraries"));
+    c.batch_execute("SET gpuindex.service = auto").unwrap();
+    assert_eq!(rows(&mut c, &sql).len(), 10);
+    let e = c.query("SELECT * FROM gpuindex_service_stats()", &[]).expect_err("no stats");
+    assert!(error_of(&e).1.contains("not loaded"));
+}
