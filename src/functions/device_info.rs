@@ -66,7 +66,8 @@ fn gpuindex_last_batch() -> TableIterator<
         name!(service, Option<String>),
     ),
 > {
-    TableIterator::new(batch::last_batch().map(|b| {
-        (b.what.to_string(), b.queries as i64, b.device.as_str().to_string(), b.cpu_reason, b.millis, b.service)
-    }))
+    TableIterator::new(
+        batch::last_batch()
+            .map(|b| (b.what.to_string(), b.queries as i64, b.device.as_str().to_string(), b.cpu_reason, b.millis, b.service)),
+    )
 }

@@ -24,24 +24,21 @@ pub fn wanted() -> bool {
     match guc::SERVICE.get() {
         ServiceSetting::Off => false,
         ServiceSetting::Auto => {
-            guc::policy() != Policy::Cpu
-                && shmem::shared().is_some_and(|sh| sh.running() && sh.device.load(Relaxed) == DEVICE_GPU)
+            guc::policy() != Policy::Cpu && shmem::shared().is_some_and(|sh| sh.running() && sh.device.load(Relaxed) == DEVICE_GPU)
         }
-        ServiceSetting::On => {
-            match shmem::shared() {
-                None => crate::error::raise(
-                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                    "gpuindex.service = on, but the gpuindex GPU service is not loaded",
-                    "Add gpuindex to shared_preload_libraries and restart the server, or SET gpuindex.service = auto.",
-                ),
-                Some(sh) if !sh.running() => crate::error::raise(
-                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                    "gpuindex.service = on, but the gpuindex GPU service is not running",
-                    "The postmaster restarts it within seconds after a failure (see the server log); or SET gpuindex.service = auto.",
-                ),
-                Some(_) => true,
-            }
-        }
+        ServiceSetting::On => match shmem::shared() {
+            None => crate::error::raise(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "gpuindex.service = on, but the gpuindex GPU service is not loaded",
+                "Add gpuindex to shared_preload_libraries and restart the server, or SET gpuindex.service = auto.",
+            ),
+            Some(sh) if !sh.running() => crate::error::raise(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "gpuindex.service = on, but the gpuindex GPU service is not running",
+                "The postmaster restarts it within seconds after a failure (see the server log); or SET gpuindex.service = auto.",
+            ),
+            Some(_) => true,
+        },
     }
 }
 
@@ -104,7 +101,9 @@ fn withdraw(slot: usize, generation: u32) {
     if s.generation.load(Acquire) != generation {
         return;
     }
-    if s.state.compare_exchange(POSTED, FREE, AcqRel, Acquire).is_ok() || s.state.compare_exchange(TAKEN, ABANDONED, AcqRel, Acquire).is_ok() {
+    if s.state.compare_exchange(POSTED, FREE, AcqRel, Acquire).is_ok()
+        || s.state.compare_exchange(TAKEN, ABANDONED, AcqRel, Acquire).is_ok()
+    {
         return;
     }
     let now = s.state.load(Acquire);
@@ -149,7 +148,9 @@ fn ask(sh: &Shared, mut head: Head, request: &[u8]) -> Reply {
     let slots = sh.slots();
     // SAFETY: a process global.
     let start = unsafe { pg_sys::MyProcPid } as usize % slots.len();
-    let Some(i) = (0..slots.len()).map(|j| (start + j) % slots.len()).find(|&i| slots[i].state.compare_exchange(FREE, FILLING, AcqRel, Acquire).is_ok())
+    let Some(i) = (0..slots.len())
+        .map(|j| (start + j) % slots.len())
+        .find(|&i| slots[i].state.compare_exchange(FREE, FILLING, AcqRel, Acquire).is_ok())
     else {
         return Reply::NoSlot;
     };

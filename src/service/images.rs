@@ -142,11 +142,7 @@ impl Store {
         self.held.retain(|k, _| (k.database, k.index) != (key.database, key.index));
         let bytes = crate::am::common::cache::Image::host_bytes(&image);
         if bytes > budget {
-            return Err(format!(
-                "the image takes {} MB, more than gpuindex.service_memory = {} MB",
-                bytes >> 20,
-                budget >> 20
-            ));
+            return Err(format!("the image takes {} MB, more than gpuindex.service_memory = {} MB", bytes >> 20, budget >> 20));
         }
         while self.host_bytes() + bytes > budget {
             let oldest = self.held.iter().min_by_key(|(_, h)| h.used).map(|(k, _)| *k).expect("over budget only when holding some");

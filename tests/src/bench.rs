@@ -94,3 +94,31 @@ pub fn describe_server(c: &mut Client) -> String {
         if found { what.unwrap_or_default() } else { format!("none ({})", what.unwrap_or_default()) }
     )
 }
+
+/// A float4 vector as a PostgreSQL array literal's text.
+pub fn vector_text(v: &[f32]) -> String {
+    let parts: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+/// Creates `table (id int8, v real[])` with `n` vectors of `dim` floats
+/// of `set` (ids from 1), by COPY, then VACUUM ANALYZE; returns seconds.
+pub fn load_vectors(c: &mut Client, table: &str, set: gpuindex_engine::datasets::VectorSet, n: usize, dim: usize) -> f64 {
+    use std::io::Write;
+    let t = std::time::Instant::now();
+    c.batch_execute(&format!("DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int8, v real[])")).unwrap();
+    let mut w = c.copy_in(&format!("COPY {table} (id, v) FROM STDIN")).unwrap();
+    let chunk = 50_000;
+    for start in (0..n).step_by(chunk) {
+        let rows = chunk.min(n - start);
+        let data = gpuindex_engine::datasets::VectorSet::vectors(set, rows, dim, 1 + start as u64);
+        let mut buf = String::new();
+        for (i, v) in data.chunks(dim).enumerate() {
+            buf.push_str(&format!("{}\t{}\n", start + i + 1, vector_text(v)));
+        }
+        w.write_all(buf.as_bytes()).unwrap();
+    }
+    w.finish().unwrap();
+    c.batch_execute(&format!("VACUUM (ANALYZE) {table}")).unwrap();
+    t.elapsed().as_secs_f64()
+}

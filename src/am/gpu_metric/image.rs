@@ -28,15 +28,7 @@ pub struct Image {
 
 impl Image {
     pub fn new(generation: u64, vacuums: u64, shape: Shape, objects: Objects) -> Image {
-        Image {
-            generation,
-            vacuums,
-            shape,
-            objects,
-            norms: OnceLock::new(),
-            prunes_little: OnceLock::new(),
-            device: Mutex::new(None),
-        }
+        Image { generation, vacuums, shape, objects, norms: OnceLock::new(), prunes_little: OnceLock::new(), device: Mutex::new(None) }
     }
 
     /// The `want` nearest rows of each query (rows of `queries`) on all

@@ -65,15 +65,7 @@ enum Walk {
     /// The same from the tree's copy in memory (this backend's or the GPU
     /// service's): its nearest `found` of the `asked` (all of them when
     /// fewer), `at` of them returned; the delta's rows, nearest last.
-    InMemory {
-        copy: Copy,
-        query: Vec<f32>,
-        asked: usize,
-        found: Vec<(u64, f64)>,
-        at: usize,
-        delta: Vec<(f64, u64)>,
-        nulls: Vec<u64>,
-    },
+    InMemory { copy: Copy, query: Vec<f32>, asked: usize, found: Vec<(u64, f64)>, at: usize, delta: Vec<(f64, u64)>, nulls: Vec<u64> },
     /// No ORDER BY argument (NULL): every row, distance NULL.
     Unordered(Vec<u64>),
 }

@@ -16,9 +16,8 @@
 //! single queries against the sequential scan.
 
 use gpuindex_engine::datasets::VectorSet;
-use gpuindex_tests::bench::{connect, describe_server, plan_of, time};
+use gpuindex_tests::bench::{connect, describe_server, load_vectors, plan_of, time, vector_text as array};
 use postgres::Client;
-use std::io::Write;
 use std::time::Instant;
 
 struct Args {
@@ -47,11 +46,6 @@ fn args() -> Args {
     a
 }
 
-fn array(v: &[f32]) -> String {
-    let parts: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
-    format!("{{{}}}", parts.join(","))
-}
-
 /// Rows and the sum of their distances.
 fn answer(c: &mut Client, sql: &str) -> (i64, f64) {
     let r = c.query_one(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -69,24 +63,8 @@ fn main() {
     println!("# gpuindex-sql-bench-metric: {n} vectors of {dim} floats ({}), L2, median of {} runs", a.set.name(), a.reps);
     println!("\n{}", describe_server(&mut c));
 
-    let t = Instant::now();
-    c.batch_execute("DROP TABLE IF EXISTS bench_vec, bench_vec_q; CREATE TABLE bench_vec (id int8, v real[])").unwrap();
-    {
-        let mut w = c.copy_in("COPY bench_vec (id, v) FROM STDIN").unwrap();
-        let chunk = 50_000;
-        for start in (0..n).step_by(chunk) {
-            let rows = chunk.min(n - start);
-            let data = VectorSet::vectors(a.set, rows, dim, 1 + start as u64);
-            let mut buf = String::new();
-            for (i, v) in data.chunks(dim).enumerate() {
-                buf.push_str(&format!("{}\t{}\n", start + i + 1, array(v)));
-            }
-            w.write_all(buf.as_bytes()).unwrap();
-        }
-        w.finish().unwrap();
-    }
-    c.batch_execute("VACUUM (ANALYZE) bench_vec").unwrap();
-    let load = t.elapsed().as_secs_f64();
+    c.batch_execute("DROP TABLE IF EXISTS bench_vec_q").unwrap();
+    let load = load_vectors(&mut c, "bench_vec", a.set, n, dim);
     let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench_vec')");
     let t = Instant::now();
     c.batch_execute("CREATE INDEX bench_vec_v ON bench_vec USING gpu_metric (v)").unwrap();

@@ -1,0 +1,220 @@
+//! gpuindex-sql-bench-service: the GPU service on a live server
+//! (PGHOST/PGPORT/PGUSER; gpuindex preloaded, max_connections above the
+//! largest client count): pgbench clients each running single exact kNN
+//! queries (`ORDER BY v <-> q LIMIT 10` on gpu_metric), through the
+//! service (`gpuindex.service = on`) and in the backends on the CPU
+//! (`gpuindex.device = cpu`), against the same queries sent as one batch
+//! function call.
+//!
+//!   gpuindex-sql-bench-service [--rows 1e6] [--dim 128] [--queries 1e4] [--set clustered|uniform]
+//!                              [--clients 1,8,32,64] [--secs 15] [--warmup 5]
+//!
+//! Throughput counts the transactions that end after `--warmup` seconds
+//! (each new backend first builds what it searches: its own copy of the
+//! rows on the CPU; the service ships the image once), latency
+//! percentiles come from pgbench's per-transaction log. pgbench is found
+//! on PATH (or $PGBENCH). Answers of the two paths are compared first.
+
+use gpuindex_engine::datasets::VectorSet;
+use gpuindex_tests::bench::{connect, describe_server, load_vectors, time, vector_text};
+use postgres::Client;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Args {
+    rows: usize,
+    dim: usize,
+    queries: usize,
+    set: VectorSet,
+    clients: Vec<usize>,
+    secs: u64,
+    warmup: u64,
+}
+
+fn args() -> Args {
+    let mut a =
+        Args { rows: 1_000_000, dim: 128, queries: 10_000, set: VectorSet::Clustered, clients: vec![1, 8, 32, 64], secs: 15, warmup: 5 };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
+        let num = || v.parse::<f64>().unwrap_or_else(|_| panic!("{x} takes a number")) as usize;
+        match x.as_str() {
+            "--rows" => a.rows = num(),
+            "--dim" => a.dim = num(),
+            "--queries" => a.queries = num(),
+            "--secs" => a.secs = num() as u64,
+            "--warmup" => a.warmup = num() as u64,
+            "--clients" => a.clients = v.split(',').map(|c| c.parse().expect("--clients 1,8,32")).collect(),
+            "--set" => a.set = VectorSet::parse(&v).expect("--set clustered|uniform"),
+            _ => panic!(
+                "usage: gpuindex-sql-bench-service [--rows N] [--dim N] [--queries N] [--set NAME] [--clients A,B] [--secs S] [--warmup S]"
+            ),
+        }
+    }
+    a
+}
+
+const QUERY: &str = "SELECT id FROM bench_svc ORDER BY v <-> (SELECT v FROM bench_svc_q WHERE id = :i) LIMIT 10;";
+
+struct Run {
+    tps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    transactions: usize,
+}
+
+/// Runs pgbench with `clients` clients under `options`; throughput over
+/// the transactions ending after the warm-up.
+fn pgbench(a: &Args, clients: usize, options: &str, mut during: impl FnMut()) -> Run {
+    let dir = std::env::temp_dir().join(format!("gpuindex-bench-service-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("knn.sql");
+    std::fs::write(&script, format!("\\set i random(1, {})\n{QUERY}\n", a.queries)).unwrap();
+    let bin = std::env::var("PGBENCH").unwrap_or_else(|_| "pgbench".into());
+    let db = std::env::var("PGDATABASE").unwrap_or_else(|_| "postgres".into());
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let mut child = Command::new(bin)
+        .args(["-n", "-c", &clients.to_string(), "-j", &clients.min(16).to_string(), "-T"])
+        .arg((a.warmup + a.secs).to_string())
+        .arg("-f")
+        .arg(&script)
+        .arg("-l")
+        .arg(format!("--log-prefix={}", dir.join("log").display()))
+        .arg(&db)
+        .env("PGOPTIONS", options)
+        .env("PGUSER", std::env::var("PGUSER").unwrap_or_else(|_| "postgres".into()))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("pgbench (on PATH or $PGBENCH)");
+    std::thread::sleep(Duration::from_secs(a.warmup + a.secs / 2));
+    during();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "pgbench failed ({status}) with {clients} clients, PGOPTIONS {options}");
+    // Log lines: client transaction latency_us script epoch_s epoch_us.
+    let mut ends = Vec::new();
+    let mut latencies = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        if !e.file_name().to_string_lossy().starts_with("log") {
+            continue;
+        }
+        for line in std::fs::read_to_string(e.path()).unwrap().lines() {
+            let f: Vec<f64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            if f.len() >= 6 {
+                ends.push(f[4] + f[5] * 1e-6);
+                latencies.push(f[2] * 1e-3);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!ends.is_empty(), "pgbench logged no transaction");
+    let from = started + a.warmup as f64;
+    let last = ends.iter().cloned().fold(0.0, f64::max);
+    let mut measured: Vec<f64> = ends.iter().zip(&latencies).filter(|(&e, _)| e >= from).map(|(_, &l)| l).collect();
+    measured.sort_by(|x, y| x.total_cmp(y));
+    let pct =
+        |p: f64| measured.get(((p * measured.len() as f64) as usize).min(measured.len().saturating_sub(1))).copied().unwrap_or(f64::NAN);
+    Run { tps: measured.len() as f64 / (last - from).max(1e-3), p50_ms: pct(0.5), p99_ms: pct(0.99), transactions: measured.len() }
+}
+
+fn answer(c: &mut Client, i: usize) -> Vec<i64> {
+    let sql = QUERY.replace(":i", &i.to_string());
+    c.query(sql.trim_end_matches(';'), &[]).unwrap().iter().map(|r| r.get(0)).collect()
+}
+
+fn stat(c: &mut Client, col: &str) -> String {
+    c.query_one(&format!("SELECT coalesce(({col})::text, '-') FROM gpuindex_service_stats()"), &[]).unwrap().get(0)
+}
+
+fn gpu_memory() -> String {
+    Command::new("nvidia-smi")
+        .args(["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().replace('\n', "; "))
+        .unwrap_or_else(|e| format!("nvidia-smi: {e}"))
+}
+
+fn main() {
+    let a = args();
+    let (n, dim) = (a.rows, a.dim);
+    let mut c = connect();
+    println!(
+        "# gpuindex-sql-bench-service: {n} vectors of {dim} floats ({}), single kNN (k = 10) per transaction, {} s after {} s warm-up",
+        a.set.name(),
+        a.secs,
+        a.warmup
+    );
+    println!("\n{}", describe_server(&mut c));
+    let load = load_vectors(&mut c, "bench_svc", a.set, n, dim);
+    let t = Instant::now();
+    c.batch_execute("CREATE INDEX bench_svc_v ON bench_svc USING gpu_metric (v)").unwrap();
+    println!("\ntable load {load:.1} s; CREATE INDEX {:.1} s", t.elapsed().as_secs_f64());
+    let qs = VectorSet::vectors(a.set, a.queries, dim, 1 << 40);
+    c.batch_execute("DROP TABLE IF EXISTS bench_svc_q; CREATE TABLE bench_svc_q (id int PRIMARY KEY, v real[])").unwrap();
+    let rows: Vec<String> = qs.chunks(dim).enumerate().map(|(i, v)| format!("({}, '{}')", i + 1, vector_text(v))).collect();
+    for chunk in rows.chunks(1000) {
+        c.batch_execute(&format!("INSERT INTO bench_svc_q VALUES {}", chunk.join(","))).unwrap();
+    }
+    c.batch_execute("VACUUM ANALYZE bench_svc_q").unwrap();
+
+    // The two paths agree (and the service holds the image after this).
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    let via_service: Vec<Vec<i64>> = (1..=20).map(|i| answer(&mut c, i)).collect();
+    let epoch: Option<String> = c.query_one("SELECT service FROM gpuindex_last_batch()", &[]).unwrap().get(0);
+    assert!(epoch.is_some(), "the single query did not go through the service");
+    c.batch_execute("SET gpuindex.service = off; SET gpuindex.device = cpu").unwrap();
+    let in_backend: Vec<Vec<i64>> = (1..=20).map(|i| answer(&mut c, i)).collect();
+    assert_eq!(via_service, in_backend, "service and CPU answers differ");
+    c.batch_execute("RESET gpuindex.service; RESET gpuindex.device").unwrap();
+    println!("service device: {}; answers of 20 queries equal on both paths", stat(&mut c, "device"));
+
+    // The same queries as one batch function call (this backend's GPU
+    // where there is one, else its CPU).
+    c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
+    let batch_sql = "SELECT count(*) FROM gpu_metric_knn('bench_svc_v', (SELECT array_agg(v ORDER BY id) FROM bench_svc_q), 10)";
+    let s = time(3, || {
+        c.query_one(batch_sql, &[]).unwrap();
+    });
+    let ran: String = c.query_one("SELECT device FROM gpuindex_last_batch()", &[]).unwrap().get(0);
+    let batch_qps = a.queries as f64 / s;
+    println!("one gpu_metric_knn call of {} queries ({ran}): {s:.3} s, {batch_qps:.0} queries/s", a.queries);
+
+    println!("\n| clients | path | queries/s | p50 ms | p99 ms | transactions | vs CPU | vs one batch call |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    let mut memory = String::new();
+    for &clients in &a.clients {
+        let cpu = pgbench(&a, clients, "-c gpuindex.device=cpu -c gpuindex.service=off", || {});
+        let epochs_before: f64 = stat(&mut c, "epochs").parse().unwrap_or(0.0);
+        let queries_before: f64 = stat(&mut c, "queries").parse().unwrap_or(0.0);
+        let svc = pgbench(&a, clients, "-c gpuindex.service=on", || {
+            if clients == *a.clients.iter().max().unwrap() {
+                memory = gpu_memory();
+            }
+        });
+        let epochs = stat(&mut c, "epochs").parse::<f64>().unwrap_or(0.0) - epochs_before;
+        let queries = stat(&mut c, "queries").parse::<f64>().unwrap_or(0.0) - queries_before;
+        for (path, r) in [("CPU in each backend", &cpu), ("GPU service", &svc)] {
+            println!(
+                "| {clients} | {path} | {:.0} | {:.2} | {:.2} | {} | {:.2}x | {:.0}% |",
+                r.tps,
+                r.p50_ms,
+                r.p99_ms,
+                r.transactions,
+                r.tps / cpu.tps,
+                100.0 * r.tps / batch_qps
+            );
+        }
+        println!("|  | (service: {:.1} queries per epoch) | | | | | | |", queries / epochs.max(1.0));
+    }
+    println!(
+        "\nservice: epochs {}, queries per epoch p50 {}, wait p50 {} us, p99 {} us, run p50 {} us; images {} ({} MiB on the device)",
+        stat(&mut c, "epochs"),
+        stat(&mut c, "queries_per_epoch_p50::int"),
+        stat(&mut c, "wait_us_p50::int"),
+        stat(&mut c, "wait_us_p99::int"),
+        stat(&mut c, "run_us_p50::int"),
+        stat(&mut c, "images"),
+        stat(&mut c, "image_device_bytes >> 20"),
+    );
+    println!("GPU processes during the largest service run (nvidia-smi): {memory}");
+}
