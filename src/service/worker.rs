@@ -12,10 +12,12 @@
 
 use super::images::{self, Store};
 use super::shmem::{self, *};
+use crate::am::gpu_metric::image::Image;
 use crate::guc;
 use gpuindex_engine::executor::Policy;
 use gpuindex_engine::gpu::{self, Gpu};
-use gpuindex_engine::gts::gpu::MAX_GPU_K;
+use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
+use gpuindex_engine::gts::Metric;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -212,7 +214,7 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: Vec<Job>) 
         let k = members.iter().map(|&j| jobs[j].head.k as usize).max().unwrap_or(1);
         let qs: Vec<f32> = members.iter().flat_map(|&j| jobs[j].queries.iter().copied()).collect();
         let found = gpu
-            .filter(|_| k <= MAX_GPU_K)
+            .filter(|_| gpu_pays(&img, k))
             .and_then(|g| match img.knn_gpu(g, &qs, k) {
                 Ok(a) => Some(a),
                 Err(e) => {
@@ -244,6 +246,15 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: Vec<Job>) 
     s.epoch_queries.add(total as f64);
     s.run_us.add(started.elapsed().as_secs_f64() * 1e6);
     sh.publish_images(&store.rows());
+}
+
+/// Whether a kNN batch for `k` runs on the GPU: within its limit, and for
+/// L2 on trees that prune little (high dimensions) only where the GPU's
+/// bounded brute force answers it (k up to `FILTER_MAX_K`): its tree
+/// search opens most leaves there and is slower than the CPU's bounded
+/// brute force on all cores.
+fn gpu_pays(img: &Image, k: usize) -> bool {
+    k <= MAX_GPU_K && (k <= FILTER_MAX_K || img.shape.metric != Metric::L2 || !img.prunes_little())
 }
 
 /// Writes `answer` into the job's slot and wakes its backend, or frees

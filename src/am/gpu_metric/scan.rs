@@ -25,7 +25,7 @@ use super::shape::{self, PageLeaves};
 use super::{chain, image, vector};
 use crate::am::common::scan::{Found, IndexScan};
 use crate::storage::{tid_from, tid_to};
-use gpuindex_engine::gts::gpu::MAX_GPU_K;
+use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
 use gpuindex_engine::gts::{search, Metric, Nearest, Shape};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -51,6 +51,9 @@ impl Tree {
 const IN_MEMORY_ROWS: u64 = 10_000;
 /// Rows an in-memory walk finds first.
 const FIRST: usize = 64;
+/// Rows a walk through the GPU service finds first: as many as the GPU's
+/// bounded brute force answers (`LIMIT 16` and below in one request).
+const FIRST_BY_SERVICE: usize = FILTER_MAX_K;
 
 /// Where an in-memory walk's rows are.
 enum Copy {
@@ -193,10 +196,10 @@ fn start(rel: pg_sys::Relation, q: Option<&[f32]>) -> Walk {
     // Delta rows nearest last, for pop().
     let by_distance_desc = |delta: &mut Vec<(f64, u64)>| delta.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
     if m.tree_entries >= IN_MEMORY_ROWS {
-        if let Some(mut found) = image::knn_by_service(rel, &m, q, FIRST, "gpu_metric index scan") {
+        if let Some(mut found) = image::knn_by_service(rel, &m, q, FIRST_BY_SERVICE, "gpu_metric index scan") {
             by_distance_desc(&mut delta);
             let found = found.pop().unwrap_or_default();
-            return Walk::InMemory { copy: Copy::Service(m), query: q.to_vec(), asked: FIRST, found, at: 0, delta, nulls };
+            return Walk::InMemory { copy: Copy::Service(m), query: q.to_vec(), asked: FIRST_BY_SERVICE, found, at: 0, delta, nulls };
         }
     }
     let in_memory = metric == Metric::L2 && m.tree_entries >= IN_MEMORY_ROWS;
