@@ -58,13 +58,13 @@ pub fn ensure_cpu_pool() {
 }
 
 /// Records a batch the GPU service ran in epoch `epoch` of
-/// `epoch_queries` queries.
-pub fn record_service(what: &'static str, queries: usize, on_gpu: bool, epoch: u64, epoch_queries: u32, started: Instant) {
+/// `epoch_queries` queries, on its GPU or (`cpu_reason`) its CPU.
+pub fn record_service(what: &'static str, queries: usize, cpu_reason: Option<&str>, epoch: u64, epoch_queries: u32, started: Instant) {
     let batch = LastBatch {
         what,
         queries,
-        device: if on_gpu { Device::Gpu } else { Device::Cpu },
-        cpu_reason: (!on_gpu).then(|| "the GPU service has no GPU".to_string()),
+        device: if cpu_reason.is_none() { Device::Gpu } else { Device::Cpu },
+        cpu_reason: cpu_reason.map(str::to_string),
         millis: started.elapsed().as_secs_f64() * 1e3,
         service: Some(format!("epoch {epoch} of {epoch_queries} queries")),
     };

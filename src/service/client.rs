@@ -86,6 +86,10 @@ fn fits(queries: usize, dim: usize, k: usize) -> bool {
     queries * dim * 4 <= SLOT_DATA && (queries * 4).next_multiple_of(8) + queries * k * 16 <= SLOT_DATA
 }
 
+/// Why a GPU service ran a batch on its CPU (`worker::gpu_pays`).
+pub const CPU_BY_CHOICE: &str =
+    "the GPU service searched on its CPU: k is above the GPU's bounded brute force (16) on a tree that prunes little";
+
 /// What came back.
 enum Reply {
     Done { head: Head, data: Vec<u8> },
@@ -248,7 +252,12 @@ pub fn knn(
         };
         match head.status {
             ST_OK => {
-                crate::batch::record_service(what, n, head.device == DEVICE_GPU, head.epoch, head.epoch_queries, started);
+                let cpu_reason = match (head.device, sh.device.load(Relaxed)) {
+                    (DEVICE_GPU, _) => None,
+                    (_, DEVICE_GPU) => Some(CPU_BY_CHOICE),
+                    _ => Some("the GPU service has no GPU"),
+                };
+                crate::batch::record_service(what, n, cpu_reason, head.epoch, head.epoch_queries, started);
                 return Some(decode_answers(n, &data));
             }
             ST_NO_IMAGE => {

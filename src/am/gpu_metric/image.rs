@@ -10,7 +10,7 @@ use super::shape;
 use crate::am::common::cache;
 use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::gts::bounded;
-use gpuindex_engine::gts::gpu::{DeviceTree, Way, FILTER_MAX_K};
+use gpuindex_engine::gts::gpu::DeviceTree;
 use gpuindex_engine::gts::search::{self, Objects};
 use gpuindex_engine::gts::{Metric, Shape, Vectors};
 use pgrx::pg_sys;
@@ -42,16 +42,9 @@ impl Image {
         }
     }
 
-    /// The same on the GPU (`want` up to `MAX_GPU_K`): where the CPU
-    /// takes the bounded brute force, so does the GPU when it can,
-    /// without first descending the tree's upper levels to find out (a
-    /// fixed cost of milliseconds that dominates small batches).
+    /// The same on the GPU (`want` up to `MAX_GPU_K`).
     pub fn knn_gpu(&self, gpu: &Gpu, queries: &[f32], want: usize) -> Result<Vec<Vec<(u64, f64)>>, GpuError> {
-        let device = self.device(gpu)?;
-        if self.shape.metric == Metric::L2 && want <= FILTER_MAX_K && self.prunes_little() {
-            return device.knn_by(gpu, queries, want, Way::Filter);
-        }
-        device.knn(gpu, queries, want)
+        self.device(gpu)?.knn(gpu, queries, want)
     }
 
     /// The rows' squared norms (for L2 bounds), computed at the first call
