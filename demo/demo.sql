@@ -171,7 +171,18 @@ EXPLAIN (COSTS OFF) SELECT l.qid, s.id, s.d FROM lookups l
 SELECT l.qid, s.id, round(s.d::numeric, 4) AS distance FROM lookups l
   CROSS JOIN LATERAL (SELECT id, v <-> l.q AS d FROM items ORDER BY v <-> l.q LIMIT 3) s
   WHERE l.qid < 120 ORDER BY l.qid, s.d, s.id;
+\echo
+\echo '10. The GPU service: one background worker owns the GPU; searches of all sessions become one batch per epoch'
+SELECT running, device FROM gpuindex_service_stats();
+\echo 'a kNN index scan sent to the service (gpuindex.service = on; auto does so when the service has a GPU):'
+SET gpuindex.service = on;
+SELECT id, round((v <-> (SELECT v FROM q))::numeric, 4) AS distance FROM items ORDER BY v <-> (SELECT v FROM q) LIMIT 5;
+SELECT function, device, service IS NOT NULL AS by_the_service FROM gpuindex_last_batch();
+RESET gpuindex.service;
+SELECT requests > 0 AS served, loads, images, busy_slots FROM gpuindex_service_stats();
+
 DROP TABLE items, orders, customers;
 
 \echo
-\echo 'Not built yet: gpu_learned, gpu_art, the GPU service; see README.md.'
+\echo 'Not built yet: gpu_learned, gpu_art; see README.md.'
+
