@@ -290,6 +290,9 @@ fn load(sh: &Shared, key: ImageKey, ship: &dyn Fn(&Path) -> std::io::Result<()>)
     }
     let request = path.to_string_lossy().into_owned().into_bytes();
     let reply = ask(sh, Head { op: OP_LOAD, key, ..Head::default() }, &request);
+    // The worker has read it, or will find it gone (the request was
+    // withdrawn); either way the file is done with.
+    let _ = std::fs::remove_file(&path);
     match reply {
         Reply::Done { head, .. } if head.status == ST_OK => None,
         Reply::Done { head, data } if head.status == ST_FAILED => Some(not_answered(sh, String::from_utf8_lossy(&data).into_owned())),

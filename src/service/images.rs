@@ -101,6 +101,9 @@ pub struct Store {
     held: HashMap<ImageKey, Held>,
     /// Images a backend was asked to ship: its pid, since when.
     shipping: HashMap<ImageKey, (i32, Instant)>,
+    /// Images that could not be loaded, and why: asked again, they fail at
+    /// once rather than being shipped again.
+    refused: HashMap<ImageKey, String>,
     clock: u64,
 }
 
@@ -119,6 +122,11 @@ impl Store {
         Some(h.image.clone())
     }
 
+    /// Why the image of `key` was refused, if it was.
+    pub fn refused(&self, key: &ImageKey) -> Option<&str> {
+        self.refused.get(key).map(String::as_str)
+    }
+
     /// Whether `pid` should ship the missing image of `key` (true), or
     /// another backend is shipping it (false).
     pub fn ask_to_ship(&mut self, key: &ImageKey, pid: i32) -> bool {
@@ -135,6 +143,15 @@ impl Store {
     /// uploading it to `gpu` if given, within `budget` bytes.
     pub fn load(&mut self, key: &ImageKey, path: &Path, gpu: Option<&Gpu>, budget: usize) -> Result<(), String> {
         self.shipping.remove(key);
+        let loaded = self.try_load(key, path, gpu, budget);
+        if let Err(e) = &loaded {
+            self.refused.retain(|k, _| (k.database, k.index) != (key.database, key.index));
+            self.refused.insert(*key, e.clone());
+        }
+        loaded
+    }
+
+    fn try_load(&mut self, key: &ImageKey, path: &Path, gpu: Option<&Gpu>, budget: usize) -> Result<(), String> {
         let read = read(path, key);
         let _ = std::fs::remove_file(path);
         let image = read.map_err(|e| format!("could not read the shipped image: {e}"))?;

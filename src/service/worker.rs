@@ -205,6 +205,12 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: Vec<Job>) 
     for (key, members) in groups {
         let n: usize = members.iter().map(|&j| jobs[j].head.queries as usize).sum();
         let Some(img) = store.get(&key, n) else {
+            if let Some(why) = store.refused(&key).map(str::to_string) {
+                for &j in &members {
+                    answers[j] = Some(Answer::Failed(why.clone()));
+                }
+                continue;
+            }
             for &j in &members {
                 let ship = store.ask_to_ship(&key, jobs[j].head.owner_pid);
                 answers[j] = Some(Answer::Status(if ship { ST_NO_IMAGE } else { ST_LOADING }));

@@ -360,3 +360,32 @@ fn without_the_preload_service_on_is_an_error() {
     let e = c.query("SELECT * FROM gpuindex_service_stats()", &[]).expect_err("no stats");
     assert!(error_of(&e).1.contains("not loaded"));
 }
+
+/// An image above `gpuindex.service_memory` is refused with the reason,
+/// once: asked again, the service answers at once without a new image.
+#[test]
+fn an_image_above_service_memory_is_refused_once() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    let table = "sv_large";
+    c.batch_execute(&format!("DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int, v real[])")).unwrap();
+    let mut rng = SplitMix64::new(17);
+    load(&mut c, table, &vectors(&mut rng, 16, 20_000, false), 0);
+    c.batch_execute(&format!("CREATE INDEX ON {table} USING gpu_metric (v)")).unwrap();
+    let q = literal(&vectors(&mut rng, 16, 1, false)[0]);
+    let sql = format!("SELECT id, v <-> {q} FROM {table} ORDER BY v <-> {q} LIMIT 10");
+    set_system(&mut c, "gpuindex.service_memory", Some("1MB"));
+    set_index_only(&mut c, false);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    let loads = stats(&mut c, "loads");
+    for _ in 0..2 {
+        let e = c.query(&sql, &[]).expect_err("image too large");
+        let msg = error_of(&e).1;
+        assert!(msg.contains("more than gpuindex.service_memory"), "{msg}");
+    }
+    assert_eq!(stats(&mut c, "loads") - loads, 1, "shipped once");
+    c.batch_execute("SET gpuindex.service = off").unwrap();
+    assert_eq!(rows(&mut c, &sql).len(), 10);
+    set_system(&mut c, "gpuindex.service_memory", None);
+    no_busy_slots(&mut c);
+}
