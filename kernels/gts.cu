@@ -462,8 +462,8 @@ __device__ void warp_flush(float *cd, u32 *co, u32 *cnt, double *thr, double *sc
 extern "C" __global__ void __launch_bounds__(256) gts_l2_filter(
     const float *__restrict__ queries, const double *__restrict__ qsq, u32 m, const float *__restrict__ vectors,
     const double *__restrict__ osq, u64 n, u32 dim, u64 slice, u32 slices, u32 k, float *__restrict__ out_d,
-    u32 *__restrict__ out_o, u32 *__restrict__ out_n) {
-    __shared__ float qs[FD][FQ];
+    u32 *__restrict__ out_o, u32 *__restrict__ out_n, double *__restrict__ out_t) {
+    __shared__ __align__(16) float qs[FD][FQ];
     __shared__ __align__(16) float os[FD][FO + 4];  // reused as the tile of a, [FQ][FO + 4]
     __shared__ float cd[FQ][FCAP];
     __shared__ u32 co[FQ][FCAP];
@@ -480,8 +480,10 @@ extern "C" __global__ void __launch_bounds__(256) gts_l2_filter(
     for (u64 tile = start; tile < end; tile += FO) {
         float acc[4][4] = {{0}};
         for (u32 c = 0; c < dim; c += FD) {
+            // A warp stores one dimension of 32 queries: conflict-free (by
+            // dimensions, all 32 stores of a warp hit one bank).
             for (u32 e = t; e < FD * FQ; e += 256) {
-                const u32 q = e / FD, d = e % FD;
+                const u32 q = e % FQ, d = e / FQ;
                 qs[d][q] = (q0 + q < m && c + d < dim) ? queries[(u64)(q0 + q) * dim + c + d] : 0.0f;
             }
             for (u32 e = t; e < FD * FO; e += 256) {
@@ -492,7 +494,10 @@ extern "C" __global__ void __launch_bounds__(256) gts_l2_filter(
 #pragma unroll 8
             for (u32 d = 0; d < FD; d++) {
                 const float4 b = *reinterpret_cast<const float4 *>(&os[d][tx * 4]);
-                const float a[4] = {qs[d][ty * 4], qs[d][ty * 4 + 1], qs[d][ty * 4 + 2], qs[d][ty * 4 + 3]};
+                // One 16-byte load each (shared-memory loads, not FMAs,
+                // bound this loop).
+                const float4 q4 = *reinterpret_cast<const float4 *>(&qs[d][ty * 4]);
+                const float a[4] = {q4.x, q4.y, q4.z, q4.w};
                 for (int i = 0; i < 4; i++) {
                     acc[i][0] += a[i] * b.x;
                     acc[i][1] += a[i] * b.y;
@@ -557,46 +562,84 @@ extern "C" __global__ void __launch_bounds__(256) gts_l2_filter(
             out_d[slot * FCAP + i] = cd[q][i];
             out_o[slot * FCAP + i] = co[q][i];
         }
-        if (lane == 0) out_n[slot] = c;
+        if (lane == 0) {
+            out_n[slot] = c;
+            out_t[slot] = thr[q];
+        }
     }
 }
 
-// One block per query: the candidates of all its slices, cut again by the
-// k-th smallest upper bound among them, then exact distances, the k
-// nearest by (distance, id) into out_d/out_id[q * k ..] and their number
-// into out_n[q] (OVERFLOW when a slice overflowed).
-extern "C" __global__ void gts_l2_recheck(const float *__restrict__ queries, const double *__restrict__ qsq, u32 dim,
-                                          const float *__restrict__ vectors, const double *__restrict__ osq,
-                                          const u64 *__restrict__ ids, u32 slices, const float *__restrict__ in_d,
-                                          const u32 *__restrict__ in_o, const u32 *__restrict__ in_n, u32 k,
-                                          double *__restrict__ out_d, u64 *__restrict__ out_id, u32 *__restrict__ out_n) {
+// One block per query: the candidates of all its slices whose lower bound
+// is within the smallest of the slices' thresholds (each slice's is the
+// k-th smallest upper bound of k of its objects, so the k-th nearest lies
+// within every one), cut again by the k-th smallest upper bound among
+// them, then exact distances, the k nearest by (distance, id) into
+// out_d/out_id[q * k ..] and their number into out_n[q] (OVERFLOW when a
+// slice overflowed or more than CAP candidates pass).
+extern "C" __global__ void __launch_bounds__(256) gts_l2_recheck(
+    const float *__restrict__ queries, const double *__restrict__ qsq, u32 dim, const float *__restrict__ vectors,
+    const double *__restrict__ osq, const u64 *__restrict__ ids, u32 slices, const float *__restrict__ in_d,
+    const u32 *__restrict__ in_o, const u32 *__restrict__ in_n, const double *__restrict__ in_t, u32 k,
+    double *__restrict__ out_d, u64 *__restrict__ out_id, u32 *__restrict__ out_n) {
     __shared__ double cd[CAP];
     __shared__ u64 cid[CAP];
     __shared__ u32 count, overflow;
     __shared__ double limit;
-    const u32 q = blockIdx.x;
+    __shared__ double warp_t[8];
+    __shared__ u32 warp_over[8];
+    const u32 q = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const double qn = qsq[q];
-    if (threadIdx.x == 0) {
-        count = 0;
-        overflow = 0;
+    // The smallest threshold, and whether a slice overflowed.
+    double t0 = INF;
+    u32 over = 0;
+    for (u32 s = threadIdx.x; s < slices; s += blockDim.x) {
+        const u64 slot = (u64)q * slices + s;
+        if (in_n[slot] == OVERFLOW) over = 1;
+        else t0 = fmin(t0, in_t[slot]);
+    }
+    for (u32 o = 16; o > 0; o >>= 1) t0 = fmin(t0, __shfl_xor_sync(0xffffffffu, t0, o));
+    over = __any_sync(0xffffffffu, over);
+    if (lane == 0) {
+        warp_t[warp] = t0;
+        warp_over[warp] = over;
     }
     __syncthreads();
-    // Gather (upper bound, position) of every candidate.
-    for (u32 s = 0; s < slices; s++) {
-        const u32 c = in_n[(u64)q * slices + s];
-        if (c == OVERFLOW) {
-            overflow = 1;
-            continue;
+    if (threadIdx.x == 0) {
+        double t = INF;
+        u32 o = 0;
+        for (u32 w = 0; w < blockDim.x / 32; w++) {
+            t = fmin(t, warp_t[w]);
+            o |= warp_over[w];
         }
-        for (u32 i = threadIdx.x; i < c; i += blockDim.x) {
-            const u64 slot = ((u64)q * slices + s) * FCAP + i;
-            const u32 at = atomicAdd(&count, 1u);
-            cd[at] = upper(in_d[slot], dim, qn, osq[in_o[slot]]);
-            cid[at] = slot;
-        }
+        limit = t;
+        overflow = o;
+        count = 0;
     }
     __syncthreads();
     if (overflow) {
+        if (threadIdx.x == 0) out_n[q] = OVERFLOW;
+        return;
+    }
+    // Gather (upper bound, slot) of the candidates within it, a warp a slice.
+    t0 = limit;
+    for (u32 s = warp; s < slices; s += blockDim.x / 32) {
+        const u64 first = ((u64)q * slices + s) * FCAP;
+        const u32 c = in_n[(u64)q * slices + s];
+        for (u32 i = lane; i < c; i += 32) {
+            const u64 slot = first + i;
+            const float a = in_d[slot];
+            const double on = osq[in_o[slot]];
+            if (lower(a, dim, qn, on) <= t0) {
+                const u32 at = atomicAdd(&count, 1u);
+                if (at < CAP) {
+                    cd[at] = upper(a, dim, qn, on);
+                    cid[at] = slot;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    if (count > CAP) {
         if (threadIdx.x == 0) out_n[q] = OVERFLOW;
         return;
     }

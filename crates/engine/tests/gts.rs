@@ -228,6 +228,29 @@ fn gpu_batches_split_into_groups_that_fit() {
 }
 
 #[test]
+fn gpu_bounded_brute_force_on_small_batches() {
+    let Some(gpu) = common::gpu_or_skip("gpu_bounded_brute_force_on_small_batches") else { return };
+    // A batch of a few queries spreads its objects over hundreds of slices;
+    // duplicates put thousands of equal bounds across them (past the
+    // recheck's room: those queries go to the tree).
+    for (shape, n, dim) in [(Shape::Clustered, 300_000, 16), (Shape::Uniform, 200_000, 5), (Shape::Duplicates, 200_000, 8)] {
+        let v = vectors(shape, n, dim, 31);
+        let tree = Tree::build(Metric::L2, &v, Params { fanout: 20 });
+        let objects = Objects::of(&tree, &v);
+        let dev = DeviceTree::upload(&gpu, &tree.shape, &objects).expect("upload");
+        let mut qs = vectors(Shape::Clustered, 40, dim, 32).data;
+        qs.extend_from_slice(v.get(n / 2));
+        for m in [1, 2, 41] {
+            let q = &qs[(41 - m) * dim..];
+            for k in [1, 10, FILTER_MAX_K] {
+                let want = knn(&tree.shape, &objects, q, k);
+                assert_eq!(dev.knn_by(&gpu, q, k, Way::Filter).unwrap(), want, "{shape:?} n={n} m={m} k={k}");
+            }
+        }
+    }
+}
+
+#[test]
 fn gpu_search_on_extreme_scales() {
     let Some(gpu) = common::gpu_or_skip("gpu_search_on_extreme_scales") else { return };
     // Far from the origin (float4 bounds too loose: queries overflow to the

@@ -37,6 +37,8 @@ const PER_ROUND: usize = 32;
 const FILTER_QUERIES: usize = 32;
 const FILTER_OBJECTS: usize = 128;
 const FILTER_CAP: usize = 64;
+/// The fewest objects a slice of the bounded brute force gets.
+const FILTER_MIN_SLICE: usize = 1024;
 const OVERFLOW: u32 = u32::MAX;
 /// The largest k of the bounded brute force (its per-query buffer of
 /// FILTER_CAP must keep k and room for a warp's 32 more).
@@ -415,26 +417,31 @@ impl DeviceTree {
     fn filtered(&self, gpu: &Gpu, g: &Group, k: usize, budget: usize) -> Result<Option<Answers>, GpuError> {
         let (m, stream) = (g.m, &g.stream);
         let tiles = m.div_ceil(FILTER_QUERIES);
-        // Enough blocks to fill the device twice, slices of whole tiles.
-        let want = (2 * gpu.info().multiprocessors as usize).div_ceil(tiles).clamp(1, CAP / FILTER_CAP);
-        let slice = self.objects.div_ceil(want).next_multiple_of(FILTER_OBJECTS);
+        // Enough blocks to fill the device four times (a small batch is
+        // one tile: 32 slices, the old cap, left 3/4 of an H100 idle and
+        // took 5.8 ms), slices of whole object tiles and at least
+        // FILTER_MIN_SLICE objects (each slice ends with a flush).
+        let want = (4 * gpu.info().multiprocessors as usize).div_ceil(tiles).max(1);
+        let slice = self.objects.div_ceil(want).max(FILTER_MIN_SLICE).next_multiple_of(FILTER_OBJECTS);
         let slices = self.objects.div_ceil(slice);
-        if m.saturating_mul(slices * FILTER_CAP * 8) > budget {
+        if m.saturating_mul(slices * (FILTER_CAP * 8 + 16)) > budget {
             return Ok(None);
         }
         let cand_d = gpu.alloc::<f32>(m * slices * FILTER_CAP)?;
         let cand_o = gpu.alloc::<u32>(m * slices * FILTER_CAP)?;
         let cand_n = gpu.alloc::<u32>(m * slices)?;
+        let cand_t = gpu.alloc::<f64>(m * slices)?;
         let (qp, qnp, m32, vp, osp, n64, dim) =
             (g.queries.ptr(), g.qnorms.ptr(), m as u32, self.vectors.ptr(), self.norms.ptr(), self.objects as u64, self.dim as u32);
-        let (slice64, slices32, k32, cdp, cop, cnp) = (slice as u64, slices as u32, k as u32, cand_d.ptr(), cand_o.ptr(), cand_n.ptr());
+        let (slice64, slices32, k32, cdp, cop, cnp, ctp) =
+            (slice as u64, slices as u32, k as u32, cand_d.ptr(), cand_o.ptr(), cand_n.ptr(), cand_t.ptr());
         launch!(
             gpu,
             stream,
             GTS,
             "gts_l2_filter",
             (tiles * slices, BLOCK, 0),
-            [qp, qnp, m32, vp, osp, n64, dim, slice64, slices32, k32, cdp, cop, cnp]
+            [qp, qnp, m32, vp, osp, n64, dim, slice64, slices32, k32, cdp, cop, cnp, ctp]
         )?;
         let out_d = gpu.alloc::<f64>(m * k)?;
         let out_id = gpu.alloc::<u64>(m * k)?;
@@ -446,7 +453,7 @@ impl DeviceTree {
             GTS,
             "gts_l2_recheck",
             (m, BLOCK, 0),
-            [qp, qnp, dim, vp, osp, idp, slices32, cdp, cop, cnp, k32, odp, oip, onp]
+            [qp, qnp, dim, vp, osp, idp, slices32, cdp, cop, cnp, ctp, k32, odp, oip, onp]
         )?;
         let found = nearest(gpu, &out_d, &out_id, &out_n, k)?;
         let overflowed: Vec<usize> = (0..m).filter(|&q| found[q].is_none()).collect();
