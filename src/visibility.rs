@@ -34,11 +34,10 @@ pub unsafe fn visible(heap: pg_sys::Relation, mut matches: Vec<(Tid, i64)>) -> V
             );
         }
         let snapshot = pg_sys::GetActiveSnapshot();
-        // SERIALIZABLE needs the tuple-level predicate locks of the chain search.
-        let fast =
-            (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC && pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32;
+        let fast = line_pointers_answer(snapshot);
         let nblocks = pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM);
         let mut out = Vec::with_capacity(matches.len());
+        let mut page = Vec::new();
         let mut i = 0;
         while i < matches.len() {
             let block = (matches[i].0 >> 16) as u32;
@@ -51,30 +50,65 @@ pub unsafe fn visible(heap: pg_sys::Relation, mut matches: Vec<(Tid, i64)>) -> V
                     pg_sys::ReadBufferMode::RBM_NORMAL,
                     std::ptr::null_mut(),
                 );
-                pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
-                let page = pg_sys::BufferGetPage(buf);
-                let all_visible = fast && ((*(page as *const pg_sys::PageHeaderData)).pd_flags as u32 & pg_sys::PD_ALL_VISIBLE) != 0;
-                let mut last: Option<(Tid, Option<pg_sys::ItemPointerData>)> = None;
+                resolve_page(heap, buf, snapshot, fast, matches[i..end].iter().map(|m| m.0), &mut page);
+                pg_sys::ReleaseBuffer(buf);
+                // Both in TID order: several queries may match one row.
+                let mut at = 0;
                 for &(tid, position) in &matches[i..end] {
-                    // One check per distinct TID (several queries may match one row).
-                    let seen = match last {
-                        Some((t, v)) if t == tid => v,
-                        _ => {
-                            let v = if all_visible { line_pointer_answer(page, tid) } else { None }
-                                .unwrap_or_else(|| hot_search(heap, buf, snapshot, tid));
-                            last = Some((tid, v));
-                            v
-                        }
-                    };
-                    if let Some(v) = seen {
+                    while page[at].0 != tid {
+                        at += 1;
+                    }
+                    if let Some(v) = page[at].1 {
                         out.push((position, v));
                     }
                 }
-                pg_sys::UnlockReleaseBuffer(buf);
             }
             i = end;
         }
         out
+    }
+}
+
+/// Whether, under `snapshot`, a line pointer on an all-visible page
+/// answers alone: an MVCC snapshot, and not SERIALIZABLE (which needs the
+/// tuple-level predicate locks of the chain search).
+///
+/// # Safety
+/// `snapshot` is a valid snapshot.
+pub unsafe fn line_pointers_answer(snapshot: pg_sys::Snapshot) -> bool {
+    // SAFETY: the caller's snapshot.
+    unsafe { (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC && pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32 }
+}
+
+/// The visible member of each HOT chain rooted at `tids` (TIDs of the
+/// page in `buf`, sorted; repeats are answered once) into `out` as (tid,
+/// visible TID), under one share lock of the page. `fast`: what
+/// `line_pointers_answer` says for `snapshot`.
+///
+/// # Safety
+/// A backend in a transaction; `buf` pinned, a heap page of `heap`.
+pub unsafe fn resolve_page(
+    heap: pg_sys::Relation,
+    buf: pg_sys::Buffer,
+    snapshot: pg_sys::Snapshot,
+    fast: bool,
+    tids: impl Iterator<Item = Tid>,
+    out: &mut Vec<(Tid, Option<pg_sys::ItemPointerData>)>,
+) {
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        out.clear();
+        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+        let page = pg_sys::BufferGetPage(buf);
+        let all_visible = fast && ((*(page as *const pg_sys::PageHeaderData)).pd_flags as u32 & pg_sys::PD_ALL_VISIBLE) != 0;
+        for tid in tids {
+            if out.last().is_some_and(|l| l.0 == tid) {
+                continue;
+            }
+            let v = if all_visible { line_pointer_answer(page, tid) } else { None }.unwrap_or_else(|| hot_search(heap, buf, snapshot, tid));
+            out.push((tid, v));
+        }
+        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);
     }
 }
 

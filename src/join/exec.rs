@@ -2,8 +2,8 @@
 //! into the chunk's memory, their queries (the probe's outer side) sent to
 //! the index as one batch (`search::search`, GPU or all cores), the matches
 //! sorted by TID and fetched in that order with the query's snapshot
-//! (`table_index_fetch_tuple`: HOT chains, visibility, predicate locks, one
-//! pin per heap page run), each fetched row joined with every outer row
+//! (`heap.rs`: a page pinned and locked once for all its TIDs, HOT chains,
+//! visibility, predicate locks), each fetched row joined with every outer row
 //! that matched it. Then, for left and anti joins, the outer rows of the
 //! chunk that matched nothing. No row is kept between chunks.
 //!
@@ -18,7 +18,7 @@ use super::plan::Private;
 use super::NAME;
 use crate::am::common::search::{self, Ask, Batch};
 use crate::am::common::OpenIndex;
-use crate::storage::{tid_from, tid_to, Tid};
+use crate::storage::{tid_from, Tid};
 use gpuindex_engine::executor::Device;
 use pgrx::pg_sys::{self, NodeTag};
 use pgrx::prelude::*;
@@ -76,7 +76,7 @@ pub(super) struct State {
     pub(super) heap: pg_sys::Relation,
     pub(super) index: pg_sys::Relation,
     pub(super) am: &'static str,
-    pub(super) fetch: *mut pg_sys::IndexFetchTableData,
+    pub(super) pages: super::heap::PageFetch,
     pub(super) heap_slot: *mut pg_sys::TupleTableSlot,
     /// Holds a copied outer row while it is taken apart.
     pub(super) outer_slot: *mut pg_sys::TupleTableSlot,
@@ -214,7 +214,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             heap,
             index,
             am: searcher_name(index),
-            fetch: pg_sys::table_index_fetch_begin(heap),
+            pages: super::heap::PageFetch::begin(heap, heap_slot),
             heap_slot,
             outer_slot,
             scan_slot,
@@ -394,6 +394,8 @@ impl State {
     unsafe fn probe(&mut self, keys: &[(i64, pg_sys::Datum)]) {
         let started = Instant::now();
         self.matches.clear();
+        // SAFETY: the node's fetch.
+        unsafe { self.pages.reset() };
         if !keys.is_empty() {
             let open = OpenIndex::for_plan(self.heap, self.index, self.am);
             let batch = Batch { ask: Ask::Matches(self.strategy), query_type: self.key_type, queries: keys, what: "GpuIndexJoin" };
@@ -434,7 +436,14 @@ impl State {
             let &(tid, row) = self.matches.get(self.cursor)?;
             self.cursor += 1;
             let row = row as usize;
-            if (self.semi_or_anti() && self.matched[row]) || !self.fetch(tid, snapshot) {
+            if self.semi_or_anti() && self.matched[row] {
+                return Some(None);
+            }
+            // (Moved out while the fetch borrows the node.)
+            let matches = std::mem::take(&mut self.matches);
+            let found = self.fetch(tid, snapshot, matches[self.cursor..].iter().map(|m| m.0));
+            self.matches = matches;
+            if !found {
                 return Some(None);
             }
             Some(Some(row))
@@ -442,8 +451,9 @@ impl State {
     }
 
     /// Fetches the visible row at `tid` (the visible member of its HOT
-    /// chain) into the heap slot; false if there is none.
-    pub(super) unsafe fn fetch(&mut self, tid: Tid, snapshot: pg_sys::Snapshot) -> bool {
+    /// chain) into the heap slot; false if there is none. `upcoming`: the
+    /// TIDs fetched next, in order.
+    pub(super) unsafe fn fetch(&mut self, tid: Tid, snapshot: pg_sys::Snapshot, upcoming: impl Iterator<Item = Tid>) -> bool {
         if let Some((t, found)) = self.fetched {
             if t == tid {
                 return found;
@@ -452,9 +462,7 @@ impl State {
         let started = self.timed.then(Instant::now);
         // SAFETY: the index fetch of this node's table, the query's snapshot.
         let found = unsafe {
-            let mut ip = tid_to(tid);
-            let (mut call_again, mut all_dead) = (false, false);
-            let found = pg_sys::table_index_fetch_tuple(self.fetch, &mut ip, snapshot, self.heap_slot, &mut call_again, &mut all_dead);
+            let found = self.pages.fetch(self.heap, self.heap_slot, snapshot, tid, upcoming);
             if found && self.heap_deform > 0 {
                 pg_sys::slot_getsomeattrs(self.heap_slot, self.heap_deform);
             }
@@ -585,7 +593,7 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
         st.matches.clear();
         st.fetched = None;
         pg_sys::ExecClearTuple(st.heap_slot);
-        pg_sys::table_index_fetch_reset(st.fetch);
+        st.pages.reset();
     }
 }
 
@@ -597,7 +605,7 @@ unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
         let st = state(node);
         pg_sys::ExecEndNode(st.outer);
         pg_sys::ExecClearTuple(st.heap_slot);
-        pg_sys::table_index_fetch_end(st.fetch);
+        st.pages.end();
         pg_sys::index_close(st.index, pg_sys::NoLock as i32);
         pg_sys::table_close(st.heap, pg_sys::NoLock as i32);
     }

@@ -19,6 +19,7 @@
 
 mod cost;
 mod exec;
+mod heap;
 mod lateral;
 mod list;
 mod nearest;

@@ -163,12 +163,14 @@ impl State {
             for &(row, _) in &pending {
                 results[row as usize].clear();
             }
+            // SAFETY: the node's fetch.
+            unsafe { self.pages.reset() };
             for (i, &(tid, row, rank)) in cands.iter().enumerate() {
                 if i % 4096 == 4095 {
                     pgrx::check_for_interrupts!();
                 }
                 // SAFETY: the node's fetch and slots.
-                if unsafe { self.fetch(tid, snapshot) } {
+                if unsafe { self.fetch(tid, snapshot, cands[i + 1..].iter().map(|c| c.0)) } {
                     if let Some(s) = unsafe { self.accept(&mut top, row as usize) } {
                         results[row as usize].push((rank, s));
                     }
