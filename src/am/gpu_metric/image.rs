@@ -10,7 +10,7 @@ use super::shape;
 use crate::am::common::cache;
 use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::gts::bounded;
-use gpuindex_engine::gts::gpu::DeviceTree;
+use gpuindex_engine::gts::gpu::{DeviceTree, Way, FILTER_MAX_K};
 use gpuindex_engine::gts::search::{self, Objects};
 use gpuindex_engine::gts::{Metric, Shape, Vectors};
 use pgrx::pg_sys;
@@ -42,9 +42,13 @@ impl Image {
         }
     }
 
-    /// The same on the GPU (`want` up to `MAX_GPU_K`).
+    /// The same on the GPU (`want` up to `MAX_GPU_K`): the bounded brute
+    /// force straight away where the CPU would take it (the engine's own
+    /// choice descends the tree's upper levels first to decide: 0.8 ms of a
+    /// batch of 64 at 1M x 128 on the H100, more than half of the search).
     pub fn knn_gpu(&self, gpu: &Gpu, queries: &[f32], want: usize) -> Result<Vec<Vec<(u64, f64)>>, GpuError> {
-        self.device(gpu)?.knn(gpu, queries, want)
+        let way = if self.shape.metric == Metric::L2 && want <= FILTER_MAX_K && self.prunes_little() { Way::Filter } else { Way::Auto };
+        self.device(gpu)?.knn_by(gpu, queries, want, way)
     }
 
     /// The rows' squared norms (for L2 bounds), computed at the first call
