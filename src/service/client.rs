@@ -80,10 +80,10 @@ fn decode_answers(queries: usize, data: &[u8]) -> Vec<Vec<(u64, f64)>> {
         .collect()
 }
 
-/// Whether `queries` queries of `dim` floats with up to `k` answers each
-/// fit a slot.
-fn fits(queries: usize, dim: usize, k: usize) -> bool {
-    queries * dim * 4 <= SLOT_DATA && (queries * 4).next_multiple_of(8) + queries * k * 16 <= SLOT_DATA
+/// The bytes `queries` queries of `dim` floats, and then their answers
+/// (up to `k` each), take in a slot or segment.
+fn bytes(queries: usize, dim: usize, k: usize) -> usize {
+    (queries * dim * 4).max((queries * 4).next_multiple_of(8) + queries * k * 16)
 }
 
 /// Why a GPU service ran a batch on its CPU (`worker::gpu_pays`).
@@ -228,6 +228,8 @@ fn not_answered(sh: &Shared, why: String) -> Option<Vec<Vec<(u64, f64)>>> {
 /// itself (`auto` only: declined, failed, another backend shipping the
 /// image). `ship` writes the image to the path it is given, when the
 /// service asks for it. `what` names the batch in `gpuindex_last_batch()`.
+/// A batch that does not fit a slot goes in a segment, in parts of at
+/// most `segment::MAX_BYTES`.
 pub fn knn(
     key: ImageKey,
     dim: usize,
@@ -237,15 +239,38 @@ pub fn knn(
     what: &'static str,
 ) -> Option<Vec<Vec<(u64, f64)>>> {
     let sh = shmem::shared()?;
-    let n = queries.len() / dim.max(1);
-    if !fits(n, dim, k) {
-        return None;
+    let dim = dim.max(1);
+    let n = queries.len() / dim;
+    let per_part = (super::segment::MAX_BYTES / bytes(1, dim, k)).max(1);
+    let mut out = Vec::with_capacity(n);
+    for part in queries.chunks(per_part * dim) {
+        out.extend(knn_part(sh, key, dim, part, k, ship, what)?);
     }
+    Some(out)
+}
+
+/// One request of `knn`.
+fn knn_part(
+    sh: &Shared,
+    key: ImageKey,
+    dim: usize,
+    queries: &[f32],
+    k: usize,
+    ship: &dyn Fn(&Path) -> std::io::Result<()>,
+    what: &'static str,
+) -> Option<Vec<Vec<(u64, f64)>>> {
+    let n = queries.len() / dim;
     let started = Instant::now();
     let request: Vec<u8> = queries.iter().flat_map(|f| f.to_ne_bytes()).collect();
-    let head = Head { op: OP_KNN, key, dim: dim as u32, queries: n as u32, k: k as u32, ..Head::default() };
+    let mut head = Head { op: OP_KNN, key, dim: dim as u32, queries: n as u32, k: k as u32, ..Head::default() };
+    let inline = bytes(n, dim, k) <= SLOT_DATA;
     loop {
-        let (head, data) = match ask(sh, head, &request) {
+        let mut segment = (!inline).then(|| super::segment::Segment::create(bytes(n, dim, k)));
+        if let Some(seg) = &mut segment {
+            seg.bytes()[..request.len()].copy_from_slice(&request);
+            head.segment = seg.handle();
+        }
+        let (head, data) = match ask(sh, head, if inline { &request } else { &[] }) {
             Reply::Done { head, data } => (head, data),
             Reply::TimedOut => return not_answered(sh, "no answer within gpuindex.service_timeout".into()),
             Reply::NoSlot => return not_answered(sh, "no free request slot".into()),
@@ -258,7 +283,10 @@ pub fn knn(
                     _ => Some("the GPU service has no GPU"),
                 };
                 crate::batch::record_service(what, n, cpu_reason, head.epoch, head.epoch_queries, started);
-                return Some(decode_answers(n, &data));
+                return Some(match &mut segment {
+                    Some(seg) => decode_answers(n, seg.bytes()),
+                    None => decode_answers(n, &data),
+                });
             }
             ST_NO_IMAGE => {
                 if let Some(answer) = load(sh, key, ship) {

@@ -14,6 +14,7 @@
 
 pub mod client;
 pub mod images;
+pub mod segment;
 pub mod shmem;
 pub mod stats;
 pub mod worker;

@@ -62,7 +62,8 @@ pub struct ImageKey {
 }
 
 /// A request's fixed part; its queries (or the image file's path) and
-/// the answer are in the slot's `data`.
+/// the answer are in the slot's `data`, or for a batch larger than that in
+/// the dynamic shared memory segment `segment` (0: none).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Head {
@@ -76,6 +77,8 @@ pub struct Head {
     pub k: u32,
     /// Bytes of `data` the request uses.
     pub bytes: u32,
+    /// A `dsm_handle` holding the queries, then the answers (0: `data`).
+    pub segment: u32,
     /// Answer: status, the device that ran it (1 CPU, 2 GPU), its epoch
     /// and the queries of that epoch.
     pub status: u32,

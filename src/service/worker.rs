@@ -11,6 +11,7 @@
 //! answers what the old one held as lost (`ST_RESTARTED`).
 
 use super::images::{self, Store};
+use super::segment::Segment;
 use super::shmem::{self, *};
 use crate::am::gpu_metric::image::Image;
 use crate::guc;
@@ -44,6 +45,9 @@ struct Job {
     head: Head,
     queries: Vec<f32>,
     path: String,
+    /// The requester's segment (a batch larger than a slot), mapped until
+    /// the answer is written.
+    segment: Option<Segment>,
 }
 
 /// The worker's entry point (the postmaster finds it by name).
@@ -162,11 +166,20 @@ fn take(sh: &Shared, jobs: &mut Vec<Job>, max: usize) {
         // answers (a withdrawing backend only moves the state).
         let (head, data) = unsafe { (*slot.head.get(), &*slot.data.get()) };
         let bytes = (head.bytes as usize).min(SLOT_DATA);
-        let mut job = Job { slot: i, generation: slot.generation.load(Acquire), head, queries: Vec::new(), path: String::new() };
+        let mut job =
+            Job { slot: i, generation: slot.generation.load(Acquire), head, queries: Vec::new(), path: String::new(), segment: None };
+        let floats = |b: &[u8]| b.chunks_exact(4).map(|b| f32::from_ne_bytes(b.try_into().unwrap())).collect();
         match head.op {
-            OP_KNN => {
-                job.queries = data[..bytes].chunks_exact(4).map(|b| f32::from_ne_bytes(b.try_into().unwrap())).collect();
+            OP_KNN if head.segment != 0 => {
+                // None: the requester is gone (and the answer with it).
+                job.segment = Segment::attach(head.segment);
+                if let Some(seg) = &mut job.segment {
+                    let want = head.queries as usize * head.dim as usize * 4;
+                    let b = seg.bytes();
+                    job.queries = floats(&b[..want.min(b.len())]);
+                }
             }
+            OP_KNN => job.queries = floats(&data[..bytes]),
             _ => job.path = String::from_utf8_lossy(&data[..bytes]).into_owned(),
         }
         jobs.push(job);
@@ -180,7 +193,7 @@ enum Answer {
     Knn(Vec<Vec<(u64, f64)>>),
 }
 
-fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: Vec<Job>) {
+fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, mut jobs: Vec<Job>) {
     let delay = guc::DEBUG_SERVICE_DELAY.get();
     if delay > 0 {
         std::thread::sleep(Duration::from_millis(delay as u64));
@@ -199,6 +212,11 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: Vec<Job>) 
     }
     let mut groups: HashMap<ImageKey, Vec<usize>> = HashMap::new();
     for (j, job) in jobs.iter().enumerate().filter(|(_, j)| j.head.op == OP_KNN) {
+        if job.queries.len() != job.head.queries as usize * job.head.dim as usize {
+            // Its segment is gone (the requester withdrew) or short.
+            answers[j] = Some(Answer::Failed("the request's queries did not arrive".into()));
+            continue;
+        }
         groups.entry(job.head.key).or_default().push(j);
     }
     let mut on_gpu = false;
@@ -240,7 +258,7 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: Vec<Job>) 
         }
     }
     let device = if on_gpu { DEVICE_GPU } else { DEVICE_CPU };
-    for (job, answer) in jobs.iter().zip(answers) {
+    for (job, answer) in jobs.iter_mut().zip(answers) {
         answer_job(sh, job, answer.unwrap_or(Answer::Failed("unknown request".into())), device, epoch, total);
     }
     let s = &sh.stats;
@@ -265,7 +283,7 @@ fn gpu_pays(img: &Image, k: usize) -> bool {
 
 /// Writes `answer` into the job's slot and wakes its backend, or frees
 /// the slot when the backend withdrew meanwhile.
-fn answer_job(sh: &Shared, job: &Job, answer: Answer, device: u32, epoch: u64, epoch_queries: usize) {
+fn answer_job(sh: &Shared, job: &mut Job, answer: Answer, device: u32, epoch: u64, epoch_queries: usize) {
     let slot = &sh.slots()[job.slot];
     if slot.generation.load(Acquire) != job.generation {
         return;
@@ -286,7 +304,8 @@ fn answer_job(sh: &Shared, job: &Job, answer: Answer, device: u32, epoch: u64, e
             ST_FAILED
         }
         Answer::Knn(rows) => {
-            super::client::encode_answers(&rows, data);
+            // The client sized its segment for these answers.
+            super::client::encode_answers(&rows, job.segment.as_mut().map_or(&mut data[..], |seg| seg.bytes()));
             ST_OK
         }
     };

@@ -389,3 +389,44 @@ fn an_image_above_service_memory_is_refused_once() {
     set_system(&mut c, "gpuindex.service_memory", None);
     no_busy_slots(&mut c);
 }
+
+/// A batch larger than a request slot travels in a dynamic shared memory
+/// segment (in parts past its limit): the same rows as the session's own
+/// search, through the service; a statement timeout while the service
+/// holds such a request leaves no slot (or segment) behind.
+#[test]
+fn batches_larger_than_a_slot_go_in_a_segment() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    let table = "sv_large";
+    c.batch_execute(&format!("DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int, v real[])")).unwrap();
+    let mut rng = SplitMix64::new(21);
+    load(&mut c, table, &vectors(&mut rng, 16, 12_000, true), 0);
+    c.batch_execute(&format!("CREATE INDEX {table}_v ON {table} USING gpu_metric (v)")).unwrap();
+    // 1,500 queries of 16 floats: 96 KB of queries, 246 KB of answers
+    // (a slot holds 64 KB).
+    let queries: Vec<String> = vectors(&mut rng, 16, 1_500, true).iter().map(|v| literal(v)).collect();
+    let matrix = format!("ARRAY[{}]::real[]", queries.iter().map(|q| format!("ARRAY(SELECT unnest({q}))")).collect::<Vec<_>>().join(","));
+    let sql = format!("SELECT ord::int, distance, ctid::text FROM gpu_metric_knn('{table}_v', {matrix}, 10) ORDER BY ord, distance, ctid");
+    let run = |c: &mut Client| -> Vec<(i32, f64, String)> {
+        c.query(&sql, &[]).unwrap().iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect()
+    };
+    c.batch_execute("SET gpuindex.service = off").unwrap();
+    let want = run(&mut c);
+    assert_eq!(want.len(), 15_000);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    let queries_before = stats(&mut c, "queries");
+    let got = run(&mut c);
+    assert!(service_epoch(&mut c).is_some(), "the batch did not go through the service");
+    assert!(stats(&mut c, "queries") - queries_before >= 1_500, "the service did not see the batch's queries");
+    assert_eq!(got, want, "a batch in a segment");
+    // Withdrawn while the service holds it.
+    set_system(&mut c, "gpuindex.debug_service_delay", Some("400"));
+    c.batch_execute("SET statement_timeout = 100").unwrap();
+    let e = c.query(&sql, &[]).expect_err("statement timeout");
+    assert_eq!(error_of(&e).0, "57014", "{e:?}");
+    c.batch_execute("RESET statement_timeout").unwrap();
+    set_system(&mut c, "gpuindex.debug_service_delay", None);
+    no_busy_slots(&mut c);
+    assert_eq!(run(&mut c), want, "after a withdrawn batch");
+}
