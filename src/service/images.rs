@@ -173,6 +173,14 @@ impl Store {
         Ok(())
     }
 
+    /// Releases the images of a dropped index; whether there were any.
+    pub fn release(&mut self, database: u32, index: u32) -> bool {
+        let before = self.held.len();
+        self.held.retain(|k, _| (k.database, k.index) != (database, index));
+        self.refused.retain(|k, _| (k.database, k.index) != (database, index));
+        self.held.len() != before
+    }
+
     fn host_bytes(&self) -> usize {
         self.held.values().map(|h| crate::am::common::cache::Image::host_bytes(h.image.as_ref())).sum()
     }

@@ -19,6 +19,9 @@ pub mod shmem;
 pub mod stats;
 pub mod worker;
 
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
 /// From _PG_init: shared memory and the worker, only while the library is
 /// preloaded (elsewhere the service is absent and backends search
 /// themselves).
@@ -27,5 +30,40 @@ pub fn register() {
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         shmem::request();
         worker::register();
+        // SAFETY: _PG_init, once, in the postmaster (backends inherit it).
+        unsafe {
+            PREV_OBJECT_ACCESS = pg_sys::object_access_hook;
+            pg_sys::object_access_hook = Some(object_access);
+        }
+    }
+}
+
+static mut PREV_OBJECT_ACCESS: pg_sys::object_access_hook_type = None;
+
+/// DROP of an index (or of its table, which drops it): the service
+/// releases the index's images (it has no relcache to see the drop).
+#[pg_guard]
+unsafe extern "C-unwind" fn object_access(
+    access: pg_sys::ObjectAccessType::Type,
+    class: pg_sys::Oid,
+    object: pg_sys::Oid,
+    sub: i32,
+    arg: *mut std::ffi::c_void,
+) {
+    // SAFETY: the hook chain's contract; a catalog lookup of a relation
+    // that exists until the drop completes.
+    unsafe {
+        if let Some(prev) = PREV_OBJECT_ACCESS {
+            prev(access, class, object, sub, arg);
+        }
+        if access == pg_sys::ObjectAccessType::OAT_DROP
+            && class == pg_sys::RelationRelationId
+            && sub == 0
+            && pg_sys::get_rel_relkind(object) == pg_sys::RELKIND_INDEX as std::ffi::c_char
+        {
+            if let Some(sh) = shmem::shared() {
+                sh.note_dropped(pg_sys::MyDatabaseId.to_u32(), object.to_u32());
+            }
+        }
     }
 }

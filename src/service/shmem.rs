@@ -121,7 +121,17 @@ pub struct Shared {
     pub list_version: AtomicU64,
     pub listed: AtomicU32,
     pub images: UnsafeCell<[ImageRow; LISTED_IMAGES]>,
+    /// Indexes dropped since the worker last looked, as `dropped_entry`
+    /// (0: free): their images are released. A full ring loses hints only
+    /// (such images leave by LRU); a drop that rolls back costs a re-ship.
+    pub dropped: [AtomicU64; DROPPED_RING],
     pub nslots: u32,
+}
+
+pub const DROPPED_RING: usize = 64;
+
+fn dropped_entry(database: u32, index: u32) -> u64 {
+    (u64::from(database) << 32) | u64::from(index)
 }
 
 // SAFETY: shared between processes by design; access is governed by the
@@ -215,6 +225,19 @@ impl Shared {
     /// The worker's pid when it runs and is ready to answer.
     pub fn running(&self) -> bool {
         self.worker_pid.load(Ordering::Acquire) != 0 && self.device.load(Ordering::Acquire) != 0
+    }
+
+    /// Tells the worker that `index` of `database` is being dropped.
+    pub fn note_dropped(&self, database: u32, index: u32) {
+        let entry = dropped_entry(database, index);
+        if self.dropped.iter().any(|d| d.compare_exchange(0, entry, Ordering::AcqRel, Ordering::Relaxed).is_ok()) {
+            self.wake_worker();
+        }
+    }
+
+    /// The (database, index) pairs noted dropped, each taken once.
+    pub fn take_dropped(&self) -> Vec<(u32, u32)> {
+        self.dropped.iter().map(|d| d.swap(0, Ordering::AcqRel)).filter(|&e| e != 0).map(|e| ((e >> 32) as u32, e as u32)).collect()
     }
 
     pub fn wake_worker(&self) {

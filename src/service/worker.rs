@@ -76,6 +76,13 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
     let mut running = true;
     while running {
         let max = guc::EPOCH_MAX_QUERIES.get().max(1) as usize;
+        let mut released = false;
+        for (database, index) in sh.take_dropped() {
+            released |= store.release(database, index);
+        }
+        if released {
+            sh.publish_images(&store.rows());
+        }
         let mut jobs = Vec::new();
         take(sh, &mut jobs, max);
         if jobs.is_empty() {

@@ -430,3 +430,37 @@ fn batches_larger_than_a_slot_go_in_a_segment() {
     no_busy_slots(&mut c);
     assert_eq!(run(&mut c), want, "after a withdrawn batch");
 }
+
+/// DROP INDEX, and DROP TABLE of an indexed table, release the service's
+/// images of those indexes.
+#[test]
+fn dropped_indexes_release_their_images() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    let mut rng = SplitMix64::new(23);
+    let held = |c: &mut Client, oid: u32| -> i64 {
+        c.query_one("SELECT count(*) FROM gpuindex_service_images() WHERE index = $1", &[&postgres::types::Oid::from(oid)]).unwrap().get(0)
+    };
+    let released = |c: &mut Client, oid: u32, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while held(c, oid) != 0 {
+            assert!(Instant::now() < deadline, "{what}: the image stayed in the service");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    for drop in ["DROP INDEX sv_drop_v", "DROP TABLE sv_drop"] {
+        c.batch_execute("DROP TABLE IF EXISTS sv_drop; CREATE TABLE sv_drop (id int, v real[])").unwrap();
+        load(&mut c, "sv_drop", &vectors(&mut rng, 8, 11_000, true), 0);
+        c.batch_execute("CREATE INDEX sv_drop_v ON sv_drop USING gpu_metric (v)").unwrap();
+        let oid: u32 = c.query_one("SELECT 'sv_drop_v'::regclass::oid", &[]).unwrap().get::<_, postgres::types::Oid>(0);
+        set_index_only(&mut c, false);
+        c.batch_execute("SET gpuindex.service = on").unwrap();
+        let q = literal(&vectors(&mut rng, 8, 1, true)[0]);
+        rows(&mut c, &format!("SELECT id, v <-> {q} FROM sv_drop ORDER BY v <-> {q} LIMIT 10"));
+        assert_eq!(held(&mut c, oid), 1, "{drop}: the image was loaded");
+        c.batch_execute(drop).unwrap();
+        released(&mut c, oid, drop);
+        c.batch_execute("RESET gpuindex.service").unwrap();
+    }
+    c.batch_execute("DROP TABLE IF EXISTS sv_drop").unwrap();
+}
