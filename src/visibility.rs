@@ -10,7 +10,7 @@
 //! map bit); other pages, and SERIALIZABLE transactions, go through
 //! heap_hot_search_buffer.
 
-use crate::storage::{tid_to, Tid};
+use crate::storage::{pin_page, tid_to, Tid};
 use pgrx::pg_sys;
 
 /// For (tid, position) matches of an index on `heap`: the visible TIDs
@@ -43,13 +43,7 @@ pub unsafe fn visible(heap: pg_sys::Relation, mut matches: Vec<(Tid, i64)>) -> V
             let block = (matches[i].0 >> 16) as u32;
             let end = i + matches[i..].partition_point(|m| (m.0 >> 16) as u32 == block);
             if block < nblocks {
-                let buf = pg_sys::ReadBufferExtended(
-                    heap,
-                    pg_sys::ForkNumber::MAIN_FORKNUM,
-                    block,
-                    pg_sys::ReadBufferMode::RBM_NORMAL,
-                    std::ptr::null_mut(),
-                );
+                let buf = pin_page(heap, block);
                 resolve_page(heap, buf, snapshot, fast, matches[i..end].iter().map(|m| m.0), &mut page);
                 pg_sys::ReleaseBuffer(buf);
                 // Both in TID order: several queries may match one row.

@@ -13,7 +13,7 @@
 //! Tables of other access methods, or slots that are not buffer heap
 //! slots, go through `table_index_fetch_tuple`.
 
-use crate::storage::{tid_to, Tid};
+use crate::storage::{pin_page, tid_to, Tid};
 use crate::visibility::{line_pointers_answer, resolve_page};
 use pgrx::pg_sys;
 
@@ -69,28 +69,21 @@ impl PageFetch {
                 return pg_sys::table_index_fetch_tuple(self.index_fetch, &mut ip, snapshot, slot, &mut call_again, &mut all_dead);
             }
             let block = (tid >> 16) as u32;
-            let fast = line_pointers_answer(snapshot);
             if block != self.block || self.buf == pg_sys::InvalidBuffer as pg_sys::Buffer {
                 self.release();
-                self.buf = pg_sys::ReadBufferExtended(
-                    heap,
-                    pg_sys::ForkNumber::MAIN_FORKNUM,
-                    block,
-                    pg_sys::ReadBufferMode::RBM_NORMAL,
-                    std::ptr::null_mut(),
-                );
+                self.buf = pin_page(heap, block);
                 self.block = block;
                 // As heapam's index fetch does when it moves to a page.
                 pg_sys::heap_page_prune_opt(heap, self.buf);
                 let on_page = std::iter::once(tid).chain(upcoming.take_while(|&t| (t >> 16) as u32 == block && t >= tid));
-                resolve_page(heap, self.buf, snapshot, fast, on_page, &mut self.page);
+                resolve_page(heap, self.buf, snapshot, line_pointers_answer(snapshot), on_page, &mut self.page);
             }
             let visible = match self.page.binary_search_by_key(&tid, |p| p.0) {
                 Ok(at) => self.page[at].1,
                 Err(_) => {
                     // Out of the caller's order: this TID alone.
                     let mut one = Vec::with_capacity(1);
-                    resolve_page(heap, self.buf, snapshot, fast, std::iter::once(tid), &mut one);
+                    resolve_page(heap, self.buf, snapshot, line_pointers_answer(snapshot), std::iter::once(tid), &mut one);
                     one[0].1
                 }
             };

@@ -242,24 +242,13 @@ pub fn knn(
     let dim = dim.max(1);
     let n = queries.len() / dim;
     let per_part = (super::segment::MAX_BYTES / bytes(1, dim, k)).max(1);
-    let mut out = Vec::with_capacity(n);
-    for part in queries.chunks(per_part * dim) {
-        out.extend(knn_part(sh, key, dim, part, k, ship, what)?);
+    if n > per_part {
+        let mut out = Vec::with_capacity(n);
+        for part in queries.chunks(per_part * dim) {
+            out.extend(knn(key, dim, part, k, ship, what)?);
+        }
+        return Some(out);
     }
-    Some(out)
-}
-
-/// One request of `knn`.
-fn knn_part(
-    sh: &Shared,
-    key: ImageKey,
-    dim: usize,
-    queries: &[f32],
-    k: usize,
-    ship: &dyn Fn(&Path) -> std::io::Result<()>,
-    what: &'static str,
-) -> Option<Vec<Vec<(u64, f64)>>> {
-    let n = queries.len() / dim;
     let started = Instant::now();
     let request: Vec<u8> = queries.iter().flat_map(|f| f.to_ne_bytes()).collect();
     let mut head = Head { op: OP_KNN, key, dim: dim as u32, queries: n as u32, k: k as u32, ..Head::default() };

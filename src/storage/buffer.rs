@@ -27,7 +27,8 @@ fn read_fork(rel: pg_sys::Relation, fork: Fork, block: u32) -> pg_sys::Buffer {
     unsafe { pg_sys::ReadBufferExtended(rel, fork.number(), block, pg_sys::ReadBufferMode::RBM_NORMAL, std::ptr::null_mut()) }
 }
 
-pub(super) fn read(rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
+/// A pin on `block` of `rel`'s main fork, unlocked (callers release it).
+pub fn read(rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
     read_fork(rel, Fork::Main, block)
 }
 
