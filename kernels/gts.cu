@@ -23,6 +23,8 @@ typedef unsigned int u32;
 #define L2 1
 #define L1 2
 #define COSINE 3
+#define LEVENSHTEIN 5
+#define MAX_CHARS 255  // metric.rs's MAX_CHARS
 #define RELATIVE_SLACK 1e-9
 #define ANGLE_SLACK 1e-6
 #define PI 3.141592653589793
@@ -69,9 +71,50 @@ __device__ __forceinline__ double lane_sum(const float *a, const float *b, u32 d
     return acc;
 }
 
+// metric.rs's edit_distance_within: zero-padded strings of at most
+// MAX_CHARS characters; the common prefix and suffix, then one row of the
+// dynamic program over the shorter, stopping once the distance must
+// exceed `bound` (returning a lower bound above it). Each of a group's
+// eight threads computes it.
+__device__ __forceinline__ double edit_distance_within(const float *a, const float *b, u32 dim, double bound) {
+    u32 m = 0, n = 0;
+    while (m < dim && a[m] != 0.0f) m++;
+    while (n < dim && b[n] != 0.0f) n++;
+    u32 p = 0;
+    while (p < m && p < n && a[p] == b[p]) p++;
+    while (m > p && n > p && a[m - 1] == b[n - 1]) m--, n--;
+    a += p, b += p, m -= p, n -= p;
+    if (m < n) {
+        const float *t = a;
+        a = b, b = t;
+        u32 x = m;
+        m = n, n = x;
+    }
+    if ((double)(m - n) > bound) return (double)(m - n);
+    unsigned short row[MAX_CHARS + 1];
+    for (u32 j = 0; j <= n; j++) row[j] = j;
+    for (u32 i = 0; i < m; i++) {
+        const float ca = a[i];
+        u32 diag = row[0];
+        row[0] = i + 1;
+        const int left = (int)(m - i - 1);
+        int lb = (int)row[0] + abs(left - (int)n);
+        for (u32 j = 0; j < n; j++) {
+            const u32 up = row[j + 1];
+            const u32 v = min(min(up + 1, row[j] + 1u), diag + (ca != b[j] ? 1u : 0u));
+            row[j + 1] = v;
+            diag = up;
+            lb = min(lb, (int)v + abs(left - (int)(n - j - 1)));
+        }
+        if ((double)lb > bound) return (double)lb;
+    }
+    return (double)row[n];
+}
+
 // Metric::distance(q, v): qn and vn are the squared norms (cosine only).
 __device__ __forceinline__ double distance(u32 metric, const float *q, double qn, const float *v, double vn, u32 dim, u32 l,
                                            u32 mask) {
+    if (metric == LEVENSHTEIN) return edit_distance_within(q, v, dim, INF);
     if (metric == L2) return __dsqrt_rn(lane_sum<0>(q, v, dim, l, mask));
     if (metric == L1) return lane_sum<1>(q, v, dim, l, mask);
     double c = __ddiv_rn(lane_sum<2>(q, v, dim, l, mask), __dmul_rn(__dsqrt_rn(qn), __dsqrt_rn(vn)));
@@ -246,7 +289,8 @@ __device__ __forceinline__ void for_objects(u32 q, const float *qv, double qn, u
             if (base + g < size) {
                 const double pd = filter ? pdist[o] : 0.0;
                 if (!filter || lower_bound(metric, fabs(pd - dp), pd + dp) <= r) {
-                    double d = distance(metric, qv, qn, vectors + o * dim, metric == COSINE ? norms[o] : 0.0, dim, l, mask);
+                    double d = metric == LEVENSHTEIN ? edit_distance_within(qv, vectors + o * dim, dim, r)
+                                                     : distance(metric, qv, qn, vectors + o * dim, metric == COSINE ? norms[o] : 0.0, dim, l, mask);
                     if (d <= r && l == 0) visit(o, d);
                 }
             }

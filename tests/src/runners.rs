@@ -26,6 +26,8 @@ pub enum Data {
     Mix,
     Keys(KeySet),
     Points(PointSet),
+    /// The engine's generated words (edit distance).
+    Words,
 }
 
 impl Data {
@@ -34,6 +36,7 @@ impl Data {
             Data::Mix => "mix",
             Data::Keys(k) => k.name(),
             Data::Points(p) => p.name(),
+            Data::Words => "words",
         }
     }
 }
@@ -66,6 +69,13 @@ pub struct Case {
     /// The ordering operator of `gpuindex_nearest` (its queries are of the
     /// column's type), if the AM has one.
     pub nearest: Option<&'static str>,
+}
+
+impl Case {
+    /// A name for the case's tables: its access method and data.
+    pub fn name(&self) -> String {
+        format!("{}_{}", self.am, self.data.name())
+    }
 }
 
 fn mix_key(rng: &mut SplitMix64) -> i64 {
@@ -257,6 +267,36 @@ pub fn gpu_metric_on(data: Data) -> Case {
     }
 }
 
+/// The longest word the words case stores (its index's `max_length`).
+const MAX_WORD: usize = 40;
+
+/// Row `row`'s word (a function of the row number, as the real-shaped
+/// sets: queries ask about stored words).
+fn word(row: u64) -> String {
+    gpuindex_engine::datasets::word(&mut row_rng(row)).chars().take(MAX_WORD).collect()
+}
+
+/// gpu_metric on text: edit distance between generated words (shared
+/// prefixes, duplicates, a few long words and non-ASCII letters).
+pub fn gpu_metric_words() -> Case {
+    Case {
+        am: "gpu_metric",
+        data: Data::Words,
+        column_type: "text",
+        value: |_, r, row| if r.below(50) == 0 { "NULL".into() } else { format!("'{}'", word(row)) },
+        predicate: |_, r| format!("v <@ levenshtein_ball('{}', {})", word(r.below(QUERY_ROWS)), r.below(4)),
+        maintenance: "",
+        check: "gpu_metric_check",
+        entries: "SELECT (SELECT tree_entries + delta_entries + null_entries FROM gpu_metric_check('{t}_v')), (SELECT count(*) FROM {t})",
+        ordering: |_, r| format!("v <~> '{}'", word(r.below(QUERY_ROWS))),
+        batch: |_, r, n| {
+            let literals = (0..n).map(|_| format!("(\"{}\",{})", word(r.below(QUERY_ROWS)), r.below(4))).collect();
+            Queries { op: "<@", query_type: "levenshtein_ball", literals }
+        },
+        nearest: Some("<~>"),
+    }
+}
+
 pub fn gpu_btree() -> Case {
     gpu_btree_on(Data::Mix)
 }
@@ -279,7 +319,7 @@ pub fn real_shaped_cases() -> Vec<Case> {
 }
 
 pub fn cases() -> Vec<Case> {
-    vec![gpu_btree(), gpu_spatial(), gpu_metric()]
+    vec![gpu_btree(), gpu_spatial(), gpu_metric(), gpu_metric_words()]
 }
 
 /// The INSERTs of `n` random rows with ids from `first`.
@@ -298,10 +338,11 @@ pub fn insert(c: &mut Client, case: &Case, table: &str, rng: &mut SplitMix64, fi
 /// (Re)creates `table` with the case's index (small leaves and delta, so
 /// that splits and merges happen at test sizes) and loads `n` rows.
 pub fn load(c: &mut Client, case: &Case, table: &str, rng: &mut SplitMix64, n: usize) {
-    let with = match case.am {
-        "gpu_spatial" => " WITH (leaf_capacity = 64, delta_limit = 2)",
+    let with = match (case.am, case.data) {
+        ("gpu_spatial", _) => " WITH (leaf_capacity = 64, delta_limit = 2)",
+        ("gpu_metric", Data::Words) => " WITH (node_capacity = 4, delta_limit = 2, max_length = 40)",
         // Several levels, and rebuilds at VACUUM.
-        "gpu_metric" => " WITH (node_capacity = 4, delta_limit = 2)",
+        ("gpu_metric", _) => " WITH (node_capacity = 4, delta_limit = 2)",
         _ => "",
     };
     c.batch_execute(&format!(

@@ -39,7 +39,7 @@ fn scans_and_batches_equal_sequential_scans() {
     let mut c = connect(DB);
     let mut rng = SplitMix64::new(7);
     for case in runners::cases() {
-        let table = format!("am_{}", case.am);
+        let table = format!("am_{}", case.name());
         scans_and_batches(&mut c, &case, &table, &mut rng, 12_000, 4_000, 8);
         c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
     }
@@ -80,4 +80,9 @@ fn concurrent_gpu_spatial() {
 #[test]
 fn concurrent_gpu_metric() {
     runners::concurrent(DB, runners::gpu_metric(), "conc_gpu_metric", 300);
+}
+
+#[test]
+fn concurrent_gpu_metric_words() {
+    runners::concurrent(DB, runners::gpu_metric_words(), "conc_gpu_metric_words", 700);
 }

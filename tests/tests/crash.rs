@@ -42,7 +42,7 @@ fn crash_recovery() {
     let start = std::env::var("GPUINDEX_TEST_START").ok();
     let mut c = connect(DB);
     let mut rng = SplitMix64::new(300);
-    let tables: Vec<String> = runners::cases().iter().map(|case| format!("crash_{}", case.am)).collect();
+    let tables: Vec<String> = runners::cases().iter().map(|case| format!("crash_{}", case.name())).collect();
     for (case, table) in runners::cases().iter().zip(&tables) {
         runners::load(&mut c, case, table, &mut rng, 10_000);
     }

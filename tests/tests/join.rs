@@ -22,7 +22,7 @@ const DB: &str = "gpuindex_it_join";
 fn every_access_method_joins_as_the_planner_does() {
     let mut c = connect(DB);
     for (i, case) in runners::cases().into_iter().enumerate() {
-        let table = format!("jam_{}", case.am);
+        let table = format!("jam_{}", case.name());
         let mut rng = SplitMix64::new(40 + i as u64);
         runners::load(&mut c, &case, &table, &mut rng, 4_000);
         let rows = runners::join_differential(&mut c, &case, &table, &mut rng, 300);

@@ -28,7 +28,7 @@ fn generic_wal_only_cluster_answers_and_recovers() {
     let mut rng = SplitMix64::new(99);
     let mut kept = Vec::new();
     for case in runners::cases() {
-        let table = format!("np_{}", case.am);
+        let table = format!("np_{}", case.name());
         runners::load(&mut c, &case, &table, &mut rng, 15_000);
         let preds = runners::predicates(&case, &mut rng, 25);
         runners::differential(&mut c, &table, &preds);

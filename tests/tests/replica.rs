@@ -51,7 +51,7 @@ fn standby_answers_equal_the_primary() {
     let mut primary = connect(DB);
     let mut rng = SplitMix64::new(2024);
     for case in runners::cases() {
-        let table = format!("rep_{}", case.am);
+        let table = format!("rep_{}", case.name());
         runners::load(&mut primary, &case, &table, &mut rng, 20_000);
         let mut standby = wait_for_replay(&mut primary, &standby_host);
         compare(&mut primary, &mut standby, &case, &table, &mut rng, 0);

@@ -259,6 +259,50 @@ impl VectorSet {
     }
 }
 
+/// Word-like strings for edit distance when no dictionary is at hand:
+/// syllables drawn Zipf-skewed (common ones often), so words share
+/// prefixes and differ by an edit or two as dictionary words do; one in
+/// 50 is a repeat of one of 20 frequent words, one in 500 is long (up to
+/// 200 characters), a few hold accented or CJK letters.
+pub fn word(rng: &mut SplitMix64) -> String {
+    const SYLLABLES: [&str; 40] = [
+        "in", "er", "re", "an", "on", "at", "es", "st", "en", "ing", "ed", "ti", "al", "ar", "te", "co", "de", "ra", "ro", "li", "ri",
+        "ne", "ma", "le", "ca", "ta", "la", "pe", "ni", "ve", "mo", "so", "tu", "pa", "bi", "ex", "un", "ly", "é", "東",
+    ];
+    if rng.below(50) == 0 {
+        return ["the", "and", "of", "to", "in", "is", "was", "for", "on", "are", "as", "with", "his", "they", "at", "be", "this", "from", "or", "had"]
+            [rng.below(20) as usize]
+            .to_string();
+    }
+    let syllables = if rng.below(500) == 0 { 20 + rng.below(60) } else { 1 + rng.below(4) };
+    let mut w = String::new();
+    for _ in 0..syllables {
+        w.push_str(SYLLABLES[zipf(rng, SYLLABLES.len() as u64, 1.1) as usize - 1]);
+    }
+    if rng.below(4) == 0 {
+        w.push((b'a' + rng.below(26) as u8) as char);
+    }
+    w.chars().take(200).collect()
+}
+
+/// `word` with `edits` random substitutions, insertions or deletions of
+/// letters a-z (a typo'd query for a dictionary).
+pub fn typo(rng: &mut SplitMix64, word: &str, edits: u64) -> String {
+    let mut w: Vec<char> = word.chars().collect();
+    for _ in 0..edits {
+        let at = rng.below(w.len() as u64 + 1) as usize;
+        let c = (b'a' + rng.below(26) as u8) as char;
+        match rng.below(3) {
+            0 if at < w.len() => w[at] = c,
+            1 if at < w.len() && w.len() > 1 => {
+                w.remove(at);
+            }
+            _ => w.insert(at, c),
+        }
+    }
+    w.into_iter().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 
 use gpuindex_engine::datasets::normal;
 use gpuindex_engine::gts::search::{knn, knn_one, range, range_each, range_one, Objects};
+use gpuindex_engine::gts::metric::{string_vector, MAX_CHARS};
 use gpuindex_engine::gts::{Metric, Nearest, Params, Tree, Vectors};
 use gpuindex_engine::rng::SplitMix64;
 
@@ -45,19 +46,26 @@ fn brute(m: Metric, v: &Vectors, q: &[f32]) -> Vec<(u64, f64)> {
 fn check(shape: Shape, n: usize, dim: usize, fanout: usize) {
     let v = vectors(shape, n, dim, n as u64 + dim as u64);
     let queries = vectors(Shape::Clustered, 12, dim, 99);
-    for m in METRICS {
-        let tree = Tree::build(m, &v, Params { fanout });
-        let objects = Objects::of(&tree, &v);
+    check_set(&v, &queries.data, &METRICS, fanout, &format!("{shape:?} n={n} dim={dim} fanout={fanout}"));
+}
+
+/// Every search of trees over `v` (one per metric) equals brute force for
+/// `queries` and one indexed vector.
+fn check_set(v: &Vectors, queries: &[f32], metrics: &[Metric], fanout: usize, what: &str) {
+    let (n, dim) = (v.len(), v.dim);
+    for &m in metrics {
+        let tree = Tree::build(m, v, Params { fanout });
+        let objects = Objects::of(&tree, v);
         let s = &tree.shape;
-        let what = format!("{shape:?} n={n} dim={dim} fanout={fanout} height={} {}", s.height, m.name());
-        let mut qs = queries.data.clone();
+        let what = format!("{what} height={} {}", s.height, m.name());
+        let mut qs = queries.to_vec();
         // Queries that are indexed vectors (distance 0 to themselves).
         if n > 0 {
             qs.extend_from_slice(v.get(n / 3));
         }
         let all_knn = knn(s, &objects, &qs, 10);
         for (qi, q) in qs.chunks(dim).enumerate() {
-            let want = brute(m, &v, q);
+            let want = brute(m, v, q);
             for k in [1, 10, 57] {
                 assert_eq!(knn_one(s, &objects, q, k), want[..k.min(n)].to_vec(), "{what}: knn k={k} query {qi}");
             }
@@ -74,6 +82,25 @@ fn check(shape: Shape, n: usize, dim: usize, fanout: usize) {
         for (qi, got) in range(s, &objects, &qs, r).into_iter().enumerate() {
             assert_eq!(got, range_one(s, &objects, &qs[qi * dim..(qi + 1) * dim], r));
         }
+    }
+}
+
+/// `n` generated words as strings of `width` characters (longer ones cut).
+fn words(n: usize, width: usize, seed: u64) -> Vectors {
+    let mut rng = SplitMix64::new(seed);
+    let mut v = Vectors::new(width);
+    for i in 0..n {
+        let w = gpuindex_engine::datasets::word(&mut rng);
+        v.push(&string_vector(w.chars().take(width).map(|c| c as u32), width).expect("cut to fit"), i as u64 * 3 + 1);
+    }
+    v
+}
+
+#[test]
+fn edit_distance_search_equals_brute_force() {
+    for (n, width, fanout) in [(0, 8, 4), (1, 8, 4), (300, 12, 3), (5000, 24, 20), (3000, MAX_CHARS, 10)] {
+        let v = words(n, width, n as u64 + 7);
+        check_set(&v, &words(12, width, 99).data, &[Metric::Levenshtein], fanout, &format!("words n={n} width={width} fanout={fanout}"));
     }
 }
 
@@ -213,6 +240,17 @@ fn gpu_search_equals_cpu_search() {
             let (s2, o2) = without(&tree.shape, &objects, |id| id % 5 == 0 || (n <= 5000 && is_pivot(id)));
             check_gpu(&gpu, &s2, &o2, &qs, &format!("{what}, after deletions"), None);
         }
+    }
+    for (n, width, fanout) in [(1, 8, 4), (3000, 16, 4), (20000, 32, 20), (4000, MAX_CHARS, 10)] {
+        let v = words(n, width, n as u64);
+        let mut qs = words(300, width, 98).data;
+        qs.extend_from_slice(v.get(n / 3));
+        let tree = Tree::build(Metric::Levenshtein, &v, Params { fanout });
+        let objects = Objects::of(&tree, &v);
+        let what = format!("words n={n} width={width} fanout={fanout} height={}", tree.shape.height);
+        check_gpu(&gpu, &tree.shape, &objects, &qs, &what, None);
+        let (s2, o2) = without(&tree.shape, &objects, |id| id % 5 == 0);
+        check_gpu(&gpu, &s2, &o2, &qs, &format!("{what}, after deletions"), None);
     }
 }
 

@@ -1,6 +1,7 @@
 //! Balls: `v <@ l2_ball(q, r)` holds when the distance from v to q is at
-//! most r (likewise `l1_ball`, `cosine_ball`). A ball is a composite
-//! (center real[], radius float8) of its distance's own type, so that the
+//! most r (likewise `l1_ball`, `cosine_ball`, and `levenshtein_ball` for
+//! text). A ball is a composite (center real[] or text, radius float8) of
+//! its distance's own type, so that the
 //! planner offers an index only the balls of its distance; the operator's
 //! answer is the distance operator's, compared with `<=`.
 
@@ -14,15 +15,19 @@ extension_sql!(
 CREATE TYPE l2_ball AS (center real[], radius float8);
 CREATE TYPE l1_ball AS (center real[], radius float8);
 CREATE TYPE cosine_ball AS (center real[], radius float8);
+CREATE TYPE levenshtein_ball AS (center text, radius float8);
 COMMENT ON TYPE l2_ball IS 'the vectors within radius of center by L2 distance (<->): v <@ l2_ball(q, r)';
 COMMENT ON TYPE l1_ball IS 'the vectors within radius of center by L1 distance (<+>): v <@ l1_ball(q, r)';
 COMMENT ON TYPE cosine_ball IS 'the vectors within radius of center by cosine distance (<=>): v <@ cosine_ball(q, r)';
+COMMENT ON TYPE levenshtein_ball IS 'the strings within radius edits of center (<~>): s <@ levenshtein_ball(q, r)';
 CREATE FUNCTION l2_ball(center real[], radius float8) RETURNS l2_ball
     IMMUTABLE STRICT PARALLEL SAFE LANGUAGE sql AS 'SELECT ROW(center, radius)::l2_ball';
 CREATE FUNCTION l1_ball(center real[], radius float8) RETURNS l1_ball
     IMMUTABLE STRICT PARALLEL SAFE LANGUAGE sql AS 'SELECT ROW(center, radius)::l1_ball';
 CREATE FUNCTION cosine_ball(center real[], radius float8) RETURNS cosine_ball
     IMMUTABLE STRICT PARALLEL SAFE LANGUAGE sql AS 'SELECT ROW(center, radius)::cosine_ball';
+CREATE FUNCTION levenshtein_ball(center text, radius float8) RETURNS levenshtein_ball
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE sql AS 'SELECT ROW(center, radius)::levenshtein_ball';
 "#,
     name = "metric_balls",
 );
@@ -43,7 +48,8 @@ fn bad(msg: &str, hint: &str) -> ! {
 
 impl Ball {
     /// Reads a non-NULL ball datum: a center without NULL, NaN or
-    /// infinity (and not zero for cosine), a radius that is a number >= 0.
+    /// infinity (and not zero for cosine), or a text (not padded), and a
+    /// radius that is a number >= 0.
     ///
     /// # Safety
     /// `d` is a non-NULL datum of one of the ball types.
@@ -66,9 +72,7 @@ impl Ball {
                     "Give a ball a radius >= 0.",
                 );
             }
-            let center = vector::elements(center).to_vec();
-            vector::check_nonzero(metric, &center);
-            Ball { center, radius }
+            Ball { center: vector::value(center, metric).into_owned(), radius }
         }
     }
 
@@ -79,10 +83,11 @@ impl Ball {
 }
 
 fn in_ball(metric: Metric, fcinfo: pg_sys::FunctionCallInfo) -> bool {
-    // SAFETY: (real[], ball) arguments, both non-NULL (STRICT).
+    // SAFETY: (value, ball) arguments of the metric's types, both non-NULL
+    // (STRICT).
     unsafe {
-        let v = vector::elements(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
-        Ball::read(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), metric).holds(metric, v)
+        let v = vector::value(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0), metric);
+        Ball::read(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), metric).holds(metric, &v)
     }
 }
 
@@ -123,4 +128,17 @@ fn gpu_metric_in_l1_ball(fcinfo: pg_sys::FunctionCallInfo) -> bool {
 )]
 fn gpu_metric_in_cosine_ball(fcinfo: pg_sys::FunctionCallInfo) -> bool {
     in_ball(Metric::Cosine, fcinfo)
+}
+
+/// `text <@ levenshtein_ball`.
+#[pg_extern(
+    immutable,
+    strict,
+    parallel_safe,
+    requires = ["metric_balls"],
+    sql = "CREATE FUNCTION gpu_metric_in_levenshtein_ball(text, levenshtein_ball) RETURNS bool
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+)]
+fn gpu_metric_in_levenshtein_ball(fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    in_ball(Metric::Levenshtein, fcinfo)
 }

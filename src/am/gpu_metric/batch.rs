@@ -29,23 +29,18 @@ impl BatchSearch for super::GpuMetric {
         let mut queries = Vec::new();
         let mut radii = Vec::new();
         for &(_, d) in batch.queries {
-            let v = if k.is_some() {
-                // SAFETY: a non-NULL real[] (the ordering operator's type).
-                unsafe { vector::elements(d) }.to_vec()
+            queries.push(if k.is_some() {
+                // SAFETY: a non-NULL value of the ordering operator's type.
+                unsafe { vector::value(d, metric) }
             } else {
                 // SAFETY: a non-NULL ball of the operator class's ball type.
                 let b = unsafe { Ball::read(d, metric) };
                 radii.push(b.radius);
-                b.center
-            };
-            if m.dim != 0 {
-                // The operator's own ERRORs: dimensions, zero vectors for cosine.
-                vector::distance(metric, &vec![1.0; m.dim as usize], &v);
-            }
-            queries.extend(v);
+                b.center.into()
+            });
         }
         let mut hits = Hits { rows: Vec::new(), distances: k.map(|_| Vec::new()) };
-        let Some(call) = Call::new(open, batch.queries.len(), &queries) else { return hits };
+        let Some(call) = Call::new(open, queries) else { return hits };
         let rows = match k {
             Some(k) => knn(&call, k, batch.what),
             None => within(&call, &radii, batch.what),

@@ -11,53 +11,53 @@ use crate::storage::{new_page_in, Fork};
 use gpuindex_engine::gts::{Metric, Params, Tree, Vectors};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use std::borrow::Cow;
 
-/// The index's metric: its operator class's ordering strategy number.
+/// The index's metric: its operator class's ordering strategy number
+/// (the class's input type: text for edit distance, real[] otherwise).
 pub fn metric_of(index: pg_sys::Relation) -> Metric {
-    let t = crate::am::common::key_type(index, "gpu_metric");
-    if t != pg_sys::FLOAT4ARRAYOID {
-        crate::error::raise(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            format!("gpu_metric does not support type {}", crate::error::type_name(t)),
-            "gpu_metric indexes real[] columns.",
-        );
-    }
-    // SAFETY: an open index has one operator family per column.
-    let family = unsafe { *(*index).rd_opfamily };
-    [Metric::L2, Metric::L1, Metric::Cosine]
+    crate::am::common::key_type(index, "gpu_metric");
+    // SAFETY: an open index has one operator family and input type per column.
+    let (family, t) = unsafe { (*(*index).rd_opfamily, *(*index).rd_opcintype) };
+    let metric = Metric::ALL
         .into_iter()
         // SAFETY: a catalog lookup.
-        .find(|m| unsafe { pg_sys::get_opfamily_member(family, t, t, *m as i16) } != pg_sys::InvalidOid)
-        .unwrap_or_else(|| {
-            crate::error::raise(
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                "the operator class of a gpu_metric index has no distance operator",
-                "Use real_l2_ops, real_l1_ops or real_cosine_ops.",
-            )
-        })
+        .find(|m| unsafe { pg_sys::get_opfamily_member(family, t, t, *m as i16) } != pg_sys::InvalidOid);
+    match metric {
+        Some(m) if (m == Metric::Levenshtein) == (t == pg_sys::TEXTOID) && (t == pg_sys::TEXTOID || t == pg_sys::FLOAT4ARRAYOID) => m,
+        _ => crate::error::raise(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("gpu_metric does not support type {} with this operator class", crate::error::type_name(t)),
+            "gpu_metric indexes real[] (real_l2_ops, real_l1_ops, real_cosine_ops) and text (text_levenshtein_ops).",
+        ),
+    }
 }
 
-/// A vector an index of `metric` accepts (finite, non-empty, not too
-/// long, non-zero for cosine), checked.
+/// A row's value as an index of `metric` holds it: a vector (finite,
+/// non-empty, not too long, non-zero for cosine), or a string's
+/// characters (padded to the index's width by `fit_row`).
 ///
 /// # Safety
-/// `d` is a non-NULL real[] datum.
-pub unsafe fn indexable<'a>(d: pg_sys::Datum, metric: Metric) -> &'a [f32] {
+/// `d` is a non-NULL datum of the metric's type.
+pub unsafe fn indexable<'a>(d: pg_sys::Datum, metric: Metric) -> Cow<'a, [f32]> {
     // SAFETY: as the caller's.
-    let v = unsafe { vector::elements(d) };
-    if v.len() > MAX_DIM {
+    let v = unsafe { vector::value(d, metric) };
+    if metric != Metric::Levenshtein && v.len() > MAX_DIM {
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!("vector has {} dimensions, gpu_metric indexes at most {MAX_DIM}", v.len()),
             "Reduce the dimension, or search without an index.",
         );
     }
-    vector::check_nonzero(metric, v);
     v
 }
 
-/// Every vector of an index has its dimension (`dim`).
-pub fn check_dim(v: &[f32], dim: usize) {
+/// A row fitted to an index whose vectors have `dim` elements: every
+/// vector of an index has its dimension; a string is padded to the width.
+pub fn fit_row(metric: Metric, v: Cow<[f32]>, dim: usize) -> Cow<[f32]> {
+    if metric == Metric::Levenshtein {
+        return Cow::Owned(super::text::pad(v.into_owned(), dim));
+    }
     if v.len() != dim {
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
@@ -65,22 +65,23 @@ pub fn check_dim(v: &[f32], dim: usize) {
             "Every vector of one gpu_metric index has the dimension of its first.",
         );
     }
+    v
 }
 
 pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {
     let metric = metric_of(index);
-    let mut v = Vectors::new(0);
+    // Strings have the index's width; vectors the first one's dimension.
+    let mut v = Vectors::new(if metric == Metric::Levenshtein { super::options::max_length(index) } else { 0 });
     let mut nulls = Vec::new();
     if let Some(rows) = rows {
         rows.scan(index, |tid, value| match value {
-            // SAFETY: a real[] datum (checked column type).
+            // SAFETY: a datum of the metric's type (checked by metric_of).
             Some(d) => {
                 let x = unsafe { indexable(d, metric) };
-                if v.is_empty() {
+                if v.dim == 0 {
                     v.dim = x.len();
                 }
-                check_dim(x, v.dim);
-                v.push(x, tid)
+                v.push(&fit_row(metric, x, v.dim), tid)
             }
             None => nulls.push(tid),
         });

@@ -4,7 +4,9 @@
 use super::page::*;
 use super::page::{Exclusive, Shared};
 use crate::storage::Xlog;
+use gpuindex_engine::gts::Metric;
 use pgrx::pg_sys;
+use std::borrow::Cow;
 
 /// Calls `f` with each entry of the run starting at `block`.
 pub fn for_run(rel: pg_sys::Relation, dim: usize, mut block: u32, mut f: impl FnMut(&Entry)) {
@@ -30,18 +32,18 @@ pub fn run_blocks(rel: pg_sys::Relation, mut block: u32) -> Vec<u32> {
 /// without a vector): the metapage and the tail page in one WAL record,
 /// with a new tail page when it is full. The metapage's exclusive lock
 /// orders concurrent appends. The first vector of an index built empty
-/// sets its dimension; any other dimension is an ERROR.
-pub fn append(index: pg_sys::Relation, tid: u64, v: Option<&[f32]>) {
+/// sets its dimension; any other dimension is an ERROR (`fit_row`).
+pub fn append(index: pg_sys::Relation, metric: Metric, tid: u64, v: Option<Cow<[f32]>>) {
     let meta = Exclusive::lock(index, META_BLOCK);
     let mut m = read_meta(meta.page());
-    if let Some(v) = v {
+    let v = v.map(|v| {
         if m.dim == 0 {
             m.dim = v.len() as u32;
         }
-        super::build::check_dim(v, m.dim as usize);
-    }
+        super::build::fit_row(metric, v, m.dim as usize)
+    });
     let dim = if v.is_some() { m.dim as usize } else { 0 };
-    let e = Entry { tid, pdist: 0.0, v: v.unwrap_or(&[]) };
+    let e = Entry { tid, pdist: 0.0, v: v.as_deref().unwrap_or(&[]) };
     let c = if v.is_some() { &mut m.delta } else { &mut m.nulls };
     let tail = Exclusive::lock(index, c.tail);
     let used = entry_count(&tail.page());

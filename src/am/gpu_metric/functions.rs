@@ -13,17 +13,22 @@
 //! - `gpu_metric_within(index, queries real[], radius float8)`: the
 //!   visible rows within `radius` of each query, nearest first.
 //!
-//! `queries` is one vector, or a two-dimensional array of one per row.
+//! `queries` is one vector, or a two-dimensional array of one per row. For
+//! an index on text (edit distance), `gpu_metric_knn_text` and
+//! `gpu_metric_within_text` take a `text[]` (the same functions under
+//! their own names: overloads would make an untyped literal such as
+//! `'{1,2,3}'` ambiguous).
 
 use super::page::Meta;
 use super::{image, shape, vector};
 use crate::am::common::{Access, OpenIndex};
 use crate::storage::Tid;
-use gpuindex_engine::gts::{search, Vectors};
+use gpuindex_engine::gts::{search, Metric, Vectors};
 use pgrx::datum::AnyArray;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use rayon::prelude::*;
+use std::borrow::Cow;
 
 /// A candidate: distance, TID.
 type Cand = (f64, Tid);
@@ -37,20 +42,16 @@ pub struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    /// The batch of `rows` queries `q` (checked: the operator's own ERRORs
-    /// for dimensions and zero vectors), or None when the index holds no
-    /// vector yet.
-    pub fn new(open: &'a OpenIndex, rows: usize, q: &[f32]) -> Option<Call<'a>> {
+    /// The batch of `queries` (`vector::value`s, fitted to the index: the
+    /// operator's own ERRORs), or None when the index holds no vector yet.
+    pub fn new<'q>(open: &'a OpenIndex, queries: impl IntoIterator<Item = Cow<'q, [f32]>>) -> Option<Call<'a>> {
         let m = shape::meta(open.index);
-        let dim = q.len() / rows.max(1);
         if m.dim == 0 {
             return None; // no vectors indexed
         }
         let metric = shape::metric(&m);
-        for row in q.chunks(dim.max(1)) {
-            vector::distance(metric, &vec![1.0; m.dim as usize], row);
-        }
-        Some(Call { m, queries: q.to_vec(), open })
+        let queries = queries.into_iter().flat_map(|q| vector::fit_query(metric, q, m.dim as usize)).collect();
+        Some(Call { m, queries, open })
     }
 }
 
@@ -180,19 +181,47 @@ fn return_rows(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<Vec<(pg_sys::ItemPoin
     unsafe { crate::srf::ord_tid_distances(fcinfo, hits) }
 }
 
+/// The queries of a batch function: the rows of a `real[]` (one vector,
+/// or a two-dimensional array of one per row), or the elements of a
+/// `text[]` for an index on text (edit distance).
+fn queries_of<'a>(open: &OpenIndex, queries: &AnyArray) -> Vec<Cow<'a, [f32]>> {
+    let metric = shape::metric(&shape::meta(open.index));
+    // SAFETY: a catalog lookup of the argument's array type.
+    let (want, got) = (if metric == Metric::Levenshtein { "text" } else { "real" }, unsafe { pg_sys::get_element_type(queries.oid()) });
+    if got != if metric == Metric::Levenshtein { pg_sys::TEXTOID } else { pg_sys::FLOAT4OID } {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+            format!("queries of type {}[] for a gpu_metric index on {want} values", crate::error::type_name(got)),
+            format!("Pass the queries as {want}[]."),
+        );
+    }
+    if metric != Metric::Levenshtein {
+        // SAFETY: a non-NULL real[] (element type checked).
+        let (n, q) = unsafe { vector::matrix(queries.datum(), 2) };
+        return q.chunks(q.len() / n.max(1)).map(Cow::Borrowed).collect();
+    }
+    // SAFETY: a non-NULL array datum, detoasted.
+    if unsafe { pg_sys::array_contains_nulls(pg_sys::pg_detoast_datum(queries.datum().cast_mut_ptr()) as *mut pg_sys::ArrayType) } {
+        crate::error::raise(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, "queries must not contain NULL", "Leave NULL queries out.");
+    }
+    let (_, values) = crate::arrays::elements(queries.datum());
+    // SAFETY: non-NULL text elements.
+    values.into_iter().map(|(_, d)| unsafe { vector::value(d, metric) }).collect()
+}
+
 #[pg_extern(
     volatile,
     parallel_safe,
     strict,
     sql = "CREATE FUNCTION gpu_metric_knn(index regclass, queries real[], k int) RETURNS TABLE (ord bigint, ctid tid, distance float8)
+    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+CREATE FUNCTION gpu_metric_knn_text(index regclass, queries text[], k int) RETURNS TABLE (ord bigint, ctid tid, distance float8)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_metric_knn(index: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
     let k = crate::error::positive_k(k);
     let open = open(index);
-    // SAFETY: a real[] argument (declared type), not NULL (STRICT).
-    let (n, q) = unsafe { vector::matrix(queries.datum(), 2) };
-    let rows = Call::new(&open, n, q).map_or_else(Vec::new, |call| knn(&call, k, "gpu_metric_knn"));
+    let rows = Call::new(&open, queries_of(&open, &queries)).map_or_else(Vec::new, |call| knn(&call, k, "gpu_metric_knn"));
     return_rows(fcinfo, rows)
 }
 
@@ -201,6 +230,8 @@ fn gpu_metric_knn(index: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys:
     parallel_safe,
     strict,
     sql = "CREATE FUNCTION gpu_metric_within(index regclass, queries real[], radius float8) RETURNS TABLE (ord bigint, ctid tid, distance float8)
+    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+CREATE FUNCTION gpu_metric_within_text(index regclass, queries text[], radius float8) RETURNS TABLE (ord bigint, ctid tid, distance float8)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_metric_within(index: pg_sys::Oid, queries: AnyArray, radius: f64, fcinfo: pg_sys::FunctionCallInfo) {
@@ -212,8 +243,8 @@ fn gpu_metric_within(index: pg_sys::Oid, queries: AnyArray, radius: f64, fcinfo:
         );
     }
     let open = open(index);
-    // SAFETY: a real[] argument (declared type), not NULL (STRICT).
-    let (n, q) = unsafe { vector::matrix(queries.datum(), 2) };
-    let rows = Call::new(&open, n, q).map_or_else(Vec::new, |call| within(&call, &vec![radius; n], "gpu_metric_within"));
+    let queries = queries_of(&open, &queries);
+    let n = queries.len();
+    let rows = Call::new(&open, queries).map_or_else(Vec::new, |call| within(&call, &vec![radius; n], "gpu_metric_within"));
     return_rows(fcinfo, rows)
 }

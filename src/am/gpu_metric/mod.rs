@@ -1,7 +1,8 @@
 //! `gpu_metric`: GTS's pivot tree (`gpuindex_engine::gts`) over `real[]`
-//! vectors as an index access method, for exact `ORDER BY v <op> q LIMIT k`
-//! by L2 (`<->`), L1 (`<+>`) or cosine (`<=>`) distance, and for
-//! `WHERE v <@ l2_ball(q, r)` (and `l1_ball`, `cosine_ball`). Each leaf is a
+//! vectors and `text` as an index access method, for exact
+//! `ORDER BY v <op> q LIMIT k` by L2 (`<->`), L1 (`<+>`), cosine (`<=>`)
+//! or edit distance (`<~>`, text), and for `WHERE v <@ l2_ball(q, r)` (and
+//! `l1_ball`, `cosine_ball`, `levenshtein_ball`). Each leaf is a
 //! run of entry pages, the nodes and pivots are on their own pages (cached
 //! per backend), inserts go to a WAL-logged delta that every scan also
 //! searches (GTS's cache list), folded into a rebuilt tree by VACUUM once
@@ -20,6 +21,7 @@ mod page;
 mod rebuild;
 mod scan;
 mod shape;
+mod text;
 mod vacuum;
 mod validate;
 pub mod vector;
@@ -50,9 +52,9 @@ impl IndexAm for GpuMetric {
 
     fn insert(index: pg_sys::Relation, value: Option<pg_sys::Datum>, tid: Tid) {
         let metric = build::metric_of(index);
-        // SAFETY: a real[] datum (the operator class's type).
+        // SAFETY: a datum of the operator class's type.
         let v = value.map(|d| unsafe { build::indexable(d, metric) });
-        chain::append(index, tid, v);
+        chain::append(index, metric, tid, v);
     }
 
     fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult, dead: &dyn Fn(Tid) -> bool) {
@@ -83,6 +85,8 @@ extension_sql_file!(
         gpu_metric_cosine_distance,
         gpu_metric_in_l2_ball,
         gpu_metric_in_l1_ball,
-        gpu_metric_in_cosine_ball
+        gpu_metric_in_cosine_ball,
+        gpu_metric_edit_distance,
+        gpu_metric_in_levenshtein_ball
     ]
 );

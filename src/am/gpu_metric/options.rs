@@ -1,7 +1,9 @@
 //! Reloptions: `node_capacity` (GTS's N_c: children per node, and about
 //! the smallest leaf; default 20, the paper's) and `delta_limit` (pages
 //! of inserted rows scans search beside the tree before VACUUM rebuilds
-//! it; default 32).
+//! it; default 32), and for indexes on text `max_length` (the longest
+//! string in characters: every entry takes 4 bytes a character up to it;
+//! default 64, at most 255 as fuzzystrmatch's `levenshtein`).
 
 use crate::am::common::options::{IntOption, Reloptions};
 use pgrx::pg_sys;
@@ -23,6 +25,14 @@ pub static OPTIONS: Reloptions = Reloptions::new(&[
         max: 1 << 20,
         lock: pg_sys::ShareUpdateExclusiveLock,
     },
+    IntOption {
+        name: c"max_length",
+        description: c"The longest string, in characters, a gpu_metric index on text holds",
+        default: 64,
+        min: 1,
+        max: gpuindex_engine::gts::metric::MAX_CHARS as i32,
+        lock: pg_sys::AccessExclusiveLock,
+    },
 ]);
 
 pub fn fanout(index: pg_sys::Relation) -> usize {
@@ -31,4 +41,8 @@ pub fn fanout(index: pg_sys::Relation) -> usize {
 
 pub fn delta_limit(index: pg_sys::Relation) -> u32 {
     OPTIONS.get(index, 1).max(1) as u32
+}
+
+pub fn max_length(index: pg_sys::Relation) -> usize {
+    OPTIONS.get(index, 2).max(1) as usize
 }

@@ -7,12 +7,12 @@
 //! those are out. Two walks give the same order, (distance, TID), with the
 //! delta's rows merged in by brute force:
 //!
-//! - in memory (L2, trees of `IN_MEMORY_ROWS` rows and up, whose copy fits
-//!   `gpuindex.scan_memory` or is held already, where the tree prunes
-//!   little: high dimensions): the nearest `FIRST` rows of the tree's copy
-//!   by the bounded brute force on all cores (or the GPU, as
-//!   `gpuindex.device` says), then four times as many whenever the
-//!   executor asks past them; it reads each row once, in float4;
+//! - in memory (trees of `IN_MEMORY_ROWS` rows and up, whose copy fits
+//!   `gpuindex.scan_memory` or is held already; L2 where the tree prunes
+//!   little, high dimensions, and edit distance): the nearest `FIRST` rows
+//!   of the tree's copy by the bounded brute force on all cores (L2) or
+//!   the tree's search (or the GPU, as `gpuindex.device` says), then four
+//!   times as many whenever the executor asks past them;
 //! - over the pages: the engine's `Nearest`, best first, one leaf at a time.
 //!
 //! The distances are the operator's own, so no recheck is needed. Page
@@ -91,12 +91,6 @@ pub struct ScanState {
 /// inside).
 fn keys_of(scan: &pg_sys::IndexScanDescData, m: &Meta) -> (Option<Vec<f32>>, Option<Vec<Ball>>) {
     let metric = shape::metric(m);
-    let check_dim = |v: &[f32]| {
-        if m.dim != 0 && v.len() != m.dim as usize {
-            // The operator's own ERROR for the same pair.
-            vector::distance(metric, &vec![1.0; m.dim as usize], v);
-        }
-    };
     let mut balls = Vec::new();
     for i in 0..scan.numberOfKeys as usize {
         // SAFETY: keyData holds numberOfKeys keys of the operator class.
@@ -112,8 +106,8 @@ fn keys_of(scan: &pg_sys::IndexScanDescData, m: &Meta) -> (Option<Vec<f32>>, Opt
             return (None, None);
         }
         // SAFETY: a non-NULL ball of the operator class's ball type.
-        let b = unsafe { Ball::read(k.sk_argument, metric) };
-        check_dim(&b.center);
+        let mut b = unsafe { Ball::read(k.sk_argument, metric) };
+        b.center = scan_query(metric, b.center.into(), m.dim as usize);
         balls.push(b);
     }
     if scan.numberOfOrderBys == 0 {
@@ -138,11 +132,19 @@ fn keys_of(scan: &pg_sys::IndexScanDescData, m: &Meta) -> (Option<Vec<f32>>, Opt
     if k.sk_flags as u32 & pg_sys::SK_ISNULL != 0 {
         return (None, Some(balls));
     }
-    // SAFETY: a non-NULL real[] argument.
-    let q = unsafe { vector::elements(k.sk_argument) };
-    vector::check_nonzero(metric, q);
-    check_dim(q);
-    (Some(q.to_vec()), Some(balls))
+    // SAFETY: a non-NULL argument of the operator class's type.
+    let q = unsafe { vector::value(k.sk_argument, metric) };
+    (Some(scan_query(metric, q, m.dim as usize)), Some(balls))
+}
+
+/// A scan's query fitted to the index, except strings longer than its
+/// width: the walk over the pages compares strings of any lengths, so they
+/// stay whole (and skip the service and the GPU, which take the width).
+fn scan_query(metric: Metric, q: std::borrow::Cow<[f32]>, dim: usize) -> Vec<f32> {
+    if metric == Metric::Levenshtein && q.len() > dim {
+        return q.into_owned();
+    }
+    vector::fit_query(metric, q, dim)
 }
 
 /// The TIDs of the rows inside every ball: the tree's range search over
@@ -195,14 +197,17 @@ fn start(rel: pg_sys::Relation, q: Option<&[f32]>) -> Walk {
     }
     // Delta rows nearest last, for pop().
     let by_distance_desc = |delta: &mut Vec<(f64, u64)>| delta.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
-    if m.tree_entries >= IN_MEMORY_ROWS {
+    if m.tree_entries >= IN_MEMORY_ROWS && q.len() == m.dim as usize {
         if let Some(mut found) = image::knn_by_service(rel, &m, q, FIRST_BY_SERVICE, "gpu_metric index scan") {
             by_distance_desc(&mut delta);
             let found = found.pop().unwrap_or_default();
             return Walk::InMemory { copy: Copy::Service(m), query: q.to_vec(), asked: FIRST_BY_SERVICE, found, at: 0, delta, nulls };
         }
     }
-    let in_memory = metric == Metric::L2 && m.tree_entries >= IN_MEMORY_ROWS;
+    // L2 where the tree prunes little (the bounded brute force), and edit
+    // distance (the tree's search stops each distance at its radius; the
+    // page walk orders whole leaves by full distances).
+    let in_memory = matches!(metric, Metric::L2 | Metric::Levenshtein) && m.tree_entries >= IN_MEMORY_ROWS && q.len() == m.dim as usize;
     let copy = in_memory
         .then(|| {
             image::cached(rel, &m).or_else(|| {
@@ -210,11 +215,14 @@ fn start(rel: pg_sys::Relation, q: Option<&[f32]>) -> Walk {
             })
         })
         .flatten()
-        .filter(|img| img.prunes_little());
+        .filter(|img| metric == Metric::Levenshtein || img.prunes_little());
     if let Some(img) = copy {
         by_distance_desc(&mut delta);
-        let found = nearest(&img, q, FIRST);
-        return Walk::InMemory { copy: Copy::Here(img), query: q.to_vec(), asked: FIRST, found, at: 0, delta, nulls };
+        // Edit distance asks for fewer first: each of k more widens the
+        // radius every distance is computed within.
+        let first = if metric == Metric::Levenshtein { FIRST_BY_SERVICE } else { FIRST };
+        let found = nearest(&img, q, first);
+        return Walk::InMemory { copy: Copy::Here(img), query: q.to_vec(), asked: first, found, at: 0, delta, nulls };
     }
     let tree = if m.tree_entries > 0 { Tree::Built(shape::shape(rel, &m)) } else { Tree::Empty(Shape::empty(metric)) };
     let mut nearest = Nearest::new(tree.shape(), q);

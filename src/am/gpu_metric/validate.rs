@@ -1,24 +1,28 @@
 //! amvalidate: a gpu_metric operator class is for `real[]` and holds one
 //! ordering operator `(real[], real[])` of strategy 1 (L2), 2 (L1) or 3
-//! (cosine), and at most one ball operator `(real[], <distance>_ball)` of
+//! (cosine), or for `text` and holds `(text, text)` of strategy 5 (edit
+//! distance); and at most one ball operator `(type, <distance>_ball)` of
 //! strategy 4, with no support functions.
 
 use crate::am::common::validate::OpClass;
-use pgrx::pg_sys::FLOAT4ARRAYOID;
+use pgrx::pg_sys::{FLOAT4ARRAYOID, TEXTOID};
 
 pub fn check(c: &OpClass) -> Vec<String> {
     let name = &c.name;
     let mut problems = Vec::new();
-    if c.input_type != FLOAT4ARRAYOID {
-        problems.push(format!("{name}: type {} is not supported", c.input_type.to_u32()));
+    let t = c.input_type;
+    if t != FLOAT4ARRAYOID && t != TEXTOID {
+        problems.push(format!("{name}: type {} is not supported", t.to_u32()));
     }
+    let distances = if t == TEXTOID { 5..=5 } else { 1..=3 };
     let (mut orderings, mut balls) = (0, 0);
     for op in &c.operators {
         let right = crate::error::type_name(op.right);
-        let ball = ["l2_ball", "l1_ball", "cosine_ball"].contains(&right.rsplit('.').next().unwrap_or(""));
-        match (op.strategy, op.left, op.purpose) {
-            (1..=3, FLOAT4ARRAYOID, b'o') if op.right == FLOAT4ARRAYOID => orderings += 1,
-            (4, FLOAT4ARRAYOID, b's') if ball => balls += 1,
+        let balls_of_type: &[&str] = if t == TEXTOID { &["levenshtein_ball"] } else { &["l2_ball", "l1_ball", "cosine_ball"] };
+        let ball = balls_of_type.contains(&right.rsplit('.').next().unwrap_or(""));
+        match (op.strategy, op.purpose) {
+            (s, b'o') if distances.contains(&s) && op.left == t && op.right == t => orderings += 1,
+            (4, b's') if op.left == t && ball => balls += 1,
             _ => problems.push(format!(
                 "{name}: operator of strategy {} ({}, {}) for purpose {} is not supported",
                 op.strategy,

@@ -1,10 +1,45 @@
 //! `real[]` as a vector: a one-dimensional array without NULLs, non-empty,
 //! of finite numbers; and the distance operators on it, which compute with
 //! the engine's `Metric::distance` (what the index compares, bit for bit).
+//! `value` and `fit_query` are where every row and query of an index
+//! becomes the engine's vector, `text` (`text.rs`) included.
 
 use gpuindex_engine::gts::Metric;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use std::borrow::Cow;
+
+/// A row's or query's value as the engine's vector: a `real[]`'s
+/// elements (checked; non-zero for cosine), or for edit distance a text's
+/// character codes (not padded yet).
+///
+/// # Safety
+/// `d` is a non-NULL datum of the metric's type (text for Levenshtein,
+/// real[] otherwise).
+pub unsafe fn value<'a>(d: pg_sys::Datum, metric: Metric) -> Cow<'a, [f32]> {
+    // SAFETY: as the caller's.
+    unsafe {
+        if metric == Metric::Levenshtein {
+            return Cow::Owned(super::text::codes(d));
+        }
+        let v = elements(d);
+        check_nonzero(metric, v);
+        Cow::Borrowed(v)
+    }
+}
+
+/// A query fitted to an index whose vectors have `dim` elements (0: none
+/// yet): a vector of another dimension is the distance operator's own
+/// ERROR; a string is zero-padded to the index's width.
+pub fn fit_query(metric: Metric, v: Cow<[f32]>, dim: usize) -> Vec<f32> {
+    if metric == Metric::Levenshtein {
+        return super::text::pad(v.into_owned(), dim);
+    }
+    if dim != 0 {
+        distance(metric, &vec![1.0; dim], &v);
+    }
+    v.into_owned()
+}
 
 fn bad(msg: String, hint: &str) -> ! {
     crate::error::raise(PgSqlErrorCode::ERRCODE_DATA_EXCEPTION, msg, hint)
@@ -61,8 +96,12 @@ pub unsafe fn matrix<'a>(d: pg_sys::Datum, most: usize) -> (usize, &'a [f32]) {
     }
 }
 
-/// The distance between two vectors of one dimension.
+/// The distance between two vectors of one dimension (strings: any
+/// lengths).
 pub fn distance(metric: Metric, a: &[f32], b: &[f32]) -> f64 {
+    if metric == Metric::Levenshtein {
+        return gpuindex_engine::gts::metric::edit_distance(a, b);
+    }
     if a.len() != b.len() {
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,

@@ -3,6 +3,11 @@
 //! scan and a sequential scan agree to the last bit. It sums in float8, in
 //! eight fixed lanes (vectorisable, and the same order wherever it runs).
 //!
+//! Strings are vectors too (`Metric::Levenshtein`): their characters as
+//! code numbers (exact in float4 below 2^24), zero-padded to the index's
+//! width (no character is zero: PostgreSQL text holds no NUL), so the
+//! tree, its pages, its images and its GPU searches carry them unchanged.
+//!
 //! The tree prunes in a true metric: L2 and L1 as they are; for cosine
 //! distance (1 - cos, not a metric) the angle acos(cos), which orders
 //! alike. Rounding can break the triangle inequality by a few ulps, so
@@ -15,6 +20,91 @@ pub enum Metric {
     L2 = 1,
     L1 = 2,
     Cosine = 3,
+    /// Edit distance (insertions, deletions, substitutions of one
+    /// character, each 1) between zero-padded strings. 5: the operator
+    /// classes' strategy 4 is the ball.
+    Levenshtein = 5,
+}
+
+/// The longest string an index of `Metric::Levenshtein` holds (as
+/// fuzzystrmatch's `levenshtein`; the GPU keeps one row of the dynamic
+/// program per thread).
+pub const MAX_CHARS: usize = 255;
+
+/// Character codes below this are exact in float4.
+pub const CODE_LIMIT: u32 = 1 << 24;
+
+/// A string as an index of `width` characters holds it: its character
+/// codes (each below `CODE_LIMIT`), zero-padded. None when it is longer.
+pub fn string_vector(codes: impl IntoIterator<Item = u32>, width: usize) -> Option<Vec<f32>> {
+    let mut v: Vec<f32> = codes.into_iter().map(|c| c as f32).collect();
+    (v.len() <= width).then(|| {
+        v.resize(width, 0.0);
+        v
+    })
+}
+
+/// The characters of a zero-padded string.
+#[inline]
+fn chars(a: &[f32]) -> &[f32] {
+    &a[..a.iter().position(|&c| c == 0.0).unwrap_or(a.len())]
+}
+
+/// The edit distance of two zero-padded strings: the common prefix and
+/// suffix cost nothing, then one row of the dynamic program over the
+/// shorter (kernels/gts.cu's `edit_distance` is the same).
+pub fn edit_distance(a: &[f32], b: &[f32]) -> f64 {
+    edit_distance_within(a, b, f64::INFINITY)
+}
+
+/// The edit distance where it is at most `bound`; otherwise some number
+/// above `bound` (a lower bound of it). A search that keeps only what is
+/// within its radius needs no more: the length difference alone, or a
+/// row of the program whose every cell plus the edits still needed to
+/// reach the end exceeds the bound, settles most pairs early.
+pub fn edit_distance_within(a: &[f32], b: &[f32], bound: f64) -> f64 {
+    let (mut a, mut b) = (chars(a), chars(b));
+    let p = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    (a, b) = (&a[p..], &b[p..]);
+    let s = a.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
+    (a, b) = (&a[..a.len() - s], &b[..b.len() - s]);
+    if a.len() < b.len() {
+        std::mem::swap(&mut a, &mut b);
+    }
+    let (m, n) = (a.len(), b.len());
+    if (m - n) as f64 > bound {
+        return (m - n) as f64;
+    }
+    let mut short = [0u32; 64];
+    let mut long = Vec::new();
+    let row: &mut [u32] = if n < short.len() {
+        &mut short[..=n]
+    } else {
+        long.resize(n + 1, 0);
+        &mut long
+    };
+    for (j, r) in row.iter_mut().enumerate() {
+        *r = j as u32;
+    }
+    for (i, &ca) in a.iter().enumerate() {
+        let mut diag = row[0];
+        row[0] = i as u32 + 1;
+        // Characters of a left after this row: a cell at column j still
+        // needs |left - (n - j)| edits.
+        let left = (m - i - 1) as i64;
+        let mut lb = row[0] as i64 + (left - n as i64).abs();
+        for (j, &cb) in b.iter().enumerate() {
+            let up = row[j + 1];
+            let v = (up + 1).min(row[j] + 1).min(diag + u32::from(ca != cb));
+            row[j + 1] = v;
+            diag = up;
+            lb = lb.min(v as i64 + (left - (n - j - 1) as i64).abs());
+        }
+        if lb as f64 > bound {
+            return lb as f64;
+        }
+    }
+    row[n] as f64
 }
 
 const LANES: usize = 8;
@@ -52,8 +142,10 @@ const RELATIVE_SLACK: f64 = 1e-9;
 const ANGLE_SLACK: f64 = 1e-6;
 
 impl Metric {
+    pub const ALL: [Metric; 4] = [Metric::L2, Metric::L1, Metric::Cosine, Metric::Levenshtein];
+
     pub fn from_code(c: u8) -> Option<Metric> {
-        [Metric::L2, Metric::L1, Metric::Cosine].into_iter().find(|m| *m as u8 == c)
+        Metric::ALL.into_iter().find(|m| *m as u8 == c)
     }
 
     pub fn name(self) -> &'static str {
@@ -61,15 +153,18 @@ impl Metric {
             Metric::L2 => "L2",
             Metric::L1 => "L1",
             Metric::Cosine => "cosine",
+            Metric::Levenshtein => "Levenshtein",
         }
     }
 
-    /// The distance the SQL operator returns: Euclidean, Manhattan, or
-    /// 1 - cos (the cosine clamped to [-1, 1]). Vectors of equal length;
-    /// cosine needs non-zero vectors (NaN otherwise).
+    /// The distance the SQL operator returns: Euclidean, Manhattan,
+    /// 1 - cos (the cosine clamped to [-1, 1]), or the edit distance.
+    /// Vectors of equal length; cosine needs non-zero vectors (NaN
+    /// otherwise).
     pub fn distance(self, a: &[f32], b: &[f32]) -> f64 {
-        debug_assert_eq!(a.len(), b.len());
+        debug_assert!(a.len() == b.len() || self == Metric::Levenshtein);
         match self {
+            Metric::Levenshtein => edit_distance(a, b),
             Metric::L2 => lane_sum(a, b, |x, y| (x - y) * (x - y)).sqrt(),
             Metric::L1 => lane_sum(a, b, |x, y| (x - y).abs()),
             Metric::Cosine => {
@@ -77,6 +172,17 @@ impl Metric {
                 let (na, nb) = (lane_sum(a, a, |x, y| x * y), lane_sum(b, b, |x, y| x * y));
                 1.0 - (dot / (na.sqrt() * nb.sqrt())).clamp(-1.0, 1.0)
             }
+        }
+    }
+
+    /// The distance where it is at most `bound` (exact: the same bits as
+    /// `distance`); otherwise some number above `bound`. Edit distance
+    /// stops early; the others compute it whole.
+    #[inline]
+    pub fn distance_within(self, a: &[f32], b: &[f32], bound: f64) -> f64 {
+        match self {
+            Metric::Levenshtein => edit_distance_within(a, b, bound),
+            _ => self.distance(a, b),
         }
     }
 
@@ -135,5 +241,53 @@ mod tests {
         assert_eq!(Metric::Cosine.distance(&c, &d), 1.0);
         assert_eq!(Metric::Cosine.distance(&c, &c), 0.0);
         assert!((Metric::Cosine.to_metric(1.0) - std::f64::consts::FRAC_PI_2).abs() < 1e-15);
+    }
+
+    fn padded(s: &str, width: usize) -> Vec<f32> {
+        string_vector(s.chars().map(|c| c as u32), width).expect("fits")
+    }
+
+    /// The textbook dynamic program over the whole matrix.
+    fn textbook(a: &str, b: &str) -> f64 {
+        let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+        let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+        for i in 0..=a.len() {
+            for j in 0..=b.len() {
+                d[i][j] = if i == 0 || j == 0 {
+                    i + j
+                } else {
+                    (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + usize::from(a[i - 1] != b[j - 1]))
+                };
+            }
+        }
+        d[a.len()][b.len()] as f64
+    }
+
+    #[test]
+    fn edit_distances_match_the_textbook() {
+        let words = ["", "a", "kitten", "sitting", "saturday", "sunday", "flaw", "lawn", "ab", "ba", "aaaa", "été", "ete", "東京", "京都"];
+        for a in words {
+            for b in words {
+                assert_eq!(Metric::Levenshtein.distance(&padded(a, 9), &padded(b, 9)), textbook(a, b), "{a:?} {b:?}");
+            }
+        }
+        let mut rng = crate::rng::SplitMix64::new(5);
+        for _ in 0..2000 {
+            let mut word = |n: u64| -> String { (0..rng.below(n)).map(|_| (b'a' + rng.below(3) as u8) as char).collect() };
+            let (a, b) = (word(14), word(14));
+            assert_eq!(edit_distance(&padded(&a, 14), &padded(&b, 14)), textbook(&a, &b), "{a:?} {b:?}");
+        }
+        let long: String = "ab".repeat(200);
+        assert_eq!(edit_distance(&padded(&long, 400), &padded(&long[1..], 400)), 1.0);
+        // Within a bound: exact up to it, above it otherwise.
+        for _ in 0..3000 {
+            let mut word = |n: u64| -> String { (0..rng.below(n)).map(|_| (b'a' + rng.below(4) as u8) as char).collect() };
+            let (a, b) = (word(12), word(12));
+            let d = textbook(&a, &b);
+            for bound in [0.0, 1.0, 2.0, 3.5, 6.0] {
+                let got = edit_distance_within(&padded(&a, 12), &padded(&b, 12), bound);
+                assert!(if d <= bound { got == d } else { got > bound && got <= d }, "{a:?} {b:?} bound {bound}: {got}, distance {d}");
+            }
+        }
     }
 }

@@ -194,7 +194,7 @@ pub fn knn_one(shape: &Shape, leaves: &impl Leaves, q: &[f32], k: usize) -> Vec<
                 if node != 0 && !may_be_within(shape, pd, dp, bound(&best)) {
                     return;
                 }
-                let h = Hit(m.distance(q, v), id);
+                let h = Hit(m.distance_within(q, v, bound(&best)), id);
                 if best.len() < k {
                     best.push(h);
                 } else if h < *best.peek().expect("k > 0") {
@@ -228,7 +228,7 @@ pub fn range_one(shape: &Shape, leaves: &impl Leaves, q: &[f32], r: f64) -> Vec<
         if shape.is_leaf(node) {
             leaves.for_leaf(shape, node, &mut |v, id, pd| {
                 if node == 0 || may_be_within(shape, pd, dp, r) {
-                    let d = m.distance(q, v);
+                    let d = m.distance_within(q, v, r);
                     if d <= r {
                         out.push(Hit(d, id));
                     }

@@ -24,7 +24,7 @@ const CPU_SECONDS: f64 = 4.0;
 /// The plain brute force runs on at most this many queries of a batch.
 const BRUTE_MAX: usize = 10_000;
 
-fn secs(f: impl FnOnce()) -> f64 {
+pub fn secs(f: impl FnOnce()) -> f64 {
     let t = Instant::now();
     f();
     t.elapsed().as_secs_f64()
@@ -32,7 +32,7 @@ fn secs(f: impl FnOnce()) -> f64 {
 
 /// Runs `f` on growing prefixes of `queries` (rows of `dim`) until it
 /// has taken CPU_SECONDS or done all; returns (queries done, seconds, answers).
-fn cpu_prefix<T>(queries: &[f32], dim: usize, f: impl Fn(&[f32]) -> Vec<T>) -> (usize, f64, Vec<T>) {
+pub fn cpu_prefix<T>(queries: &[f32], dim: usize, f: impl Fn(&[f32]) -> Vec<T>) -> (usize, f64, Vec<T>) {
     let m = queries.len() / dim;
     let (mut done, mut took, mut out) = (0, 0.0, Vec::new());
     let mut step = 16.min(m).max(1);
