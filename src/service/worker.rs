@@ -245,7 +245,7 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, mut jobs: Vec<Jo
         let k = members.iter().map(|&j| jobs[j].head.k as usize).max().unwrap_or(1);
         let qs: Vec<f32> = members.iter().flat_map(|&j| jobs[j].queries.iter().copied()).collect();
         let found = gpu
-            .filter(|_| gpu_pays(&img, k))
+            .filter(|_| gpu_pays(&img, k, n))
             .and_then(|g| match img.knn_gpu(g, &qs, k) {
                 Ok(a) => Some(a),
                 Err(e) => {
@@ -279,14 +279,21 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, mut jobs: Vec<Jo
     sh.publish_images(&store.rows());
 }
 
-/// Whether a kNN batch for `k` runs on the GPU: within its limit, and for
-/// L2 on trees that prune little (high dimensions) only where the GPU's
-/// bounded brute force answers it (k up to `FILTER_MAX_K`): its tree
-/// search opens most leaves there and is slower than the CPU's bounded
-/// brute force on all cores.
-fn gpu_pays(img: &Image, k: usize) -> bool {
-    k <= MAX_GPU_K && (k <= FILTER_MAX_K || img.shape.metric != Metric::L2 || !img.prunes_little())
+/// Whether a kNN batch of `n` queries for `k` runs on the GPU: within its
+/// limit; for L2 on trees that prune little (high dimensions) only where
+/// the GPU's bounded brute force answers it (k up to `FILTER_MAX_K`): its
+/// tree search opens most leaves there and is slower than the CPU's
+/// bounded brute force on all cores; for edit distance from
+/// `EDIT_GPU_MIN` queries: the GPU's leaf search is a block per query
+/// (22 ms for one query over 104K words on the H100, where every core of
+/// the worker's CPU on the query takes a few ms).
+fn gpu_pays(img: &Image, k: usize, n: usize) -> bool {
+    let m = img.shape.metric;
+    k <= MAX_GPU_K && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little()) && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
 }
+
+/// The smallest epoch of edit-distance queries the GPU takes.
+const EDIT_GPU_MIN: usize = 32;
 
 /// Writes `answer` into the job's slot and wakes its backend, or frees
 /// the slot when the backend withdrew meanwhile.

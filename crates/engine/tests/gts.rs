@@ -64,6 +64,12 @@ fn check_set(v: &Vectors, queries: &[f32], metrics: &[Metric], fanout: usize, wh
             qs.extend_from_slice(v.get(n / 3));
         }
         let all_knn = knn(s, &objects, &qs, 10);
+        // One query at a time: every core on it.
+        for (qi, q) in qs.chunks(dim).enumerate() {
+            for k in [1, 10, 57] {
+                assert_eq!(knn(s, &objects, q, k), vec![knn_one(s, &objects, q, k)], "{what}: one query, k={k}, query {qi}");
+            }
+        }
         for (qi, q) in qs.chunks(dim).enumerate() {
             let want = brute(m, v, q);
             for k in [1, 10, 57] {

@@ -279,9 +279,72 @@ pub fn opened_share(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32
     shares.iter().sum::<f64>() / shares.len().max(1) as f64
 }
 
-/// `knn_one` for each query (rows of `queries`), on all cores.
+/// `knn_one` for each query (rows of `queries`), on all cores: a query
+/// per core, or with fewer queries than cores every core on each query
+/// (`knn_wide`).
 pub fn knn(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], k: usize) -> Vec<Vec<(u64, f64)>> {
+    let qs = queries.chunks(shape.dim.max(1));
+    if qs.len() < rayon::current_num_threads() && shape.height > 0 {
+        return qs.map(|q| knn_wide(shape, leaves, q, k)).collect();
+    }
     queries.par_chunks(shape.dim.max(1)).map(|q| knn_one(shape, leaves, q, k)).collect()
+}
+
+/// The k nearest objects of one query with every core on it: every
+/// leaf's lower bound from the rings on its path (all pivots measured
+/// first), then the leaves nearest first dealt round-robin to the cores,
+/// each keeping its own k nearest (and its k-th as the bound it filters
+/// and measures within); merged. Exact as `knn_one`: an object among the
+/// k nearest of all is among the k nearest of its core's share.
+pub fn knn_wide(shape: &Shape, leaves: &(impl Leaves + Sync), q: &[f32], k: usize) -> Vec<(u64, f64)> {
+    let m = shape.metric;
+    if k == 0 {
+        return Vec::new();
+    }
+    // Each node's lower bound and its parent pivot's distance to q.
+    let mut lb = vec![0f64; shape.nodes.len()];
+    let mut dp = vec![0f64; shape.nodes.len()];
+    let dq: Vec<f64> = (0..shape.internal()).into_par_iter().map(|node| m.metric_distance(q, shape.pivot(node))).collect();
+    for node in 0..shape.internal() {
+        for j in 0..shape.fanout {
+            let c = shape.child(node, j);
+            let n = &shape.nodes[c];
+            lb[c] = m.ring_bound(dq[node], n.min, n.max).max(lb[node]);
+            dp[c] = dq[node];
+        }
+    }
+    let mut order: Vec<usize> = shape.leaves().filter(|&l| shape.nodes[l].size > 0).collect();
+    order.sort_by(|a, b| lb[*a].total_cmp(&lb[*b]).then(a.cmp(b)));
+    let cores = rayon::current_num_threads().max(1);
+    let parts: Vec<Vec<Hit>> = (0..cores)
+        .into_par_iter()
+        .map(|t| {
+            let mut best: BinaryHeap<Hit> = BinaryHeap::with_capacity(k + 1);
+            let bound = |best: &BinaryHeap<Hit>| if best.len() < k { f64::INFINITY } else { best.peek().map_or(f64::INFINITY, |h| h.0) };
+            for &leaf in order.iter().skip(t).step_by(cores) {
+                if lb[leaf] > bound(&best) {
+                    break; // the rest are farther still
+                }
+                leaves.for_leaf(shape, leaf, &mut |v, id, pd| {
+                    if !may_be_within(shape, pd, dp[leaf], bound(&best)) {
+                        return;
+                    }
+                    let h = Hit(m.distance_within(q, v, bound(&best)), id);
+                    if best.len() < k {
+                        best.push(h);
+                    } else if h < *best.peek().expect("k > 0") {
+                        best.pop();
+                        best.push(h);
+                    }
+                });
+            }
+            best.into_vec()
+        })
+        .collect();
+    let mut out: Vec<Hit> = parts.into_iter().flatten().collect();
+    out.sort();
+    out.truncate(k);
+    out.into_iter().map(|h| (h.1, h.0)).collect()
 }
 
 /// `range_one` for each query, on all cores.
