@@ -258,7 +258,8 @@ extern "C" __global__ void gts_expand(const u32 *__restrict__ pair_q, const u32 
 // ------------------------------------------------------------ leaves
 
 // The objects a query's leaf pairs hold, eight threads an object,
-// PER_ROUND at a time: calls visit(position, distance) for those that
+// PER_ROUND at a time (edit distance: a thread an object, blockDim.x at a
+// time): calls visit(position, distance) for those that
 // pass the pivot-distance filter against bound() (read once a round) and
 // are within it. Without pairs (pair_node NULL), every one of the n
 // objects (brute force). Rounds are block-wide (between rounds the block
@@ -282,16 +283,24 @@ __device__ __forceinline__ void for_objects(u32 q, const float *qv, double qn, u
         }
         // The root as the only leaf has no routing pivot.
         const bool filter = pair_node && node != 0;
-        for (u64 base = 0; base < size; base += PER_ROUND) {
+        // Edit distance has no lanes to share: every thread takes an object
+        // of its own (blockDim.x a round; the host leaves room for them).
+        const bool own = metric == LEVENSHTEIN;
+        const u32 step = own ? blockDim.x : PER_ROUND, mine = own ? threadIdx.x : g;
+        for (u64 base = 0; base < size; base += step) {
             between();
             const double r = bound();
-            const u64 o = start + base + g;
-            if (base + g < size) {
+            const u64 o = start + base + mine;
+            if (base + mine < size) {
                 const double pd = filter ? pdist[o] : 0.0;
                 if (!filter || lower_bound(metric, fabs(pd - dp), pd + dp) <= r) {
-                    double d = metric == LEVENSHTEIN ? edit_distance_within(qv, vectors + o * dim, dim, r)
-                                                     : distance(metric, qv, qn, vectors + o * dim, metric == COSINE ? norms[o] : 0.0, dim, l, mask);
-                    if (d <= r && l == 0) visit(o, d);
+                    if (own) {
+                        const double d = edit_distance_within(qv, vectors + o * dim, dim, r);
+                        if (d <= r) visit(o, d);
+                    } else {
+                        const double d = distance(metric, qv, qn, vectors + o * dim, metric == COSINE ? norms[o] : 0.0, dim, l, mask);
+                        if (d <= r && l == 0) visit(o, d);
+                    }
                 }
             }
             __syncthreads();

@@ -270,8 +270,10 @@ pub fn word(rng: &mut SplitMix64) -> String {
         "ne", "ma", "le", "ca", "ta", "la", "pe", "ni", "ve", "mo", "so", "tu", "pa", "bi", "ex", "un", "ly", "é", "東",
     ];
     if rng.below(50) == 0 {
-        return ["the", "and", "of", "to", "in", "is", "was", "for", "on", "are", "as", "with", "his", "they", "at", "be", "this", "from", "or", "had"]
-            [rng.below(20) as usize]
+        return [
+            "the", "and", "of", "to", "in", "is", "was", "for", "on", "are", "as", "with", "his", "they", "at", "be", "this", "from", "or",
+            "had",
+        ][rng.below(20) as usize]
             .to_string();
     }
     let syllables = if rng.below(500) == 0 { 20 + rng.below(60) } else { 1 + rng.below(4) };

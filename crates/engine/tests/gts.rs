@@ -3,8 +3,8 @@
 //! several dimensions, and on trees of every height.
 
 use gpuindex_engine::datasets::normal;
-use gpuindex_engine::gts::search::{knn, knn_one, range, range_each, range_one, Objects};
 use gpuindex_engine::gts::metric::{string_vector, MAX_CHARS};
+use gpuindex_engine::gts::search::{knn, knn_one, range, range_each, range_one, Objects};
 use gpuindex_engine::gts::{Metric, Nearest, Params, Tree, Vectors};
 use gpuindex_engine::rng::SplitMix64;
 

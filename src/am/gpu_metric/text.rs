@@ -42,7 +42,10 @@ pub fn pad(mut v: Vec<f32>, width: usize) -> Vec<f32> {
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!("a string of {} characters is longer than the gpu_metric index's max_length ({width})", v.len()),
-            format!("Recreate the index WITH (max_length = {}) (at most {MAX_CHARS}), or compare with <~> without it.", v.len().min(MAX_CHARS)),
+            format!(
+                "Recreate the index WITH (max_length = {}) (at most {MAX_CHARS}), or compare with <~> without it.",
+                v.len().min(MAX_CHARS)
+            ),
         );
     }
     v.resize(width, 0.0);

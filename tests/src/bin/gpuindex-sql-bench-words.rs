@@ -91,7 +91,9 @@ fn main() {
 
     // Batches of every query, on the device auto picks and on the CPU.
     c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
-    println!("\n| batch of {m} queries | device (ran on) | queries/s | rows | seconds | / sequential scan |\n|---|---|---:|---:|---:|---:|");
+    println!(
+        "\n| batch of {m} queries | device (ran on) | queries/s | rows | seconds | / sequential scan |\n|---|---|---:|---:|---:|---:|"
+    );
     let forms = [
         ("kNN (k = 10) -> (ord, ctid, distance)", "SELECT count(*), sum(distance) FROM gpu_metric_knn_text('bench_words_w', $1, 10)"),
         (
@@ -111,7 +113,11 @@ fn main() {
             answers.push(got);
             let rate = m as f64 / s;
             println!("| {what} | {device} ({ran}) | {rate:.0} | {} | {s:.3} | {:.0}x |", got.0, rate * seq_s);
-            assert_eq!(answer(&mut c, sql, &[&first]), want_first, "{what} on {device}: the first {seq_n} queries differ from the sequential scan");
+            assert_eq!(
+                answer(&mut c, sql, &[&first]),
+                want_first,
+                "{what} on {device}: the first {seq_n} queries differ from the sequential scan"
+            );
         }
         assert_eq!(answers[0], answers[1], "{what}: auto != cpu");
     }

@@ -358,7 +358,10 @@ impl DeviceTree {
         let objects = self.objects as u64;
         match ask {
             Ask::Knn(k) => {
-                let (k32, keep_at) = (k as u32, (4 * k).clamp(512, CAP - PER_ROUND) as u32);
+                // Room for one round's candidates past keep_at (edit
+                // distance: a thread an object, BLOCK a round).
+                let per_round = if self.metric == Metric::Levenshtein { BLOCK } else { PER_ROUND };
+                let (k32, keep_at) = (k as u32, (4 * k).clamp(512, CAP - per_round) as u32);
                 let out_d = gpu.alloc::<f64>(m * k)?;
                 let out_id = gpu.alloc::<u64>(m * k)?;
                 let out_n = gpu.alloc::<u32>(m)?;

@@ -14,10 +14,10 @@
 
 mod gpics;
 mod gts;
-mod words;
 mod hbtree;
 mod sorted;
 mod util;
+mod words;
 
 use gpuindex_engine::gpu;
 

@@ -49,7 +49,8 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
     let brute = |q: &[f32]| -> Vec<Vec<(u64, f64)>> {
         q.chunks(width)
             .map(|q| {
-                let mut all: Vec<(u64, f64)> = (0..v.len()).into_par_iter().map(|i| (v.ids[i], Metric::Levenshtein.distance(q, v.get(i)))).collect();
+                let mut all: Vec<(u64, f64)> =
+                    (0..v.len()).into_par_iter().map(|i| (v.ids[i], Metric::Levenshtein.distance(q, v.get(i)))).collect();
                 all.par_sort_unstable_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
                 all.truncate(k);
                 all
@@ -95,7 +96,16 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
     }
     table(
         &format!("kNN by edit distance, k = {k} (queries/s; transfers included)"),
-        &["batch", "brute force CPU", "GTS CPU", "brute force GPU", "GTS GPU", "GTS GPU/best CPU", "GTS GPU/brute force GPU", "CPU queries run (GTS / brute)"],
+        &[
+            "batch",
+            "brute force CPU",
+            "GTS CPU",
+            "brute force GPU",
+            "GTS GPU",
+            "GTS GPU/best CPU",
+            "GTS GPU/brute force GPU",
+            "CPU queries run (GTS / brute)",
+        ],
         &knn_rows,
     );
 }
