@@ -142,6 +142,14 @@ CREATE TEMP TABLE qs AS SELECT array_agg(v ORDER BY id) AS a FROM (SELECT id, v 
 SELECT k.ord, t.id, round(k.distance::numeric, 4) AS distance
   FROM qs, gpu_metric_knn('items_v', qs.a, 3) k JOIN items t ON t.ctid = k.ctid WHERE k.ord <= 2 ORDER BY k.ord, k.distance, t.id;
 SELECT function, queries, device, cpu_reason FROM gpuindex_last_batch();
+\echo 'text by edit distance (w <~> q is levenshtein(w, q)): the nearest words to a typo, 20 000 made-up words'
+CREATE TABLE words (id int, w text);
+INSERT INTO words SELECT g, translate(substr(md5(g::text), 1, 4 + g % 6), '0123456789', 'aeioulnrst') FROM generate_series(1, 20000) g;
+INSERT INTO words VALUES (0, 'receive'), (-1, 'recipe'), (-2, 'relieve');
+CREATE INDEX words_w ON words USING gpu_metric (w) WITH (max_length = 16);
+SELECT id, w, w <~> 'recieve' AS edits FROM words ORDER BY w <~> 'recieve', id LIMIT 3;
+SELECT k.ord, t.w, k.distance FROM gpu_metric_knn_text('words_w', ARRAY['recieve', 'eaisl'], 2) k
+  JOIN words t ON t.ctid = k.ctid ORDER BY k.ord, k.distance, t.w;
 
 \echo
 \echo '9. The batched index join: plain SQL joins and LATERAL top-k queries sent to the index a chunk at a time'

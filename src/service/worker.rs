@@ -284,16 +284,16 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, mut jobs: Vec<Jo
 /// the GPU's bounded brute force answers it (k up to `FILTER_MAX_K`): its
 /// tree search opens most leaves there and is slower than the CPU's
 /// bounded brute force on all cores; for edit distance from
-/// `EDIT_GPU_MIN` queries: the GPU's leaf search is a block per query
-/// (22 ms for one query over 104K words on the H100, where every core of
-/// the worker's CPU on the query takes a few ms).
+/// `EDIT_GPU_MIN` queries: the GPU's leaf search is a block per query, 6 ms
+/// for 1 to 32 queries over 104K words on the H100, where the worker's 16
+/// cores on one query take 2.4 ms (docs/bench/gts-words-h100.md).
 fn gpu_pays(img: &Image, k: usize, n: usize) -> bool {
     let m = img.shape.metric;
     k <= MAX_GPU_K && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little()) && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
 }
 
 /// The smallest epoch of edit-distance queries the GPU takes.
-const EDIT_GPU_MIN: usize = 32;
+const EDIT_GPU_MIN: usize = 4;
 
 /// Writes `answer` into the job's slot and wakes its backend, or frees
 /// the slot when the backend withdrew meanwhile.
