@@ -4,7 +4,7 @@
 
 use gpuindex_engine::datasets::normal;
 use gpuindex_engine::gts::metric::{string_vector, MAX_CHARS};
-use gpuindex_engine::gts::search::{knn, knn_one, range, range_each, range_one, Objects};
+use gpuindex_engine::gts::search::{knn, knn_one, knn_rows, range, range_each, range_one, range_rows, Objects};
 use gpuindex_engine::gts::{Metric, Nearest, Params, Tree, Vectors};
 use gpuindex_engine::rng::SplitMix64;
 
@@ -107,6 +107,21 @@ fn edit_distance_search_equals_brute_force() {
     for (n, width, fanout) in [(0, 8, 4), (1, 8, 4), (300, 12, 3), (5000, 24, 20), (3000, MAX_CHARS, 10)] {
         let v = words(n, width, n as u64 + 7);
         check_set(&v, &words(12, width, 99).data, &[Metric::Levenshtein], fanout, &format!("words n={n} width={width} fanout={fanout}"));
+        // Queries longer than the tree's strings (padded to a wider width).
+        let tree = Tree::build(Metric::Levenshtein, &v, Params { fanout });
+        let objects = Objects::of(&tree, &v);
+        let wide = width + 9;
+        let qs: Vec<f32> = (0..5).flat_map(|i| string_vector((0..wide as u32 - i).map(|c| 97 + c % 3), wide).expect("fits")).collect();
+        let radii = vec![6.0; 5];
+        let got = knn_rows(&tree.shape, &objects, &qs, wide, 10);
+        let within = range_rows(&tree.shape, &objects, &qs, wide, &radii);
+        for (i, q) in qs.chunks(wide).enumerate() {
+            let want = brute(Metric::Levenshtein, &v, q);
+            assert_eq!(got[i], want[..10.min(n)].to_vec(), "words n={n}: a query of {wide} characters");
+            let mut w: Vec<(u64, f64)> = want.into_iter().filter(|h| h.1 <= 6.0).collect();
+            w.sort_by_key(|h| h.0);
+            assert_eq!(within[i], w, "words n={n}: range of a query of {wide} characters");
+        }
     }
 }
 

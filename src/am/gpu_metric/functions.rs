@@ -23,6 +23,7 @@ use super::page::Meta;
 use super::{image, shape, vector};
 use crate::am::common::{Access, OpenIndex};
 use crate::storage::Tid;
+use gpuindex_engine::gpu::GpuError;
 use gpuindex_engine::gts::{search, Metric, Vectors};
 use pgrx::datum::AnyArray;
 use pgrx::pg_sys;
@@ -34,11 +35,15 @@ use std::borrow::Cow;
 type Cand = (f64, Tid);
 
 /// A batch over an open index: its metapage and the queries, one per row
-/// of `dim` floats.
+/// of `width` floats: the index's dimension, or for strings longer than
+/// its `max_length` the longest query (all zero-padded to it; such a
+/// batch is searched on this backend's CPU: the service and the GPU hold
+/// the index's width).
 pub struct Call<'a> {
     pub open: &'a OpenIndex,
     pub m: Meta,
     pub queries: Vec<f32>,
+    pub width: usize,
 }
 
 impl<'a> Call<'a> {
@@ -50,8 +55,21 @@ impl<'a> Call<'a> {
             return None; // no vectors indexed
         }
         let metric = shape::metric(&m);
-        let queries = queries.into_iter().flat_map(|q| vector::fit_query(metric, q, m.dim as usize)).collect();
-        Some(Call { m, queries, open })
+        let queries: Vec<Cow<[f32]>> = queries.into_iter().collect();
+        let longest = queries.iter().map(|q| q.len()).max().unwrap_or(0);
+        let width = if metric == Metric::Levenshtein { longest.max(m.dim as usize) } else { m.dim as usize };
+        let queries = queries.into_iter().flat_map(|q| vector::fit_query(metric, q, width)).collect();
+        Some(Call { m, queries, open, width })
+    }
+
+    /// Whether the queries have the index's width (else: CPU only).
+    fn fits(&self) -> bool {
+        self.width == self.m.dim as usize
+    }
+
+    /// Why the GPU does not take queries wider than the index.
+    fn too_wide(&self) -> GpuError {
+        GpuError::Unavailable(format!("queries of {} characters, longer than the index's max_length ({})", self.width, self.m.dim))
     }
 }
 
@@ -61,10 +79,10 @@ fn open(index: pg_sys::Oid) -> OpenIndex {
 
 /// The candidates of each query in the delta: those within its radius
 /// (`radii`, or any distance), the `k` nearest of them if k is given.
-fn delta_candidates(m: &Meta, queries: &[f32], delta: &Vectors, k: Option<usize>, radii: Option<&[f64]>) -> Vec<Vec<Cand>> {
+fn delta_candidates(m: &Meta, queries: &[f32], width: usize, delta: &Vectors, k: Option<usize>, radii: Option<&[f64]>) -> Vec<Vec<Cand>> {
     let metric = shape::metric(m);
     queries
-        .par_chunks(delta.dim)
+        .par_chunks(width)
         .enumerate()
         .map(|(j, q)| {
             let radius = radii.map_or(f64::INFINITY, |r| r[j]);
@@ -123,19 +141,23 @@ pub fn knn(call: &Call, k: usize, what: &'static str) -> Vec<Vec<(pg_sys::ItemPo
     // answer.
     let img = std::cell::OnceCell::new();
     let delta = image::delta(rel, &call.m);
-    let dim = call.m.dim as usize;
+    let width = call.width;
     let total = call.m.tree_entries as usize + delta.len();
-    let n = call.queries.len() / dim;
+    let n = call.queries.len() / width;
     let mut done = vec![Vec::new(); n];
     let mut pending: Vec<usize> = (0..n).collect();
     let mut want = k.min(total.max(1));
     while !pending.is_empty() {
-        let qs: Vec<f32> = pending.iter().flat_map(|&i| call.queries[i * dim..(i + 1) * dim].iter().copied()).collect();
-        let a = image::knn_by_service(rel, &call.m, &qs, want, what).unwrap_or_else(|| {
+        let qs: Vec<f32> = pending.iter().flat_map(|&i| call.queries[i * width..(i + 1) * width].iter().copied()).collect();
+        let a = if call.fits() { image::knn_by_service(rel, &call.m, &qs, want, what) } else { None }.unwrap_or_else(|| {
             let img = img.get_or_init(|| image::tree(rel, &call.m));
+            if !call.fits() {
+                let cpu = || search::knn_rows(&img.shape, &img.objects, &qs, width, want);
+                return crate::batch::run(what, pending.len(), cpu, |_| Err(call.too_wide()));
+            }
             crate::batch::run(what, pending.len(), || img.knn_cpu(&qs, want), |g| img.knn_gpu(g, &qs, want))
         });
-        let b = delta_candidates(&call.m, &qs, &delta, Some(want), None);
+        let b = delta_candidates(&call.m, &qs, width, &delta, Some(want), None);
         let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, Some(want))).collect();
         let alive = visible(call.open, &cands);
         let mut again = Vec::new();
@@ -158,13 +180,12 @@ pub fn within(call: &Call, radii: &[f64], what: &'static str) -> Vec<Vec<(pg_sys
     let rel = call.open.index;
     let img = image::tree(rel, &call.m);
     let delta = image::delta(rel, &call.m);
-    let a = crate::batch::run(
-        what,
-        radii.len(),
-        || search::range_each(&img.shape, &img.objects, &call.queries, radii),
-        |g| img.device(g)?.range_each(g, &call.queries, radii),
-    );
-    let b = delta_candidates(&call.m, &call.queries, &delta, None, Some(radii));
+    let cpu = || search::range_rows(&img.shape, &img.objects, &call.queries, call.width, radii);
+    let a = crate::batch::run(what, radii.len(), cpu, |g| match call.fits() {
+        true => img.device(g)?.range_each(g, &call.queries, radii),
+        false => Err(call.too_wide()),
+    });
+    let b = delta_candidates(&call.m, &call.queries, call.width, &delta, None, Some(radii));
     let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, None)).collect();
     visible(call.open, &cands)
 }

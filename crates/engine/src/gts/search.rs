@@ -283,11 +283,18 @@ pub fn opened_share(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32
 /// per core, or with fewer queries than cores every core on each query
 /// (`knn_wide`).
 pub fn knn(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], k: usize) -> Vec<Vec<(u64, f64)>> {
-    let qs = queries.chunks(shape.dim.max(1));
+    knn_rows(shape, leaves, queries, shape.dim, k)
+}
+
+/// `knn` for queries of `width` elements each: the tree's dimension, or
+/// for strings any width (zero-padded: a query longer than the tree's
+/// strings).
+pub fn knn_rows(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], width: usize, k: usize) -> Vec<Vec<(u64, f64)>> {
+    let qs = queries.chunks(width.max(1));
     if qs.len() < rayon::current_num_threads() && shape.height > 0 {
         return qs.map(|q| knn_wide(shape, leaves, q, k)).collect();
     }
-    queries.par_chunks(shape.dim.max(1)).map(|q| knn_one(shape, leaves, q, k)).collect()
+    queries.par_chunks(width.max(1)).map(|q| knn_one(shape, leaves, q, k)).collect()
 }
 
 /// The k nearest objects of one query with every core on it: every
@@ -354,5 +361,10 @@ pub fn range(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], r: f
 
 /// `range_one` for query i with radius `radii[i]`, on all cores.
 pub fn range_each(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], radii: &[f64]) -> Vec<Vec<(u64, f64)>> {
-    queries.par_chunks(shape.dim.max(1)).zip(radii).map(|(q, &r)| range_one(shape, leaves, q, r)).collect()
+    range_rows(shape, leaves, queries, shape.dim, radii)
+}
+
+/// `range_each` for queries of `width` elements each (as `knn_rows`).
+pub fn range_rows(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], width: usize, radii: &[f64]) -> Vec<Vec<(u64, f64)>> {
+    queries.par_chunks(width.max(1)).zip(radii).map(|(q, &r)| range_one(shape, leaves, q, r)).collect()
 }
