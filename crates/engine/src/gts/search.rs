@@ -280,8 +280,8 @@ pub fn opened_share(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32
 }
 
 /// `knn_one` for each query (rows of `queries`), on all cores: a query
-/// per core, or with fewer queries than cores every core on each query
-/// (`knn_wide`).
+/// per core, or for edit distance with fewer queries than cores every
+/// core on each query (`knn_wide`).
 pub fn knn(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], k: usize) -> Vec<Vec<(u64, f64)>> {
     knn_rows(shape, leaves, queries, shape.dim, k)
 }
@@ -291,7 +291,11 @@ pub fn knn(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], k: usi
 /// strings).
 pub fn knn_rows(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], width: usize, k: usize) -> Vec<Vec<(u64, f64)>> {
     let qs = queries.chunks(width.max(1));
-    if qs.len() < rayon::current_num_threads() && shape.height > 0 {
+    // Edit distance only: its searches read most leaves, so measuring
+    // every pivot and ordering every leaf first costs little beside them
+    // (for vectors in low dimensions, where a search opens a few leaves,
+    // it would cost more than the search).
+    if shape.metric == super::Metric::Levenshtein && qs.len() < rayon::current_num_threads() && shape.height > 0 {
         return qs.map(|q| knn_wide(shape, leaves, q, k)).collect();
     }
     queries.par_chunks(width.max(1)).map(|q| knn_one(shape, leaves, q, k)).collect()
@@ -333,7 +337,8 @@ pub fn knn_wide(shape: &Shape, leaves: &(impl Leaves + Sync), q: &[f32], k: usiz
                     break; // the rest are farther still
                 }
                 leaves.for_leaf(shape, leaf, &mut |v, id, pd| {
-                    if !may_be_within(shape, pd, dp[leaf], bound(&best)) {
+                    // (The root as the only leaf has no routing pivot.)
+                    if leaf != 0 && !may_be_within(shape, pd, dp[leaf], bound(&best)) {
                         return;
                     }
                     let h = Hit(m.distance_within(q, v, bound(&best)), id);
