@@ -207,9 +207,10 @@ fn return_rows(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<Vec<(pg_sys::ItemPoin
 /// `text[]` for an index on text (edit distance).
 fn queries_of<'a>(open: &OpenIndex, queries: &AnyArray) -> Vec<Cow<'a, [f32]>> {
     let metric = shape::metric(&shape::meta(open.index));
+    let (want_type, want) = if metric == Metric::Levenshtein { (pg_sys::TEXTOID, "text") } else { (pg_sys::FLOAT4OID, "real") };
     // SAFETY: a catalog lookup of the argument's array type.
-    let (want, got) = (if metric == Metric::Levenshtein { "text" } else { "real" }, unsafe { pg_sys::get_element_type(queries.oid()) });
-    if got != if metric == Metric::Levenshtein { pg_sys::TEXTOID } else { pg_sys::FLOAT4OID } {
+    let got = unsafe { pg_sys::get_element_type(queries.oid()) };
+    if got != want_type {
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
             format!("queries of type {}[] for a gpu_metric index on {want} values", crate::error::type_name(got)),

@@ -36,16 +36,14 @@ pub unsafe fn codes(d: pg_sys::Datum) -> Vec<f32> {
     }
 }
 
-/// A string zero-padded to an index's `width`: an ERROR when longer.
+/// A row zero-padded to an index's `width`: an ERROR when longer (queries
+/// are padded to the longest of their batch, see `functions::Call`).
 pub fn pad(mut v: Vec<f32>, width: usize) -> Vec<f32> {
     if v.len() > width {
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!("a string of {} characters is longer than the gpu_metric index's max_length ({width})", v.len()),
-            format!(
-                "Recreate the index WITH (max_length = {}) (at most {MAX_CHARS}), or compare with <~> without it.",
-                v.len().min(MAX_CHARS)
-            ),
+            format!("Recreate the index WITH (max_length = {}) (at most {MAX_CHARS}).", v.len().min(MAX_CHARS)),
         );
     }
     v.resize(width, 0.0);
