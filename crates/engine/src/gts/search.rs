@@ -178,30 +178,18 @@ fn may_be_within(shape: &Shape, pd: f64, dq: f64, bound: f64) -> bool {
 /// The k nearest objects of one query, nearest first, ties by id.
 pub fn knn_one(shape: &Shape, leaves: &impl Leaves, q: &[f32], k: usize) -> Vec<(u64, f64)> {
     let m = shape.metric;
-    let mut best: BinaryHeap<Hit> = BinaryHeap::with_capacity(k + 1);
+    let mut best = Best::new(k);
     let mut open = BinaryHeap::new();
     open.push(Queued { key: 0.0, rank: (0, 0), item: Item::Node(0, 0.0) });
-    let bound = |best: &BinaryHeap<Hit>| if best.len() < k { f64::INFINITY } else { best.peek().map_or(f64::INFINITY, |h| h.0) };
     if k == 0 {
         return Vec::new();
     }
     while let Some(Queued { key, item: Item::Node(node, dp), .. }) = open.pop() {
-        if key > bound(&best) {
+        if key > best.bound() {
             break;
         }
         if shape.is_leaf(node) {
-            leaves.for_leaf(shape, node, &mut |v, id, pd| {
-                if node != 0 && !may_be_within(shape, pd, dp, bound(&best)) {
-                    return;
-                }
-                let h = Hit(m.distance_within(q, v, bound(&best)), id);
-                if best.len() < k {
-                    best.push(h);
-                } else if h < *best.peek().expect("k > 0") {
-                    best.pop();
-                    best.push(h);
-                }
-            });
+            best.offer_leaf(shape, leaves, q, node, dp);
             continue;
         }
         let dq = m.metric_distance(q, shape.pivot(node));
@@ -209,14 +197,54 @@ pub fn knn_one(shape: &Shape, leaves: &impl Leaves, q: &[f32], k: usize) -> Vec<
             let c = shape.child(node, j);
             let n = &shape.nodes[c];
             let key = m.ring_bound(dq, n.min, n.max).max(key);
-            if n.size > 0 && key <= bound(&best) {
+            if n.size > 0 && key <= best.bound() {
                 open.push(Queued { key, rank: (0, 0), item: Item::Node(c, dq) });
             }
         }
     }
-    let mut out: Vec<Hit> = best.into_vec();
+    let mut out: Vec<Hit> = best.heap.into_vec();
     out.sort();
     out.into_iter().map(|h| (h.1, h.0)).collect()
+}
+
+/// The k nearest hits seen so far, the farthest on top.
+struct Best {
+    k: usize,
+    heap: BinaryHeap<Hit>,
+}
+
+impl Best {
+    fn new(k: usize) -> Best {
+        Best { k, heap: BinaryHeap::with_capacity(k + 1) }
+    }
+
+    /// The k-th distance: what a hit must not exceed (infinite until k).
+    fn bound(&self) -> f64 {
+        if self.heap.len() < self.k {
+            f64::INFINITY
+        } else {
+            self.heap.peek().map_or(f64::INFINITY, |h| h.0)
+        }
+    }
+
+    /// Offers the objects of a leaf whose routing pivot is at `dp` from
+    /// `q`: the pivot-distance filter, then the distance within the bound.
+    fn offer_leaf(&mut self, shape: &Shape, leaves: &impl Leaves, q: &[f32], leaf: usize, dp: f64) {
+        let m = shape.metric;
+        leaves.for_leaf(shape, leaf, &mut |v, id, pd| {
+            // (The root as the only leaf has no routing pivot.)
+            if leaf != 0 && !may_be_within(shape, pd, dp, self.bound()) {
+                return;
+            }
+            let h = Hit(m.distance_within(q, v, self.bound()), id);
+            if self.heap.len() < self.k {
+                self.heap.push(h);
+            } else if h < *self.heap.peek().expect("k > 0") {
+                self.heap.pop();
+                self.heap.push(h);
+            }
+        });
+    }
 }
 
 /// Every object within `r` of one query (operator units), by id.
@@ -330,27 +358,14 @@ pub fn knn_wide(shape: &Shape, leaves: &(impl Leaves + Sync), q: &[f32], k: usiz
     let parts: Vec<Vec<Hit>> = (0..cores)
         .into_par_iter()
         .map(|t| {
-            let mut best: BinaryHeap<Hit> = BinaryHeap::with_capacity(k + 1);
-            let bound = |best: &BinaryHeap<Hit>| if best.len() < k { f64::INFINITY } else { best.peek().map_or(f64::INFINITY, |h| h.0) };
+            let mut best = Best::new(k);
             for &leaf in order.iter().skip(t).step_by(cores) {
-                if lb[leaf] > bound(&best) {
+                if lb[leaf] > best.bound() {
                     break; // the rest are farther still
                 }
-                leaves.for_leaf(shape, leaf, &mut |v, id, pd| {
-                    // (The root as the only leaf has no routing pivot.)
-                    if leaf != 0 && !may_be_within(shape, pd, dp[leaf], bound(&best)) {
-                        return;
-                    }
-                    let h = Hit(m.distance_within(q, v, bound(&best)), id);
-                    if best.len() < k {
-                        best.push(h);
-                    } else if h < *best.peek().expect("k > 0") {
-                        best.pop();
-                        best.push(h);
-                    }
-                });
+                best.offer_leaf(shape, leaves, q, leaf, dp[leaf]);
             }
-            best.into_vec()
+            best.heap.into_vec()
         })
         .collect();
     let mut out: Vec<Hit> = parts.into_iter().flatten().collect();

@@ -47,6 +47,27 @@ pub fn cpu_prefix<T>(queries: &[f32], dim: usize, f: impl Fn(&[f32]) -> Vec<T>) 
     (done, took, out)
 }
 
+/// The tree of `v` built on all cores, its objects, and its copy on the
+/// GPU where there is one; prints the "tree" table (build and upload).
+pub fn build_tree(metric: Metric, v: &Vectors, gpu: Option<&Gpu>) -> (Tree, Objects, Option<DeviceTree>) {
+    let t = Instant::now();
+    let tree = Tree::build(metric, v, Params { fanout: 20 });
+    let build = t.elapsed().as_secs_f64();
+    let objects = Objects::of(&tree, v);
+    let s = &tree.shape;
+    let mut rows = vec![vec!["CPU build, all cores (s)".into(), format!("{build:.2}")]];
+    rows.push(vec!["height / leaves".into(), format!("{} / {}", s.height, s.leaves().len())]);
+    let dev = gpu.map(|g| {
+        let t = Instant::now();
+        let d = DeviceTree::upload(g, s, &objects).expect("upload");
+        rows.push(vec!["GPU upload (s)".into(), format!("{:.3}", t.elapsed().as_secs_f64())]);
+        rows.push(vec!["device bytes (MiB)".into(), format!("{}", d.bytes() >> 20)]);
+        d
+    });
+    table("tree", &["measure", "value"], &rows);
+    (tree, objects, dev)
+}
+
 pub fn run(args: &Args, gpu: Option<&Gpu>) {
     let n = if args.n_given { args.n[0] } else { 1_000_000 };
     let batches = if args.batch_given { args.batch.clone() } else { vec![1, 100, 10_000, 100_000] };
@@ -60,23 +81,10 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
         println!("\n## GTS, {} vectors of {dim} floats, {}, L2, k = {k}", n, set.name());
         let data = VectorSet::vectors(set, n, dim, 1);
         let v = Vectors { dim, ids: (0..n as u64).collect(), data };
-        let t = Instant::now();
-        let tree = Tree::build(Metric::L2, &v, Params { fanout: 20 });
-        let build = t.elapsed().as_secs_f64();
-        let objects = Objects::of(&tree, &v);
+        let (tree, objects, dev) = build_tree(Metric::L2, &v, gpu);
         drop(v);
         let norms = bounded::norms(&objects);
         let s = &tree.shape;
-        let mut rows = vec![vec!["CPU build, all cores (s)".into(), format!("{build:.2}")]];
-        rows.push(vec!["height / leaves".into(), format!("{} / {}", s.height, s.leaves().len())]);
-        let dev = gpu.map(|g| {
-            let t = Instant::now();
-            let d = DeviceTree::upload(g, s, &objects).expect("upload");
-            rows.push(vec!["GPU upload (s)".into(), format!("{:.2}", t.elapsed().as_secs_f64())]);
-            rows.push(vec!["device bytes (MiB)".into(), format!("{}", d.bytes() >> 20)]);
-            d
-        });
-        table("tree", &["measure", "value"], &rows);
         let mut knn_rows = Vec::new();
         let mut range_rows = Vec::new();
         for &m in &batches {

@@ -7,18 +7,17 @@
 //!
 //!   gpuindex-bench words [--set FILE (default /usr/share/dict/words)] [--batch 1,100,1000,1e4]
 
-use crate::gts::{cpu_prefix, secs};
+use crate::gts::{build_tree, cpu_prefix, secs};
 use crate::util::*;
 use crate::Args;
 use gpuindex_engine::datasets::typo;
 use gpuindex_engine::gpu::Gpu;
-use gpuindex_engine::gts::gpu::{DeviceTree, Way};
+use gpuindex_engine::gts::gpu::Way;
 use gpuindex_engine::gts::metric::string_vector;
-use gpuindex_engine::gts::search::{self, Objects};
-use gpuindex_engine::gts::{Metric, Params, Tree, Vectors};
+use gpuindex_engine::gts::search;
+use gpuindex_engine::gts::{Metric, Vectors};
 use gpuindex_engine::rng::SplitMix64;
 use rayon::prelude::*;
-use std::time::Instant;
 
 pub fn run(args: &Args, gpu: Option<&Gpu>) {
     let path = args.set.clone().unwrap_or_else(|| "/usr/share/dict/words".into());
@@ -32,20 +31,8 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
     for (i, w) in words.iter().enumerate() {
         v.push(&string_vector(w.chars().map(|c| c as u32), width).expect("fits"), i as u64);
     }
-    let t = Instant::now();
-    let tree = Tree::build(Metric::Levenshtein, &v, Params { fanout: 20 });
-    let build = t.elapsed().as_secs_f64();
-    let objects = Objects::of(&tree, &v);
+    let (tree, objects, dev) = build_tree(Metric::Levenshtein, &v, gpu);
     let s = &tree.shape;
-    let mut rows = vec![vec!["CPU build, all cores (s)".into(), format!("{build:.2}")]];
-    rows.push(vec!["height / leaves".into(), format!("{} / {}", s.height, s.leaves().len())]);
-    let dev = gpu.map(|g| {
-        let t = Instant::now();
-        let d = DeviceTree::upload(g, s, &objects).expect("upload");
-        rows.push(vec!["GPU upload (s)".into(), format!("{:.3}", t.elapsed().as_secs_f64())]);
-        d
-    });
-    table("tree", &["measure", "value"], &rows);
     let brute = |q: &[f32]| -> Vec<Vec<(u64, f64)>> {
         q.chunks(width)
             .map(|q| {
