@@ -16,9 +16,16 @@ bundler=${PG_BUNDLE:-$ROOT/../shared/tools/pg-bundle}
 cd "$ROOT"
 cargo pgrx package --pg-config "$PG_CONFIG" >/dev/null
 pkg=target/release/gpuindex-pg$PG_MAJOR
+cp extension/gpuindex_pgvector* "$pkg/usr/share/postgresql/$PG_MAJOR/extension/"
+# pgvector, where built beside (PGVECTOR_DEST: a `make install DESTDIR=`
+# of it), goes into the bundle too, for the pgvector tests and benchmarks.
+vector=()
+if [ -n "${PGVECTOR_DEST:-}" ]; then
+  vector=(--ext-so "$PGVECTOR_DEST/usr/lib/postgresql/$PG_MAJOR/lib/vector.so" --ext-share "$PGVECTOR_DEST/usr/share/postgresql/$PG_MAJOR/extension")
+fi
 rm -rf "$out"
 "$bundler" "$out/server" --ext-so "$pkg/usr/lib/postgresql/$PG_MAJOR/lib/gpuindex.so" \
-  --ext-share "$pkg/usr/share/postgresql/$PG_MAJOR/extension" --xz >/dev/null
+  --ext-share "$pkg/usr/share/postgresql/$PG_MAJOR/extension" "${vector[@]}" --xz >/dev/null
 exe=$(cargo test -p gpuindex-tests --profile bench-build --no-run --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys

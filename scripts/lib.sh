@@ -70,6 +70,10 @@ install_extension() {
   [ -w "$($PG_CONFIG --pkglibdir)" ] || sudo_flag=--sudo
   (cd "$ROOT" && cargo pgrx install --release $sudo_flag --pg-config "$PG_CONFIG" 2>&1 | grep -vE "^\s+(Compiling|Checking)" || true)
   test -f "$($PG_CONFIG --pkglibdir)/gpuindex.so"
+  # The companion extension for pgvector's vector (extension/): its control
+  # and script beside gpuindex's; CREATE EXTENSION needs pgvector.
+  local share; share="$($PG_CONFIG --sharedir)/extension"
+  if [ -w "$share" ]; then cp "$ROOT"/extension/gpuindex_pgvector* "$share/"; else sudo cp "$ROOT"/extension/gpuindex_pgvector* "$share/"; fi
 }
 
 # cluster_start DIR: initdb DIR/data and start a server listening only on

@@ -39,6 +39,12 @@ pub trait IndexScan: Sized {
     fn next_buffered(&mut self, _forward: bool) -> Option<(pg_sys::ItemPointerData, pg_sys::Datum)> {
         None
     }
+    /// Whether the ORDER BY distances `next` returns are lower bounds of
+    /// the ordering operator's value, which the executor then recomputes
+    /// and orders by (`xs_recheckorderby`).
+    fn order_is_bound(&self) -> bool {
+        false
+    }
     /// Every match (amgetbitmap), given to `add` in pieces.
     fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData]));
     /// Frees what the scan holds (amendscan).
@@ -204,7 +210,7 @@ pub unsafe fn amgettuple<S: IndexScan>(scan: pg_sys::IndexScanDesc, direction: p
         (*scan).xs_heaptid = found.tid;
         (*scan).xs_recheck = false;
         if (*scan).numberOfOrderBys > 0 {
-            (*scan).xs_recheckorderby = false;
+            (*scan).xs_recheckorderby = st.am.order_is_bound();
             *(*scan).xs_orderbynulls = found.distance.is_none();
             *(*scan).xs_orderbyvals = found.distance.map_or(pg_sys::Datum::from(0), |d| d.into_datum().expect("float8 datum"));
         }

@@ -63,8 +63,10 @@ pub trait BatchSearch {
     /// batched join probes the index with such clauses.
     fn joins(strategy: u16) -> bool;
     /// Whether `Ask::Nearest` batches are answered for ordering
-    /// `strategy`: the batched join runs LATERAL top-k subqueries with them.
-    fn nearest(strategy: u16) -> bool;
+    /// `strategy` on an index of `key_type`, with the ordering operator's
+    /// own distances: the batched join runs LATERAL top-k subqueries with
+    /// them.
+    fn nearest(strategy: u16, key_type: pg_sys::Oid) -> bool;
 }
 
 /// An access method that answers batches, as the registry lists it.
@@ -72,7 +74,7 @@ pub struct Searcher {
     pub name: &'static str,
     pub search: fn(&OpenIndex, &Batch) -> Hits,
     pub joins: fn(u16) -> bool,
-    pub nearest: fn(u16) -> bool,
+    pub nearest: fn(u16, pg_sys::Oid) -> bool,
 }
 
 /// The registry's entry of `A`.

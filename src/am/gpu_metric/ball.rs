@@ -5,7 +5,7 @@
 //! planner offers an index only the balls of its distance; the operator's
 //! answer is the distance operator's, compared with `<=`.
 
-use super::vector;
+use super::vector::{self, Form};
 use gpuindex_engine::gts::Metric;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -72,7 +72,7 @@ impl Ball {
                     "Give a ball a radius >= 0.",
                 );
             }
-            Ball { center: vector::value(center, metric).into_owned(), radius }
+            Ball { center: vector::value(center, Form::native(metric), metric).into_owned(), radius }
         }
     }
 
@@ -86,7 +86,7 @@ fn in_ball(metric: Metric, fcinfo: pg_sys::FunctionCallInfo) -> bool {
     // SAFETY: (value, ball) arguments of the metric's types, both non-NULL
     // (STRICT).
     unsafe {
-        let v = vector::value(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0), metric);
+        let v = vector::value(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0), Form::native(metric), metric);
         Ball::read(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), metric).holds(metric, &v)
     }
 }

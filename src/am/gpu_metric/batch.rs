@@ -18,6 +18,7 @@ impl BatchSearch for super::GpuMetric {
     fn search(open: &OpenIndex, batch: &Batch) -> Hits {
         let m = shape::meta(open.index);
         let metric = shape::metric(&m);
+        let form = vector::Form::of(open.index);
         let (strategy, k) = match batch.ask {
             Ask::Matches(s) => (s, None),
             Ask::Nearest { strategy, k } => (strategy, Some(k)),
@@ -31,7 +32,7 @@ impl BatchSearch for super::GpuMetric {
         for &(_, d) in batch.queries {
             queries.push(if k.is_some() {
                 // SAFETY: a non-NULL value of the ordering operator's type.
-                unsafe { vector::value(d, metric) }
+                unsafe { vector::value(d, form, metric) }
             } else {
                 // SAFETY: a non-NULL ball of the operator class's ball type.
                 let b = unsafe { Ball::read(d, metric) };
@@ -61,8 +62,10 @@ impl BatchSearch for super::GpuMetric {
     }
 
     /// Each operator class's ordering operator has its metric's strategy
-    /// (the batch checks it against the index's).
-    fn nearest(strategy: u16) -> bool {
-        gpuindex_engine::gts::Metric::from_code(strategy as u8).is_some()
+    /// (the batch checks it against the index's). Not pgvector's
+    /// operators: their float4 distances can order near ties otherwise
+    /// than the batch's (index scans recheck them, `pgvector.rs`).
+    fn nearest(strategy: u16, key_type: pgrx::pg_sys::Oid) -> bool {
+        gpuindex_engine::gts::Metric::from_code(strategy as u8).is_some() && !super::pgvector::is_vector_type(key_type)
     }
 }

@@ -5,7 +5,7 @@
 
 use super::page::*;
 use super::page::{Exclusive, PageMut};
-use super::vector;
+use super::vector::{self, Form};
 use crate::am::common::HeapRows;
 use crate::storage::{new_page_in, Fork};
 use gpuindex_engine::gts::{Metric, Params, Tree, Vectors};
@@ -14,7 +14,8 @@ use pgrx::prelude::*;
 use std::borrow::Cow;
 
 /// The index's metric: its operator class's ordering strategy number
-/// (the class's input type: text for edit distance, real[] otherwise).
+/// (the class's input type: text for edit distance, real[] or pgvector's
+/// vector otherwise).
 pub fn metric_of(index: pg_sys::Relation) -> Metric {
     crate::am::common::key_type(index, "gpu_metric");
     // SAFETY: an open index has one operator family and input type per column.
@@ -23,31 +24,37 @@ pub fn metric_of(index: pg_sys::Relation) -> Metric {
         .into_iter()
         // SAFETY: a catalog lookup.
         .find(|m| unsafe { pg_sys::get_opfamily_member(family, t, t, *m as i16) } != pg_sys::InvalidOid);
+    let vectors = t == pg_sys::FLOAT4ARRAYOID || super::pgvector::is_vector_type(t);
     match metric {
-        Some(m) if (m == Metric::Levenshtein) == (t == pg_sys::TEXTOID) && (t == pg_sys::TEXTOID || t == pg_sys::FLOAT4ARRAYOID) => m,
+        Some(Metric::Levenshtein) if t == pg_sys::TEXTOID => Metric::Levenshtein,
+        Some(m) if m != Metric::Levenshtein && vectors => m,
         _ => crate::error::raise(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             format!("gpu_metric does not support type {} with this operator class", crate::error::type_name(t)),
-            "gpu_metric indexes real[] (real_l2_ops, real_l1_ops, real_cosine_ops) and text (text_levenshtein_ops).",
+            "gpu_metric indexes real[] (real_l2_ops, real_l1_ops, real_cosine_ops), text (text_levenshtein_ops) and, with the extension gpuindex_pgvector, pgvector's vector.",
         ),
     }
 }
 
 /// A row's value as an index of `metric` holds it: a vector (finite,
-/// non-empty, not too long, non-zero for cosine), or a string's
-/// characters (padded to the index's width by `fit_row`).
+/// non-empty, not too long, non-zero for cosine; for pgvector's cosine,
+/// of a norm its float4 arithmetic handles), or a string's characters
+/// (padded to the index's width by `fit_row`).
 ///
 /// # Safety
-/// `d` is a non-NULL datum of the metric's type.
-pub unsafe fn indexable<'a>(d: pg_sys::Datum, metric: Metric) -> Cow<'a, [f32]> {
+/// `d` is a non-NULL datum of the index's type (`form`).
+pub unsafe fn indexable<'a>(d: pg_sys::Datum, form: Form, metric: Metric) -> Cow<'a, [f32]> {
     // SAFETY: as the caller's.
-    let v = unsafe { vector::value(d, metric) };
+    let v = unsafe { vector::value(d, form, metric) };
     if metric != Metric::Levenshtein && v.len() > MAX_DIM {
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!("vector has {} dimensions, gpu_metric indexes at most {MAX_DIM}", v.len()),
             "Reduce the dimension, or search without an index.",
         );
+    }
+    if form == Form::PgVector && metric == Metric::Cosine {
+        super::pgvector::check_cosine_row(&v);
     }
     v
 }
@@ -73,11 +80,12 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
     // Strings have the index's width; vectors the first one's dimension.
     let mut v = Vectors::new(if metric == Metric::Levenshtein { super::options::max_length(index) } else { 0 });
     let mut nulls = Vec::new();
+    let form = Form::of(index);
     if let Some(rows) = rows {
         rows.scan(index, |tid, value| match value {
             // SAFETY: a datum of the metric's type (checked by metric_of).
             Some(d) => {
-                let x = unsafe { indexable(d, metric) };
+                let x = unsafe { indexable(d, form, metric) };
                 if v.dim == 0 {
                     v.dim = x.len();
                 }

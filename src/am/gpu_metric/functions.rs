@@ -15,12 +15,15 @@
 //!
 //! `queries` is one vector, or a two-dimensional array of one per row. For
 //! an index on text (edit distance), `gpu_metric_knn_text` and
-//! `gpu_metric_within_text` take a `text[]` (the same functions under
-//! their own names: overloads would make an untyped literal such as
-//! `'{1,2,3}'` ambiguous).
+//! `gpu_metric_within_text` take a `text[]`, and for pgvector's vector
+//! `gpu_metric_knn_vector` and `gpu_metric_within_vector` (created by
+//! gpuindex_pgvector) a `vector[]`: the same functions under their own
+//! names (overloads would make an untyped literal such as `'{1,2,3}'`
+//! ambiguous).
 
 use super::page::Meta;
-use super::{image, shape, vector};
+use super::vector::{self, Form};
+use super::{image, shape};
 use crate::am::common::{Access, OpenIndex};
 use crate::storage::Tid;
 use gpuindex_engine::gpu::GpuError;
@@ -204,20 +207,24 @@ fn return_rows(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<Vec<(pg_sys::ItemPoin
 
 /// The queries of a batch function: the rows of a `real[]` (one vector,
 /// or a two-dimensional array of one per row), or the elements of a
-/// `text[]` for an index on text (edit distance).
+/// `text[]` (an index on text) or of a `vector[]` (on pgvector's vector).
 fn queries_of<'a>(open: &OpenIndex, queries: &AnyArray) -> Vec<Cow<'a, [f32]>> {
     let metric = shape::metric(&shape::meta(open.index));
-    let (want_type, want) = if metric == Metric::Levenshtein { (pg_sys::TEXTOID, "text") } else { (pg_sys::FLOAT4OID, "real") };
+    let form = Form::of(open.index);
+    // SAFETY: an open index has an input type per column.
+    let want = unsafe { *(*open.index).rd_opcintype };
+    let want_element = if form == Form::Real { pg_sys::FLOAT4OID } else { want };
     // SAFETY: a catalog lookup of the argument's array type.
     let got = unsafe { pg_sys::get_element_type(queries.oid()) };
-    if got != want_type {
+    if got != want_element {
+        let name = crate::error::type_name;
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
-            format!("queries of type {}[] for a gpu_metric index on {want} values", crate::error::type_name(got)),
-            format!("Pass the queries as {want}[]."),
+            format!("queries of type {}[] for a gpu_metric index on {} values", name(got), name(want)),
+            format!("Pass the queries as {}[].", name(want_element)),
         );
     }
-    if metric != Metric::Levenshtein {
+    if form == Form::Real {
         // SAFETY: a non-NULL real[] (element type checked).
         let (n, q) = unsafe { vector::matrix(queries.datum(), 2) };
         return q.chunks(q.len() / n.max(1)).map(Cow::Borrowed).collect();
@@ -227,8 +234,8 @@ fn queries_of<'a>(open: &OpenIndex, queries: &AnyArray) -> Vec<Cow<'a, [f32]>> {
         crate::error::raise(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, "queries must not contain NULL", "Leave NULL queries out.");
     }
     let (_, values) = crate::arrays::elements(queries.datum());
-    // SAFETY: non-NULL text elements.
-    values.into_iter().map(|(_, d)| unsafe { vector::value(d, metric) }).collect()
+    // SAFETY: non-NULL elements of the index's type.
+    values.into_iter().map(|(_, d)| unsafe { vector::value(d, form, metric) }).collect()
 }
 
 #[pg_extern(

@@ -18,6 +18,7 @@ pub mod functions;
 pub mod image;
 pub mod options;
 mod page;
+pub mod pgvector;
 mod rebuild;
 mod scan;
 mod shape;
@@ -53,7 +54,7 @@ impl IndexAm for GpuMetric {
     fn insert(index: pg_sys::Relation, value: Option<pg_sys::Datum>, tid: Tid) {
         let metric = build::metric_of(index);
         // SAFETY: a datum of the operator class's type.
-        let v = value.map(|d| unsafe { build::indexable(d, metric) });
+        let v = value.map(|d| unsafe { build::indexable(d, vector::Form::of(index), metric) });
         chain::append(index, metric, tid, v);
     }
 

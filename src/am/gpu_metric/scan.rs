@@ -15,18 +15,21 @@
 //!   times as many whenever the executor asks past them;
 //! - over the pages: the engine's `Nearest`, best first, one leaf at a time.
 //!
-//! The distances are the operator's own, so no recheck is needed. Page
+//! The distances are the operator's own, so no recheck is needed, except
+//! for pgvector's operators (float4 sums): their proven lower bounds are
+//! returned and the executor rechecks (`Bound`, `pgvector.rs`). Page
 //! locks are dropped between pages: safe for the MVCC snapshots that are
 //! all a gpu_metric scan accepts, and gpu_metric has no index-only scans.
 
 use super::ball::{self, Ball};
 use super::page::Meta;
 use super::shape::{self, PageLeaves};
-use super::{chain, image, vector};
+use super::vector::{self, Form};
+use super::{chain, image};
 use crate::am::common::scan::{Found, IndexScan};
 use crate::storage::{tid_from, tid_to};
 use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
-use gpuindex_engine::gts::{search, Metric, Nearest, Shape};
+use gpuindex_engine::gts::{float4, search, Metric, Nearest, Shape};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashSet;
@@ -84,6 +87,26 @@ pub struct ScanState {
     /// asked for (None: no balls).
     inside: Option<HashSet<u64>>,
     walk: Option<Walk>,
+    /// For pgvector's ordering operators: their lower bounds are returned.
+    bound: Option<Bound>,
+}
+
+/// The ORDER BY distances of a scan whose ordering operator is pgvector's
+/// (float4 sums): `float4::lower_bound` of the index's exact distance,
+/// which the executor rechecks (`pgvector.rs`).
+struct Bound {
+    metric: Metric,
+    dim: usize,
+    /// For cosine: whether the query's norm keeps the bound tight (rows
+    /// are checked at insert); else the bound is 0.
+    query_safe: bool,
+}
+
+impl Bound {
+    fn of(rel: pg_sys::Relation, metric: Metric, q: &[f32]) -> Option<Bound> {
+        let query_safe = metric != Metric::Cosine || float4::cosine_safe(q);
+        (Form::of(rel) == Form::PgVector).then_some(Bound { metric, dim: q.len(), query_safe })
+    }
 }
 
 /// The ORDER BY query of a scan (None: no ORDER BY, or a NULL query: rows
@@ -133,7 +156,7 @@ fn keys_of(scan: &pg_sys::IndexScanDescData, m: &Meta) -> (Option<Vec<f32>>, Opt
         return (None, Some(balls));
     }
     // SAFETY: a non-NULL argument of the operator class's type.
-    let q = unsafe { vector::value(k.sk_argument, metric) };
+    let q = unsafe { vector::value(k.sk_argument, Form::of(scan.indexRelation), metric) };
     (Some(scan_query(metric, q, m.dim as usize)), Some(balls))
 }
 
@@ -257,12 +280,13 @@ impl IndexScan for ScanState {
     const INSTEAD: &'static str = "a sequential scan";
 
     fn begin(_index: pg_sys::Relation, _nkeys: usize, _norderbys: usize) -> Self {
-        ScanState { query: None, balls: Vec::new(), empty: false, inside: None, walk: None }
+        ScanState { query: None, balls: Vec::new(), empty: false, inside: None, walk: None, bound: None }
     }
 
     fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
         let m = shape::meta(scan.indexRelation);
         let (query, balls) = keys_of(scan, &m);
+        self.bound = query.as_deref().and_then(|q| Bound::of(scan.indexRelation, shape::metric(&m), q));
         self.query = Some(query);
         self.empty = balls.is_none();
         self.balls = balls.unwrap_or_default();
@@ -271,6 +295,41 @@ impl IndexScan for ScanState {
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, _forward: bool) -> Option<Found> {
+        let found = self.next_exact(scan)?;
+        let Some(b) = &self.bound else { return Some(found) };
+        Some(Found { distance: found.distance.map(|d| float4::lower_bound(b.metric, b.dim, d, b.query_safe)), ..found })
+    }
+
+    fn order_is_bound(&self) -> bool {
+        self.bound.is_some()
+    }
+
+    fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
+        unreachable!("gpu_metric has no index-only scans")
+    }
+
+    fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
+        if self.empty {
+            return;
+        }
+        let mut tids: Vec<pg_sys::ItemPointerData> = if self.balls.is_empty() {
+            let Walk::Unordered(all) = start(scan.indexRelation, None) else { unreachable!("no query") };
+            all.into_iter().map(tid_to).collect()
+        } else {
+            inside(scan.indexRelation, &self.balls).into_iter().map(tid_to).collect()
+        };
+        add(&mut tids);
+    }
+
+    fn end(&mut self) {
+        self.walk = None;
+        self.inside = None;
+    }
+}
+
+impl ScanState {
+    /// The next row, its distance the index's own.
+    fn next_exact(&mut self, scan: &pg_sys::IndexScanDescData) -> Option<Found> {
         let rel = scan.indexRelation;
         if self.empty {
             return None;
@@ -298,30 +357,6 @@ impl IndexScan for ScanState {
         None
     }
 
-    fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
-        unreachable!("gpu_metric has no index-only scans")
-    }
-
-    fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
-        if self.empty {
-            return;
-        }
-        let mut tids: Vec<pg_sys::ItemPointerData> = if self.balls.is_empty() {
-            let Walk::Unordered(all) = start(scan.indexRelation, None) else { unreachable!("no query") };
-            all.into_iter().map(tid_to).collect()
-        } else {
-            inside(scan.indexRelation, &self.balls).into_iter().map(tid_to).collect()
-        };
-        add(&mut tids);
-    }
-
-    fn end(&mut self) {
-        self.walk = None;
-        self.inside = None;
-    }
-}
-
-impl ScanState {
     /// The next row of the walk ordered by `order` (None: in no order),
     /// started at the first call.
     fn walk(&mut self, rel: pg_sys::Relation, order: Option<&[f32]>) -> Option<Found> {

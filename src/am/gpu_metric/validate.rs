@@ -1,8 +1,8 @@
-//! amvalidate: a gpu_metric operator class is for `real[]` and holds one
-//! ordering operator `(real[], real[])` of strategy 1 (L2), 2 (L1) or 3
-//! (cosine), or for `text` and holds `(text, text)` of strategy 5 (edit
-//! distance); and at most one ball operator `(type, <distance>_ball)` of
-//! strategy 4, with no support functions.
+//! amvalidate: a gpu_metric operator class is for `real[]` (or pgvector's
+//! `vector`) and holds one ordering operator `(type, type)` of strategy 1
+//! (L2), 2 (L1) or 3 (cosine), or for `text` and holds `(text, text)` of
+//! strategy 5 (edit distance); and at most one ball operator
+//! `(type, <distance>_ball)` of strategy 4, with no support functions.
 
 use crate::am::common::validate::OpClass;
 use pgrx::pg_sys::{FLOAT4ARRAYOID, TEXTOID};
@@ -11,7 +11,7 @@ pub fn check(c: &OpClass) -> Vec<String> {
     let name = &c.name;
     let mut problems = Vec::new();
     let t = c.input_type;
-    if t != FLOAT4ARRAYOID && t != TEXTOID {
+    if t != FLOAT4ARRAYOID && t != TEXTOID && !super::pgvector::is_vector_type(t) {
         problems.push(format!("{name}: type {} is not supported", t.to_u32()));
     }
     let distances = if t == TEXTOID { 5..=5 } else { 1..=3 };

@@ -2,30 +2,65 @@
 //! of finite numbers; and the distance operators on it, which compute with
 //! the engine's `Metric::distance` (what the index compares, bit for bit).
 //! `value` and `fit_query` are where every row and query of an index
-//! becomes the engine's vector, `text` (`text.rs`) included.
+//! becomes the engine's vector, `text` (`text.rs`) and pgvector's `vector`
+//! (`pgvector.rs`) included.
 
+use super::pgvector;
 use gpuindex_engine::gts::Metric;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::borrow::Cow;
 
-/// A row's or query's value as the engine's vector: a `real[]`'s
-/// elements (checked; non-zero for cosine), or for edit distance a text's
-/// character codes (not padded yet).
+/// The type that holds an index's values (its operator class's input
+/// type, checked by `build::metric_of`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Form {
+    Real,
+    /// For edit distance.
+    Text,
+    /// pgvector's `vector`.
+    PgVector,
+}
+
+impl Form {
+    /// The form of an index's values.
+    pub fn of(index: pg_sys::Relation) -> Form {
+        // SAFETY: an open index has an input type per column.
+        match unsafe { *(*index).rd_opcintype } {
+            pg_sys::TEXTOID => Form::Text,
+            pg_sys::FLOAT4ARRAYOID => Form::Real,
+            _ => Form::PgVector,
+        }
+    }
+
+    /// gpuindex's own type for `metric` (its operators' and balls'):
+    /// text for edit distance, real[] for the others.
+    pub fn native(metric: Metric) -> Form {
+        if metric == Metric::Levenshtein {
+            Form::Text
+        } else {
+            Form::Real
+        }
+    }
+}
+
+/// A row's or query's value as the engine's vector: a `real[]`'s or a
+/// `vector`'s elements (checked; non-zero for cosine), or for edit
+/// distance a text's character codes (not padded yet).
 ///
 /// # Safety
-/// `d` is a non-NULL datum of the metric's type (text for Levenshtein,
-/// real[] otherwise).
-pub unsafe fn value<'a>(d: pg_sys::Datum, metric: Metric) -> Cow<'a, [f32]> {
+/// `d` is a non-NULL datum of `form`.
+pub unsafe fn value<'a>(d: pg_sys::Datum, form: Form, metric: Metric) -> Cow<'a, [f32]> {
     // SAFETY: as the caller's.
-    unsafe {
-        if metric == Metric::Levenshtein {
-            return Cow::Owned(super::text::codes(d));
+    let v = unsafe {
+        match form {
+            Form::Text => return Cow::Owned(super::text::codes(d)),
+            Form::Real => elements(d),
+            Form::PgVector => pgvector::elements(d),
         }
-        let v = elements(d);
-        check_nonzero(metric, v);
-        Cow::Borrowed(v)
-    }
+    };
+    check_nonzero(metric, v);
+    Cow::Borrowed(v)
 }
 
 /// A query fitted to an index whose vectors have `dim` elements (0: none

@@ -8,6 +8,8 @@
 //! - `metric`: the distances (L2, L1, cosine) and the slack that keeps
 //!   pruning exact under floating-point rounding;
 //! - `tree`: the level-by-level build on all cores;
+//! - `float4`: lower bounds of the same distances computed in float4
+//!   elsewhere (pgvector), for scans whose executor rechecks the order;
 //! - `bounded`: L2 kNN over every object, bounded in float4 and rechecked
 //!   exactly, on all cores (where the tree prunes little);
 //! - `gpu`: the same searches on the GPU, level by level over (query,
@@ -17,6 +19,7 @@
 //!   the extension, memory in tests).
 
 pub mod bounded;
+pub mod float4;
 pub mod gpu;
 pub mod metric;
 pub mod search;
