@@ -10,6 +10,7 @@ pub mod gpu;
 pub mod gts;
 pub mod hbtree;
 pub mod keys;
+pub mod pgm;
 pub mod rng;
 pub mod sorted_array;
 pub mod timing;

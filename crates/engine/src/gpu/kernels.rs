@@ -19,6 +19,7 @@ pub const HBTREE: KernelSource = kernel!("hbtree");
 pub const GPICS: KernelSource = kernel!("gpics");
 pub const SCAN: KernelSource = kernel!("scan");
 pub const GTS: KernelSource = kernel!("gts");
+pub const PGM: KernelSource = kernel!("pgm");
 
 /// Every kernel source, for `Gpu::compile_all`.
-pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE, GPICS, SCAN, GTS];
+pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE, GPICS, SCAN, GTS, PGM];

@@ -1,0 +1,149 @@
+//! G-Learned lookups on the GPU (kernels/pgm.cu): the model's segments on
+//! the device, one thread per query, queries and answers crossing the bus
+//! through the chunked pipeline. Two placements, as the paper measures:
+//!
+//! - `Keys::Host`: the GPU predicts each query's bottom-level position and
+//!   the host does the last mile (±ε) over the keys in its memory, on all
+//!   cores (the paper's heterogeneous split: the device holds only the
+//!   model, a few KB to MB);
+//! - `Keys::Device`: the keys are on the device too and the GPU returns
+//!   whole lower bounds.
+//!
+//! And two descents (`Strategy`): every level (complete) or a binary
+//! search of the bottom level (concise); `choose` times both on a sample,
+//! as the paper's lookahead selection does.
+
+use super::Pgm;
+use crate::gpu::{self, kernels, DeviceBuffer, Gpu, GpuError, Schedule};
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    Complete,
+    Concise,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    Host,
+    Device,
+}
+
+const BLOCK: u32 = 256;
+
+/// The device copy of a model (and of its keys, for `Keys::Device`).
+pub struct DevicePgm {
+    first: DeviceBuffer<u64>,
+    slope: DeviceBuffer<f64>,
+    intercept: DeviceBuffer<f64>,
+    levels: DeviceBuffer<u64>,
+    keys: Option<DeviceBuffer<u64>>,
+}
+
+impl DevicePgm {
+    /// Uploads `pgm`, and `keys` when given.
+    pub fn upload(gpu: &Gpu, pgm: &Pgm, keys: Option<&[u64]>) -> Result<DevicePgm, GpuError> {
+        let levels: Vec<u64> = pgm.levels.iter().flat_map(|l| [l.offset as u64, l.len as u64]).collect();
+        Ok(DevicePgm {
+            first: gpu.upload(&pgm.first)?,
+            slope: gpu.upload(&pgm.slope)?,
+            intercept: gpu.upload(&pgm.intercept)?,
+            levels: gpu.upload(&levels)?,
+            keys: keys.map(|k| gpu.upload(k)).transpose()?,
+        })
+    }
+
+    /// Device bytes: the model, and the keys if held.
+    pub fn bytes(&self) -> usize {
+        self.first.bytes() + self.slope.bytes() + self.intercept.bytes() + self.levels.bytes() + self.keys.as_ref().map_or(0, |k| k.bytes())
+    }
+
+    /// Enqueues `m` queries at device address `queries` on `stream`: their
+    /// bottom-level predictions (no keys held) or lower bounds into `out`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &self,
+        gpu: &Gpu,
+        pgm: &Pgm,
+        stream: &Arc<CudaStream>,
+        strategy: Strategy,
+        queries: u64,
+        out: u64,
+        m: usize,
+    ) -> Result<(), GpuError> {
+        let grid = m.div_ceil(BLOCK as usize).min(gpu.info().multiprocessors as usize * 32).max(1) as u32;
+        let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
+        let (first, slope, icpt, levels) = (self.first.ptr(), self.slope.ptr(), self.intercept.ptr(), self.levels.ptr());
+        let (nlevels, eps_inner, concise) = (pgm.levels.len() as u32, pgm.eps_inner as u64, (strategy == Strategy::Concise) as i32);
+        let (n, m64, eps) = (pgm.n as u64, m as u64, pgm.eps as u64);
+        gpu.guarded(|| {
+            let name = if self.keys.is_some() { "pgm_lower_bound" } else { "pgm_predict" };
+            let f = gpu.function(&kernels::PGM, name)?;
+            let mut call = stream.launch_builder(&f);
+            call.arg(&first).arg(&slope).arg(&icpt).arg(&levels).arg(&nlevels).arg(&eps_inner).arg(&concise);
+            let keys = self.keys.as_ref().map(|k| k.ptr());
+            if let Some(keys) = &keys {
+                call.arg(&eps).arg(keys).arg(&n);
+            } else {
+                call.arg(&n);
+            }
+            call.arg(&queries).arg(&m64).arg(&out);
+            // SAFETY: the arguments match the kernel's signature; the buffers
+            // hold the model's segments and levels, n keys, m queries and m
+            // outputs.
+            unsafe { call.launch(cfg) }.map(|_| ()).map_err(gpu::driver_error("cuLaunchKernel"))
+        })
+    }
+}
+
+/// The lower bounds of `queries` in `keys` (the keys `pgm` was built on)
+/// into `out`, through the device copy `dev`: with the keys on the device
+/// the GPU answers; else it predicts and the host finishes.
+pub fn lower_bound_gpu(
+    gpu: &Gpu,
+    pgm: &Pgm,
+    dev: &DevicePgm,
+    keys: &[u64],
+    queries: &[u64],
+    out: &mut [u64],
+    strategy: Strategy,
+    schedule: Schedule,
+) -> Result<(), GpuError> {
+    assert_eq!(queries.len(), out.len());
+    if pgm.n == 0 {
+        out.fill(0);
+        return Ok(());
+    }
+    let on_device = dev.keys.is_some();
+    gpu.pipeline(
+        queries,
+        schedule,
+        |stream, q, o, m| dev.launch(gpu, pgm, stream, strategy, q, o, m),
+        |off, res: &[u64]| {
+            let dst = &mut out[off..off + res.len()];
+            if on_device {
+                gpu::copy_parallel(dst, res);
+            } else {
+                pgm.last_mile(keys, &queries[off..off + res.len()], res, dst);
+            }
+        },
+    )
+}
+
+/// The faster strategy on `sample` (the paper's lookahead selection):
+/// each is timed once after a warm-up.
+pub fn choose(gpu: &Gpu, pgm: &Pgm, dev: &DevicePgm, keys: &[u64], sample: &[u64]) -> Result<Strategy, GpuError> {
+    let mut out = vec![0; sample.len()];
+    let mut best = (f64::INFINITY, Strategy::Complete);
+    for s in [Strategy::Complete, Strategy::Concise] {
+        lower_bound_gpu(gpu, pgm, dev, keys, sample, &mut out, s, Schedule::default())?;
+        let t = std::time::Instant::now();
+        lower_bound_gpu(gpu, pgm, dev, keys, sample, &mut out, s, Schedule::default())?;
+        let secs = t.elapsed().as_secs_f64();
+        if secs < best.0 {
+            best = (secs, s);
+        }
+    }
+    Ok(best.1)
+}
