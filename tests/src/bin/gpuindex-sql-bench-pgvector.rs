@@ -90,7 +90,7 @@ fn main() {
     let a = args();
     let (n, dim, m) = (a.rows, a.dim, a.queries);
     let mut c = connect();
-    c.batch_execute("CREATE EXTENSION IF NOT EXISTS vector; CREATE EXTENSION IF NOT EXISTS gpuindex_pgvector")
+    c.batch_execute("CREATE EXTENSION IF NOT EXISTS gpuindex_pgvector CASCADE")
         .expect("pgvector and gpuindex_pgvector must be installed on the server");
     let pgv: String = c.query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[]).unwrap().get(0);
     println!("# gpuindex-sql-bench-pgvector: {n} vectors of {dim} floats ({}), L2, k = 10, pgvector {pgv}", a.set.name());
