@@ -161,6 +161,17 @@ pub fn lower_bound_in(keys: &[u64], q: u64, lo: usize, hi: usize) -> (usize, boo
     (b, widened)
 }
 
+/// Asks for the cache lines of `a` (the group's windows then load
+/// together instead of one dependent miss after another).
+#[inline(always)]
+fn prefetch(a: &[u64]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in a.chunks(8) {
+        // SAFETY: a prefetch of an address inside `a`; it cannot fault.
+        unsafe { std::arch::x86_64::_mm_prefetch(line.as_ptr() as *const i8, std::arch::x86_64::_MM_HINT_T0) };
+    }
+}
+
 /// The window [p - eps - 1, p + eps + 2) a prediction p stands for.
 #[inline]
 pub fn window(p: usize, eps: usize) -> (usize, usize) {
@@ -298,13 +309,17 @@ impl Pgm {
     /// `sorted_array`'s groups), then a check of the answer's neighbours
     /// (else the widening search).
     fn last_mile_chunk(&self, keys: &[u64], qs: &[u64], ps: &[u64], out: &mut [u64]) {
-        const G: usize = 8;
+        const G: usize = 16;
         let n = keys.len();
         let span = 2 * self.eps + 3;
         for ((qg, pg), og) in qs.chunks(G).zip(ps.chunks(G)).zip(out.chunks_mut(G)) {
             let mut base = [0usize; G];
             for (b, &p) in base.iter_mut().zip(pg) {
                 *b = window(p as usize, self.eps).0.min(n.saturating_sub(span));
+                // Small windows whole; in large ones only the first probe's
+                // line (all of theirs would crowd out the group's).
+                let (from, to) = if span <= 64 { (*b, *b + span) } else { (*b + span / 2 - 1, *b + span / 2) };
+                prefetch(&keys[from.min(n)..to.min(n)]);
             }
             let mut len = span.min(n);
             while len > 1 {
