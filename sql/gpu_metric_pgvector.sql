@@ -83,18 +83,23 @@ SELECT (SELECT count(*) FROM got) AS rows, (SELECT count(*) FROM (TABLE got EXCE
 SELECT count(*) FROM gpu_metric_within_vector('pv_l1', ARRAY(SELECT q FROM queries WHERE n = 1), 6);
 SELECT ord, count(*) FROM gpuindex_nearest('pv_cos', '<=>(vector,vector)', ARRAY(SELECT q FROM queries ORDER BY n), 3) GROUP BY ord ORDER BY ord;
 SELECT ord, count(*) FROM gpuindex_search('pv_l2', '<@(vector,l2_ball)', ARRAY[l2_ball('{1,2,3,4,5,6,7,8,9,10,11,12}', 30)]) GROUP BY ord;
--- The batched join leaves LATERAL top-k by pgvector's operators to index
--- scans, which recheck pgvector's distances (the batches rank by the
--- index's float8 distance): with nested loops disabled, the join would
--- be taken where offered.
-SET enable_nestloop = off;
+-- The batched join takes LATERAL top-k by pgvector's operators too: it
+-- ranks the candidates by pgvector's own distance and widens until no row
+-- left out can come first. Same distances at every rank as without it.
 EXPLAIN (COSTS OFF) SELECT n, x.id FROM queries CROSS JOIN LATERAL (SELECT id FROM pv ORDER BY e <-> q LIMIT 3) x;
-CREATE TEMP TABLE rq AS SELECT n, q::real[] AS q FROM queries;
-CREATE TABLE pr AS SELECT id, e::real[] AS r FROM pv;
-CREATE INDEX ON pr USING gpu_metric (r);
-ANALYZE pr;
-EXPLAIN (COSTS OFF) SELECT n, x.id FROM rq CROSS JOIN LATERAL (SELECT id FROM pr ORDER BY r <-> q LIMIT 3) x;
-RESET enable_nestloop;
+CREATE FUNCTION pv_lateral(op text, lim int) RETURNS TABLE (n int, ds float8[]) AS $$
+BEGIN
+  RETURN QUERY EXECUTE format('SELECT n, array_agg(d ORDER BY d) FROM queries CROSS JOIN LATERAL
+    (SELECT e %s q AS d FROM pv ORDER BY e %s q LIMIT %s) x GROUP BY n', op, op, lim);
+END $$ LANGUAGE plpgsql;
+EXPLAIN (COSTS OFF) SELECT n, array_agg(d ORDER BY d) FROM queries CROSS JOIN LATERAL
+  (SELECT e <=> q AS d FROM pv ORDER BY e <=> q LIMIT 200) x GROUP BY n;
+CREATE TEMP TABLE joined AS SELECT op, lim, j.* FROM (VALUES ('<->'), ('<+>'), ('<=>')) o(op), (VALUES (1), (10), (200)) l(lim), pv_lateral(op, lim) j;
+SET gpuindex.enable_join = off;
+SELECT op, lim, count(*) AS queries, count(*) FILTER (WHERE j.ds IS DISTINCT FROM p.ds) AS differ
+  FROM joined j JOIN LATERAL pv_lateral(op, lim) p USING (n) GROUP BY op, lim ORDER BY op, lim;
+RESET gpuindex.enable_join;
+DROP FUNCTION pv_lateral;
 
 -- Errors.
 INSERT INTO pv VALUES (1, '[1,2,3]');
@@ -105,7 +110,7 @@ SELECT * FROM gpu_metric_knn('pv_l2', '{1,2,3,4,5,6,7,8,9,10,11,12}', 1);
 SET enable_seqscan = off;
 SELECT id FROM pv ORDER BY e <-> '[1,2,3]' LIMIT 1;
 RESET enable_seqscan;
-DROP TABLE pv, pr, queries, centre, want, got, rq;
+DROP TABLE pv, queries, centre, want, got, joined;
 DROP FUNCTION pv_ranks;
 DROP EXTENSION gpuindex_pgvector;
 DROP EXTENSION vector;

@@ -136,7 +136,7 @@ pub unsafe fn find(root: *mut pg_sys::PlannerInfo, outer_target: *mut pg_sys::Li
                 continue;
             }
             let Some(searcher) = super::path::searcher_of(ix.relam) else { continue };
-            if let Some(strategy) = ordering_strategy(opno, *ix.opfamily).filter(|&s| (searcher.nearest)(s, *ix.opcintype)) {
+            if let Some(strategy) = ordering_strategy(opno, *ix.opfamily).filter(|&s| (searcher.nearest)(s)) {
                 return Some(TopK { index, strategy, key, k, op: opno, order, heap: (*trte).relid, quals, tlist, table });
             }
         }

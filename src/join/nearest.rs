@@ -4,7 +4,12 @@
 //! order with the query's snapshot, the subquery's quals evaluated on each
 //! (with the outer row), its select list on those that pass (stored with
 //! the chunk); an outer row whose `k` candidates leave fewer than `k`
-//! passing is asked again with twice as many. Outer rows the index cannot
+//! passing is asked again with twice as many. Where the batch's distances
+//! are not the ordering operator's own (`BatchSearch::order_bound`:
+//! pgvector's float4 sums), the candidates are ranked by the ORDER BY
+//! value itself, and a row is done only when its k-th value is at most
+//! the bound of the last candidate's distance (no row left out can come
+//! before it); else it is asked again with twice as many. Outer rows the index cannot
 //! answer are answered by the subquery's own definition, over one heap
 //! scan for the chunk: a NULL query (every distance is NULL), a point query
 //! with a non-finite coordinate (every distance is infinite or NaN), and a
@@ -107,9 +112,18 @@ unsafe fn answerable(key_type: pg_sys::Oid, key: pg_sys::Datum) -> bool {
     p.x.is_finite() && p.y.is_finite()
 }
 
-/// A brute-force candidate: its order (NULL last, then NaN after every
-/// number, as float8 sorts), its scan position, the stored row.
+/// A candidate: its order (NULL last, then NaN after every number, as
+/// float8 sorts), its rank or scan position, the stored row.
 type Ranked = ((bool, u64), u64, Stored);
+
+/// The subquery's ORDER BY value of the row `passes` set up, as an order
+/// key.
+unsafe fn order_value(top: &mut TopKState) -> (bool, u64) {
+    let mut null = false;
+    // SAFETY: the expression context `passes` filled.
+    let d = unsafe { pg_sys::ExecEvalExprSwitchContext(top.order, top.econtext, &mut null) };
+    order_key(null, f64::from_bits(d.value() as u64))
+}
 
 fn order_key(null: bool, d: f64) -> (bool, u64) {
     let d = if d.is_nan() {
@@ -128,7 +142,8 @@ impl State {
     pub(super) unsafe fn run_top_k(&mut self, keys: Vec<(i64, pg_sys::Datum)>, snapshot: pg_sys::Snapshot) {
         let mut top = self.top.take().expect("a top-k node");
         let (n, k) = (self.rows, top.k);
-        let mut results: Vec<Vec<(u32, Stored)>> = vec![Vec::new(); n];
+        // (ORDER BY value when rechecked, rank, row) of each outer row.
+        let mut results: Vec<Vec<Ranked>> = vec![Vec::new(); n];
         // Rows the index cannot answer: NULL or non-finite queries first.
         // SAFETY: non-NULL queries of the key's type.
         let mut pending: Vec<(i64, pg_sys::Datum)> = keys.into_iter().filter(|k| unsafe { answerable(self.key_type, k.1) }).collect();
@@ -138,6 +153,7 @@ impl State {
         }
         let mut by_scan: Vec<usize> = (0..n).filter(|&r| !by_index[r]).collect();
         let mut want = k;
+        let bound = search::searcher(self.am).expect("a searchable index").order_bound;
         while !pending.is_empty() {
             top.rounds += 1;
             self.stats.probes += pending.len() as u64;
@@ -147,6 +163,12 @@ impl State {
             let batch = Batch { ask, query_type: self.key_type, queries: &pending, what: "GpuIndexJoin" };
             let hits = search::search(&open, &batch);
             self.note_batch(started);
+            let rechecked = bound(open.index, pending[0].1, 0.0).is_some();
+            // Each row's farthest candidate.
+            let mut last = vec![0f64; n];
+            for (&(row, _), &d) in hits.rows.iter().zip(hits.distances.as_deref().unwrap_or_default()) {
+                last[row as usize] = last[row as usize].max(d);
+            }
             // Each row's candidates come nearest first: their rank.
             let mut count = vec![0u32; n];
             let mut cands: Vec<(u64, u32, u32)> = hits
@@ -171,18 +193,24 @@ impl State {
                 }
                 // SAFETY: the node's fetch and slots.
                 if unsafe { self.fetch(tid, snapshot, cands[i + 1..].iter().map(|c| c.0)) } {
-                    if let Some(s) = unsafe { self.accept(&mut top, row as usize) } {
-                        results[row as usize].push((rank, s));
+                    if let Some((value, s)) = unsafe { self.accept(&mut top, row as usize, rechecked) } {
+                        results[row as usize].push((value, rank as u64, s));
                     }
                 }
             }
             let mut again = Vec::new();
             for (row, key) in pending {
                 let r = &mut results[row as usize];
-                r.sort_unstable_by_key(|x| x.0);
-                if r.len() >= k {
+                r.sort_unstable_by_key(|x| (x.0, x.1));
+                let ran_out = (count[row as usize] as usize) < want;
+                // Rechecked: done when nothing beyond the last candidate
+                // (distance >= its) can have a smaller value than the k-th.
+                let settled = || {
+                    !rechecked || ran_out || bound(open.index, key, last[row as usize]).is_some_and(|b| r[k - 1].0 <= order_key(false, b))
+                };
+                if r.len() >= k && settled() {
                     r.truncate(k);
-                } else if (count[row as usize] as usize) < want {
+                } else if ran_out {
                     // The index ran out: NULL columns may still come.
                     r.clear();
                     by_scan.push(row as usize);
@@ -197,7 +225,7 @@ impl State {
             // SAFETY: the node's table, slots and snapshot.
             unsafe { self.scan_for(&mut top, &by_scan, &mut results, snapshot) };
         }
-        top.stored = results.into_iter().enumerate().flat_map(|(row, r)| r.into_iter().map(move |x| (row as u32, x.1))).collect();
+        top.stored = results.into_iter().enumerate().flat_map(|(row, r)| r.into_iter().map(move |x| (row as u32, x.2))).collect();
         self.top = Some(top);
         self.stats.chunks += 1;
         self.cursor = 0;
@@ -205,10 +233,17 @@ impl State {
     }
 
     /// Evaluates the subquery's quals on the fetched row (in the heap
-    /// slot) with outer row `row`; if they pass, its select list, stored.
-    unsafe fn accept(&mut self, top: &mut TopKState, row: usize) -> Option<Stored> {
+    /// slot) with outer row `row`; if they pass, its ORDER BY value (when
+    /// `ordered`; else a constant) and its select list, stored.
+    unsafe fn accept(&mut self, top: &mut TopKState, row: usize, ordered: bool) -> Option<((bool, u64), Stored)> {
         // SAFETY: the subquery's expressions, slots and memory.
-        unsafe { self.passes(top, row).then(|| self.project(top)) }
+        unsafe {
+            if !self.passes(top, row) {
+                return None;
+            }
+            let value = if ordered { order_value(top) } else { (false, 0) };
+            Some((value, self.project(top)))
+        }
     }
 
     /// Whether the fetched row (in the heap slot) passes the subquery's
@@ -258,7 +293,7 @@ impl State {
     /// The subquery by its definition, for `rows`: one heap scan, each
     /// visible row that passes a row's quals ranked by the ORDER BY value
     /// (NULL last), the `k` first kept.
-    unsafe fn scan_for(&mut self, top: &mut TopKState, rows: &[usize], results: &mut [Vec<(u32, Stored)>], snapshot: pg_sys::Snapshot) {
+    unsafe fn scan_for(&mut self, top: &mut TopKState, rows: &[usize], results: &mut [Vec<Ranked>], snapshot: pg_sys::Snapshot) {
         // SAFETY: a scan of the node's table with the query's snapshot,
         // into the heap slot (the index fetch's cached row is forgotten).
         unsafe {
@@ -279,9 +314,7 @@ impl State {
                     if !self.passes(top, row) {
                         continue;
                     }
-                    let mut null = false;
-                    let d = pg_sys::ExecEvalExprSwitchContext(top.order, top.econtext, &mut null);
-                    let key = order_key(null, f64::from_bits(d.value() as u64));
+                    let key = order_value(top);
                     let b = &mut best[j];
                     if b.len() >= k && b.iter().all(|x| x.0 <= key) {
                         continue;
@@ -298,7 +331,7 @@ impl State {
             for (j, &row) in rows.iter().enumerate() {
                 let b = &mut best[j];
                 b.sort_unstable_by_key(|x| (x.0, x.1));
-                results[row] = b.iter().enumerate().map(|(i, x)| (i as u32, x.2)).collect();
+                results[row] = b.iter().map(|x| (x.0, 0, x.2)).collect();
             }
         }
     }

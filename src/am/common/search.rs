@@ -63,10 +63,16 @@ pub trait BatchSearch {
     /// batched join probes the index with such clauses.
     fn joins(strategy: u16) -> bool;
     /// Whether `Ask::Nearest` batches are answered for ordering
-    /// `strategy` on an index of `key_type`, with the ordering operator's
-    /// own distances: the batched join runs LATERAL top-k subqueries with
+    /// `strategy`: the batched join runs LATERAL top-k subqueries with
     /// them.
-    fn nearest(strategy: u16, key_type: pg_sys::Oid) -> bool;
+    fn nearest(strategy: u16) -> bool;
+    /// Where a nearest batch's distances are not the ordering operator's
+    /// own values (they may order near ties otherwise): a lower bound of
+    /// the operator's value for a row at batch distance `d` from `query`,
+    /// monotone in `d`. None: they are its own.
+    fn order_bound(_index: pg_sys::Relation, _query: pg_sys::Datum, _d: f64) -> Option<f64> {
+        None
+    }
 }
 
 /// An access method that answers batches, as the registry lists it.
@@ -74,12 +80,13 @@ pub struct Searcher {
     pub name: &'static str,
     pub search: fn(&OpenIndex, &Batch) -> Hits,
     pub joins: fn(u16) -> bool,
-    pub nearest: fn(u16, pg_sys::Oid) -> bool,
+    pub nearest: fn(u16) -> bool,
+    pub order_bound: fn(pg_sys::Relation, pg_sys::Datum, f64) -> Option<f64>,
 }
 
 /// The registry's entry of `A`.
 pub const fn entry<A: BatchSearch>() -> Searcher {
-    Searcher { name: A::NAME, search: A::search, joins: A::joins, nearest: A::nearest }
+    Searcher { name: A::NAME, search: A::search, joins: A::joins, nearest: A::nearest, order_bound: A::order_bound }
 }
 
 /// The registry's entry of access method `name`.

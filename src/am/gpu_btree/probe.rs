@@ -39,7 +39,7 @@ impl BatchSearch for super::GpuBtree {
         strategy == pg_sys::BTEqualStrategyNumber as u16
     }
 
-    fn nearest(_strategy: u16, _key_type: pgrx::pg_sys::Oid) -> bool {
+    fn nearest(_strategy: u16) -> bool {
         false
     }
 }

@@ -9,6 +9,8 @@ use super::functions::{knn, within, Call};
 use super::{shape, vector};
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
 use crate::am::common::OpenIndex;
+use gpuindex_engine::gts::{float4, Metric};
+use pgrx::pg_sys;
 
 const HINT: &str = "gpu_metric batches answer v <@ the ball of the index's distance, and the k nearest by its distance operator.";
 
@@ -62,10 +64,21 @@ impl BatchSearch for super::GpuMetric {
     }
 
     /// Each operator class's ordering operator has its metric's strategy
-    /// (the batch checks it against the index's). Not pgvector's
-    /// operators: their float4 distances can order near ties otherwise
-    /// than the batch's (index scans recheck them, `pgvector.rs`).
-    fn nearest(strategy: u16, key_type: pgrx::pg_sys::Oid) -> bool {
-        gpuindex_engine::gts::Metric::from_code(strategy as u8).is_some() && !super::pgvector::is_vector_type(key_type)
+    /// (the batch checks it against the index's).
+    fn nearest(strategy: u16) -> bool {
+        gpuindex_engine::gts::Metric::from_code(strategy as u8).is_some()
+    }
+
+    /// pgvector's operators sum in float4: `float4::lower_bound` of the
+    /// batch's distance (index scans return the same bound).
+    fn order_bound(index: pg_sys::Relation, query: pg_sys::Datum, d: f64) -> Option<f64> {
+        if vector::Form::of(index) != vector::Form::PgVector {
+            return None;
+        }
+        let metric = shape::metric(&shape::meta(index));
+        // SAFETY: a non-NULL query of the index's type (the join's key).
+        let q = unsafe { super::pgvector::elements(query) };
+        let safe = metric != Metric::Cosine || float4::cosine_safe(q);
+        Some(float4::lower_bound(metric, q.len(), d, safe))
     }
 }

@@ -64,7 +64,7 @@ impl BatchSearch for super::GpuSpatial {
         matches!(strategy, STRATEGY_IN_BOX | STRATEGY_IN_CIRCLE | STRATEGY_SAME)
     }
 
-    fn nearest(strategy: u16, _key_type: pgrx::pg_sys::Oid) -> bool {
+    fn nearest(strategy: u16) -> bool {
         strategy == STRATEGY_DISTANCE
     }
 }
