@@ -192,5 +192,30 @@ SELECT requests > 0 AS served, loads, images, busy_slots FROM gpuindex_service_s
 DROP TABLE items, orders, customers;
 
 \echo
-\echo 'Not built yet: gpu_learned, gpu_art; see README.md.'
+\echo '11. pgvector: gpu_metric on its vector type with its own operators (extension gpuindex_pgvector)'
+SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector') AS has_pgvector \gset
+\if :has_pgvector
+CREATE EXTENSION gpuindex_pgvector CASCADE;
+CREATE TABLE docs (id int, embedding vector(16));
+SELECT setseed(0.5) \gset
+INSERT INTO docs SELECT g, ARRAY(SELECT random() - 0.5 FROM generate_series(1, 16) WHERE g > 0)::vector FROM generate_series(1, 20000) g;
+CREATE INDEX ON docs USING gpu_metric (embedding vector_cosine_ops);
+ANALYZE docs;
+\echo 'an unchanged pgvector query uses the index; the executor rechecks pgvector''s own float4 distances:'
+EXPLAIN (COSTS OFF) SELECT id FROM docs ORDER BY embedding <=> (SELECT embedding FROM docs WHERE id = 7) LIMIT 5;
+SELECT id, round((embedding <=> (SELECT embedding FROM docs WHERE id = 7))::numeric, 6) AS distance
+  FROM docs ORDER BY embedding <=> (SELECT embedding FROM docs WHERE id = 7) LIMIT 5;
+\echo 'the same five by a sequential scan:'
+SET enable_indexscan = off;
+SELECT id, round((embedding <=> (SELECT embedding FROM docs WHERE id = 7))::numeric, 6) AS distance
+  FROM docs ORDER BY embedding <=> (SELECT embedding FROM docs WHERE id = 7) LIMIT 5;
+RESET enable_indexscan;
+DROP TABLE docs;
+DROP EXTENSION gpuindex_pgvector;
+\else
+\echo '(pgvector is not installed here: CREATE EXTENSION gpuindex_pgvector needs it)'
+\endif
+
+\echo
+\echo 'Not built yet: the gpu_learned access method (its engine is in crates/engine/src/pgm), gpu_art; see README.md.'
 
