@@ -24,10 +24,10 @@ pub fn metric_of(index: pg_sys::Relation) -> Metric {
         .into_iter()
         // SAFETY: a catalog lookup.
         .find(|m| unsafe { pg_sys::get_opfamily_member(family, t, t, *m as i16) } != pg_sys::InvalidOid);
-    let vectors = t == pg_sys::FLOAT4ARRAYOID || super::pgvector::is_vector_type(t);
+    // (The catalog lookup of pgvector's type only for types not ours.)
     match metric {
         Some(Metric::Levenshtein) if t == pg_sys::TEXTOID => Metric::Levenshtein,
-        Some(m) if m != Metric::Levenshtein && vectors => m,
+        Some(m) if m != Metric::Levenshtein && (t == pg_sys::FLOAT4ARRAYOID || super::pgvector::is_vector_type(t)) => m,
         _ => crate::error::raise(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             format!("gpu_metric does not support type {} with this operator class", crate::error::type_name(t)),

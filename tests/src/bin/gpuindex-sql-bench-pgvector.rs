@@ -50,10 +50,10 @@ fn args() -> Args {
     a
 }
 
-/// A vector in pgvector's text form.
+/// A vector in pgvector's text form: the array literal's elements in brackets.
 fn vector_text(v: &[f32]) -> String {
-    let parts: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
-    format!("[{}]", parts.join(","))
+    let array = gpuindex_tests::bench::vector_text(v);
+    format!("[{}]", &array[1..array.len() - 1])
 }
 
 /// The ids of each query's rows (`ord`, id), by query.
