@@ -24,6 +24,7 @@ const PAGE: usize = pg_sys::BLCKSZ as usize;
 pub unsafe trait PageData: Copy {}
 
 // SAFETY: primitives and PostgreSQL's plain TID struct (three u16).
+unsafe impl PageData for u8 {}
 unsafe impl PageData for u32 {}
 unsafe impl PageData for u64 {}
 unsafe impl PageData for pg_sys::ItemPointerData {}

@@ -135,6 +135,22 @@ fn query_point(d: Data, rng: &mut SplitMix64) -> ((f64, f64), f64) {
 }
 
 pub fn gpu_btree_on(data: Data) -> Case {
+    Case { am: "gpu_btree", ..key_case(data) }
+}
+
+/// gpu_learned: gpu_btree's keys and queries; entries of the run and the
+/// delta's leaves.
+pub fn gpu_learned_on(data: Data) -> Case {
+    Case {
+        am: "gpu_learned",
+        check: "gpu_learned_check",
+        entries: "SELECT (SELECT sum(entries)::int8 FROM gpu_learned_check('{t}_v') WHERE level = 0), (SELECT count(*) FROM {t} WHERE v IS NOT NULL)",
+        ..key_case(data)
+    }
+}
+
+/// The int8 keys' case (of gpu_btree and gpu_learned).
+fn key_case(data: Data) -> Case {
     Case {
         am: "gpu_btree",
         data,
@@ -301,6 +317,10 @@ pub fn gpu_btree() -> Case {
     gpu_btree_on(Data::Mix)
 }
 
+pub fn gpu_learned() -> Case {
+    gpu_learned_on(Data::Mix)
+}
+
 pub fn gpu_spatial() -> Case {
     gpu_spatial_on(Data::Mix)
 }
@@ -311,7 +331,7 @@ pub fn gpu_metric() -> Case {
 
 /// Every access method on the real-shaped sets and on uniform data.
 pub fn real_shaped_cases() -> Vec<Case> {
-    let keys = KeySet::ALL.into_iter().map(|k| gpu_btree_on(Data::Keys(k)));
+    let keys = KeySet::ALL.into_iter().flat_map(|k| [gpu_btree_on(Data::Keys(k)), gpu_learned_on(Data::Keys(k))]);
     let points = PointSet::ALL.into_iter().map(|p| gpu_spatial_on(Data::Points(p)));
     // Cities as vectors: clusters, far outliers, repeated points.
     let vectors = [gpu_metric_on(Data::Points(PointSet::Cities))];
@@ -319,7 +339,7 @@ pub fn real_shaped_cases() -> Vec<Case> {
 }
 
 pub fn cases() -> Vec<Case> {
-    vec![gpu_btree(), gpu_spatial(), gpu_metric(), gpu_metric_words()]
+    vec![gpu_btree(), gpu_learned(), gpu_spatial(), gpu_metric(), gpu_metric_words()]
 }
 
 /// The INSERTs of `n` random rows with ids from `first`.

@@ -73,6 +73,11 @@ fn concurrent_gpu_btree() {
 }
 
 #[test]
+fn concurrent_gpu_learned() {
+    runners::concurrent(DB, runners::gpu_learned(), "conc_gpu_learned", 200);
+}
+
+#[test]
 fn concurrent_gpu_spatial() {
     runners::concurrent(DB, runners::gpu_spatial(), "conc_gpu_spatial", 500);
 }

@@ -182,7 +182,7 @@ impl LevelWriter {
 }
 
 /// Writes the NULL pages in TID order; returns the chain's (head, tail).
-fn write_nulls(index: pg_sys::Relation, fork: Fork, nulls: impl Iterator<Item = Tid>) -> (u32, u32) {
+pub(crate) fn write_nulls(index: pg_sys::Relation, fork: Fork, nulls: impl Iterator<Item = Tid>) -> (u32, u32) {
     let (mut head, mut tail) = (NONE, NONE);
     let mut prev: Option<Exclusive> = None;
     let mut chunk = Vec::with_capacity(NULLS_CAPACITY);

@@ -53,9 +53,14 @@ REVOKE ALL ON FUNCTION gpu_btree_check(regclass) FROM PUBLIC;"
 fn gpu_btree_check(
     index: pg_sys::Oid,
 ) -> TableIterator<'static, (name!(level, i32), name!(pages, i64), name!(entries, i64), name!(missing_downlinks, i64))> {
-    let mut rows = Vec::new();
     let open = OpenIndex::open(index, "gpu_btree", Access::Verify, pg_sys::AccessShareLock as i32);
-    let rel = open.index;
+    TableIterator::new(check_tree(open.index))
+}
+
+/// Checks the B-link tree of `rel` (gpu_btree's, or gpu_learned's
+/// delta): (level, pages, entries, missing downlinks) per level.
+pub(crate) fn check_tree(rel: pg_sys::Relation) -> Vec<(i32, i64, i64, i64)> {
+    let mut rows = Vec::new();
     // SAFETY: reads pages under share locks, one at a time.
     unsafe {
         let name = pgrx::name_data_to_str(&(*(*rel).rd_rel).relname).to_string();
@@ -162,5 +167,5 @@ fn gpu_btree_check(
             below = this;
         }
     }
-    TableIterator::new(rows)
+    rows
 }

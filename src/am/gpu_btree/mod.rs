@@ -4,17 +4,17 @@
 //! I-segment, on the GPU when one is used, for batches of probes
 //! (`= ANY(array)`, `gpu_btree_probe`).
 
-mod build;
-mod cost;
+pub(crate) mod build;
+pub(crate) mod cost;
 mod delete;
-mod keys;
-mod mirror;
+pub(crate) mod keys;
+pub(crate) mod mirror;
 pub mod options;
-mod page;
-mod scan;
-mod tree;
-mod vacuum;
-mod validate;
+pub(crate) mod page;
+pub(crate) mod scan;
+pub(crate) mod tree;
+pub(crate) mod vacuum;
+pub(crate) mod validate;
 pub mod wal;
 
 pub mod check;

@@ -24,15 +24,9 @@ impl BatchSearch for super::GpuBtree {
             search::unsupported("gpu_btree", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
         }
         check_key_type(open.index, batch.query_type);
-        let mut wanted = Vec::with_capacity(batch.queries.len());
-        for &(i, v) in batch.queries {
-            let (lo, hi) = keys::equal_range(v, batch.query_type);
-            wanted.push((lo, i));
-            if hi != lo {
-                wanted.push((hi, i));
-            }
-        }
-        Hits { rows: probe_visible(open, wanted, batch.what), distances: None }
+        let wanted = wanted_codes(batch);
+        let rows = probe_visible(open, wanted, |codes| super::mirror::probe(&Tree::new(open.index), codes, batch.what));
+        Hits { rows, distances: None }
     }
 
     fn joins(strategy: u16) -> bool {
@@ -45,7 +39,7 @@ impl BatchSearch for super::GpuBtree {
 }
 
 /// Checks that keys of `query_type` compare with the index's keys.
-fn check_key_type(index: pg_sys::Relation, query_type: pg_sys::Oid) {
+pub(crate) fn check_key_type(index: pg_sys::Relation, query_type: pg_sys::Oid) {
     let key_type = super::build::key_type(index);
     if keys::family_of(query_type) != keys::family_of(key_type) {
         let name = crate::error::type_name;
@@ -56,16 +50,34 @@ fn check_key_type(index: pg_sys::Relation, query_type: pg_sys::Oid) {
         );
     }
 }
+/// The (code, input position) pairs of an equality batch, for its
+/// `= ANY` array of values of `query_type`.
+pub(crate) fn wanted_codes(batch: &Batch) -> Vec<(u64, i64)> {
+    let mut wanted = Vec::with_capacity(batch.queries.len());
+    for &(i, v) in batch.queries {
+        let (lo, hi) = keys::equal_range(v, batch.query_type);
+        wanted.push((lo, i));
+        if hi != lo {
+            wanted.push((hi, i));
+        }
+    }
+    wanted
+}
+
 /// For (code, input position) pairs: the visible TIDs, (position, tid),
 /// in heap order (the visibility checks read each heap page once, and a
-/// join back by ctid reads the heap sequentially).
-fn probe_visible(open: &OpenIndex, mut wanted: Vec<(u64, i64)>, what: &'static str) -> Vec<(i64, pg_sys::ItemPointerData)> {
+/// join back by ctid reads the heap sequentially). `entries` finds the
+/// (code, TID) of the ascending distinct codes, in code order.
+pub(crate) fn probe_visible(
+    open: &OpenIndex,
+    mut wanted: Vec<(u64, i64)>,
+    entries: impl FnOnce(&[u64]) -> Vec<(u64, Tid)>,
+) -> Vec<(i64, pg_sys::ItemPointerData)> {
     crate::batch::ensure_cpu_pool();
     wanted.par_sort_unstable();
     let mut codes: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     codes.dedup();
-    let tree = Tree::new(open.index);
-    let entries: Vec<(u64, Tid)> = if codes.is_empty() { Vec::new() } else { super::mirror::probe(&tree, &codes, what) };
+    let entries: Vec<(u64, Tid)> = if codes.is_empty() { Vec::new() } else { entries(&codes) };
     // (tid, position) for every match, in heap order.
     let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(entries.len());
     let mut w = 0;

@@ -31,7 +31,7 @@ use std::sync::Arc;
 const MIRROR_MIN_PROBES: usize = 32;
 
 #[derive(Debug, Clone, PartialEq)]
-enum Plan {
+pub(crate) enum Plan {
     Empty,
     Nulls,
     Range {
@@ -80,7 +80,7 @@ pub struct ScanState {
     walk: Option<Walk>,
 }
 
-fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -> Plan {
+pub(crate) fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -> Plan {
     let mut b = Bounds::ALL;
     let (mut is_null, mut not_null) = (false, false);
     let mut probes: Option<Vec<u64>> = None;
@@ -204,6 +204,11 @@ fn probe_page_items(g: &Shared, probes: &[u64], out: &mut Vec<(u64, Tid)>) -> Pa
 }
 
 impl ScanState {
+    /// The key of the match `next` returned last, and whether it is a NULL.
+    pub(crate) fn last_item(&self) -> (u64, bool) {
+        self.last
+    }
+
     fn reset(&mut self, plan: Plan) {
         self.pins.release();
         self.plan = plan;

@@ -147,3 +147,21 @@ pub fn choose(gpu: &Gpu, pgm: &Pgm, dev: &DevicePgm, keys: &[u64], sample: &[u64
     }
     Ok(best.1)
 }
+
+/// The bottom-level predictions of `queries` (what
+/// `Pgm::predict_position` returns) into `out`, through `dev`, a device
+/// copy without the keys: the host's last mile is the caller's (e.g. over
+/// pages).
+pub fn predict_gpu(gpu: &Gpu, pgm: &Pgm, dev: &DevicePgm, queries: &[u64], out: &mut [u64], schedule: Schedule) -> Result<(), GpuError> {
+    assert!(queries.len() == out.len() && dev.keys.is_none());
+    if pgm.n == 0 {
+        out.fill(0);
+        return Ok(());
+    }
+    gpu.pipeline(
+        queries,
+        schedule,
+        |stream, q, o, m| dev.launch(gpu, pgm, stream, Strategy::Complete, q, o, m),
+        |off, res: &[u64]| gpu::copy_parallel(&mut out[off..off + res.len()], res),
+    )
+}

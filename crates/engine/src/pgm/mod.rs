@@ -74,6 +74,68 @@ fn bottom_points(keys: &[u64], start: usize, end: usize) -> impl Iterator<Item =
     })
 }
 
+/// The model fitted as sorted keys stream in, one at a time (one core,
+/// memory for the segments only: an index build that sorts on disk): the
+/// bottom level's points are those of `bottom_points`, each decided when
+/// the key after it arrives.
+pub struct StreamFit {
+    pla: Pla,
+    lines: Vec<Line>,
+    eps: usize,
+    eps_inner: usize,
+    /// Keys pushed, the last of them, and whether it repeats the one before.
+    n: u64,
+    last: Option<u64>,
+    last_repeats: bool,
+}
+
+impl StreamFit {
+    pub fn new(eps: usize, eps_inner: usize) -> StreamFit {
+        assert!(eps >= 1 && eps_inner >= 1);
+        StreamFit { pla: Pla::new(eps), lines: Vec::new(), eps, eps_inner, n: 0, last: None, last_repeats: false }
+    }
+
+    /// Adds the next key (keys must not decrease).
+    pub fn push(&mut self, k: u64) {
+        if let Some(x) = self.last {
+            debug_assert!(x <= k, "keys must be sorted");
+            self.settle(x, Some(k));
+        }
+        self.last_repeats = self.last == Some(k);
+        self.last = Some(k);
+        self.n += 1;
+    }
+
+    /// The point (if any) of the last key, position n - 1, now that the key
+    /// after it is known.
+    fn settle(&mut self, x: u64, next: Option<u64>) {
+        let i = self.n - 1;
+        let point = if self.last_repeats {
+            let last = next != Some(x);
+            let gap = x < u64::MAX && next != Some(x + 1);
+            (last && gap).then_some((x + 1, i + 1))
+        } else {
+            Some((x, i))
+        };
+        if let Some((x, y)) = point {
+            if !self.pla.add(x, y) {
+                self.lines.push(self.pla.line());
+                self.pla.add(x, y);
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> Pgm {
+        let mut pgm = Pgm { eps: self.eps, eps_inner: self.eps_inner, n: self.n as usize, ..Pgm::default() };
+        if let Some(x) = self.last {
+            self.settle(x, None);
+            self.lines.push(self.pla.line());
+        }
+        pgm.push_levels(&self.lines);
+        pgm
+    }
+}
+
 /// Fits points with strictly increasing x.
 fn fit(points: impl Iterator<Item = (u64, u64)>, eps: usize) -> Vec<Line> {
     let mut pla = Pla::new(eps);
@@ -202,14 +264,22 @@ impl Pgm {
         }
         starts.push(n);
         let bottom: Vec<Line> = starts.par_windows(2).flat_map_iter(|w| fit(bottom_points(keys, w[0], w[1]), eps)).collect();
-        pgm.push_level(&bottom);
-        while pgm.levels.last().expect("one level").len > 1 {
-            let below = *pgm.levels.last().expect("one level");
-            let points: Vec<(u64, u64)> = (0..below.len).map(|i| (pgm.first[below.offset + i], i as u64)).collect();
-            let lines = fit(points.into_iter(), eps_inner);
-            pgm.push_level(&lines);
-        }
+        pgm.push_levels(&bottom);
         pgm
+    }
+
+    /// The bottom level, then each level above up to one root segment.
+    fn push_levels(&mut self, bottom: &[Line]) {
+        if bottom.is_empty() {
+            return;
+        }
+        self.push_level(bottom);
+        while self.levels.last().expect("one level").len > 1 {
+            let below = *self.levels.last().expect("one level");
+            let points: Vec<(u64, u64)> = (0..below.len).map(|i| (self.first[below.offset + i], i as u64)).collect();
+            let lines = fit(points.into_iter(), self.eps_inner);
+            self.push_level(&lines);
+        }
     }
 
     fn push_level(&mut self, lines: &[Line]) {
@@ -400,6 +470,18 @@ mod tests {
         for (&q, &g) in queries.iter().zip(&grouped) {
             assert_eq!(pgm.lower_bound(&keys, q), lower_bound(&keys, q));
             assert_eq!(g as usize, lower_bound(&keys, q));
+        }
+    }
+
+    #[test]
+    fn a_streamed_fit_is_the_sequential_fit() {
+        for (name, keys) in sets(200_000).into_iter().chain([("empty", vec![]), ("one", vec![7]), ("same", vec![5; 1000])]) {
+            let mut s = StreamFit::new(16, 4);
+            keys.iter().for_each(|&k| s.push(k));
+            let (a, b) = (s.finish(), Pgm::build(&keys, 16, 4));
+            assert_eq!((a.n, &a.levels, &a.first), (b.n, &b.levels, &b.first), "{name}");
+            assert!(a.slope.iter().zip(&b.slope).all(|(x, y)| x.to_bits() == y.to_bits()), "{name}");
+            assert!(a.intercept.iter().zip(&b.intercept).all(|(x, y)| x.to_bits() == y.to_bits()), "{name}");
         }
     }
 

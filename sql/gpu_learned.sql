@@ -1,0 +1,160 @@
+-- gpu_learned: every type, operator and scan kind; EXPLAIN shows the index;
+-- errors for what it does not do. The extremes and NULLs arrive after
+-- CREATE INDEX (in the delta), the rest is in the run: scans merge both.
+SET client_min_messages = warning;
+SET gpuindex.device = cpu;
+
+CREATE TABLE gl (id int, i2 int2, i4 int4, i8 int8, f4 float4, f8 float8, d date, ts timestamp, tz timestamptz);
+INSERT INTO gl
+SELECT g, (g % 50 - 25)::int2, g % 1000 - 500, (g::int8 * 7919) % 100003 - 50000,
+       ((g % 200) - 100)::float4 / 4, ((g % 300) - 150)::float8 / 8,
+       date '2000-01-01' + (g % 400), timestamp '2020-01-01' + (g % 500) * interval '1 hour',
+       timestamptz '2020-01-01 00:00+00' + (g % 600) * interval '1 minute'
+FROM generate_series(1, 3000) g;
+CREATE INDEX gl_i2 ON gl USING gpu_learned (i2);
+CREATE INDEX gl_i4 ON gl USING gpu_learned (i4);
+CREATE INDEX gl_i8 ON gl USING gpu_learned (i8);
+CREATE INDEX gl_f4 ON gl USING gpu_learned (f4);
+CREATE INDEX gl_f8 ON gl USING gpu_learned (f8);
+CREATE INDEX gl_d ON gl USING gpu_learned (d);
+CREATE INDEX gl_ts ON gl USING gpu_learned (ts);
+CREATE INDEX gl_tz ON gl USING gpu_learned (tz);
+-- extremes, specials, NULLs
+INSERT INTO gl VALUES
+  (10001, -32768, -2147483648, -9223372036854775808, '-Infinity', '-Infinity', '-infinity', '-infinity', '-infinity'),
+  (10002, 32767, 2147483647, 9223372036854775807, 'Infinity', 'Infinity', 'infinity', 'infinity', 'infinity'),
+  (10003, 0, 0, 0, 'NaN', 'NaN', '2000-01-01', '2020-01-01', '2020-01-01 00:00+00'),
+  (10004, 0, 0, 0, '-0', '-0', NULL, NULL, NULL),
+  (10005, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+  (10006, NULL, NULL, NULL, 'NaN', 'NaN', NULL, NULL, NULL);
+
+SELECT c.relname, v.part, v.level, v.pages, v.entries, v.dead
+FROM pg_class c, gpu_learned_check(c.oid) v
+WHERE c.relname LIKE 'gl\_%' ORDER BY 1, 2, 3;
+SELECT amvalidate(oid) AS valid, opcname FROM pg_opclass
+WHERE opcmethod = (SELECT oid FROM pg_am WHERE amname = 'gpu_learned') ORDER BY opcname;
+
+-- Every query, once by sequential scan and then through each scan kind of
+-- the index: the answers must be the same.
+CREATE FUNCTION gl_got() RETURNS TABLE (q text, ids int[]) LANGUAGE sql AS $$
+SELECT 'i8 = -49945' AS q, array_agg(id ORDER BY id) AS ids FROM gl WHERE i8 = -49945
+UNION ALL SELECT 'i8 < -49990', array_agg(id ORDER BY id) FROM gl WHERE i8 < -49990
+UNION ALL SELECT 'i8 <= -49990', array_agg(id ORDER BY id) FROM gl WHERE i8 <= -49990
+UNION ALL SELECT 'i8 > 49990', array_agg(id ORDER BY id) FROM gl WHERE i8 > 49990
+UNION ALL SELECT 'i8 >= 49990', array_agg(id ORDER BY id) FROM gl WHERE i8 >= 49990
+UNION ALL SELECT 'i8 between', array_agg(id ORDER BY id) FROM gl WHERE i8 BETWEEN -100 AND 100
+UNION ALL SELECT 'i8 any', array_agg(id ORDER BY id) FROM gl WHERE i8 = ANY (ARRAY[7, 8, -50000, 9223372036854775807, NULL])
+UNION ALL SELECT 'i8 any many', array_agg(id ORDER BY id) FROM gl WHERE i8 = ANY (ARRAY(SELECT g * 7 FROM generate_series(-7200, 7200) g))
+UNION ALL SELECT 'i8 any int4', array_agg(id ORDER BY id) FROM gl WHERE i8 = ANY (ARRAY[7, 8, 2147483647]::int4[])
+UNION ALL SELECT 'i8 < any', array_agg(id ORDER BY id) FROM gl WHERE i8 < ANY (ARRAY[-49990, -49995])
+UNION ALL SELECT 'i8 null', array_agg(id ORDER BY id) FROM gl WHERE i8 IS NULL
+UNION ALL SELECT 'i8 = int2', array_agg(id ORDER BY id) FROM gl WHERE i8 = 0::int2
+UNION ALL SELECT 'i2 = int8', array_agg(id ORDER BY id) FROM gl WHERE i2 = 24::int8
+UNION ALL SELECT 'i2 > big', array_agg(id ORDER BY id) FROM gl WHERE i2 > 100000::int8
+UNION ALL SELECT 'i2 < big', array_agg(id ORDER BY id) FROM gl WHERE i2 < -32767::int4
+UNION ALL SELECT 'i4 range', array_agg(id ORDER BY id) FROM gl WHERE i4 > 490 AND i4 <= 499
+UNION ALL SELECT 'i4 max', array_agg(id ORDER BY id) FROM gl WHERE i4 >= 2147483647
+UNION ALL SELECT 'f4 = 0', array_agg(id ORDER BY id) FROM gl WHERE f4 = 0
+UNION ALL SELECT 'f4 = -0', array_agg(id ORDER BY id) FROM gl WHERE f4 = '-0'
+UNION ALL SELECT 'f4 nan', array_agg(id ORDER BY id) FROM gl WHERE f4 = 'NaN'
+UNION ALL SELECT 'f4 > inf', array_agg(id ORDER BY id) FROM gl WHERE f4 > 'Infinity'
+UNION ALL SELECT 'f4 < 0', array_agg(id ORDER BY id) FROM gl WHERE f4 < 0 AND f4 > -1
+UNION ALL SELECT 'f4 = f8', array_agg(id ORDER BY id) FROM gl WHERE f4 = 0.25::float8
+UNION ALL SELECT 'f8 <= 0', array_agg(id ORDER BY id) FROM gl WHERE f8 <= 0 AND f8 > -0.5
+UNION ALL SELECT 'f8 >= -0', array_agg(id ORDER BY id) FROM gl WHERE f8 >= '-0' AND f8 < 0.3
+UNION ALL SELECT 'f8 = f4', array_agg(id ORDER BY id) FROM gl WHERE f8 = 0.125::float4
+UNION ALL SELECT 'f8 any', array_agg(id ORDER BY id) FROM gl WHERE f8 = ANY (ARRAY[0, 'NaN', '-Infinity', 1.5])
+UNION ALL SELECT 'd range', array_agg(id ORDER BY id) FROM gl WHERE d BETWEEN '2000-12-30' AND '2001-01-02'
+UNION ALL SELECT 'd inf', array_agg(id ORDER BY id) FROM gl WHERE d > '2100-01-01'
+UNION ALL SELECT 'ts =', array_agg(id ORDER BY id) FROM gl WHERE ts = '2020-01-10 12:00'
+UNION ALL SELECT 'ts <', array_agg(id ORDER BY id) FROM gl WHERE ts < '2020-01-01 01:00'
+UNION ALL SELECT 'tz >=', array_agg(id ORDER BY id) FROM gl WHERE tz >= '2020-01-01 09:58+00'
+UNION ALL SELECT 'tz not null', array_agg(id ORDER BY id) FROM gl WHERE tz IS NOT NULL AND tz < '2020-01-01 00:01+00'
+$$;
+SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
+CREATE TEMP TABLE want AS SELECT * FROM gl_got();
+RESET enable_indexscan; RESET enable_bitmapscan; RESET enable_indexonlyscan;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM gl WHERE i8 = 7;
+EXPLAIN (COSTS OFF) SELECT id FROM gl WHERE i8 = ANY (ARRAY[7, 8]);
+EXPLAIN (COSTS OFF) SELECT id FROM gl WHERE i2 = 24::int8;
+EXPLAIN (COSTS OFF) SELECT id FROM gl WHERE i8 IS NULL;
+SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS index_scan_ok, cardinality(w.ids) AS n FROM want w JOIN gl_got() g USING (q) ORDER BY w.q;
+SET enable_indexscan = off; SET enable_bitmapscan = on;
+EXPLAIN (COSTS OFF) SELECT id FROM gl WHERE i8 BETWEEN -100 AND 100;
+SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS bitmap_scan_ok FROM want w JOIN gl_got() g USING (q) ORDER BY w.q;
+RESET enable_indexscan; RESET enable_bitmapscan;
+
+-- Ordered scans, both directions, with NULLs where btree puts them.
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT i8 FROM gl ORDER BY i8 DESC LIMIT 3;
+SELECT i8 FROM gl ORDER BY i8 LIMIT 3;
+SELECT i8 FROM gl ORDER BY i8 DESC LIMIT 4;
+SELECT f8 FROM gl ORDER BY f8 DESC LIMIT 4;
+SELECT f4 FROM gl WHERE f4 >= '-0' ORDER BY f4 LIMIT 3;
+SELECT i4 FROM gl WHERE i4 < 0 ORDER BY i4 DESC LIMIT 3;
+SELECT d FROM gl WHERE d IS NOT NULL ORDER BY d DESC LIMIT 2;
+-- index-only scans return the stored values exactly (-0 stays -0)
+EXPLAIN (COSTS OFF) SELECT f8 FROM gl WHERE f8 = 0;
+SELECT f8::text FROM gl WHERE f8 = 0 ORDER BY 1;
+-- a cursor that changes direction
+BEGIN;
+DECLARE c SCROLL CURSOR FOR SELECT i8 FROM gl WHERE i8 BETWEEN -50000 AND -49800 ORDER BY i8;
+FETCH 3 FROM c;
+FETCH BACKWARD 2 FROM c;
+FETCH LAST FROM c;
+FETCH BACKWARD 1 FROM c;
+COMMIT;
+RESET enable_seqscan; RESET enable_bitmapscan;
+
+-- Inserts: page splits, NULLs, the checker after each.
+INSERT INTO gl (id, i8) SELECT 20000 + g, g % 97 FROM generate_series(1, 5000) g;
+INSERT INTO gl (id, i8) SELECT 30000 + g, NULL FROM generate_series(1, 2000) g;
+SELECT part, level, pages > 0 AS has_pages, entries FROM gpu_learned_check('gl_i8');
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT count(*) FROM gl WHERE i8 = 13;
+SELECT count(*) FROM gl WHERE i8 IS NULL;
+-- a cursor over keys of the run and the delta interleaved, changing direction
+INSERT INTO gl (id, i8) SELECT 40000 + g, -50000 + 13 * g FROM generate_series(0, 20) g;
+BEGIN;
+DECLARE c SCROLL CURSOR FOR SELECT i8 FROM gl WHERE i8 BETWEEN -50000 AND -49700 ORDER BY i8;
+FETCH 4 FROM c;
+FETCH BACKWARD 2 FROM c;
+FETCH ABSOLUTE 10 FROM c;
+FETCH BACKWARD 3 FROM c;
+FETCH LAST FROM c;
+FETCH BACKWARD 2 FROM c;
+FETCH FORWARD 5 FROM c;
+FETCH BACKWARD 1 FROM c;
+COMMIT;
+RESET enable_seqscan; RESET enable_bitmapscan;
+SELECT count(*) FROM gl WHERE i8 = 13;
+
+-- VACUUM marks the run's dead entries and removes the delta's; REINDEX
+-- rebuilds one run of them all.
+DELETE FROM gl WHERE id > 20000 OR id % 5 = 0;
+VACUUM gl;
+SELECT part, level, entries, dead FROM gpu_learned_check('gl_i8');
+REINDEX INDEX gl_i8;
+SELECT part, level, entries, dead FROM gpu_learned_check('gl_i8');
+
+-- The batch probe function.
+SELECT p.ord, t.id FROM gpu_learned_probe('gl_i8', ARRAY[-49945, NULL, -49926, -49945, 123456789]::int8[]) p
+JOIN gl t ON t.ctid = p.ctid ORDER BY p.ord, t.id;
+SELECT count(*) FROM gpu_learned_probe('gl_i4', ARRAY(SELECT g FROM generate_series(-500, 500) g));
+SELECT count(*) FROM gpu_learned_probe('gl_f8', ARRAY[0]::float8[]);
+
+-- Errors.
+CREATE INDEX ON gl USING gpu_learned ((id::text));
+CREATE INDEX ON gl USING gpu_learned (i4, i8);
+CREATE UNIQUE INDEX ON gl USING gpu_learned (id);
+CREATE INDEX ON gl USING gpu_learned (i8) WITH (fillfactor = 5);
+SELECT * FROM gpu_learned_probe('gl', ARRAY[1]);
+SELECT * FROM gpu_learned_probe('gl_i8', ARRAY[1.5]::float8[]);
+SELECT * FROM gpu_learned_probe('gl_i8', ARRAY['x']);
+CREATE TABLE glx (k int8, EXCLUDE USING gpu_learned (k WITH =));
+INSERT INTO glx VALUES (1);
+
+DROP TABLE gl, glx;
+DROP FUNCTION gl_got();

@@ -1,0 +1,67 @@
+//! `gpu_learned_check(index regclass)`: verifies the run (data pages of
+//! the right kind, full but the last, keys sorted within and across pages,
+//! fences equal to the first and last keys, the metapage's count) and that
+//! the model predicts every distinct key's first position within its ε;
+//! then the delta as `gpu_btree_check` does. Raises an ERROR at the first
+//! violation; returns one row per part and level otherwise.
+
+use super::page::*;
+use super::run;
+use crate::am::common::{Access, OpenIndex};
+use crate::am::gpu_btree::check::check_tree;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+#[pg_extern(
+    volatile,
+    parallel_safe,
+    strict,
+    sql = "CREATE FUNCTION gpu_learned_check(index regclass)
+    RETURNS TABLE (part text, level int, pages bigint, entries bigint, dead bigint)
+    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+-- As amcheck's: reads every page; a superuser grants it deliberately.
+REVOKE ALL ON FUNCTION gpu_learned_check(regclass) FROM PUBLIC;"
+)]
+fn gpu_learned_check(
+    index: pg_sys::Oid,
+) -> TableIterator<'static, (name!(part, String), name!(level, i32), name!(pages, i64), name!(entries, i64), name!(dead, i64))> {
+    let open = OpenIndex::open(index, "gpu_learned", Access::Verify, pg_sys::AccessShareLock as i32);
+    let rel = open.index;
+    // SAFETY: rd_rel of an open relation.
+    let name = unsafe { pgrx::name_data_to_str(&(*(*rel).rd_rel).relname).to_string() };
+    let fail = |what: String| -> ! { crate::am::common::corrupted("gpu_learned", &name, what) };
+    let run = run::get(rel);
+    let (mut entries, mut dead, mut prev) = (0usize, 0i64, None::<u64>);
+    let eps = run.pgm.eps + 1;
+    for i in 0..run.pages() {
+        let g = run.page(rel, i);
+        let p = RunPage::new(g.page());
+        let keys = p.keys();
+        let full = i + 1 == run.pages() || keys.len() == RUN_CAPACITY;
+        if keys.is_empty() || !full {
+            fail(format!("data page {i} holds {} entries", keys.len()));
+        }
+        if keys.windows(2).any(|w| w[0] > w[1]) || prev.is_some_and(|k| k > keys[0]) {
+            fail(format!("data page {i}: keys out of order"));
+        }
+        if (p.s.low, p.s.high) != (keys[0], keys[keys.len() - 1]) {
+            fail(format!("data page {i}: fences are not its first and last keys"));
+        }
+        for (s, &k) in keys.iter().enumerate() {
+            let first = if s == 0 { prev != Some(k) } else { keys[s - 1] != k };
+            let pos = entries + s;
+            if first && run.predict(k).abs_diff(pos) > eps {
+                fail(format!("the model predicts {} for the key at {pos}, beyond its ε {}", run.predict(k), run.pgm.eps));
+            }
+            dead += p.dead(s) as i64;
+        }
+        entries += keys.len();
+        prev = keys.last().copied();
+    }
+    if entries != run.n() {
+        fail(format!("the run holds {entries} entries, its metapage says {}", run.n()));
+    }
+    let mut rows = vec![("run".to_string(), 0, run.pages() as i64, entries as i64 - dead, dead)];
+    rows.extend(check_tree(rel).into_iter().map(|(level, pages, entries, _)| ("delta".to_string(), level, pages, entries, 0)));
+    TableIterator::new(rows)
+}

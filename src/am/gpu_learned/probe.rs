@@ -1,0 +1,69 @@
+//! Batches of equality probes (`gpu_learned_probe`, `gpuindex_search`, the
+//! batched join): the run's lower bounds start from one batch of model
+//! predictions on the GPU (or all CPU cores) and finish on the pages; the
+//! delta is probed as gpu_btree probes (its mirror). Rows are those
+//! visible to the caller's snapshot, in heap order.
+
+use super::run;
+use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
+use crate::am::common::{Access, OpenIndex};
+use crate::am::gpu_btree::keys;
+use crate::am::gpu_btree::probe::{check_key_type, probe_visible, wanted_codes};
+use crate::am::gpu_btree::tree::Tree;
+use crate::storage::Tid;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use rayon::slice::ParallelSliceMut;
+
+/// Every live (code, TID) of the run and the delta whose code is one of
+/// the ascending distinct `codes`, in code order.
+pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str) -> Vec<(u64, Tid)> {
+    let run = run::get(index);
+    let hints = run::predictions(&run, codes, what);
+    let mut out = Vec::with_capacity(codes.len());
+    for (&q, &h) in codes.iter().zip(&hints) {
+        run.collect_equal(index, q, h as usize, &mut out);
+    }
+    out.extend(crate::am::gpu_btree::mirror::probe(&Tree::new(index), codes, what));
+    out.par_sort_unstable();
+    out
+}
+
+impl BatchSearch for super::GpuLearned {
+    const NAME: &'static str = "gpu_learned";
+
+    /// Equality only; ranges are index scans.
+    fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+        if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
+            search::unsupported("gpu_learned", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
+        }
+        check_key_type(open.index, batch.query_type);
+        let rows = probe_visible(open, wanted_codes(batch), |codes| probe(open.index, codes, batch.what));
+        Hits { rows, distances: None }
+    }
+
+    fn joins(strategy: u16) -> bool {
+        strategy == pg_sys::BTEqualStrategyNumber as u16
+    }
+
+    fn nearest(_strategy: u16) -> bool {
+        false
+    }
+}
+
+#[pg_extern(
+    volatile,
+    parallel_safe,
+    strict,
+    sql = "CREATE FUNCTION gpu_learned_probe(index regclass, keys anyarray) RETURNS TABLE (ord bigint, ctid tid)
+    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+)]
+fn gpu_learned_probe(index: pg_sys::Oid, keys: pgrx::datum::AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
+    let (query_type, queries) = keys::array_elements(keys.datum());
+    let open = OpenIndex::open(index, "gpu_learned", Access::Read, pg_sys::AccessShareLock as i32);
+    let ask = Ask::Matches(pg_sys::BTEqualStrategyNumber as u16);
+    let hits = search::search(&open, &Batch { ask, query_type, queries: &queries, what: "gpu_learned_probe" });
+    drop(open);
+    // SAFETY: the call's own fcinfo, declared (ord bigint, ctid tid).
+    unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }
+}

@@ -1,0 +1,193 @@
+//! The run as one searchable array over its data pages: its metapage and
+//! model, read once per backend (cached by file: the run only changes by
+//! a rebuild), and the search for a key's lower bound, which starts at the
+//! model's prediction (the CPU's, or the GPU's for a batch) and checks it
+//! against the pages' first and last keys, moving as far as it must: a
+//! prediction is a hint, never trusted for rows.
+
+use super::page::*;
+use crate::am::common::cache;
+use crate::am::gpu_btree::page::Shared;
+use crate::storage::Tid;
+use gpuindex_engine::executor::BatchJob;
+use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
+use gpuindex_engine::pgm::gpu::{predict_gpu, DevicePgm};
+use gpuindex_engine::pgm::{Level, Pgm};
+use gpuindex_engine::sorted_array::lower_bound;
+use pgrx::pg_sys;
+use std::sync::{Arc, Mutex};
+
+pub struct Run {
+    pub meta: RunMeta,
+    pub pgm: Pgm,
+    device: Mutex<Option<Arc<DevicePgm>>>,
+}
+
+impl cache::Image for Run {
+    fn generation(&self) -> u64 {
+        0
+    }
+    fn host_bytes(&self) -> usize {
+        self.pgm.bytes()
+    }
+    fn device_bytes(&self) -> usize {
+        self.device.lock().expect("not poisoned").as_ref().map_or(0, |d| d.bytes())
+    }
+}
+
+/// The run of index `rel`: cached, or read from its pages.
+pub fn get(rel: pg_sys::Relation) -> Arc<Run> {
+    if let Some(run) = cache::lookup::<Run>(rel, "learned run") {
+        return run;
+    }
+    let meta = run_meta(Shared::lock(rel, RUN_META_BLOCK).page());
+    let mut pgm = Pgm { eps: meta.eps as usize, eps_inner: meta.eps_inner as usize, n: meta.n as usize, ..Pgm::default() };
+    for b in meta.first_model..meta.first_model + meta.model_pages {
+        let g = Shared::lock(rel, b);
+        for (f, s, i) in model_page_segments(g.page()) {
+            pgm.first.push(f);
+            pgm.slope.push(s);
+            pgm.intercept.push(i);
+        }
+    }
+    pgm.levels = meta.levels[..meta.nlevels as usize].iter().map(|l| Level { offset: l[0] as usize, len: l[1] as usize }).collect();
+    let sane = pgm.first.len() == meta.segments as usize
+        && pgm.levels.iter().all(|l| l.offset + l.len <= pgm.first.len())
+        && (meta.n == 0) == pgm.levels.is_empty()
+        && pgm.levels.last().is_none_or(|l| l.len == 1);
+    if !sane {
+        learned_corrupted(format!("a model of {} segments in {} levels, {} expected", pgm.first.len(), meta.nlevels, meta.segments));
+    }
+    cache::store(rel, "learned run", Run { meta, pgm, device: Mutex::new(None) })
+}
+
+impl Run {
+    pub fn n(&self) -> usize {
+        self.meta.n as usize
+    }
+
+    pub fn pages(&self) -> usize {
+        self.meta.data_pages as usize
+    }
+
+    /// Data page `i`, share-locked.
+    pub fn page(&self, rel: pg_sys::Relation, i: usize) -> Shared {
+        assert!(i < self.pages());
+        Shared::lock(rel, self.meta.first_data + i as u32)
+    }
+
+    /// The model's guess of q's position (CPU).
+    pub fn predict(&self, q: u64) -> usize {
+        self.pgm.predict_position(q)
+    }
+
+    /// The first position holding a key >= q (n if none), from the
+    /// predicted position `hint`: the first page whose last key is >= q,
+    /// found by galloping from the hint's page, then searched.
+    pub fn lower_bound(&self, rel: pg_sys::Relation, q: u64, hint: usize) -> usize {
+        let pages = self.pages();
+        if pages == 0 {
+            return 0;
+        }
+        let last_key = |i: usize| self.page(rel, i).page().special().high;
+        // The answer's page: the least i with last_key(i) >= q, in (lo, hi].
+        let h = (hint / RUN_CAPACITY).min(pages - 1);
+        let (mut lo, mut hi): (isize, isize);
+        if last_key(h) >= q {
+            hi = h as isize;
+            let mut step = 1;
+            lo = hi - 1;
+            while lo >= 0 && last_key(lo as usize) >= q {
+                hi = lo;
+                lo -= step;
+                step *= 2;
+            }
+            lo = lo.max(-1);
+        } else {
+            lo = h as isize;
+            let mut step = 1;
+            hi = lo + 1;
+            while (hi as usize) < pages && last_key(hi as usize) < q {
+                lo = hi;
+                hi += step;
+                step *= 2;
+            }
+            hi = hi.min(pages as isize);
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if last_key(mid as usize) >= q {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        let i = hi as usize;
+        if i == pages {
+            return self.n();
+        }
+        let g = self.page(rel, i);
+        let p = RunPage::new(g.page());
+        i * RUN_CAPACITY + lower_bound(p.keys(), q)
+    }
+
+    /// Every live entry with key `q`, from q's lower bound (hint: its
+    /// predicted position), into `out`.
+    pub fn collect_equal(&self, rel: pg_sys::Relation, q: u64, hint: usize, out: &mut Vec<(u64, Tid)>) {
+        let mut pos = self.lower_bound(rel, q, hint);
+        while pos < self.n() {
+            let (i, mut slot) = (pos / RUN_CAPACITY, pos % RUN_CAPACITY);
+            let g = self.page(rel, i);
+            let p = RunPage::new(g.page());
+            let keys = p.keys();
+            while slot < keys.len() && keys[slot] == q {
+                if !p.dead(slot) {
+                    out.push((q, p.tid(slot)));
+                }
+                slot += 1;
+            }
+            if slot < keys.len() {
+                return;
+            }
+            pos = (i + 1) * RUN_CAPACITY;
+        }
+    }
+
+    fn device(&self, gpu: &Gpu) -> Result<Arc<DevicePgm>, GpuError> {
+        let mut slot = self.device.lock().expect("not poisoned");
+        if let Some(d) = slot.as_ref() {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(DevicePgm::upload(gpu, &self.pgm, None)?);
+        *slot = Some(d.clone());
+        Ok(d)
+    }
+}
+
+/// The model's predictions for a batch of keys, on the CPU (all cores) or
+/// the GPU.
+pub struct Predictions<'a>(pub &'a Run);
+
+impl BatchJob for Predictions<'_> {
+    type Query = u64;
+    type Output = u64;
+
+    fn run_cpu(&self, queries: &[u64]) -> Vec<u64> {
+        use rayon::prelude::*;
+        queries.par_iter().with_min_len(4096).map(|&q| self.0.predict(q) as u64).collect()
+    }
+
+    fn run_gpu(&self, gpu: &Gpu, queries: &[u64]) -> Result<Vec<u64>, GpuError> {
+        let mut out = vec![0; queries.len()];
+        predict_gpu(gpu, &self.0.pgm, &*self.0.device(gpu)?, queries, &mut out, Schedule::default())?;
+        Ok(out)
+    }
+}
+
+/// Predicted positions of the ascending `keys`, through the batch executor.
+pub fn predictions(run: &Run, keys: &[u64], what: &'static str) -> Vec<u64> {
+    if run.n() == 0 {
+        return vec![0; keys.len()];
+    }
+    crate::batch::submit(what, &Predictions(run), keys)
+}

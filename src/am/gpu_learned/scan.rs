@@ -1,0 +1,288 @@
+//! Index scans: the run's cursor and the delta's scan (gpu_btree's, over
+//! the same scan keys) merged into one order, both directions, index-only
+//! and bitmap scans.
+//!
+//! The run's cursor turns the keys into ascending code intervals (one for
+//! a range, one per probe of `= ANY`) and copies one data page's matching
+//! live entries at a time: it enters an interval at its lower bound (the
+//! model's prediction, from one GPU or CPU batch for many probes, checked
+//! on the pages) and goes on to the next page while the interval goes on,
+//! else jumps to the next interval's page. Index-only scans keep the pin
+//! of that page while its entries are returned (VACUUM sets dead bits
+//! under a cleanup lock).
+//!
+//! The merge keeps each side's next match (its head); a change of
+//! direction drops the heads, so each side steps back from where it was.
+//! Ties order the run before the delta, the same way both directions.
+
+use super::page::*;
+use super::run::{self, Run};
+use crate::am::common::scan::{Found, IndexScan};
+use crate::am::gpu_btree::keys;
+use crate::am::gpu_btree::page::Shared;
+use crate::am::gpu_btree::scan::{plan_of, Plan, ScanState as DeltaScan};
+use crate::storage::{tid_from, tid_to, Pins, Tid};
+use gpuindex_engine::sorted_array::lower_bound;
+use pgrx::pg_sys;
+use std::sync::Arc;
+
+/// Below this many probes, each is predicted on the CPU as it is reached.
+const BATCH_MIN_PROBES: usize = 32;
+
+/// The first i with a[i] > q.
+fn upper_bound(a: &[u64], q: u64) -> usize {
+    a.partition_point(|&k| k <= q)
+}
+
+#[derive(Default)]
+struct RunCursor {
+    /// Ascending, disjoint, inclusive code intervals.
+    intervals: Vec<(u64, u64)>,
+    /// Predicted positions of the intervals' starts (a batch), if made.
+    hints: Option<Vec<u64>>,
+    items: Vec<(u64, Tid)>,
+    pos: isize,
+    /// The data page the items came from, with its first and last keys.
+    page: Option<(usize, u64, u64)>,
+    started: bool,
+    keep_pins: bool,
+    pins: Pins,
+}
+
+impl RunCursor {
+    fn reset(&mut self, intervals: Vec<(u64, u64)>, keep_pins: bool) {
+        self.pins.release();
+        *self = RunCursor { intervals, keep_pins, pins: std::mem::take(&mut self.pins), ..RunCursor::default() };
+    }
+
+    fn hint(&mut self, run: &Run, j: usize, q: u64) -> usize {
+        if self.hints.is_none() && self.intervals.len() >= BATCH_MIN_PROBES {
+            let starts: Vec<u64> = self.intervals.iter().map(|iv| iv.0).collect();
+            self.hints = Some(run::predictions(run, &starts, "gpu_learned = ANY"));
+        }
+        match &self.hints {
+            Some(h) if self.intervals[j].0 == q => h[j] as usize,
+            _ => run.predict(q),
+        }
+    }
+
+    /// The first position of interval j's keys (or where they would be).
+    fn first_of(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> usize {
+        let lo = self.intervals[j].0;
+        let hint = self.hint(run, j, lo);
+        run.lower_bound(rel, lo, hint)
+    }
+
+    /// The last position holding a key <= interval j's end, if any.
+    fn last_of(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> Option<usize> {
+        let hi = self.intervals[j].1;
+        let end = match hi.checked_add(1) {
+            Some(h) => run.lower_bound(rel, h, run.predict(h)),
+            None => run.n(),
+        };
+        end.checked_sub(1)
+    }
+
+    /// Copies data page i's live entries inside the intervals.
+    fn load(&mut self, rel: pg_sys::Relation, run: &Run, i: usize, dir: isize) {
+        let g: Shared = run.page(rel, i);
+        let p = RunPage::new(g.page());
+        let keys = p.keys();
+        self.items.clear();
+        let (first, last) = (keys[0], *keys.last().expect("a data page is never empty"));
+        let from = self.intervals.partition_point(|iv| iv.1 < first);
+        for &(lo, hi) in self.intervals[from..].iter().take_while(|iv| iv.0 <= last) {
+            for s in lower_bound(keys, lo)..upper_bound(keys, hi) {
+                if !p.dead(s) {
+                    self.items.push((keys[s], p.tid(s)));
+                }
+            }
+        }
+        self.page = Some((i, first, last));
+        self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
+        if self.keep_pins {
+            self.pins.release();
+            self.pins.keep(&g);
+        }
+    }
+
+    /// Loads the next page in direction `dir` holding keys of some
+    /// interval; false at the end.
+    fn advance(&mut self, rel: pg_sys::Relation, run: &Run, dir: isize) -> bool {
+        if self.intervals.is_empty() || run.n() == 0 {
+            return false;
+        }
+        let next = if dir > 0 {
+            // A position past the last key (n) has no page.
+            let page_of = |p: usize| (p < run.n()).then_some(p / RUN_CAPACITY);
+            match self.page {
+                None => page_of(self.first_of(rel, run, 0)),
+                Some((i, _, last)) => {
+                    // Later pages hold keys >= this one's last.
+                    let j = self.intervals.partition_point(|iv| iv.1 < last);
+                    match self.intervals.get(j) {
+                        None => None,
+                        Some(&(lo, _)) if lo <= last => Some(i + 1).filter(|&i| i < run.pages()),
+                        Some(_) => page_of(self.first_of(rel, run, j)),
+                    }
+                }
+            }
+        } else {
+            match self.page {
+                None => self.last_of(rel, run, self.intervals.len() - 1).map(|p| p / RUN_CAPACITY),
+                Some((i, first, _)) => {
+                    // Earlier pages hold keys <= this one's first.
+                    let j = self.intervals.partition_point(|iv| iv.0 <= first);
+                    match j.checked_sub(1).map(|j| (j, self.intervals[j])) {
+                        None => None,
+                        Some((_, (_, hi))) if hi >= first => i.checked_sub(1),
+                        Some((j, _)) => self.last_of(rel, run, j).map(|p| p / RUN_CAPACITY),
+                    }
+                }
+            }
+        };
+        match next {
+            Some(i) => {
+                self.load(rel, run, i, dir);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn next(&mut self, rel: pg_sys::Relation, run: &Run, dir: isize) -> Option<(u64, Tid)> {
+        if !self.started {
+            self.started = true;
+            self.pos = 0;
+        } else {
+            self.pos += dir;
+        }
+        loop {
+            pgrx::check_for_interrupts!();
+            if let Some(&item) = usize::try_from(self.pos).ok().and_then(|p| self.items.get(p)) {
+                return Some(item);
+            }
+            if !self.advance(rel, run, dir) {
+                // Just outside the items: a change of direction resumes at
+                // the last one returned.
+                self.pos = if dir > 0 { self.items.len() as isize } else { -1 };
+                return None;
+            }
+        }
+    }
+}
+
+/// A match: whether it is a NULL, its key, its TID.
+type Item = (bool, u64, Tid);
+
+pub struct ScanState {
+    key_type: pg_sys::Oid,
+    index: pg_sys::Relation,
+    run: Option<Arc<Run>>,
+    cursor: RunCursor,
+    delta: DeltaScan,
+    /// Each side's next match in direction `dir` (run, delta), and
+    /// whether it has none left.
+    heads: [Option<Item>; 2],
+    done: [bool; 2],
+    dir: isize,
+    last: Item,
+}
+
+fn intervals(plan: &Plan) -> Vec<(u64, u64)> {
+    match plan {
+        Plan::Range { b, .. } => vec![(b.lo, b.hi)],
+        Plan::Probes(p) => p.iter().map(|&c| (c, c)).collect(),
+        Plan::Empty | Plan::Nulls => Vec::new(),
+    }
+}
+
+impl ScanState {
+    fn fetch(&mut self, scan: &pg_sys::IndexScanDescData, side: usize, dir: isize) -> Option<Item> {
+        if side == 0 {
+            let run = self.run.get_or_insert_with(|| run::get(self.index)).clone();
+            self.cursor.next(self.index, &run, dir).map(|(k, t)| (false, k, t))
+        } else {
+            let found = self.delta.next(scan, dir > 0)?;
+            let (k, null) = self.delta.last_item();
+            Some((null, k, tid_from(found.tid)))
+        }
+    }
+
+    fn next_item(&mut self, scan: &pg_sys::IndexScanDescData, dir: isize) -> Option<Item> {
+        if dir != self.dir {
+            (self.heads, self.done, self.dir) = ([None, None], [false, false], dir);
+        }
+        for side in 0..2 {
+            if self.heads[side].is_none() && !self.done[side] {
+                self.heads[side] = self.fetch(scan, side, dir);
+                self.done[side] = self.heads[side].is_none();
+            }
+        }
+        let rank = |side: usize, h: &Item| (h.0, h.1, side);
+        let side = match (&self.heads[0], &self.heads[1]) {
+            (None, None) => return None,
+            (Some(_), None) => 0,
+            (None, Some(_)) => 1,
+            (Some(a), Some(b)) => ((rank(0, a) < rank(1, b)) != (dir > 0)) as usize,
+        };
+        self.heads[side].take()
+    }
+}
+
+impl IndexScan for ScanState {
+    const AM: &'static str = "gpu_learned";
+    const INSTEAD: &'static str = "btree";
+
+    fn begin(index: pg_sys::Relation, nkeys: usize, norderbys: usize) -> Self {
+        ScanState {
+            key_type: super::build::key_type(index),
+            index,
+            run: None,
+            cursor: RunCursor::default(),
+            delta: DeltaScan::begin(index, nkeys, norderbys),
+            heads: [None, None],
+            done: [false, false],
+            dir: 0,
+            last: (false, 0, 0),
+        }
+    }
+
+    fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
+        self.delta.rescan(scan);
+        self.cursor.reset(intervals(&plan_of(scan, self.key_type)), scan.xs_want_itup);
+        (self.heads, self.done, self.dir) = ([None, None], [false, false], 0);
+    }
+
+    fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
+        let item = self.next_item(scan, if forward { 1 } else { -1 })?;
+        self.last = item;
+        Some(Found { tid: tid_to(item.2), distance: None })
+    }
+
+    fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
+        // Every key type is passed by value.
+        let (is_null, key, _) = self.last;
+        (!is_null).then(|| keys::decode(key, self.key_type))
+    }
+
+    fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
+        let run = run::get(self.index);
+        let mut tids: Vec<pg_sys::ItemPointerData> = Vec::with_capacity(4096);
+        while let Some((_, tid)) = self.cursor.next(self.index, &run, 1) {
+            tids.push(tid_to(tid));
+            if tids.len() == 4096 {
+                add(&mut tids);
+                tids.clear();
+            }
+        }
+        add(&mut tids);
+        self.delta.all(scan, add);
+    }
+
+    fn end(&mut self) {
+        self.cursor.pins.release();
+        self.delta.end();
+        self.run = None;
+    }
+}
