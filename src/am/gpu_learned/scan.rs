@@ -92,11 +92,9 @@ impl RunCursor {
         let (first, last) = (keys[0], *keys.last().expect("a data page is never empty"));
         let from = self.intervals.partition_point(|iv| iv.1 < first);
         for &(lo, hi) in self.intervals[from..].iter().take_while(|iv| iv.0 <= last) {
-            for s in lower_bound(keys, lo)..upper_bound(keys, hi) {
-                if !p.dead(s) {
-                    self.items.push((keys[s], p.tid(s)));
-                }
-            }
+            let from = lower_bound(keys, lo);
+            let live = (from..upper_bound(keys, hi)).filter(|&s| !p.dead(s));
+            self.items.extend(live.map(|s| (keys[s], p.tid(s))));
         }
         self.page = Some((i, first, last));
         self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
