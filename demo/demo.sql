@@ -76,6 +76,27 @@ SELECT level, pages, entries FROM gpu_btree_check('readings_sensor');
 DROP TABLE readings;
 
 \echo
+\echo '6b. gpu_learned: the G-Learned index (a PGM model over packed pages; 300 000 timestamps)'
+CREATE TABLE events (id bigint, at timestamptz);
+INSERT INTO events SELECT g, timestamptz '2026-01-01 00:00+00' + (g * 7 + g % 13) * interval '1 second' FROM generate_series(1, 300000) g;
+CREATE INDEX events_at ON events USING gpu_learned (at);
+VACUUM ANALYZE events;
+\echo 'the run: full pages, no inner pages; the model predicts every key within its epsilon'
+SELECT part, level, pages, entries FROM gpu_learned_check('events_at');
+SELECT pg_size_pretty(pg_relation_size('events_at')) AS size;
+\echo 'a batch of 20 000 timestamps as = ANY(array): one batch of model predictions, then the pages'
+SELECT count(*) FROM events WHERE at = ANY (ARRAY(SELECT timestamptz '2026-01-01 00:00+00' + (g * 7 + g % 13) * interval '1 second' FROM generate_series(1, 40000, 2) g));
+SELECT function, queries, device, cpu_reason FROM gpuindex_last_batch();
+\echo 'inserts go to the delta (a B-link tree), visible at once; scans merge both'
+INSERT INTO events SELECT -g, timestamptz '2026-01-01 00:00+00' + (g * 7) * interval '1 second' FROM generate_series(1, 1000) g;
+SELECT count(*) AS via_index FROM events WHERE at BETWEEN '2026-01-01 00:00+00' AND '2026-01-01 00:10+00';
+SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
+SELECT count(*) AS via_seqscan FROM events WHERE at BETWEEN '2026-01-01 00:00+00' AND '2026-01-01 00:10+00';
+RESET enable_indexscan; RESET enable_bitmapscan; RESET enable_indexonlyscan;
+SELECT part, level, entries FROM gpu_learned_check('events_at');
+DROP TABLE events;
+
+\echo
 \echo '7. gpu_spatial: the G-PICS quadtree as an index on point (200 000 points)'
 CREATE TABLE places (id int, p point);
 SELECT setseed(0.5) \g /dev/null

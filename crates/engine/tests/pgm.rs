@@ -5,8 +5,8 @@
 mod common;
 
 use gpuindex_engine::gpu::Schedule;
-use gpuindex_engine::pgm::gpu::{choose, lower_bound_gpu, DevicePgm, Strategy};
-use gpuindex_engine::pgm::Pgm;
+use gpuindex_engine::pgm::gpu::{choose, lower_bound_gpu, predict_gpu, DevicePgm, Strategy};
+use gpuindex_engine::pgm::{Pgm, StreamFit};
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_engine::sorted_array::lower_bound;
 
@@ -69,5 +69,35 @@ fn a_model_off_by_far_is_still_exact_on_the_gpu() {
         let mut got = vec![0; queries.len()];
         lower_bound_gpu(&gpu, &pgm, &dev, &keys, &queries, &mut got, Strategy::Complete, Schedule::default()).unwrap();
         assert!(got == want, "keys on device {on_device}");
+    }
+}
+
+/// The GPU's predictions (gpu_learned's batches: the host finishes on its
+/// pages) are the CPU's, within a rounding step, and a fresh model's are
+/// within ε of every stored key's first position; keys near 2^63 too, where
+/// SQL's int8 keys are encoded.
+#[test]
+fn gpu_predictions_are_the_cpus() {
+    let Some(gpu) = common::gpu_or_skip("gpu_predictions_are_the_cpus") else { return };
+    let mut r = SplitMix64::new(12);
+    let mut sets = key_sets(&mut r, 1 << 18);
+    sets.push(("int8 codes", (0..1u64 << 18).map(|i| (1 << 63) + i * 2 + (i * 7919) % 3).collect()));
+    for (name, keys) in sets {
+        let mut fit = StreamFit::new(16, 4);
+        keys.iter().for_each(|&k| fit.push(k));
+        let pgm = fit.finish();
+        let dev = DevicePgm::upload(&gpu, &pgm, None).unwrap();
+        let mut queries: Vec<u64> = keys.iter().step_by(3).copied().collect();
+        queries.extend((0..10_000).map(|_| r.next_u64()));
+        let mut got = vec![0; queries.len()];
+        predict_gpu(&gpu, &pgm, &dev, &queries, &mut got, Schedule::default()).unwrap();
+        for (&q, &g) in queries.iter().zip(&got) {
+            let cpu = pgm.predict_position(q) as u64;
+            assert!(g.abs_diff(cpu) <= 1, "{name}: q {q}: GPU {g}, CPU {cpu}");
+            if keys.binary_search(&q).is_ok() {
+                let first = lower_bound(&keys, q) as u64;
+                assert!(g.abs_diff(first) <= 17, "{name}: q {q}: GPU {g}, first position {first}");
+            }
+        }
     }
 }

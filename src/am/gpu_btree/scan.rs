@@ -320,7 +320,8 @@ impl ScanState {
             Plan::Empty => self.items.clear(),
             Plan::Nulls => self.start_nulls(tree, dir),
             Plan::Probes(p) => {
-                if p.len() >= MIRROR_MIN_PROBES {
+                // A one-leaf tree (a gpu_learned delta, a small index) needs no mirror.
+                if p.len() >= MIRROR_MIN_PROBES && tree.meta().root_level > 0 {
                     self.hints = Some(mirror::hints(tree, &p, "gpu_btree = ANY"));
                 }
                 let last = p.len() - 1;

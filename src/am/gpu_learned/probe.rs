@@ -8,6 +8,7 @@ use super::run;
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
 use crate::am::common::{Access, OpenIndex};
 use crate::am::gpu_btree::keys;
+use crate::am::gpu_btree::page::{Leaf, Shared};
 use crate::am::gpu_btree::probe::{check_key_type, probe_visible, wanted_codes};
 use crate::am::gpu_btree::tree::Tree;
 use crate::storage::Tid;
@@ -24,7 +25,13 @@ pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str) -> Vec<
     for (&q, &h) in codes.iter().zip(&hints) {
         run.collect_equal(index, q, h as usize, &mut out);
     }
-    out.extend(crate::am::gpu_btree::mirror::probe(&Tree::new(index), codes, what));
+    // The delta, unless it is still the build's empty leaf (rows a
+    // snapshot sees were there when it was taken).
+    let tree = Tree::new(index);
+    let m = tree.meta();
+    if m.root_level > 0 || Leaf::new(Shared::lock(index, m.root).page()).count() > 0 {
+        out.extend(crate::am::gpu_btree::mirror::probe(&tree, codes, what));
+    }
     out.par_sort_unstable();
     out
 }

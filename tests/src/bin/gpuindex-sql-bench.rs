@@ -1,12 +1,13 @@
-//! gpuindex-sql-bench: gpu_btree against PostgreSQL's btree on the same
-//! table, in one run, on a live server (PGHOST/PGPORT/PGUSER).
+//! gpuindex-sql-bench: gpu_btree (or gpu_learned, `--am`) against
+//! PostgreSQL's btree on the same table, in one run, on a live server
+//! (PGHOST/PGPORT/PGUSER).
 //!
-//!   gpuindex-sql-bench [--rows 1e7] [--reps 5] [--set permutation] [--skip-cpu 1]
+//!   gpuindex-sql-bench [--rows 1e7] [--reps 5] [--set permutation] [--skip-cpu 1] [--am gpu_btree]
 //!
 //! Builds t(k int8, payload int8) with keys of `--set`: `permutation`
 //! (unique, in random physical order) or one of the engine's real-shaped
 //! sets (`uniform`, `zipf`, `timestamps`, `random`: datasets::KeySet),
-//! VACUUMs it, then for each index in turn (btree; gpu_btree with
+//! VACUUMs it, then for each index in turn (btree; the access method with
 //! gpuindex.device = auto and = cpu) measures CREATE INDEX, size, single
 //! lookups, `= ANY` of 1K/16K/128K keys (index-only count and heap-reading
 //! sum), BETWEEN ranges of 10, 1K, 100K rows and the whole table (index-only
@@ -25,12 +26,14 @@ struct Args {
     reps: usize,
     /// None: the unique permutation.
     set: Option<KeySet>,
-    /// Leave out the gpu_btree (cpu) setup (short runs).
+    /// Leave out the (cpu) setup (short runs).
     skip_cpu: bool,
+    /// gpu_btree or gpu_learned.
+    am: &'static str,
 }
 
 fn args() -> Args {
-    let mut a = Args { rows: 10_000_000, reps: 5, set: None, skip_cpu: false };
+    let mut a = Args { rows: 10_000_000, reps: 5, set: None, skip_cpu: false, am: "gpu_btree" };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
@@ -45,7 +48,8 @@ fn args() -> Args {
                 }
             }
             "--skip-cpu" => a.skip_cpu = v == "1",
-            _ => panic!("usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME] [--skip-cpu 1]"),
+            "--am" if v == "gpu_btree" || v == "gpu_learned" => a.am = if v == "gpu_btree" { "gpu_btree" } else { "gpu_learned" },
+            _ => panic!("usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME] [--skip-cpu 1] [--am gpu_btree|gpu_learned]"),
         }
     }
     a
@@ -56,7 +60,8 @@ fn main() {
     let mut c = connect();
     let n = a.rows;
     let set_name = a.set.map_or("permutation", |s| s.name());
-    println!("# gpuindex-sql-bench: {n} rows of {set_name} keys, median of {} runs", a.reps);
+    let method = a.am;
+    println!("# gpuindex-sql-bench: {method}, {n} rows of {set_name} keys, median of {} runs", a.reps);
     println!("\n{}", describe_server(&mut c));
 
     let t = Instant::now();
@@ -93,10 +98,11 @@ fn main() {
     let mut distinct = sorted.clone();
     distinct.dedup();
 
+    let (auto, cpu) = (format!("{method} (auto)"), format!("{method} (cpu)"));
     let all_setups = [
         ("btree", "btree", "SET gpuindex.device = auto"),
-        ("gpu_btree (auto)", "gpu_btree", "SET gpuindex.device = auto"),
-        ("gpu_btree (cpu)", "gpu_btree", "SET gpuindex.device = cpu"),
+        (auto.as_str(), method, "SET gpuindex.device = auto"),
+        (cpu.as_str(), method, "SET gpuindex.device = cpu"),
     ];
     let setups = &all_setups[..if a.skip_cpu { 2 } else { 3 }];
     let mut rows: Vec<Row> = Vec::new();
@@ -228,13 +234,13 @@ fn main() {
         // The batch function against the join that btree users write.
         let p = &probe_sets[2];
         let join = "SELECT count(*) FROM unnest($1::int8[]) WITH ORDINALITY u(k, ord) JOIN bench_t t ON t.k = u.k";
-        let probe = "SELECT count(*) FROM gpu_btree_probe('bench_t_k', $1::int8[]) p JOIN bench_t t ON t.ctid = p.ctid";
-        let sql = if *am == "btree" { join } else { probe };
+        let probe = format!("SELECT count(*) FROM {method}_probe('bench_t_k', $1::int8[]) p JOIN bench_t t ON t.ctid = p.ctid");
+        let sql = if *am == "btree" { join } else { probe.as_str() };
         let mut c = session("");
         let mut got = 0i64;
         let secs = time(a.reps, || got = c.query_one(sql, &[p]).unwrap().get(0));
         answers.push(got);
-        push(&mut rows, setups.len(), i, "128K keys to rows (join / gpu_btree_probe)".into(), "ms", true, secs * 1e3);
+        push(&mut rows, setups.len(), i, format!("128K keys to rows (join / {method}_probe)"), "ms", true, secs * 1e3);
         plans.push(format!("{label}: batch -> {}", plan_of(&mut c, sql, &[p])));
         // Inserts: 20K single-row inserts in one transaction, then 200K rows in
         // 1000-row statements; deleted afterwards (VACUUM keeps the table
@@ -266,7 +272,7 @@ fn main() {
     println!();
     let header: Vec<String> = std::iter::once("measure".to_string())
         .chain(setups.iter().map(|s| s.0.to_string()))
-        .chain(["gpu_btree (auto) vs btree".to_string()])
+        .chain([format!("{method} (auto) vs btree")])
         .collect();
     println!("| {} |", header.join(" | "));
     println!("|---|{}|", header[1..].iter().map(|_| "---:").collect::<Vec<_>>().join("|"));
@@ -275,7 +281,7 @@ fn main() {
         let ratio = if r.lower_is_better { r.values[0] / r.values[1] } else { r.values[1] / r.values[0] };
         println!("| {} | {} | {:.2}x |", r.what, cells.join(" | "), ratio);
     }
-    println!("\n(ratio > 1: gpu_btree better. Every answer of gpu_btree was checked against btree's. Keys: {set_name}.)");
+    println!("\n(ratio > 1: {method} better. Every answer of {method} was checked against btree's. Keys: {set_name}.)");
     println!("\nPlans:");
     for p in plans {
         println!("- {p}");
