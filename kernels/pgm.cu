@@ -20,10 +20,15 @@ typedef unsigned long long u64;
 
 __device__ __forceinline__ u64 ld(const u64 *__restrict__ a, u64 i) { return __ldg(a + i); }
 
-// Segment s's prediction for k (>= its first key), clamped to [0, len).
+// Segment s's prediction for k (>= its first key), clamped as the CPU's
+// (pgm/mod.rs): to at most the next segment's prediction at its own first
+// key (`end`: one past the last segment of s's level), at least its own,
+// and to [0, len).
 __device__ __forceinline__ u64 predict(const u64 *__restrict__ first, const double *__restrict__ slope,
-                                       const double *__restrict__ icpt, u64 s, u64 k, u64 len) {
+                                       const double *__restrict__ icpt, u64 s, u64 end, u64 k, u64 len) {
     double p = __ldg(icpt + s) + __ldg(slope + s) * (double)(k - ld(first, s));
+    if (s + 1 < end) p = fmin(p, __ldg(icpt + s + 1));
+    p = fmax(p, __ldg(icpt + s));
     p = fmin(fmax(p, 0.0), (double)(len - 1));
     return (u64)p;
 }
@@ -88,7 +93,8 @@ __device__ __forceinline__ u64 bottom_segment(const u64 *__restrict__ first, con
     u64 s = ld(levels, 2 * (nlevels - 1));
     for (int l = (int)nlevels - 1; l >= 1; l--) {
         const u64 off = ld(levels, 2 * (l - 1)), len = ld(levels, 2 * (l - 1) + 1);
-        const u64 p = predict(first, slope, icpt, s, k, len);
+        const u64 end = ld(levels, 2 * l) + ld(levels, 2 * l + 1);
+        const u64 p = predict(first, slope, icpt, s, end, k, len);
         const u64 lo = p > eps_inner + 1 ? p - eps_inner - 1 : 0;
         s = off + rightmost_le(first + off, len, k, lo, p + eps_inner + 2);
     }
@@ -104,7 +110,7 @@ extern "C" __global__ void pgm_predict(const u64 *__restrict__ first, const doub
         u64 k = queries[i];
         k = k > first_key ? k : first_key;
         const u64 s = bottom_segment(first, slope, icpt, levels, nlevels, eps_inner, concise, k);
-        out[i] = predict(first, slope, icpt, s, k, n);
+        out[i] = predict(first, slope, icpt, s, ld(levels, 1), k, n);
     }
 }
 
@@ -121,7 +127,7 @@ extern "C" __global__ void pgm_lower_bound(const u64 *__restrict__ first, const 
             continue;
         }
         const u64 s = bottom_segment(first, slope, icpt, levels, nlevels, eps_inner, concise, q);
-        const u64 p = predict(first, slope, icpt, s, q, n);
+        const u64 p = predict(first, slope, icpt, s, ld(levels, 1), q, n);
         out[i] = lower_bound_in(keys, n, q, p > eps + 1 ? p - eps - 1 : 0, p + eps + 2);
     }
 }

@@ -90,8 +90,17 @@ impl Run {
             return 0;
         }
         let last_key = |i: usize| self.page(rel, i).page().special().high;
-        // The answer's page: the least i with last_key(i) >= q, in (lo, hi].
+        // The answer's page: the least i with last_key(i) >= q. Where the
+        // predicted page's fences bound q it is that page (every earlier
+        // page ends at or below its first key): one page read.
         let h = (hint / RUN_CAPACITY).min(pages - 1);
+        {
+            let g = self.page(rel, h);
+            let p = RunPage::new(g.page());
+            if (p.s.low < q || h == 0) && (q <= p.s.high || h + 1 == pages) {
+                return h * RUN_CAPACITY + lower_bound(p.keys(), q);
+            }
+        }
         let (mut lo, mut hi): (isize, isize);
         if last_key(h) >= q {
             hi = h as isize;

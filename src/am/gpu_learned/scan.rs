@@ -258,6 +258,28 @@ impl IndexScan for ScanState {
         Some(Found { tid: tid_to(item.2), distance: None })
     }
 
+    fn next_buffered(&mut self, forward: bool) -> Option<(pg_sys::ItemPointerData, pg_sys::Datum)> {
+        // The run's next copied entry, where it is the merge's next match:
+        // the scan goes on in its direction, nothing of the run is peeked,
+        // and the delta is done or its head ranks after the entry.
+        let dir = if forward { 1 } else { -1 };
+        if dir != self.dir || self.heads[0].is_some() {
+            return None;
+        }
+        let pos = self.cursor.pos + dir;
+        let &(k, t) = self.cursor.items.get(usize::try_from(pos).ok()?)?;
+        let before_delta = match self.heads[1] {
+            Some(h) => ((false, k, 0) < (h.0, h.1, 1)) == forward,
+            None => self.done[1],
+        };
+        if !before_delta {
+            return None;
+        }
+        self.cursor.pos = pos;
+        self.last = (false, k, t);
+        Some((tid_to(t), keys::decode(k, self.key_type)))
+    }
+
     fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
         // Every key type is passed by value.
         let (is_null, key, _) = self.last;
