@@ -65,6 +65,7 @@ fn setup(c: &mut Client, rng: &mut SplitMix64) {
     c.batch_execute(&format!("INSERT INTO sec_outer VALUES {}", outer.join(","))).unwrap();
     c.batch_execute(&format!(
         "CREATE INDEX sec_t_k ON sec_t USING gpu_btree (k);
+         CREATE INDEX sec_t_kl ON sec_t USING gpu_learned (k);
          CREATE INDEX sec_t_p ON sec_t USING gpu_spatial (p) WITH (leaf_capacity = 128, delta_limit = 4);
          ALTER TABLE sec_t ENABLE ROW LEVEL SECURITY;
          CREATE POLICY sec_some ON sec_t FOR SELECT TO {ROLE} USING (id % 5 <> 0 AND id IN (SELECT id FROM sec_allowed));
@@ -88,6 +89,11 @@ fn compare_as_role(c: &mut Client, rng: &mut SplitMix64, n: usize) {
         (
             "gpu_btree_probe",
             format!("SELECT ord, ctid::text FROM gpu_btree_probe('sec_t_k', {})", array(&keys, "int8")),
+            format!("SELECT q.ord, t.ctid::text FROM unnest({}) WITH ORDINALITY q(k, ord) JOIN sec_t t ON t.k = q.k", array(&keys, "int8")),
+        ),
+        (
+            "gpu_learned_probe",
+            format!("SELECT ord, ctid::text FROM gpu_learned_probe('sec_t_kl', {})", array(&keys, "int8")),
             format!("SELECT q.ord, t.ctid::text FROM unnest({}) WITH ORDINALITY q(k, ord) JOIN sec_t t ON t.k = q.k", array(&keys, "int8")),
         ),
         (
@@ -202,12 +208,14 @@ fn refusals_name_the_table() {
          CREATE TABLE sec_closed (k int8, p point);
          INSERT INTO sec_closed SELECT g, point(g, g) FROM generate_series(1, 100) g;
          CREATE INDEX sec_closed_k ON sec_closed USING gpu_btree (k);
+         CREATE INDEX sec_closed_kl ON sec_closed USING gpu_learned (k);
          CREATE INDEX sec_closed_p ON sec_closed USING gpu_spatial (p);",
     )
     .unwrap();
     c.batch_execute("SET ROLE gpuindex_it_nobody").unwrap();
     for sql in [
         "SELECT * FROM gpu_btree_probe('sec_closed_k', ARRAY[1]::int8[])",
+        "SELECT * FROM gpu_learned_probe('sec_closed_kl', ARRAY[1]::int8[])",
         "SELECT * FROM gpu_spatial_range('sec_closed_p', ARRAY[box '(0,0),(5,5)'])",
         "SELECT * FROM gpu_spatial_knn('sec_closed_p', ARRAY[point '(0,0)'], 1)",
     ] {
@@ -217,7 +225,9 @@ fn refusals_name_the_table() {
     }
     let e = c.query("SELECT gpu_spatial_merge('sec_closed_p')", &[]).expect_err("merge");
     assert_eq!(error_of(&e).1, "must be owner of table sec_closed");
-    let e = c.query("SELECT * FROM gpu_btree_check('sec_closed_k')", &[]).expect_err("check");
-    assert_eq!(error_of(&e).0, "42501");
+    for sql in ["SELECT * FROM gpu_btree_check('sec_closed_k')", "SELECT * FROM gpu_learned_check('sec_closed_kl')"] {
+        let e = c.query(sql, &[]).expect_err(sql);
+        assert_eq!(error_of(&e).0, "42501", "{sql}");
+    }
     c.batch_execute("RESET ROLE").unwrap();
 }
