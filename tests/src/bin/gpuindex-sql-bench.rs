@@ -2,7 +2,7 @@
 //! PostgreSQL's btree on the same table, in one run, on a live server
 //! (PGHOST/PGPORT/PGUSER).
 //!
-//!   gpuindex-sql-bench [--rows 1e7] [--reps 5] [--set permutation] [--skip-cpu 1] [--am gpu_btree]
+//!   gpuindex-sql-bench [--rows 1e7] [--reps 5] [--set permutation] [--skip-cpu 1] [--am gpu_btree] [--whole 1]
 //!
 //! Builds t(k int8, payload int8) with keys of `--set`: `permutation`
 //! (unique, in random physical order) or one of the engine's real-shaped
@@ -30,10 +30,12 @@ struct Args {
     skip_cpu: bool,
     /// gpu_btree or gpu_learned.
     am: &'static str,
+    /// Measure ranges over the whole table (minutes at 10^8 rows).
+    whole: bool,
 }
 
 fn args() -> Args {
-    let mut a = Args { rows: 10_000_000, reps: 5, set: None, skip_cpu: false, am: "gpu_btree" };
+    let mut a = Args { rows: 10_000_000, reps: 5, set: None, skip_cpu: false, am: "gpu_btree", whole: true };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
@@ -48,8 +50,9 @@ fn args() -> Args {
                 }
             }
             "--skip-cpu" => a.skip_cpu = v == "1",
+            "--whole" => a.whole = v == "1",
             "--am" if v == "gpu_btree" || v == "gpu_learned" => a.am = if v == "gpu_btree" { "gpu_btree" } else { "gpu_learned" },
-            _ => panic!("usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME] [--skip-cpu 1] [--am gpu_btree|gpu_learned]"),
+            _ => panic!("usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME] [--skip-cpu 1] [--am gpu_btree|gpu_learned] [--whole 0]"),
         }
     }
     a
@@ -119,7 +122,7 @@ fn main() {
     let probe_sets: Vec<Vec<i64>> = [1_000usize, 16_000, 128_000].iter().map(|&m| (0..m).map(|_| pick(&mut rng)).collect()).collect();
     // BETWEEN bounds by rank: (rows wanted, [(lo, hi)]).
     let widths: Vec<(usize, usize)> =
-        [(10usize, 200usize), (1_000, 200), (100_000, 20), (n as usize, 1)].into_iter().filter(|&(w, _)| w <= n as usize).collect();
+        [(10usize, 200usize), (1_000, 200), (100_000, 20), (n as usize, 1)].into_iter().filter(|&(w, _)| w < n as usize || (w == n as usize && a.whole)).collect();
     let ranges: Vec<(usize, Vec<(i64, i64)>)> = widths
         .iter()
         .map(|&(w, count)| {
