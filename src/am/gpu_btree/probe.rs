@@ -50,6 +50,7 @@ pub(crate) fn check_key_type(index: pg_sys::Relation, query_type: pg_sys::Oid) {
         );
     }
 }
+
 /// The (code, input position) pairs of an equality batch, for its
 /// `= ANY` array of values of `query_type`.
 pub(crate) fn wanted_codes(batch: &Batch) -> Vec<(u64, i64)> {

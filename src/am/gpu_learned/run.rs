@@ -94,15 +94,17 @@ impl Run {
         // predicted page's fences bound q it is that page (every earlier
         // page ends at or below its first key): one page read.
         let h = (hint / RUN_CAPACITY).min(pages - 1);
-        {
+        let high = {
             let g = self.page(rel, h);
             let p = RunPage::new(g.page());
             if (p.s.low < q || h == 0) && (q <= p.s.high || h + 1 == pages) {
                 return h * RUN_CAPACITY + lower_bound(p.keys(), q);
             }
-        }
+            p.s.high
+        };
+        // Else gallop left or right from h, then bisect: (lo, hi] holds it.
         let (mut lo, mut hi): (isize, isize);
-        if last_key(h) >= q {
+        if high >= q {
             hi = h as isize;
             let mut step = 1;
             lo = hi - 1;

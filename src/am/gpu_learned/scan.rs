@@ -21,6 +21,7 @@ use crate::am::common::scan::{Found, IndexScan};
 use crate::am::gpu_btree::keys;
 use crate::am::gpu_btree::page::Shared;
 use crate::am::gpu_btree::scan::{plan_of, Plan, ScanState as DeltaScan};
+use crate::am::gpu_btree::tree::upper_bound;
 use crate::storage::{tid_from, tid_to, Pins, Tid};
 use gpuindex_engine::sorted_array::lower_bound;
 use pgrx::pg_sys;
@@ -28,11 +29,6 @@ use std::sync::Arc;
 
 /// Below this many probes, each is predicted on the CPU as it is reached.
 const BATCH_MIN_PROBES: usize = 32;
-
-/// The first i with a[i] > q.
-fn upper_bound(a: &[u64], q: u64) -> usize {
-    a.partition_point(|&k| k <= q)
-}
 
 #[derive(Default)]
 struct RunCursor {
@@ -55,22 +51,23 @@ impl RunCursor {
         *self = RunCursor { intervals, keep_pins, pins: std::mem::take(&mut self.pins), ..RunCursor::default() };
     }
 
-    fn hint(&mut self, run: &Run, j: usize, q: u64) -> usize {
+    /// The model's position for interval j's start: from one batch
+    /// (GPU or all cores) when there are many intervals, else the CPU's.
+    fn hint(&mut self, run: &Run, j: usize) -> usize {
         if self.hints.is_none() && self.intervals.len() >= BATCH_MIN_PROBES {
             let starts: Vec<u64> = self.intervals.iter().map(|iv| iv.0).collect();
             self.hints = Some(run::predictions(run, &starts, "gpu_learned = ANY"));
         }
         match &self.hints {
-            Some(h) if self.intervals[j].0 == q => h[j] as usize,
-            _ => run.predict(q),
+            Some(h) => h[j] as usize,
+            None => run.predict(self.intervals[j].0),
         }
     }
 
     /// The first position of interval j's keys (or where they would be).
     fn first_of(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> usize {
-        let lo = self.intervals[j].0;
-        let hint = self.hint(run, j, lo);
-        run.lower_bound(rel, lo, hint)
+        let hint = self.hint(run, j);
+        run.lower_bound(rel, self.intervals[j].0, hint)
     }
 
     /// The last position holding a key <= interval j's end, if any.
@@ -187,6 +184,7 @@ pub struct ScanState {
     last: Item,
 }
 
+/// The run's code intervals for the scan keys' plan (the run holds no NULLs).
 fn intervals(plan: &Plan) -> Vec<(u64, u64)> {
     match plan {
         Plan::Range { b, .. } => vec![(b.lo, b.hi)],

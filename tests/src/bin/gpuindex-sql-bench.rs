@@ -52,7 +52,9 @@ fn args() -> Args {
             "--skip-cpu" => a.skip_cpu = v == "1",
             "--whole" => a.whole = v == "1",
             "--am" if v == "gpu_btree" || v == "gpu_learned" => a.am = if v == "gpu_btree" { "gpu_btree" } else { "gpu_learned" },
-            _ => panic!("usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME] [--skip-cpu 1] [--am gpu_btree|gpu_learned] [--whole 0]"),
+            _ => panic!(
+                "usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME] [--skip-cpu 1] [--am gpu_btree|gpu_learned] [--whole 0]"
+            ),
         }
     }
     a
@@ -121,8 +123,10 @@ fn main() {
     };
     let probe_sets: Vec<Vec<i64>> = [1_000usize, 16_000, 128_000].iter().map(|&m| (0..m).map(|_| pick(&mut rng)).collect()).collect();
     // BETWEEN bounds by rank: (rows wanted, [(lo, hi)]).
-    let widths: Vec<(usize, usize)> =
-        [(10usize, 200usize), (1_000, 200), (100_000, 20), (n as usize, 1)].into_iter().filter(|&(w, _)| w < n as usize || (w == n as usize && a.whole)).collect();
+    let widths: Vec<(usize, usize)> = [(10usize, 200usize), (1_000, 200), (100_000, 20), (n as usize, 1)]
+        .into_iter()
+        .filter(|&(w, _)| w < n as usize || (w == n as usize && a.whole))
+        .collect();
     let ranges: Vec<(usize, Vec<(i64, i64)>)> = widths
         .iter()
         .map(|&(w, count)| {
