@@ -145,6 +145,32 @@ JOIN gl t ON t.ctid = p.ctid ORDER BY p.ord, t.id;
 SELECT count(*) FROM gpu_learned_probe('gl_i4', ARRAY(SELECT g FROM generate_series(-500, 500) g));
 SELECT count(*) FROM gpu_learned_probe('gl_f8', ARRAY[0]::float8[]);
 
+-- Parallel scans: a forward range split among the participants (the run's
+-- pages and the delta's leaves); anything else taken whole by one.
+CREATE TABLE glp (k int8, pad text);
+INSERT INTO glp SELECT (g * 7919) % 200003, 'x' FROM generate_series(1, 200000) g;
+CREATE INDEX glp_k ON glp USING gpu_learned (k);
+INSERT INTO glp SELECT g % 1000, 'y' FROM generate_series(1, 20000) g;
+INSERT INTO glp VALUES (NULL, 'z');
+VACUUM ANALYZE glp;
+CREATE TEMP TABLE glp_want AS
+  SELECT 'range' AS q, count(*) AS n, sum(k) AS s FROM glp WHERE k BETWEEN 100 AND 150000
+  UNION ALL SELECT 'any', count(*), sum(k) FROM glp WHERE k = ANY (ARRAY[1, 5, 999, 150000])
+  UNION ALL SELECT 'desc', count(*), sum(k) FROM (SELECT k FROM glp WHERE k > 199000 ORDER BY k DESC LIMIT 500) d
+  UNION ALL SELECT 'ordered', count(*), sum(k) FROM (SELECT k FROM glp WHERE k > 50 ORDER BY k LIMIT 30000) o;
+SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_index_scan_size = 0;
+SET max_parallel_workers_per_gather = 2; SET enable_seqscan = off; SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT count(*), sum(k) FROM glp WHERE k BETWEEN 100 AND 150000;
+SELECT w.q, w.n, (w.n, w.s) = (g.n, g.s) AS parallel_ok FROM glp_want w JOIN (
+  SELECT 'range' AS q, count(*) AS n, sum(k) AS s FROM glp WHERE k BETWEEN 100 AND 150000
+  UNION ALL SELECT 'any', count(*), sum(k) FROM glp WHERE k = ANY (ARRAY[1, 5, 999, 150000])
+  UNION ALL SELECT 'desc', count(*), sum(k) FROM (SELECT k FROM glp WHERE k > 199000 ORDER BY k DESC LIMIT 500) d
+  UNION ALL SELECT 'ordered', count(*), sum(k) FROM (SELECT k FROM glp WHERE k > 50 ORDER BY k LIMIT 30000) o) g USING (q)
+ORDER BY w.q;
+RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_index_scan_size;
+RESET max_parallel_workers_per_gather; RESET enable_seqscan; RESET enable_bitmapscan;
+DROP TABLE glp;
+
 -- Errors.
 CREATE INDEX ON gl USING gpu_learned ((id::text));
 CREATE INDEX ON gl USING gpu_learned (i4, i8);

@@ -39,10 +39,15 @@ pub struct Walk(*mut SharedWalk);
 impl Walk {
     /// The scan's shared walk, if it is a parallel scan.
     pub fn of(scan: &pg_sys::IndexScanDescData) -> Option<Walk> {
+        Walk::nth(scan, 0)
+    }
+
+    /// Walk `i` of a scan whose access method has several (`enable_walks`).
+    pub fn nth(scan: &pg_sys::IndexScanDescData, i: usize) -> Option<Walk> {
         let p = scan.parallel_scan;
         // SAFETY: a parallel scan's area starts ps_offset bytes into its
         // descriptor (OffsetToPointer), laid out by `init`.
-        (!p.is_null()).then(|| Walk(unsafe { (p as *mut u8).add((*p).ps_offset) } as *mut SharedWalk))
+        (!p.is_null()).then(|| Walk(unsafe { (p as *mut u8).add((*p).ps_offset) as *mut SharedWalk }.wrapping_add(i)))
     }
 
     fn state(&self) -> &AtomicU64 {
@@ -89,36 +94,47 @@ impl Walk {
     }
 }
 
-/// amestimateparallelscan (PG 15 and 16 take no arguments).
+/// amestimateparallelscan (PG 15 and 16 take no arguments), for `N` walks.
 #[pgrx::pg_guard]
-pub unsafe extern "C-unwind" fn amestimateparallelscan() -> pg_sys::Size {
-    std::mem::size_of::<SharedWalk>()
+pub unsafe extern "C-unwind" fn amestimateparallelscan<const N: usize>() -> pg_sys::Size {
+    N * std::mem::size_of::<SharedWalk>()
 }
 
 /// aminitparallelscan.
 #[pgrx::pg_guard]
-pub unsafe extern "C-unwind" fn aminitparallelscan(target: *mut std::ffi::c_void) {
-    // SAFETY: `target` has amestimateparallelscan's bytes, MAXALIGNed.
+pub unsafe extern "C-unwind" fn aminitparallelscan<const N: usize>(target: *mut std::ffi::c_void) {
+    // SAFETY: `target` has amestimateparallelscan's bytes, MAXALIGNed
+    // (SharedWalk's size is a multiple of its 8-byte alignment).
     unsafe {
-        let w = target as *mut SharedWalk;
-        std::ptr::addr_of_mut!((*w).state).write(AtomicU64::new(NOT_STARTED));
-        pg_sys::ConditionVariableInit(&mut (*w).cv);
+        for i in 0..N {
+            let w = (target as *mut SharedWalk).add(i);
+            std::ptr::addr_of_mut!((*w).state).write(AtomicU64::new(NOT_STARTED));
+            pg_sys::ConditionVariableInit(&mut (*w).cv);
+        }
     }
 }
 
-/// amparallelrescan: the leader starts the walk again.
+/// amparallelrescan: the leader starts the walks again.
 #[pgrx::pg_guard]
-pub unsafe extern "C-unwind" fn amparallelrescan(scan: pg_sys::IndexScanDesc) {
-    // SAFETY: a parallel scan (the executor calls this for no other).
-    if let Some(w) = Walk::of(unsafe { &*scan }) {
-        w.state().store(NOT_STARTED, Ordering::Release);
+pub unsafe extern "C-unwind" fn amparallelrescan<const N: usize>(scan: pg_sys::IndexScanDesc) {
+    for i in 0..N {
+        // SAFETY: a parallel scan (the executor calls this for no other).
+        if let Some(w) = Walk::nth(unsafe { &*scan }, i) {
+            w.state().store(NOT_STARTED, Ordering::Release);
+        }
     }
 }
 
 /// Turns parallel scans on for an access method whose scan uses `Walk`.
 pub fn enable(am: &mut pg_sys::IndexAmRoutine) {
+    enable_walks::<1>(am);
+}
+
+/// The same for a scan of `N` structures, walk i for the i-th
+/// (`Walk::nth`).
+pub fn enable_walks<const N: usize>(am: &mut pg_sys::IndexAmRoutine) {
     am.amcanparallel = true;
-    am.amestimateparallelscan = Some(amestimateparallelscan);
-    am.aminitparallelscan = Some(aminitparallelscan);
-    am.amparallelrescan = Some(amparallelrescan);
+    am.amestimateparallelscan = Some(amestimateparallelscan::<N>);
+    am.aminitparallelscan = Some(aminitparallelscan::<N>);
+    am.amparallelrescan = Some(amparallelrescan::<N>);
 }

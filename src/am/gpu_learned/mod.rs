@@ -38,6 +38,9 @@ impl IndexAm for GpuLearned {
         am.amcanbackward = true;
         am.amsearcharray = true;
         am.amsearchnulls = true;
+        // Two walks: the delta's leaves (gpu_btree's split) and the run's
+        // pages, a forward range page by page among the participants.
+        crate::am::common::parallel::enable_walks::<2>(am);
     }
 
     fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {

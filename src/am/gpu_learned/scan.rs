@@ -17,6 +17,7 @@
 
 use super::page::*;
 use super::run::{self, Run};
+use crate::am::common::parallel::{Seized, Walk};
 use crate::am::common::scan::{Found, IndexScan};
 use crate::am::gpu_btree::keys;
 use crate::am::gpu_btree::page::Shared;
@@ -43,6 +44,10 @@ struct RunCursor {
     started: bool,
     keep_pins: bool,
     pins: Pins,
+    /// A parallel scan's walk of the run (its second; the delta's scan
+    /// uses the first): a forward range takes its pages one at a time
+    /// from it, anything else is taken whole by one participant.
+    walk: Option<Walk>,
 }
 
 impl RunCursor {
@@ -101,11 +106,44 @@ impl RunCursor {
         }
     }
 
+    /// A parallel forward range: loads the walk's next page and hands its
+    /// successor on; false when the walk is over.
+    fn advance_shared(&mut self, rel: pg_sys::Relation, run: &Run, w: Walk) -> bool {
+        let page = match w.seize() {
+            Seized::First => Some(self.first_of(rel, run, 0)).filter(|&p| p < run.n()).map(|p| p / RUN_CAPACITY),
+            Seized::Page(i) => Some(i as usize),
+            Seized::Done => return false,
+        };
+        let Some(i) = page else {
+            w.release(None);
+            return false;
+        };
+        self.load(rel, run, i, 1);
+        let last = self.page.expect("a page was loaded").2;
+        w.release((i + 1 < run.pages() && self.intervals[0].1 >= last).then_some(i as u32 + 1));
+        true
+    }
+
     /// Loads the next page in direction `dir` holding keys of some
     /// interval; false at the end.
     fn advance(&mut self, rel: pg_sys::Relation, run: &Run, dir: isize) -> bool {
         if self.intervals.is_empty() || run.n() == 0 {
+            // Nothing to split: let the others see the walk is over.
+            if let Some(w) = self.walk.take() {
+                w.claim_all();
+            }
             return false;
+        }
+        if let Some(w) = self.walk {
+            if dir > 0 && self.intervals.len() == 1 {
+                return self.advance_shared(rel, run, w);
+            }
+            // Not split: one participant takes it all, serially.
+            self.walk = None;
+            if !w.claim_all() {
+                self.intervals.clear();
+                return false;
+            }
         }
         let next = if dir > 0 {
             // A position past the last key (n) has no page.
@@ -251,6 +289,9 @@ impl IndexScan for ScanState {
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
+        if self.dir == 0 {
+            self.cursor.walk = Walk::nth(scan, 1);
+        }
         let item = self.next_item(scan, if forward { 1 } else { -1 })?;
         self.last = item;
         Some(Found { tid: tid_to(item.2), distance: None })
