@@ -51,6 +51,20 @@ pub trait IndexScan: Sized {
     fn end(&mut self);
 }
 
+/// Gives `tids` to an amgetbitmap callback (`IndexScan::all`'s `add`) in
+/// pieces of 4096.
+pub fn add_in_pieces(tids: impl Iterator<Item = pg_sys::ItemPointerData>, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
+    let mut piece: Vec<pg_sys::ItemPointerData> = Vec::with_capacity(4096);
+    for tid in tids {
+        piece.push(tid);
+        if piece.len() == 4096 {
+            add(&mut piece);
+            piece.clear();
+        }
+    }
+    add(&mut piece);
+}
+
 struct State<S> {
     am: S,
     /// Where index tuples of index-only scans live, reset at every tuple.

@@ -103,11 +103,24 @@ pub(crate) fn probe_visible(
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_btree_probe(index: pg_sys::Oid, keys: pgrx::datum::AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
+    probe_function(index, keys, "gpu_btree", "gpu_btree_probe", fcinfo)
+}
+
+/// The body of an equality probe function (`gpu_btree_probe`,
+/// `gpu_learned_probe`): every key through index `index` of access method
+/// `am` in one batch, returned as (ord, ctid) rows.
+pub(crate) fn probe_function(
+    index: pg_sys::Oid,
+    keys: pgrx::datum::AnyArray,
+    am: &'static str,
+    what: &'static str,
+    fcinfo: pg_sys::FunctionCallInfo,
+) {
     let (query_type, queries) = keys::array_elements(keys.datum());
-    let open = OpenIndex::open(index, "gpu_btree", Access::Read, pg_sys::AccessShareLock as i32);
+    let open = OpenIndex::open(index, am, Access::Read, pg_sys::AccessShareLock as i32);
     let ask = Ask::Matches(pg_sys::BTEqualStrategyNumber as u16);
-    let hits = search::search(&open, &Batch { ask, query_type, queries: &queries, what: "gpu_btree_probe" });
+    let hits = search::search(&open, &Batch { ask, query_type, queries: &queries, what });
     drop(open);
-    // SAFETY: the call's own fcinfo, declared (ord bigint, ctid tid).
+    // SAFETY: the caller's own fcinfo, declared (ord bigint, ctid tid).
     unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }
 }

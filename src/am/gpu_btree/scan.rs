@@ -504,15 +504,8 @@ impl IndexScan for ScanState {
     fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
         let tree = Tree::new(scan.indexRelation);
         self.reset(self.plan.clone());
-        let mut tids: Vec<pg_sys::ItemPointerData> = Vec::with_capacity(4096);
-        while let Some((_, tid, _)) = self.next_item(&tree, 1) {
-            tids.push(tid_to(tid));
-            if tids.len() == 4096 {
-                add(&mut tids);
-                tids.clear();
-            }
-        }
-        add(&mut tids);
+        let tids = std::iter::from_fn(|| self.next_item(&tree, 1)).map(|(_, tid, _)| tid_to(tid));
+        crate::am::common::scan::add_in_pieces(tids, add);
     }
 
     fn end(&mut self) {

@@ -6,10 +6,9 @@
 
 use super::run;
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
-use crate::am::common::{Access, OpenIndex};
-use crate::am::gpu_btree::keys;
+use crate::am::common::OpenIndex;
 use crate::am::gpu_btree::page::{Leaf, Shared};
-use crate::am::gpu_btree::probe::{check_key_type, probe_visible, wanted_codes};
+use crate::am::gpu_btree::probe::{check_key_type, probe_function, probe_visible, wanted_codes};
 use crate::am::gpu_btree::tree::Tree;
 use crate::storage::Tid;
 use pgrx::pg_sys;
@@ -66,11 +65,5 @@ impl BatchSearch for super::GpuLearned {
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_learned_probe(index: pg_sys::Oid, keys: pgrx::datum::AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
-    let (query_type, queries) = keys::array_elements(keys.datum());
-    let open = OpenIndex::open(index, "gpu_learned", Access::Read, pg_sys::AccessShareLock as i32);
-    let ask = Ask::Matches(pg_sys::BTEqualStrategyNumber as u16);
-    let hits = search::search(&open, &Batch { ask, query_type, queries: &queries, what: "gpu_learned_probe" });
-    drop(open);
-    // SAFETY: the call's own fcinfo, declared (ord bigint, ctid tid).
-    unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }
+    probe_function(index, keys, "gpu_learned", "gpu_learned_probe", fcinfo)
 }

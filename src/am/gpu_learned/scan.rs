@@ -326,16 +326,9 @@ impl IndexScan for ScanState {
     }
 
     fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
-        let run = run::get(self.index);
-        let mut tids: Vec<pg_sys::ItemPointerData> = Vec::with_capacity(4096);
-        while let Some((_, tid)) = self.cursor.next(self.index, &run, 1) {
-            tids.push(tid_to(tid));
-            if tids.len() == 4096 {
-                add(&mut tids);
-                tids.clear();
-            }
-        }
-        add(&mut tids);
+        let (run, index) = (run::get(self.index), self.index);
+        let tids = std::iter::from_fn(|| self.cursor.next(index, &run, 1)).map(|(_, tid)| tid_to(tid));
+        crate::am::common::scan::add_in_pieces(tids, add);
         self.delta.all(scan, add);
     }
 

@@ -61,17 +61,22 @@ pub struct Pgm {
 /// first occurrence): each distinct key at its first position, and after a
 /// run of duplicates the next key value at the run's end.
 fn bottom_points(keys: &[u64], start: usize, end: usize) -> impl Iterator<Item = (u64, u64)> + '_ {
-    let n = keys.len();
     (start..end).filter_map(move |i| {
         let x = keys[i];
         if i > 0 && keys[i - 1] == x {
-            // Last of a run of at least two, with a gap after it.
-            let last = i + 1 == n || keys[i + 1] != x;
-            let gap = x < u64::MAX && (i + 1 == n || keys[i + 1] != x + 1);
-            return (last && gap).then_some((x + 1, i as u64 + 1));
+            return run_end_point(x, i as u64, keys.get(i + 1).copied());
         }
         Some((x, i as u64))
     })
+}
+
+/// The point of key `x` at position `i` repeating the key before it, given
+/// the key after it (None: none): at the end of its run, with a gap after
+/// it, the next key value at the run's end; else none.
+fn run_end_point(x: u64, i: u64, next: Option<u64>) -> Option<(u64, u64)> {
+    let last = next != Some(x);
+    let gap = x < u64::MAX && next != Some(x + 1);
+    (last && gap).then_some((x + 1, i + 1))
 }
 
 /// The model fitted as sorted keys stream in, one at a time (one core,
@@ -110,13 +115,7 @@ impl StreamFit {
     /// after it is known.
     fn settle(&mut self, x: u64, next: Option<u64>) {
         let i = self.n - 1;
-        let point = if self.last_repeats {
-            let last = next != Some(x);
-            let gap = x < u64::MAX && next != Some(x + 1);
-            (last && gap).then_some((x + 1, i + 1))
-        } else {
-            Some((x, i))
-        };
+        let point = if self.last_repeats { run_end_point(x, i, next) } else { Some((x, i)) };
         if let Some((x, y)) = point {
             if !self.pla.add(x, y) {
                 self.lines.push(self.pla.line());
