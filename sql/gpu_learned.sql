@@ -139,6 +139,80 @@ SELECT part, level, entries, dead FROM gpu_learned_check('gl_i8');
 REINDEX INDEX gl_i8;
 SELECT part, level, entries, dead FROM gpu_learned_check('gl_i8');
 
+-- Merges: the delta folded into a new run, by gpu_learned_merge and by
+-- VACUUM (once the delta holds an eighth of the run); NULLs stay in the
+-- delta. The answers stay the sequential scan's, and a cursor opened
+-- before a merge goes on reading the generation it started on.
+CREATE TABLE glm (id int, k int8);
+INSERT INTO glm SELECT g, (g::int8 * 7919) % 10007 FROM generate_series(1, 20000) g;
+CREATE INDEX glm_k ON glm USING gpu_learned (k);
+INSERT INTO glm SELECT 20000 + g, g % 500 FROM generate_series(1, 3000) g;
+INSERT INTO glm VALUES (30001, NULL), (30002, -9223372036854775808), (30003, 9223372036854775807);
+DELETE FROM glm WHERE id % 10 = 0;
+CREATE FUNCTION glm_got() RETURNS TABLE (q text, n bigint, s numeric) LANGUAGE sql AS $$
+SELECT 'eq', count(*), sum(id) FROM glm WHERE k = 123
+UNION ALL SELECT 'range', count(*), sum(id) FROM glm WHERE k BETWEEN 100 AND 4000
+UNION ALL SELECT 'any', count(*), sum(id) FROM glm WHERE k = ANY (ARRAY(SELECT g * 3 FROM generate_series(0, 99) g))
+UNION ALL SELECT 'lt', count(*), sum(id) FROM glm WHERE k < 10
+UNION ALL SELECT 'null', count(*), sum(id) FROM glm WHERE k IS NULL
+UNION ALL SELECT 'extremes', count(*), sum(id) FROM glm WHERE k = -9223372036854775808 OR k = 9223372036854775807
+UNION ALL SELECT 'first', count(*), sum(id) FROM (SELECT id FROM glm WHERE k > 400 ORDER BY k, id LIMIT 50) f
+UNION ALL SELECT 'last', count(*), sum(id) FROM (SELECT id FROM glm ORDER BY k DESC, id DESC LIMIT 50) l
+$$;
+-- glm_got() by sequential scan, then through the index (bitmap scans or
+-- index scans): the same?
+CREATE FUNCTION glm_same(bitmap boolean) RETURNS TABLE (q text, same boolean) LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('enable_seqscan', 'on', true), set_config('enable_indexscan', 'off', true),
+          set_config('enable_bitmapscan', 'off', true);
+  CREATE TEMP TABLE glm_want ON COMMIT DROP AS SELECT * FROM glm_got();
+  PERFORM set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', (NOT bitmap)::text, true),
+          set_config('enable_bitmapscan', bitmap::text, true);
+  RETURN QUERY SELECT w.q, (w.n, w.s) IS NOT DISTINCT FROM (g.n, g.s) FROM glm_want w JOIN glm_got() g USING (q) ORDER BY w.q;
+END $$;
+SELECT * FROM glm_same(false);
+SELECT gpu_learned_merge('glm_k');
+SELECT part, level, pages, entries, dead FROM gpu_learned_check('glm_k');
+SELECT * FROM glm_same(false);
+SELECT * FROM glm_same(true);
+SELECT gpu_learned_merge('glm_k');
+-- inserts after a merge go to the new delta
+INSERT INTO glm SELECT 35000 + g, g % 700 FROM generate_series(1, 500) g;
+SELECT * FROM glm_same(false);
+SELECT * FROM glm_same(true);
+SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_hashagg = off;
+-- a cursor across a merge (in its own transaction: the merge waits for no one)
+BEGIN;
+INSERT INTO glm SELECT 40000 + g, 100 + g % 5 FROM generate_series(1, 2000) g;
+DECLARE c CURSOR FOR SELECT k, count(*), sum(id) FROM glm WHERE k BETWEEN 100 AND 110 GROUP BY k ORDER BY k;
+FETCH 3 FROM c;
+SELECT gpu_learned_merge('glm_k');
+FETCH ALL FROM c;
+SET LOCAL enable_indexscan = off; SET LOCAL enable_seqscan = on;
+SELECT k, count(*), sum(id) FROM glm WHERE k BETWEEN 100 AND 110 GROUP BY k ORDER BY k;
+COMMIT;
+SELECT * FROM glm_same(false);
+-- VACUUM merges a delta past an eighth of the run, not a smaller one
+INSERT INTO glm SELECT 50000 + g, g FROM generate_series(1, 1000) g;
+VACUUM glm;
+SELECT part, level, entries FROM gpu_learned_check('glm_k') WHERE part = 'delta';
+INSERT INTO glm SELECT 60000 + g, g FROM generate_series(1, 2000) g;
+VACUUM glm;
+SELECT part, level, entries FROM gpu_learned_check('glm_k') WHERE part = 'delta';
+SELECT * FROM glm_same(false);
+SELECT * FROM glm_same(true);
+-- only the table's owner merges
+CREATE ROLE regress_gpuindex_merge;
+GRANT SELECT ON glm TO regress_gpuindex_merge;
+SET ROLE regress_gpuindex_merge;
+SELECT gpu_learned_merge('glm_k');
+RESET ROLE;
+REVOKE SELECT ON glm FROM regress_gpuindex_merge;
+DROP ROLE regress_gpuindex_merge;
+RESET enable_seqscan; RESET enable_bitmapscan; RESET enable_hashagg;
+DROP TABLE glm;
+DROP FUNCTION glm_got(), glm_same(boolean);
+
 -- The batch probe function.
 SELECT p.ord, t.id FROM gpu_learned_probe('gl_i8', ARRAY[-49945, NULL, -49926, -49945, 123456789]::int8[]) p
 JOIN gl t ON t.ctid = p.ctid ORDER BY p.ord, t.id;

@@ -53,7 +53,7 @@ struct ReusePage {
 }
 const XLOG_BTREE_REUSE_PAGE: u8 = 0xD0;
 
-fn log_reuse(rel: pg_sys::Relation, block: u32, safe_xid: u64) {
+pub fn log_reuse(rel: pg_sys::Relation, block: u32, safe_xid: u64) {
     // SAFETY: a record with main data only, as _bt_allocbuf writes it.
     unsafe {
         let needs_wal = (*(*rel).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as std::ffi::c_char;

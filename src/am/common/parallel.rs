@@ -15,6 +15,8 @@ const BUSY: u64 = 1;
 const DONE: u64 = 2;
 /// NEXT | block: the page to read next.
 const NEXT: u64 = 1 << 32;
+/// AGREED | value: a walk that shares a value (`agree`).
+const AGREED: u64 = 1 << 63;
 
 #[repr(C)]
 pub struct SharedWalk {
@@ -85,6 +87,16 @@ impl Walk {
         self.state().store(next.map_or(DONE, |b| NEXT + b as u64), Ordering::Release);
         // SAFETY: the shared condition variable.
         unsafe { pg_sys::ConditionVariableBroadcast(&mut (*self.0).cv) };
+    }
+
+    /// For a walk used to share one value (below 2^63) among the
+    /// participants: the first to come sets it; true when `value` is it.
+    pub fn agree(&self, value: u64) -> bool {
+        let v = value | AGREED;
+        match self.state().compare_exchange(NOT_STARTED, v, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(s) => s == v,
+        }
     }
 
     /// For a scan that is not split: true for the one participant that

@@ -85,15 +85,15 @@ fn hint_fits(page: &PageRef, q: u64) -> bool {
 }
 
 /// A leaf to start the search for q from: the mirror's hint (leaf number
-/// `leaf`) where it fits, else the leaf a descent finds.
-pub fn hinted_leaf(rel: pg_sys::Relation, mirror: &Mirror, leaf: u32, q: u64) -> Shared {
+/// `leaf`) where it fits, else the leaf a descent of `tree` finds.
+pub fn hinted_leaf(tree: &Tree, mirror: &Mirror, leaf: u32, q: u64) -> Shared {
     let block = *mirror.blocks.get(leaf as usize).unwrap_or_else(|| corrupted(format!("mirror leaf {leaf}")));
-    let g = Shared::lock(rel, block);
+    let g = Shared::lock(tree.rel, block);
     if hint_fits(&g.page(), q) {
         g
     } else {
         drop(g);
-        Tree::new(rel).find_leaf(q)
+        tree.find_leaf(q)
     }
 }
 
@@ -162,7 +162,7 @@ impl LeafLevel for PageLeaves<'_> {
             Some(g) if stay => g,
             old => {
                 drop(old);
-                hinted_leaf(self.rel, self.mirror, leaf, q)
+                hinted_leaf(&Tree::new(self.rel), self.mirror, leaf, q)
             }
         };
         let mut out = self.out.borrow_mut();

@@ -67,6 +67,12 @@ pub const DELETED: u16 = 8;
 /// by a writer (a crash or an ERROR came between the two), the split is
 /// finished first (nbtree's INCOMPLETE_SPLIT).
 pub const INCOMPLETE_SPLIT: u16 = 16;
+/// A page of a structure a gpu_learned merge replaced (set only there):
+/// its contents stay intact for the scans that started on that structure,
+/// its safe xid is in the special area's spare bytes (`set_retired`), and
+/// VACUUM recycles it as a deleted page once no snapshot can reach it.
+/// gpu_btree's own code never sets it and reads such pages as before.
+pub const RETIRED: u16 = 32;
 
 /// Whether a page is half-dead or deleted: holds nothing, and a scan or
 /// descent on it moves right whatever its fence keys say.
@@ -223,11 +229,29 @@ pub fn set_deleted(page: &mut PageMut, xid: u64) {
     page.set_used(8, 0);
 }
 
-/// The safe xid of a deleted page (None for any other page): when no
-/// snapshot is older, VACUUM gives the page to the free space map.
+/// Marks a page retired at safe xid `xid`, leaving its contents alone.
+pub fn set_retired(page: &mut PageMut, xid: u64) {
+    // A full xid is epoch << 32 | xid: 48 bits hold 65536 epochs.
+    assert!(xid < 1 << 48, "safe xid {xid} beyond 48 bits");
+    page.update_special(|s| {
+        s.flags |= RETIRED;
+        s._pad.copy_from_slice(&xid.to_le_bytes()[..6]);
+    });
+}
+
+/// The safe xid of a deleted or retired page (None for any other page):
+/// when no snapshot is older, VACUUM gives the page to the free space map.
 pub fn deleted_xid(page: &PageRef) -> Option<u64> {
     let s = page.special();
-    (s.page_id == PAGE_ID && s.kind == KIND_LEAF && s.flags & DELETED != 0).then(|| page.front::<u64>(0, 1)[0])
+    if s.page_id != PAGE_ID {
+        return None;
+    }
+    if s.flags & RETIRED != 0 {
+        let mut b = [0u8; 8];
+        b[..6].copy_from_slice(&s._pad);
+        return Some(u64::from_le_bytes(b));
+    }
+    (s.kind == KIND_LEAF && s.flags & DELETED != 0).then(|| page.front::<u64>(0, 1)[0])
 }
 
 /// A page for a writer: a recycled one from the free space map, else a new

@@ -78,6 +78,8 @@ pub struct ScanState {
     /// A parallel scan's shared walk, while this participant takes its
     /// pages from it (a forward range); None in any other scan.
     walk: Option<Walk>,
+    /// The root the scan's descents start from (`Tree::pinned`).
+    root: Option<(u32, u32)>,
 }
 
 pub(crate) fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -> Plan {
@@ -220,6 +222,7 @@ impl ScanState {
         self.null_chain.clear();
         self.hints = None;
         self.walk = None;
+        self.root = None;
     }
 
     /// Copies a leaf's matching entries into `items` (keys in `probes[from..=to]`
@@ -268,7 +271,7 @@ impl ScanState {
     fn probe_leaf(&self, tree: &Tree, probes: &[u64], i: usize) -> Shared {
         let q = probes[i];
         let mut g = match &self.hints {
-            Some((m, h)) => mirror::hinted_leaf(tree.rel, m, h[i], q),
+            Some((m, h)) => mirror::hinted_leaf(tree, m, h[i], q),
             None => tree.find_leaf(q),
         };
         // Past dead pages, and pages split off since the hint was made.
@@ -465,6 +468,7 @@ impl IndexScan for ScanState {
             keep_pins: false,
             pins: Pins::default(),
             walk: None,
+            root: None,
         }
     }
 
@@ -478,7 +482,10 @@ impl IndexScan for ScanState {
         if !self.started {
             self.walk = Walk::of(scan);
         }
-        let (key, tid, is_null) = self.next_item(&Tree::new(scan.indexRelation), if forward { 1 } else { -1 })?;
+        let tree = Tree::pinned(scan.indexRelation, self.root);
+        let found = self.next_item(&tree, if forward { 1 } else { -1 });
+        self.root = tree.pin();
+        let (key, tid, is_null) = found?;
         self.last = (key, is_null);
         Some(Found { tid: tid_to(tid), distance: None })
     }
@@ -502,8 +509,8 @@ impl IndexScan for ScanState {
     }
 
     fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
-        let tree = Tree::new(scan.indexRelation);
         self.reset(self.plan.clone());
+        let tree = Tree::pinned(scan.indexRelation, None);
         let tids = std::iter::from_fn(|| self.next_item(&tree, 1)).map(|(_, tid, _)| tid_to(tid));
         crate::am::common::scan::add_in_pieces(tids, add);
     }

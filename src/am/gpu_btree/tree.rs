@@ -72,11 +72,28 @@ impl cache::Image for Root {
 
 pub struct Tree {
     pub rel: pg_sys::Relation,
+    /// Where every descent starts, once set (`pinned`).
+    pin: std::cell::Cell<Option<(u32, u32)>>,
+    pinning: bool,
 }
 
 impl Tree {
     pub fn new(rel: pg_sys::Relation) -> Tree {
-        Tree { rel }
+        Tree { rel, pin: std::cell::Cell::new(None), pinning: false }
+    }
+
+    /// A scan's tree: every descent starts from `pin`, or (None) from the
+    /// root the first descent finds, kept (`pin`). By the B-link rules a
+    /// root that has split since still leads to every page; and the scans
+    /// of a gpu_learned delta stay on the tree of the generation they
+    /// started on, which a merge replaces but leaves intact.
+    pub fn pinned(rel: pg_sys::Relation, pin: Option<(u32, u32)>) -> Tree {
+        Tree { rel, pin: std::cell::Cell::new(pin), pinning: true }
+    }
+
+    /// The root a pinned tree's descents start from, once one has.
+    pub fn pin(&self) -> Option<(u32, u32)> {
+        self.pin.get()
     }
 
     /// Leaf entries kept when a rightmost leaf splits at its end (append
@@ -105,25 +122,34 @@ impl Tree {
     }
 
     pub(super) fn descend(&self, q: u64, level: u32, exclusive: bool, path: &mut Vec<u32>) -> Locked {
-        let (mut block, mut at) = self.root(false);
+        let pinned = self.pin.get();
+        let (mut block, mut at) = pinned.unwrap_or_else(|| self.root(false));
         if at < level {
             (block, at) = self.root(true);
             if at < level {
                 corrupted(format!("level {level} asked for, the root is at level {at}"));
             }
         }
-        let mut first = true;
+        let mut first = pinned.is_none();
         loop {
             let locked = Locked::lock(self.rel, block, exclusive && at == level);
-            if std::mem::take(&mut first) && locked.page().special().flags & (LEFTMOST | RIGHTMOST) != LEFTMOST | RIGHTMOST {
-                // The cached root has split: start again from the metapage's.
-                let (fresh, fresh_level) = self.root(true);
-                if fresh != block {
-                    drop(locked);
-                    (block, at) = (fresh, fresh_level);
-                    path.clear();
-                    first = true;
-                    continue;
+            if std::mem::take(&mut first) {
+                let flags = locked.page().special().flags;
+                if flags & (LEFTMOST | RIGHTMOST) != LEFTMOST | RIGHTMOST || flags & RETIRED != 0 {
+                    // The cached root has split, or a gpu_learned merge
+                    // replaced the tree (retiring its root in the same
+                    // record): start again from the metapage's.
+                    let (fresh, fresh_level) = self.root(true);
+                    if fresh != block {
+                        drop(locked);
+                        (block, at) = (fresh, fresh_level);
+                        path.clear();
+                        first = true;
+                        continue;
+                    }
+                }
+                if self.pinning {
+                    self.pin.set(Some((block, at)));
                 }
             }
             let page = self.move_right(locked, q);

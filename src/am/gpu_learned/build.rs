@@ -2,8 +2,9 @@
 //! `maintenance_work_mem`, as gpu_btree's), then one pass over the sorted
 //! entries that packs the run's data pages and fits the model as the keys
 //! stream by (`StreamFit`: the model's memory is its segments), then the
-//! model pages. NULLs go to the delta's NULL chain; the delta starts as one
-//! empty leaf. No WAL per page: the common build logs every page.
+//! model pages (`write_run`, which merges use too). NULLs go to the delta's
+//! NULL chain; the delta starts as one empty leaf. No WAL per page: the
+//! common build logs every page.
 
 use super::page::*;
 use crate::am::common::HeapRows;
@@ -58,17 +59,40 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
     let m = Meta { null_head, null_tail, ..Meta::new(root.block()) };
     init_meta(&mut meta.page_mut_unlogged(), &m);
     meta.mark_dirty();
-    let rm = write_run(index, fork, entries);
+    let rm = write_run(&mut BuildPages { index, fork }, entries);
     init_run_meta(&mut run_meta_page.page_mut_unlogged(), rm);
     run_meta_page.mark_dirty();
     (key_stats.records + null_stats.records) as f64
 }
 
-/// Writes the run's data pages (contiguous) and model pages; returns
-/// the run's metapage.
-fn write_run(index: pg_sys::Relation, fork: Fork, entries: impl Iterator<Item = (u64, Tid)>) -> RunMeta {
+/// Where a run's pages go: new pages of a build (which logs them all at
+/// its end), or a merge's (`merge.rs`).
+pub trait PageSink {
+    /// Writes the run's next page with `fill`; returns its block.
+    fn write(&mut self, fill: &dyn Fn(&mut PageMut)) -> u32;
+}
+
+struct BuildPages {
+    index: pg_sys::Relation,
+    fork: Fork,
+}
+
+impl PageSink for BuildPages {
+    fn write(&mut self, fill: &dyn Fn(&mut PageMut)) -> u32 {
+        let mut g = new_page_in(self.index, self.fork);
+        fill(&mut g.page_mut_unlogged());
+        g.mark_dirty();
+        g.block()
+    }
+}
+
+/// Writes the sorted entries as a run: its data pages, fitting the model
+/// as the keys stream by, then its model pages. Returns the run's
+/// metapage (generation and retired extents left to the caller).
+pub fn write_run(sink: &mut dyn PageSink, entries: impl Iterator<Item = (u64, Tid)>) -> RunMeta {
     let mut fit = StreamFit::new(EPS, DEFAULT_EPS_INNER);
-    let mut rm = RunMeta { eps: EPS as u32, eps_inner: DEFAULT_EPS_INNER as u32, ..RunMeta::default() };
+    let mut rm = RunMeta { eps: EPS as u32, eps_inner: DEFAULT_EPS_INNER as u32, generation: 1, ..RunMeta::default() };
+    let mut extents = Vec::new();
     let (mut keys, mut tids) = (Vec::with_capacity(RUN_CAPACITY), Vec::with_capacity(RUN_CAPACITY));
     let mut entries = entries.peekable();
     while entries.peek().is_some() {
@@ -79,14 +103,7 @@ fn write_run(index: pg_sys::Relation, fork: Fork, entries: impl Iterator<Item = 
             keys.push(k);
             tids.push(t);
         }
-        let mut g = new_page_in(index, fork);
-        if rm.data_pages == 0 {
-            rm.first_data = g.block();
-        } else if g.block() != rm.first_data + rm.data_pages {
-            learned_corrupted(format!("run pages not contiguous at block {}", g.block()));
-        }
-        run_page_set(&mut g.page_mut_unlogged(), &keys, &tids);
-        g.mark_dirty();
+        push_block(&mut extents, sink.write(&|p| run_page_set(p, &keys, &tids)));
         rm.data_pages += 1;
         rm.n += keys.len() as u64;
     }
@@ -101,13 +118,11 @@ fn write_run(index: pg_sys::Relation, fork: Fork, entries: impl Iterator<Item = 
     rm.segments = pgm.first.len() as u32;
     let segments: Vec<(u64, f64, f64)> = (0..pgm.first.len()).map(|i| (pgm.first[i], pgm.slope[i], pgm.intercept[i])).collect();
     for chunk in segments.chunks(SEGMENTS_PER_PAGE) {
-        let mut g = new_page_in(index, fork);
-        if rm.model_pages == 0 {
-            rm.first_model = g.block();
-        }
-        model_page_set(&mut g.page_mut_unlogged(), chunk);
-        g.mark_dirty();
+        push_block(&mut extents, sink.write(&|p| model_page_set(p, chunk)));
         rm.model_pages += 1;
+    }
+    if !set_extents(&mut rm.extents, &mut rm.nextents, &extents) {
+        learned_corrupted(format!("a run in {} extents", extents.len()));
     }
     rm
 }

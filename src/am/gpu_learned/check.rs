@@ -1,8 +1,9 @@
 //! `gpu_learned_check(index regclass)`: verifies the run (data pages of
 //! the right kind, full but the last, keys sorted within and across pages,
 //! fences equal to the first and last keys, the metapage's count) and that
-//! the model predicts every distinct key's first position within its ε;
-//! then the delta as `gpu_btree_check` does. Raises an ERROR at the first
+//! the model predicts every distinct key's first position within its ε,
+//! and the run's and retired extents (disjoint, inside the relation); then
+//! the delta as `gpu_btree_check` does. Raises an ERROR at the first
 //! violation; returns one row per part and level otherwise.
 
 use super::page::*;
@@ -61,7 +62,21 @@ fn gpu_learned_check(
     if entries != run.n() {
         fail(format!("the run holds {entries} entries, its metapage says {}", run.n()));
     }
-    let mut rows = vec![("run".to_string(), 0, run.pages() as i64, entries as i64 - dead, dead)];
+    // Every extent inside the relation, none sharing a block.
+    // SAFETY: an open relation.
+    let nblocks = unsafe { pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM) };
+    let mut all: Vec<[u32; 2]> = run.meta.extents().iter().chain(run.meta.retired()).copied().collect();
+    all.sort_unstable();
+    if all.iter().any(|e| e[0] <= RUN_META_BLOCK || e[0] as u64 + e[1] as u64 > nblocks as u64)
+        || all.windows(2).any(|w| w[0][0] + w[0][1] > w[1][0])
+    {
+        fail(format!("run or retired extents overlap or leave the relation: {all:?}"));
+    }
+    let retired: i64 = run.meta.retired().iter().map(|e| e[1] as i64).sum();
+    let mut rows = vec![
+        ("run".to_string(), 0, run.pages() as i64, entries as i64 - dead, dead),
+        ("retired".to_string(), 0, retired, 0, 0),
+    ];
     rows.extend(check_tree(rel).into_iter().map(|(level, pages, entries, _)| ("delta".to_string(), level, pages, entries, 0)));
     TableIterator::new(rows)
 }

@@ -6,9 +6,11 @@
 //! Inserts go to a delta, a gpu_btree B-link tree in the same relation, so
 //! they are visible at once and the run never moves; scans merge both
 //! (`scan.rs`). VACUUM marks dead run entries in place and vacuums the
-//! delta; REINDEX folds the delta into a new run.
+//! delta, and merges the delta into a new run once it has grown
+//! (`merge.rs`; `gpu_learned_merge` does it on demand).
 
 mod build;
+mod merge;
 mod check;
 mod page;
 pub mod probe;
@@ -38,9 +40,10 @@ impl IndexAm for GpuLearned {
         am.amcanbackward = true;
         am.amsearcharray = true;
         am.amsearchnulls = true;
-        // Two walks: the delta's leaves (gpu_btree's split) and the run's
-        // pages, a forward range page by page among the participants.
-        crate::am::common::parallel::enable_walks::<2>(am);
+        // Walks of the delta's leaves (gpu_btree's split) and of the run's
+        // pages (a forward range page by page among the participants),
+        // and a third for the participants to agree on the generation.
+        crate::am::common::parallel::enable_walks::<3>(am);
     }
 
     fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {
@@ -66,6 +69,9 @@ impl IndexAm for GpuLearned {
         if !bulk_deleted {
             stats.num_index_tuples = info.num_heap_tuples;
             stats.estimated_count = info.estimated_count;
+        }
+        if !info.analyze_only {
+            merge::merge_if_due(info.index);
         }
         delta::vacuum::recycle_pages(info.index, stats);
     }

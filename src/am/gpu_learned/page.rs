@@ -3,13 +3,17 @@
 //! its own here):
 //!
 //! - the delta, a gpu_btree B-link tree (block 0 is its metapage): the
-//!   entries inserted since the build, and every NULL;
-//! - the run (block 1 is its metapage, `RunMeta`): the build's sorted
-//!   entries packed into contiguous data pages of `RUN_CAPACITY` entries,
-//!   so that position p is in data page p / RUN_CAPACITY, slot p %
-//!   RUN_CAPACITY, and the PGM model's segments in model pages. The run
-//!   never changes but for VACUUM's dead bits: positions, and so the
-//!   model, stay valid until the next build.
+//!   entries inserted since the run was written, and every NULL;
+//! - the run (block 1 is its metapage, `RunMeta`): sorted entries packed
+//!   into data pages of `RUN_CAPACITY` entries, so that position p is in
+//!   the run's data page p / RUN_CAPACITY, slot p % RUN_CAPACITY, then the
+//!   PGM model's segments in model pages. The run's pages (data, then
+//!   model) lie in a few extents of consecutive blocks, listed in the
+//!   metapage. A run never changes but for VACUUM's dead bits: positions,
+//!   and so the model, stay valid. A merge (`merge.rs`) writes a new run
+//!   and empties the delta, bumping the generation; the old run's extents
+//!   are kept as `retired` for a later merge to write into once no
+//!   snapshot can read them.
 //!
 //! Data pages: keys from the front, then a bitmap of dead entries at a
 //! fixed offset, TIDs from the back; the special area's low and high are
@@ -25,7 +29,8 @@ pub const KIND_RUN: u8 = 9;
 pub const KIND_MODEL: u8 = 10;
 
 const RUN_MAGIC: u32 = 0x474C_524E; // "GLRN"
-const RUN_VERSION: u32 = 1;
+/// 2: extents and generations (merges); version 1 had one contiguous run.
+const RUN_VERSION: u32 = 2;
 pub const MAX_MODEL_LEVELS: usize = 24;
 
 /// Entries of a data page: 8 key bytes, 6 TID bytes and a dead bit each.
@@ -36,23 +41,74 @@ const _: () = assert!(DEAD_AT + DEAD_BYTES + RUN_CAPACITY * 6 <= CONTENT_BYTES);
 /// Segments of a model page: first key, slope and intercept.
 pub const SEGMENTS_PER_PAGE: usize = CONTENT_BYTES / 24;
 
+/// Extents a run (or the retired list) may have: enough for a run written
+/// into the retired extents of a few merges before it, with the rest of
+/// the metapage to spare.
+pub const MAX_EXTENTS: usize = 200;
+
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct RunMeta {
     pub magic: u32,
     pub version: u32,
     /// Entries of the run (dead ones included).
     pub n: u64,
-    pub first_data: u32,
+    /// 1 at the build, bumped by every merge: a scan reads the run and the
+    /// delta of one generation.
+    pub generation: u64,
+    /// Safe xid of the retired extents (0: none).
+    pub retired_xid: u64,
     pub data_pages: u32,
-    pub first_model: u32,
     pub model_pages: u32,
     pub eps: u32,
     pub eps_inner: u32,
     pub segments: u32,
     pub nlevels: u32,
+    pub nextents: u32,
+    pub nretired: u32,
     /// (offset, length) of each model level, bottom first.
     pub levels: [[u32; 2]; MAX_MODEL_LEVELS],
+    /// The run's pages, data then model, as (first block, blocks).
+    pub extents: [[u32; 2]; MAX_EXTENTS],
+    /// Pages of replaced runs, free for a merge once `retired_xid` is
+    /// removable.
+    pub retired: [[u32; 2]; MAX_EXTENTS],
+}
+
+const _: () = assert!(std::mem::size_of::<RunMeta>() <= CONTENT_BYTES);
+
+impl Default for RunMeta {
+    fn default() -> Self {
+        // SAFETY: integers only; all zero is the empty run.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+impl RunMeta {
+    pub fn extents(&self) -> &[[u32; 2]] {
+        &self.extents[..self.nextents as usize]
+    }
+    pub fn retired(&self) -> &[[u32; 2]] {
+        &self.retired[..self.nretired as usize]
+    }
+}
+
+/// Extents built block by block (consecutive blocks join the last one).
+pub fn push_block(extents: &mut Vec<[u32; 2]>, block: u32) {
+    match extents.last_mut() {
+        Some(e) if e[0] + e[1] == block => e[1] += 1,
+        _ => extents.push([block, 1]),
+    }
+}
+
+/// Copies `list` into a metapage array; false when it does not fit.
+pub fn set_extents(to: &mut [[u32; 2]; MAX_EXTENTS], len: &mut u32, list: &[[u32; 2]]) -> bool {
+    if list.len() > MAX_EXTENTS {
+        return false;
+    }
+    to[..list.len()].copy_from_slice(list);
+    *len = list.len() as u32;
+    true
 }
 
 // SAFETY: repr(C) integers only, every bit pattern valid (checked on read

@@ -18,21 +18,27 @@ use rayon::slice::ParallelSliceMut;
 /// Every live (code, TID) of the run and the delta whose code is one of
 /// the ascending distinct `codes`, in code order.
 pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str) -> Vec<(u64, Tid)> {
-    let run = run::get(index);
-    let hints = run::predictions(&run, codes, what);
-    let mut out = Vec::with_capacity(codes.len());
-    for (&q, &h) in codes.iter().zip(&hints) {
-        run.collect_equal(index, q, h as usize, &mut out);
+    // The run and the delta of one generation: the delta is read between
+    // two reads of it (as a scan starts, `scan.rs`).
+    loop {
+        let run = run::get(index);
+        let hints = run::predictions(&run, codes, what);
+        let mut out = Vec::with_capacity(codes.len());
+        for (&q, &h) in codes.iter().zip(&hints) {
+            run.collect_equal(index, q, h as usize, &mut out);
+        }
+        // The delta, unless it is an empty root leaf (rows a snapshot
+        // sees were there when it was taken).
+        let tree = Tree::new(index);
+        let m = tree.meta();
+        if m.root_level > 0 || Leaf::new(Shared::lock(index, m.root).page()).count() > 0 {
+            out.extend(crate::am::gpu_btree::mirror::probe(&tree, codes, what));
+        }
+        if run::generation(index) == run.meta.generation {
+            out.par_sort_unstable();
+            return out;
+        }
     }
-    // The delta, unless it is still the build's empty leaf (rows a
-    // snapshot sees were there when it was taken).
-    let tree = Tree::new(index);
-    let m = tree.meta();
-    if m.root_level > 0 || Leaf::new(Shared::lock(index, m.root).page()).count() > 0 {
-        out.extend(crate::am::gpu_btree::mirror::probe(&tree, codes, what));
-    }
-    out.par_sort_unstable();
-    out
 }
 
 impl BatchSearch for super::GpuLearned {

@@ -1,6 +1,6 @@
 //! The run as one searchable array over its data pages: its metapage and
-//! model, read once per backend (cached by file: the run only changes by
-//! a rebuild), and the search for a key's lower bound, which starts at the
+//! model, read once per backend and generation (cached; each use reads
+//! the metapage's generation), and the search for a key's lower bound, which starts at the
 //! model's prediction (the CPU's, or the GPU's for a batch) and checks it
 //! against the pages' first and last keys, moving as far as it must: a
 //! prediction is a hint, never trusted for rows.
@@ -20,12 +20,14 @@ use std::sync::{Arc, Mutex};
 pub struct Run {
     pub meta: RunMeta,
     pub pgm: Pgm,
+    /// The run page index at which each extent starts.
+    starts: Vec<usize>,
     device: Mutex<Option<Arc<DevicePgm>>>,
 }
 
 impl cache::Image for Run {
     fn generation(&self) -> u64 {
-        0
+        self.meta.generation
     }
     fn host_bytes(&self) -> usize {
         self.pgm.bytes()
@@ -35,15 +37,31 @@ impl cache::Image for Run {
     }
 }
 
-/// The run of index `rel`: cached, or read from its pages.
+/// The generation of the run (and delta) of index `rel` now.
+pub fn generation(rel: pg_sys::Relation) -> u64 {
+    run_meta(Shared::lock(rel, RUN_META_BLOCK).page()).generation
+}
+
+/// The current run of index `rel`: cached, or read from its pages.
 pub fn get(rel: pg_sys::Relation) -> Arc<Run> {
-    if let Some(run) = cache::lookup::<Run>(rel, "learned run") {
+    let meta = run_meta(Shared::lock(rel, RUN_META_BLOCK).page());
+    if let Some(run) = cache::lookup::<Run>(rel, "learned run").filter(|r| r.meta.generation == meta.generation) {
         return run;
     }
-    let meta = run_meta(Shared::lock(rel, RUN_META_BLOCK).page());
+    cache::remove(rel, "learned run");
+    let mut starts = Vec::with_capacity(meta.extents().len());
+    let mut pages = 0usize;
+    for e in meta.extents() {
+        starts.push(pages);
+        pages += e[1] as usize;
+    }
+    if pages != (meta.data_pages + meta.model_pages) as usize {
+        learned_corrupted(format!("extents of {pages} pages for {} data and {} model pages", meta.data_pages, meta.model_pages));
+    }
+    let mut run = Run { meta, pgm: Pgm::default(), starts, device: Mutex::new(None) };
     let mut pgm = Pgm { eps: meta.eps as usize, eps_inner: meta.eps_inner as usize, n: meta.n as usize, ..Pgm::default() };
-    for b in meta.first_model..meta.first_model + meta.model_pages {
-        let g = Shared::lock(rel, b);
+    for j in 0..meta.model_pages as usize {
+        let g = Shared::lock(rel, run.block(meta.data_pages as usize + j));
         for (f, s, i) in model_page_segments(g.page()) {
             pgm.first.push(f);
             pgm.slope.push(s);
@@ -58,7 +76,8 @@ pub fn get(rel: pg_sys::Relation) -> Arc<Run> {
     if !sane {
         learned_corrupted(format!("a model of {} segments in {} levels, {} expected", pgm.first.len(), meta.nlevels, meta.segments));
     }
-    cache::store(rel, "learned run", Run { meta, pgm, device: Mutex::new(None) })
+    run.pgm = pgm;
+    cache::store(rel, "learned run", run)
 }
 
 impl Run {
@@ -70,10 +89,16 @@ impl Run {
         self.meta.data_pages as usize
     }
 
+    /// The block of the run's page `i` (data pages first, then model).
+    pub fn block(&self, i: usize) -> u32 {
+        let e = self.starts.partition_point(|&s| s <= i) - 1;
+        self.meta.extents[e][0] + (i - self.starts[e]) as u32
+    }
+
     /// Data page `i`, share-locked.
     pub fn page(&self, rel: pg_sys::Relation, i: usize) -> Shared {
         assert!(i < self.pages());
-        Shared::lock(rel, self.meta.first_data + i as u32)
+        Shared::lock(rel, self.block(i))
     }
 
     /// The model's guess of q's position (CPU).

@@ -205,6 +205,16 @@ impl RunCursor {
     }
 }
 
+fn merged_under_parallel_scan(index: pg_sys::Relation) -> ! {
+    // SAFETY: rd_rel of an open relation.
+    let name = unsafe { pgrx::name_data_to_str(&(*(*index).rd_rel).relname).to_string() };
+    crate::error::raise(
+        pgrx::prelude::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+        format!("gpu_learned index \"{name}\" was merged while a parallel scan of it started"),
+        "Run the query again.",
+    )
+}
+
 /// A match: whether it is a NULL, its key, its TID.
 type Item = (bool, u64, Tid);
 
@@ -232,6 +242,33 @@ fn intervals(plan: &Plan) -> Vec<(u64, u64)> {
 }
 
 impl ScanState {
+    /// Starts both sides in direction `dir` on one generation: the run's,
+    /// and the delta's first match read between two reads of the
+    /// generation (a merge switches both at once; the pages of the one a
+    /// scan started on stay while it can read them). The participants of
+    /// a parallel scan agree on it first.
+    fn start(&mut self, scan: &pg_sys::IndexScanDescData, dir: isize) {
+        loop {
+            let run = run::get(self.index);
+            let generation = run.meta.generation;
+            if Walk::nth(scan, 2).is_some_and(|w| !w.agree(generation)) {
+                merged_under_parallel_scan(self.index);
+            }
+            self.run = Some(run);
+            (self.heads, self.done, self.dir) = ([None, None], [false, false], dir);
+            self.heads[1] = self.fetch(scan, 1, dir);
+            self.done[1] = self.heads[1].is_none();
+            if run::generation(self.index) == generation {
+                return;
+            }
+            if !scan.parallel_scan.is_null() {
+                // The delta's walk is under way on the other generation.
+                merged_under_parallel_scan(self.index);
+            }
+            self.delta.rescan(scan);
+        }
+    }
+
     fn fetch(&mut self, scan: &pg_sys::IndexScanDescData, side: usize, dir: isize) -> Option<Item> {
         if side == 0 {
             let run = self.run.get_or_insert_with(|| run::get(self.index)).clone();
@@ -244,7 +281,9 @@ impl ScanState {
     }
 
     fn next_item(&mut self, scan: &pg_sys::IndexScanDescData, dir: isize) -> Option<Item> {
-        if dir != self.dir {
+        if self.dir == 0 {
+            self.start(scan, dir);
+        } else if dir != self.dir {
             (self.heads, self.done, self.dir) = ([None, None], [false, false], dir);
         }
         for side in 0..2 {
@@ -285,7 +324,7 @@ impl IndexScan for ScanState {
     fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
         self.delta.rescan(scan);
         self.cursor.reset(intervals(&plan_of(scan, self.key_type)), scan.xs_want_itup);
-        (self.heads, self.done, self.dir) = ([None, None], [false, false], 0);
+        (self.heads, self.done, self.dir, self.run) = ([None, None], [false, false], 0, None);
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
@@ -326,10 +365,13 @@ impl IndexScan for ScanState {
     }
 
     fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
+        // The delta first, then the run read after it: of the same
+        // generation, or of a later one that holds the entries of the
+        // delta read (TIDs twice in a bitmap are one).
+        self.delta.all(scan, add);
         let (run, index) = (run::get(self.index), self.index);
         let tids = std::iter::from_fn(|| self.cursor.next(index, &run, 1)).map(|(_, tid)| tid_to(tid));
         crate::am::common::scan::add_in_pieces(tids, add);
-        self.delta.all(scan, add);
     }
 
     fn end(&mut self) {

@@ -17,7 +17,7 @@ pub fn bulk_delete_run(index: pg_sys::Relation, dead: &dyn Fn(Tid) -> bool) -> (
     for i in 0..run.pages() {
         // SAFETY: VACUUM's interrupt and cost-delay check.
         unsafe { pg_sys::vacuum_delay_point() };
-        let page = Exclusive::lock_for_cleanup(index, run.meta.first_data + i as u32);
+        let page = Exclusive::lock_for_cleanup(index, run.block(i));
         let p = RunPage::new(page.page());
         let live: Vec<usize> = (0..p.count()).filter(|&s| !p.dead(s)).collect();
         let newly: Vec<usize> = live.iter().copied().filter(|&s| dead(p.tid(s))).collect();
