@@ -488,9 +488,29 @@ pub fn batch_differential(c: &mut Client, case: &Case, table: &str, rng: &mut Sp
 /// with the sequential scan's; then the index holds exactly one entry per
 /// row and passes its check.
 pub fn concurrent(db: &'static str, case: Case, table: &'static str, seed: u64) {
+    concurrent_with(db, case, table, seed, "")
+}
+
+/// `concurrent`, with a session running `maintenance` ({t}: the table) in a
+/// loop while the writers write.
+pub fn concurrent_with(db: &'static str, case: Case, table: &'static str, seed: u64, maintenance: &'static str) {
     let mut c = crate::connect(db);
     let mut rng = SplitMix64::new(seed);
     load(&mut c, &case, table, &mut rng, 4_000);
+    let writing = Arc::new(AtomicBool::new(true));
+    let maintainer = (!maintenance.is_empty()).then(|| {
+        let writing = writing.clone();
+        std::thread::spawn(move || {
+            let mut c = crate::connect(db);
+            let mut rounds = 0;
+            while writing.load(Ordering::Relaxed) {
+                c.batch_execute(&maintenance.replace("{t}", table)).unwrap_or_else(|e| panic!("{maintenance}: {e:?}"));
+                rounds += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            rounds
+        })
+    });
     let writers: Vec<_> = (0..4u64)
         .map(|w| {
             std::thread::spawn(move || {
@@ -542,6 +562,10 @@ pub fn concurrent(db: &'static str, case: Case, table: &'static str, seed: u64) 
         .collect();
     for w in writers {
         w.join().unwrap();
+    }
+    writing.store(false, Ordering::Relaxed);
+    if let Some(m) = maintainer {
+        assert!(m.join().unwrap() > 0);
     }
     stop.store(true, Ordering::Relaxed);
     for r in readers {

@@ -77,6 +77,13 @@ fn concurrent_gpu_learned() {
     runners::concurrent(DB, runners::gpu_learned(), "conc_gpu_learned", 200);
 }
 
+/// Merges of the delta into the run while writers insert and readers
+/// compare the index with the heap in one snapshot.
+#[test]
+fn concurrent_gpu_learned_merges() {
+    runners::concurrent_with(DB, runners::gpu_learned(), "conc_gpu_learned_m", 210, "SELECT gpu_learned_merge('{t}_v')");
+}
+
 #[test]
 fn concurrent_gpu_spatial() {
     runners::concurrent(DB, runners::gpu_spatial(), "conc_gpu_spatial", 500);

@@ -141,6 +141,7 @@ fn main() {
         .collect();
     let singles: Vec<i64> = (0..20_000).map(|_| pick(&mut rng)).collect();
     let mut reference: Vec<i64> = Vec::new(); // btree's answers
+    let mut folds: Vec<String> = Vec::new();
     let mut plans: Vec<String> = Vec::new();
     for (i, (label, am, setting)) in setups.iter().enumerate() {
         c.batch_execute(setting).unwrap();
@@ -268,8 +269,27 @@ fn main() {
                 .unwrap();
         }
         push(&mut rows, setups.len(), i, "INSERT, 1000-row statements".into(), "krows/s", false, 200.0 / t.elapsed().as_secs_f64());
+        // gpu_learned: the inserts' delta merged into the run, against a
+        // REINDEX of the same table (the other way to fold it); REINDEX
+        // also leaves the next setup the index as built.
+        let fold = method == "gpu_learned" && *am == "gpu_learned" && rebuilt;
+        if fold {
+            let t = Instant::now();
+            let moved: i64 = c.query_one("SELECT gpu_learned_merge('bench_t_k')", &[]).unwrap().get(0);
+            folds.push(format!("merge of a {moved}-entry delta into the {n}-entry run: {:.2} s", t.elapsed().as_secs_f64()));
+            let got: i64 = c.query_one("SELECT count(*) FROM bench_t WHERE k = ANY($1)", &[&probe_sets[1]]).unwrap().get(0);
+            let mut s = session("SET enable_indexscan = off; SET enable_bitmapscan = off");
+            let want: i64 = s.query_one("SELECT count(*) FROM bench_t WHERE k = ANY($1)", &[&probe_sets[1]]).unwrap().get(0);
+            assert_eq!(got, want, "after the merge, = ANY(16K) differs from the sequential scan");
+        }
         c.batch_execute("DELETE FROM bench_t WHERE payload = -1").unwrap();
         c.batch_execute("VACUUM (ANALYZE) bench_t").unwrap();
+        if fold {
+            let t = Instant::now();
+            c.batch_execute("REINDEX INDEX bench_t_k").unwrap();
+            folds.push(format!("REINDEX of the same index: {:.2} s", t.elapsed().as_secs_f64()));
+            let _ = c.batch_execute("SELECT pg_prewarm('bench_t_k')");
+        }
         if i == 0 {
             reference = answers;
         } else {
@@ -289,6 +309,12 @@ fn main() {
         println!("| {} | {} | {:.2}x |", r.what, cells.join(" | "), ratio);
     }
     println!("\n(ratio > 1: {method} better. Every answer of {method} was checked against btree's. Keys: {set_name}.)");
+    if !folds.is_empty() {
+        println!("\nThe delta folded into the run ({method} (auto) session, after the INSERT measures):");
+        for f in &folds {
+            println!("- {f}");
+        }
+    }
     println!("\nPlans:");
     for p in plans {
         println!("- {p}");
