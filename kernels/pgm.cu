@@ -131,3 +131,221 @@ extern "C" __global__ void pgm_lower_bound(const u64 *__restrict__ first, const 
         out[i] = lower_bound_in(keys, n, q, p > eps + 1 ? p - eps - 1 : 0, p + eps + 2);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Construction: the bottom level fitted in chunks, one thread per chunk
+// (Theorem 1: each chunk costs at most one segment over the sequential
+// fit). The same points and the same streaming PLA as the CPU's
+// (pgm/mod.rs `bottom_points`, pgm/pla.rs): exact 128-bit coordinates,
+// and the final line in round-to-nearest double operations without
+// contraction, so the segments are bit for bit the CPU's with the same
+// chunks. Each thread keeps its hulls in its own `hull_cap` slots of
+// `scratch`; a chunk whose hulls or segments outgrow their room raises its
+// `overflow` flag and the host fits it instead.
+
+typedef __int128 i128;
+
+struct HullPoint {
+    u64 x;
+    long long y;
+};
+
+struct Pt {
+    i128 x, y;
+};
+
+__device__ __forceinline__ Pt pt(HullPoint h) { return Pt{(i128)h.x, (i128)h.y}; }
+__device__ __forceinline__ HullPoint hp(Pt p) { return HullPoint{(u64)p.x, (long long)p.y}; }
+__device__ __forceinline__ Pt sub(Pt a, Pt b) { return Pt{a.x - b.x, a.y - b.y}; }
+// a < b as slopes (both dx > 0).
+__device__ __forceinline__ bool less(Pt a, Pt b) { return a.y * b.x < b.y * a.x; }
+__device__ __forceinline__ i128 cross(Pt o, Pt a, Pt b) {
+    const Pt oa = sub(a, o), ob = sub(b, o);
+    return oa.x * ob.y - oa.y * ob.x;
+}
+
+struct Fit {
+    i128 eps;
+    HullPoint *upper, *lower;
+    unsigned cap, un, ln, us, ls;
+    u64 points, first;
+    Pt rect[4];
+    bool overflow;
+};
+
+__device__ __forceinline__ void push(HullPoint *h, unsigned *len, Pt p, Fit &f) {
+    if (*len >= f.cap) {
+        f.overflow = true;
+        return;
+    }
+    h[(*len)++] = hp(p);
+}
+
+// pla.rs `Pla::add`.
+__device__ bool fit_add(Fit &f, u64 x, u64 y) {
+    const Pt p1 = Pt{(i128)x, (i128)y + f.eps}, p2 = Pt{(i128)x, (i128)y - f.eps};
+    if (f.points == 0) {
+        f.first = x;
+        f.rect[0] = p1;
+        f.rect[1] = p2;
+        f.un = f.ln = f.us = f.ls = 0;
+        push(f.upper, &f.un, p1, f);
+        push(f.lower, &f.ln, p2, f);
+        f.points = 1;
+        return true;
+    }
+    if (f.points == 1) {
+        f.rect[2] = p2;
+        f.rect[3] = p1;
+        push(f.upper, &f.un, p1, f);
+        push(f.lower, &f.ln, p2, f);
+        f.points = 2;
+        return true;
+    }
+    const Pt slope1 = sub(f.rect[2], f.rect[0]), slope2 = sub(f.rect[3], f.rect[1]);
+    if (less(sub(p1, f.rect[2]), slope1) || less(slope2, sub(p2, f.rect[3]))) return false;
+    if (less(sub(p1, f.rect[1]), slope2)) {
+        Pt min = sub(pt(f.lower[f.ls]), p1);
+        unsigned at = f.ls;
+        for (unsigned i = f.ls + 1; i < f.ln; i++) {
+            const Pt v = sub(pt(f.lower[i]), p1);
+            if (less(min, v)) break;
+            min = v;
+            at = i;
+        }
+        f.rect[1] = pt(f.lower[at]);
+        f.rect[3] = p1;
+        f.ls = at;
+        unsigned end = f.un;
+        while (end >= f.us + 2 && cross(pt(f.upper[end - 2]), pt(f.upper[end - 1]), p1) <= 0) end--;
+        f.un = end;
+        push(f.upper, &f.un, p1, f);
+    }
+    if (less(slope1, sub(p2, f.rect[0]))) {
+        Pt max = sub(pt(f.upper[f.us]), p2);
+        unsigned at = f.us;
+        for (unsigned i = f.us + 1; i < f.un; i++) {
+            const Pt v = sub(pt(f.upper[i]), p2);
+            if (less(v, max)) break;
+            max = v;
+            at = i;
+        }
+        f.rect[0] = pt(f.upper[at]);
+        f.rect[2] = p2;
+        f.us = at;
+        unsigned end = f.ln;
+        while (end >= f.ls + 2 && cross(pt(f.lower[end - 2]), pt(f.lower[end - 1]), p2) >= 0) end--;
+        f.ln = end;
+        push(f.lower, &f.ln, p2, f);
+    }
+    f.points++;
+    return true;
+}
+
+// pla.rs `Pla::line`, written to segment slot `at`.
+__device__ void fit_line(Fit &f, u64 *sf, double *ss, double *si, u64 at) {
+    const u64 points = f.points;
+    f.points = 0;
+    const Pt p0 = f.rect[0], p1 = f.rect[1], p2 = f.rect[2], p3 = f.rect[3];
+    sf[at] = f.first;
+    if (points == 1) {
+        ss[at] = 0.0;
+        si[at] = (double)((p0.y + p1.y) / 2);
+        return;
+    }
+    const Pt s1 = sub(p2, p0), s2 = sub(p3, p1);
+    const double slope =
+        __ddiv_rn(__dadd_rn(__ddiv_rn((double)s1.y, (double)s1.x), __ddiv_rn((double)s2.y, (double)s2.x)), 2.0);
+    const i128 a = s1.x * s2.y - s1.y * s2.x;
+    double ix = 0.0, iy = 0.0;
+    if (a != 0) {
+        const i128 b = (p1.x - p0.x) * (p3.y - p1.y) - (p1.y - p0.y) * (p3.x - p1.x);
+        ix = __ddiv_rn(__dmul_rn((double)b, (double)s1.x), (double)a);
+        iy = __ddiv_rn(__dmul_rn((double)b, (double)s1.y), (double)a);
+    }
+    ss[at] = slope;
+    si[at] = __dsub_rn(__dadd_rn((double)p0.y, iy), __dmul_rn(__dadd_rn((double)(p0.x - (i128)f.first), ix), slope));
+}
+
+// Chunk c = keys[starts[c], starts[c+1]) (each start a first occurrence):
+// its segments into slots [base[c], base[c+1]), their number in count[c].
+extern "C" __global__ void pgm_fit_chunks(const u64 *__restrict__ keys, u64 n, const u64 *__restrict__ starts,
+                                          unsigned nchunks, u64 eps, HullPoint *__restrict__ scratch,
+                                          unsigned hull_cap, const u64 *__restrict__ base, u64 *__restrict__ sf,
+                                          double *__restrict__ ss, double *__restrict__ si,
+                                          unsigned *__restrict__ count, int *__restrict__ overflow) {
+    const unsigned c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= nchunks) return;
+    Fit f;
+    f.eps = (i128)eps;
+    f.upper = scratch + (u64)c * 2 * hull_cap;
+    f.lower = f.upper + hull_cap;
+    f.cap = hull_cap;
+    f.points = 0;
+    f.overflow = false;
+    const u64 from = ld(starts, c), to = ld(starts, c + 1), b = ld(base, c), room = ld(base, c + 1) - b;
+    u64 segs = 0;
+    // pgm/mod.rs `bottom_points`: each distinct key at its first position;
+    // after a run of duplicates, the next key value at the run's end (when
+    // the key after the run is not that value). A run is skipped by
+    // galloping to its end, not key by key (Zipf keys repeat by millions).
+    for (u64 i = from; i < to && !f.overflow;) {
+        const u64 x = ld(keys, i);
+        u64 lo = i, hi = i + 1, step = 1;
+        while (hi < to && ld(keys, hi) == x) {
+            lo = hi;
+            hi = hi + step < to ? hi + step : to;
+            step *= 2;
+        }
+        while (hi - lo > 1) {
+            const u64 mid = lo + (hi - lo) / 2;
+            if (ld(keys, mid) == x) lo = mid;
+            else hi = mid;
+        }
+        const u64 e = lo;  // the run's last position
+        u64 px[2], py[2];
+        int np = 0;
+        px[np] = x;
+        py[np++] = i;
+        if (e > i) {
+            const bool has_next = e + 1 < n;
+            const u64 next = has_next ? ld(keys, e + 1) : 0;
+            if (x != ~0ULL && (!has_next || next != x + 1)) {
+                px[np] = x + 1;
+                py[np++] = e + 1;
+            }
+        }
+        for (int j = 0; j < np && !f.overflow; j++) {
+            if (!fit_add(f, px[j], py[j])) {
+                if (segs >= room) {
+                    f.overflow = true;
+                    break;
+                }
+                fit_line(f, sf, ss, si, b + segs++);
+                fit_add(f, px[j], py[j]);
+            }
+        }
+        i = e + 1;
+    }
+    if (!f.overflow && f.points > 0) {
+        if (segs >= room) f.overflow = true;
+        else fit_line(f, sf, ss, si, b + segs++);
+    }
+    count[c] = f.overflow ? 0 : (unsigned)segs;
+    overflow[c] = f.overflow ? 1 : 0;
+}
+
+// Moves chunk c's segments (one block per chunk) from slot base[c] to
+// position at[c] of the packed level.
+extern "C" __global__ void pgm_pack_segments(const u64 *__restrict__ base, const unsigned *__restrict__ count,
+                                             const u64 *__restrict__ at, const u64 *__restrict__ sf,
+                                             const double *__restrict__ ss, const double *__restrict__ si,
+                                             u64 *__restrict__ df, double *__restrict__ ds, double *__restrict__ di) {
+    const unsigned c = blockIdx.x;
+    const u64 from = ld(base, c), to = ld(at, c), m = count[c];
+    for (u64 j = threadIdx.x; j < m; j += blockDim.x) {
+        df[to + j] = sf[from + j];
+        ds[to + j] = ss[from + j];
+        di[to + j] = si[from + j];
+    }
+}

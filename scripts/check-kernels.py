@@ -54,7 +54,7 @@ def compile_kernel(nvrtc, path: pathlib.Path, arch: str) -> str | None:
     src = path.read_bytes()
     if nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, path.name.encode(), 0, None, None) != 0:
         return "nvrtcCreateProgram failed"
-    opts = [f"--gpu-architecture={arch}".encode()]
+    opts = [f"--gpu-architecture={arch}".encode(), b"--device-int128"]
     rc = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
     size = ctypes.c_size_t()
     nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))

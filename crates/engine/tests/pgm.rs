@@ -101,3 +101,32 @@ fn gpu_predictions_are_the_cpus() {
         }
     }
 }
+
+/// The GPU build (one thread per chunk) is the CPU's chunked build segment
+/// for segment, bit for bit, on every key set, several ε and chunk
+/// lengths; a gently curving set grows hulls past a thread's room, so its
+/// chunks are fitted on the host.
+#[test]
+fn gpu_build_is_the_cpus_chunked_build() {
+    let Some(gpu) = common::gpu_or_skip("gpu_build_is_the_cpus_chunked_build") else { return };
+    let mut r = SplitMix64::new(21);
+    let mut sets = key_sets(&mut r, 1 << 19);
+    sets.push(("int8 codes", (0..1u64 << 19).map(|i| (1 << 63) + i * 2 + (i * 7919) % 3).collect()));
+    sets.push(("gentle curve", (0..1u64 << 19).map(|i| (i << 24) + i * i).collect()));
+    sets.push(("empty", Vec::new()));
+    for (name, keys) in sets {
+        for eps in [1usize, 16, 128] {
+            for chunk in [1usize << 10, 1 << 16, 1 << 20] {
+                let want = Pgm::build_chunked(&keys, eps, 4, chunk);
+                let got = gpuindex_engine::pgm::gpu::build_gpu(&gpu, &keys, None, eps, 4, chunk).unwrap();
+                let bits = |p: &Pgm| -> Vec<(u64, u64, u64)> {
+                    (0..p.first.len()).map(|i| (p.first[i], p.slope[i].to_bits(), p.intercept[i].to_bits())).collect()
+                };
+                assert_eq!(got.levels, want.levels, "{name} eps {eps} chunk {chunk}: levels");
+                let (g, w) = (bits(&got), bits(&want));
+                let bad = g.iter().zip(&w).position(|(a, b)| a != b);
+                assert!(bad.is_none(), "{name} eps {eps} chunk {chunk}: segment {:?}", bad.map(|i| (g[i], w[i])));
+            }
+        }
+    }
+}

@@ -115,7 +115,8 @@ impl Gpu {
         let started = Instant::now();
         let module = catch(|| {
             let opts = cudarc::nvrtc::CompileOptions {
-                options: vec![format!("--gpu-architecture={}", self.info.nvrtc_arch())],
+                // 128-bit integers: the PGM fit's exact coordinates.
+                options: vec![format!("--gpu-architecture={}", self.info.nvrtc_arch()), "--device-int128".into()],
                 name: Some(format!("{}.cu", k.name)),
                 ..Default::default()
             };

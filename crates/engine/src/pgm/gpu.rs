@@ -165,3 +165,80 @@ pub fn predict_gpu(gpu: &Gpu, pgm: &Pgm, dev: &DevicePgm, queries: &[u64], out: 
         |off, res: &[u64]| gpu::copy_parallel(&mut out[off..off + res.len()], res),
     )
 }
+
+/// Keys per chunk of the GPU build: one thread per chunk, so a thousand
+/// threads or more for 10^8 keys, while each chunk costs at most one
+/// segment over the sequential fit (about 1% more at ε = 16; the paper's
+/// caution: chunks far longer than a segment).
+pub const GPU_CHUNK: usize = 1 << 16;
+/// Hull points a thread keeps per hull (a chunk whose hulls grow past
+/// this is fitted on the host instead).
+const HULL_CAP: u32 = 1024;
+
+/// The model of sorted `keys` with the bottom level fitted on the GPU in
+/// chunks of about `chunk` keys, one thread each (`kernels/pgm.cu`
+/// `pgm_fit_chunks`), the levels above (a few thousandths of it) on the
+/// host. `dev_keys`: the keys already on the device (else they are
+/// uploaded). Segment for segment what `Pgm::build_chunked` returns with
+/// the same `chunk`.
+pub fn build_gpu(gpu: &Gpu, keys: &[u64], dev_keys: Option<&DeviceBuffer<u64>>, eps: usize, eps_inner: usize, chunk: usize) -> Result<Pgm, GpuError> {
+    assert!(eps >= 1 && eps_inner >= 1);
+    let starts = super::chunk_starts(keys, chunk);
+    let nchunks = starts.len() - 1;
+    if nchunks == 0 {
+        return Ok(Pgm::from_bottom(0, eps, eps_inner, &[]));
+    }
+    // Each chunk's room: any two points fit a line, so at most half its
+    // points (plus one) close a segment.
+    let mut base = Vec::with_capacity(nchunks + 1);
+    let mut slots = 0u64;
+    for w in starts.windows(2) {
+        base.push(slots);
+        slots += ((w[1] - w[0]) as u64).div_ceil(2) + 1;
+    }
+    base.push(slots);
+    let uploaded;
+    let dkeys = match dev_keys {
+        Some(k) => k,
+        None => {
+            uploaded = gpu.upload(keys)?;
+            &uploaded
+        }
+    };
+    let starts64: Vec<u64> = starts.iter().map(|&s| s as u64).collect();
+    let (dstarts, dbase) = (gpu.upload(&starts64)?, gpu.upload(&base)?);
+    // Two hulls of HULL_CAP (x: u64, y: i64) points per chunk.
+    let scratch = gpu.alloc::<u64>(nchunks * 2 * HULL_CAP as usize * 2)?;
+    let (sf, ss, si) = (gpu.alloc::<u64>(slots as usize)?, gpu.alloc::<f64>(slots as usize)?, gpu.alloc::<f64>(slots as usize)?);
+    let (count, overflow) = (gpu.alloc::<u32>(nchunks)?, gpu.alloc::<i32>(nchunks)?);
+    let stream = gpu.new_stream()?;
+    let (kp, n64, stp, nch, eps64, scp, cap, bp) =
+        (dkeys.ptr(), keys.len() as u64, dstarts.ptr(), nchunks as u32, eps as u64, scratch.ptr(), HULL_CAP, dbase.ptr());
+    let (sfp, ssp, sip, cp, op) = (sf.ptr(), ss.ptr(), si.ptr(), count.ptr(), overflow.ptr());
+    crate::launch!(gpu, stream, kernels::PGM, "pgm_fit_chunks", (nchunks.div_ceil(128), 128, 0), [
+        kp, n64, stp, nch, eps64, scp, cap, bp, sfp, ssp, sip, cp, op
+    ])?;
+    let (counts, overflowed) = (count.download()?, overflow.download()?);
+    // Pack the segments of the chunks that fitted (the others count none).
+    let mut at = Vec::with_capacity(nchunks);
+    let mut m = 0u64;
+    for c in 0..nchunks {
+        at.push(m);
+        m += if overflowed[c] != 0 { 0 } else { counts[c] as u64 };
+    }
+    let (df, ds, di) = (gpu.alloc::<u64>(m as usize)?, gpu.alloc::<f64>(m as usize)?, gpu.alloc::<f64>(m as usize)?);
+    let dat = gpu.upload(&at)?;
+    let (atp, dfp, dsp, dip) = (dat.ptr(), df.ptr(), ds.ptr(), di.ptr());
+    crate::launch!(gpu, stream, kernels::PGM, "pgm_pack_segments", (nchunks, 128, 0), [bp, cp, atp, sfp, ssp, sip, dfp, dsp, dip])?;
+    let (first, slope, intercept) = (df.download()?, ds.download()?, di.download()?);
+    let mut bottom = Vec::with_capacity(m as usize);
+    for c in 0..nchunks {
+        if overflowed[c] != 0 {
+            bottom.extend(super::fit_range(keys, starts[c], starts[c + 1], eps));
+        } else {
+            let r = at[c] as usize..at[c] as usize + counts[c] as usize;
+            bottom.extend(r.map(|i| super::pla::Line { first: first[i], slope: slope[i], intercept: intercept[i] }));
+        }
+    }
+    Ok(Pgm::from_bottom(keys.len(), eps, eps_inner, &bottom))
+}

@@ -135,6 +135,30 @@ impl StreamFit {
     }
 }
 
+/// Where the chunks of a parallel bottom fit start: about every `chunk`
+/// keys, each at a first occurrence; then n (empty keys: just 0).
+pub fn chunk_starts(keys: &[u64], chunk: usize) -> Vec<usize> {
+    let n = keys.len();
+    let mut starts = vec![0];
+    while n > 0 {
+        let mut next = starts.last().expect("one start") + chunk.max(1);
+        while next < n && keys[next - 1] == keys[next] {
+            next += 1;
+        }
+        if next >= n {
+            starts.push(n);
+            break;
+        }
+        starts.push(next);
+    }
+    starts
+}
+
+/// The bottom level's segments of chunk keys[start..end].
+pub fn fit_range(keys: &[u64], start: usize, end: usize, eps: usize) -> Vec<Line> {
+    fit(bottom_points(keys, start, end), eps)
+}
+
 /// Fits points with strictly increasing x.
 fn fit(points: impl Iterator<Item = (u64, u64)>, eps: usize) -> Vec<Line> {
     let mut pla = Pla::new(eps);
@@ -242,28 +266,24 @@ pub fn window(p: usize, eps: usize) -> (usize, usize) {
 impl Pgm {
     /// The model of sorted `keys` (on all cores).
     pub fn build(keys: &[u64], eps: usize, eps_inner: usize) -> Pgm {
+        Pgm::build_chunked(keys, eps, eps_inner, CHUNK)
+    }
+
+    /// The model with the bottom level fitted in chunks of about `chunk`
+    /// keys on all cores (what the GPU build does per thread: the same
+    /// chunks give the same segments).
+    pub fn build_chunked(keys: &[u64], eps: usize, eps_inner: usize, chunk: usize) -> Pgm {
         assert!(eps >= 1 && eps_inner >= 1);
         debug_assert!(keys.windows(2).all(|w| w[0] <= w[1]), "keys must be sorted");
-        let n = keys.len();
+        let starts = chunk_starts(keys, chunk);
+        let bottom: Vec<Line> = starts.par_windows(2).flat_map_iter(|w| fit_range(keys, w[0], w[1], eps)).collect();
+        Pgm::from_bottom(keys.len(), eps, eps_inner, &bottom)
+    }
+
+    /// The model over n keys whose bottom level is `bottom`.
+    pub fn from_bottom(n: usize, eps: usize, eps_inner: usize, bottom: &[Line]) -> Pgm {
         let mut pgm = Pgm { eps, eps_inner, n, ..Pgm::default() };
-        if n == 0 {
-            return pgm;
-        }
-        // Chunks start at first occurrences.
-        let mut starts = vec![0];
-        while let Some(&s) = starts.last() {
-            let mut next = s + CHUNK;
-            while next < n && keys[next - 1] == keys[next] {
-                next += 1;
-            }
-            if next >= n {
-                break;
-            }
-            starts.push(next);
-        }
-        starts.push(n);
-        let bottom: Vec<Line> = starts.par_windows(2).flat_map_iter(|w| fit(bottom_points(keys, w[0], w[1]), eps)).collect();
-        pgm.push_levels(&bottom);
+        pgm.push_levels(bottom);
         pgm
     }
 

@@ -15,7 +15,7 @@ use crate::util::*;
 use crate::Args;
 use gpuindex_engine::gpu::{Gpu, Schedule};
 use gpuindex_engine::hbtree::implicit::{Hit, ImplicitTree};
-use gpuindex_engine::pgm::gpu::{choose, lower_bound_gpu, DevicePgm, Strategy};
+use gpuindex_engine::pgm::gpu::{build_gpu as build_gpu_chunks, choose, lower_bound_gpu, DevicePgm, Strategy, GPU_CHUNK};
 use gpuindex_engine::pgm::{Pgm, DEFAULT_EPS_INNER};
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_engine::sorted_array::{GpuSearch, SortedKeys};
@@ -39,6 +39,10 @@ fn key_set(name: &str, n: usize) -> Vec<u64> {
 
 use rayon::prelude::*;
 
+fn build_gpu(g: &Gpu, keys: &[u64], dk: Option<&gpuindex_engine::gpu::DeviceBuffer<u64>>, eps: usize, inner: usize) -> Result<Pgm, gpuindex_engine::gpu::GpuError> {
+    build_gpu_chunks(g, keys, dk, eps, inner, GPU_CHUNK)
+}
+
 fn check(what: &str, want: &[u64], got: &[u64]) {
     if let Some(i) = want.iter().zip(got).position(|(a, b)| a != b) {
         eprintln!("MISMATCH in {what} at query {i}: binary search {} got {}", want[i], got[i]);
@@ -60,11 +64,12 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             let keys = sk.keys();
             let mut want = vec![0u64; m];
             let floor_cpu = m as f64 / median_secs(args.reps, || sk.lower_bound_cpu(&qs, &mut want));
+            let dkeys = gpu.map(|g| g.upload(keys).expect("upload"));
             for eps in [16usize, 64, 128] {
                 let t = Instant::now();
                 let pgm = Pgm::build(keys, eps, DEFAULT_EPS_INNER);
                 let build = t.elapsed().as_secs_f64();
-                models.push(vec![
+                let mut model = vec![
                     set.clone(),
                     size_label(n),
                     eps.to_string(),
@@ -72,7 +77,31 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                     pgm.levels.iter().map(|l| l.len.to_string()).collect::<Vec<_>>().join(" / "),
                     format!("{:.1} KiB", pgm.bytes() as f64 / 1024.0),
                     format!("{:.3}%", 100.0 * pgm.bytes() as f64 / (n * 8) as f64),
-                ]);
+                ];
+                if let (Some(g), Some(dk)) = (gpu, &dkeys) {
+                    // The GPU build (chunks of GPU_CHUNK keys, one thread
+                    // each), checked against the CPU's build of the same
+                    // chunks; timed with the keys on the device, and with
+                    // their upload.
+                    let gpu_model = build_gpu(g, keys, Some(dk), eps, DEFAULT_EPS_INNER).expect("GPU build");
+                    let cpu_same = Pgm::build_chunked(keys, eps, DEFAULT_EPS_INNER, GPU_CHUNK);
+                    let same = gpu_model.first == cpu_same.first
+                        && gpu_model.slope.iter().zip(&cpu_same.slope).all(|(a, b)| a.to_bits() == b.to_bits())
+                        && gpu_model.intercept.iter().zip(&cpu_same.intercept).all(|(a, b)| a.to_bits() == b.to_bits());
+                    if !same {
+                        eprintln!("MISMATCH: the GPU build differs from the CPU's chunked build ({set}, {n}, eps {eps})");
+                        std::process::exit(1);
+                    }
+                    let on_device = median_secs(args.reps, || drop(build_gpu(g, keys, Some(dk), eps, DEFAULT_EPS_INNER)));
+                    let with_upload = median_secs(args.reps, || drop(build_gpu(g, keys, None, eps, DEFAULT_EPS_INNER)));
+                    model.extend([
+                        format!("{on_device:.3}"),
+                        format!("{with_upload:.3}"),
+                        ratio(build, on_device),
+                        gpu_model.levels[0].len.to_string(),
+                    ]);
+                }
+                models.push(model);
                 let mut got = vec![0u64; m];
                 let cpu = m as f64 / median_secs(args.reps, || pgm.lower_bound_cpu(keys, &qs, &mut got));
                 check("PGM CPU", &want, &got);
@@ -124,8 +153,20 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
         }
     }
     table(
-        "G-Learned models (bottom ε as given, inner ε 4; built on all cores)",
-        &["keys", "n", "ε", "build (s)", "segments per level, bottom first", "model", "model / keys"],
+        "G-Learned models (bottom ε as given, inner ε 4; built on all cores, chunks of 2^20 keys; on the GPU, chunks of 2^16, one thread each, equal to the CPU's build of those chunks)",
+        &[
+            "keys",
+            "n",
+            "ε",
+            "build, all cores (s)",
+            "segments per level, bottom first",
+            "model",
+            "model / keys",
+            "GPU build, keys on device (s)",
+            "GPU build with the keys' upload (s)",
+            "GPU build speed-up over all cores (keys on device)",
+            "GPU bottom segments",
+        ],
         &models,
     );
     table(
