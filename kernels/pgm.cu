@@ -5,7 +5,10 @@
 //
 //   pgm_predict       the bottom level's prediction of each query, for the
 //                     host's last mile over keys kept in host memory;
-//   pgm_lower_bound   the whole lower bound, with the keys on the device.
+//   pgm_lower_bound   the whole lower bound, with the keys on the device;
+//   pgm_fit_chunks    the model's construction (below).
+//
+// Both lookups may first stage segments in shared memory (`Model`).
 //
 // Both find the bottom segment by descending every level (the paper's
 // complete query: a window of +-eps_inner around each prediction) or, with
@@ -20,36 +23,68 @@ typedef unsigned long long u64;
 
 __device__ __forceinline__ u64 ld(const u64 *__restrict__ a, u64 i) { return __ldg(a + i); }
 
+// The model's segments: global memory, and a copy in shared memory of
+// those from `staged` on (the paper's staging: the whole model when it
+// fits the block's budget, else the levels above the bottom, else none;
+// `staged` is then the segment count).
+struct Model {
+    const u64 *__restrict__ first;
+    const double *__restrict__ slope;
+    const double *__restrict__ icpt;
+    const u64 *sf;
+    const double *ss, *si;
+    u64 staged;
+    __device__ __forceinline__ u64 f(u64 s) const { return s >= staged ? sf[s - staged] : ld(first, s); }
+    __device__ __forceinline__ double sl(u64 s) const { return s >= staged ? ss[s - staged] : __ldg(slope + s); }
+    __device__ __forceinline__ double ic(u64 s) const { return s >= staged ? si[s - staged] : __ldg(icpt + s); }
+};
+
+// Copies the staged segments into the block's shared memory; every thread
+// of the block calls it (it synchronises the block).
+__device__ __forceinline__ Model stage(const u64 *first, const double *slope, const double *icpt, u64 total, u64 staged) {
+    extern __shared__ u64 smem[];
+    const u64 ns = total - staged;
+    u64 *sf = smem;
+    double *ss = (double *)(smem + ns), *si = (double *)(smem + 2 * ns);
+    for (u64 j = threadIdx.x; j < ns; j += blockDim.x) {
+        sf[j] = ld(first, staged + j);
+        ss[j] = __ldg(slope + staged + j);
+        si[j] = __ldg(icpt + staged + j);
+    }
+    __syncthreads();
+    return Model{first, slope, icpt, sf, ss, si, staged};
+}
+
 // Segment s's prediction for k (>= its first key), clamped as the CPU's
 // (pgm/mod.rs): to at most the next segment's prediction at its own first
 // key (`end`: one past the last segment of s's level), at least its own,
 // and to [0, len).
-__device__ __forceinline__ u64 predict(const u64 *__restrict__ first, const double *__restrict__ slope,
-                                       const double *__restrict__ icpt, u64 s, u64 end, u64 k, u64 len) {
-    double p = __ldg(icpt + s) + __ldg(slope + s) * (double)(k - ld(first, s));
-    if (s + 1 < end) p = fmin(p, __ldg(icpt + s + 1));
-    p = fmax(p, __ldg(icpt + s));
+__device__ __forceinline__ u64 predict(const Model &m, u64 s, u64 end, u64 k, u64 len) {
+    double p = m.ic(s) + m.sl(s) * (double)(k - m.f(s));
+    if (s + 1 < end) p = fmin(p, m.ic(s + 1));
+    p = fmax(p, m.ic(s));
     p = fmin(fmax(p, 0.0), (double)(len - 1));
     return (u64)p;
 }
 
-// The last i < n with a[i] <= k (a[0] <= k), from the window [lo, hi).
-__device__ __forceinline__ u64 rightmost_le(const u64 *__restrict__ a, u64 n, u64 k, u64 lo, u64 hi) {
+// The last i < n with first[off + i] <= k (first[off] <= k), from the
+// window [lo, hi).
+__device__ __forceinline__ u64 rightmost_le(const Model &m, u64 off, u64 n, u64 k, u64 lo, u64 hi) {
     lo = lo < n - 1 ? lo : n - 1;
     hi = hi < lo + 1 ? lo + 1 : (hi > n ? n : hi);
     u64 w = 1;
-    while (lo > 0 && ld(a, lo) > k) {
+    while (lo > 0 && m.f(off + lo) > k) {
         lo = lo > w ? lo - w : 0;
         w *= 2;
     }
-    while (hi < n && ld(a, hi) <= k) {
+    while (hi < n && m.f(off + hi) <= k) {
         hi = hi + w < n ? hi + w : n;
         w *= 2;
     }
     u64 len = hi - lo;
     while (len > 0) {
         const u64 half = len >> 1;
-        if (ld(a, lo + half) <= k) {
+        if (m.f(off + lo + half) <= k) {
             lo += half + 1;
             len -= half + 1;
         } else {
@@ -86,39 +121,45 @@ __device__ __forceinline__ u64 lower_bound_in(const u64 *__restrict__ keys, u64 
 }
 
 // The bottom segment for k (>= the first key).
-__device__ __forceinline__ u64 bottom_segment(const u64 *__restrict__ first, const double *__restrict__ slope,
-                                              const double *__restrict__ icpt, const u64 *__restrict__ levels,
-                                              unsigned nlevels, u64 eps_inner, int concise, u64 k) {
-    if (concise) return rightmost_le(first, ld(levels, 1), k, 0, ld(levels, 1));
+__device__ __forceinline__ u64 bottom_segment(const Model &m, const u64 *__restrict__ levels, unsigned nlevels,
+                                              u64 eps_inner, int concise, u64 k) {
+    if (concise) return rightmost_le(m, 0, ld(levels, 1), k, 0, ld(levels, 1));
     u64 s = ld(levels, 2 * (nlevels - 1));
     for (int l = (int)nlevels - 1; l >= 1; l--) {
         const u64 off = ld(levels, 2 * (l - 1)), len = ld(levels, 2 * (l - 1) + 1);
         const u64 end = ld(levels, 2 * l) + ld(levels, 2 * l + 1);
-        const u64 p = predict(first, slope, icpt, s, end, k, len);
+        const u64 p = predict(m, s, end, k, len);
         const u64 lo = p > eps_inner + 1 ? p - eps_inner - 1 : 0;
-        s = off + rightmost_le(first + off, len, k, lo, p + eps_inner + 2);
+        s = off + rightmost_le(m, off, len, k, lo, p + eps_inner + 2);
     }
     return s;
 }
 
+// Segments in all levels (the last level's end).
+__device__ __forceinline__ u64 segments(const u64 *__restrict__ levels, unsigned nlevels) {
+    return ld(levels, 2 * (nlevels - 1)) + ld(levels, 2 * (nlevels - 1) + 1);
+}
+
 extern "C" __global__ void pgm_predict(const u64 *__restrict__ first, const double *__restrict__ slope,
                                        const double *__restrict__ icpt, const u64 *__restrict__ levels,
-                                       unsigned nlevels, u64 eps_inner, int concise, u64 n,
+                                       unsigned nlevels, u64 eps_inner, int concise, u64 staged, u64 n,
                                        const u64 *__restrict__ queries, u64 m, u64 *__restrict__ out) {
+    const Model md = stage(first, slope, icpt, segments(levels, nlevels), staged);
     const u64 first_key = ld(first, 0);
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
         u64 k = queries[i];
         k = k > first_key ? k : first_key;
-        const u64 s = bottom_segment(first, slope, icpt, levels, nlevels, eps_inner, concise, k);
-        out[i] = predict(first, slope, icpt, s, ld(levels, 1), k, n);
+        const u64 s = bottom_segment(md, levels, nlevels, eps_inner, concise, k);
+        out[i] = predict(md, s, ld(levels, 1), k, n);
     }
 }
 
 extern "C" __global__ void pgm_lower_bound(const u64 *__restrict__ first, const double *__restrict__ slope,
                                            const double *__restrict__ icpt, const u64 *__restrict__ levels,
-                                           unsigned nlevels, u64 eps_inner, int concise, u64 eps,
+                                           unsigned nlevels, u64 eps_inner, int concise, u64 staged, u64 eps,
                                            const u64 *__restrict__ keys, u64 n, const u64 *__restrict__ queries,
                                            u64 m, u64 *__restrict__ out) {
+    const Model md = stage(first, slope, icpt, segments(levels, nlevels), staged);
     const u64 first_key = ld(keys, 0);
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
         const u64 q = queries[i];
@@ -126,8 +167,8 @@ extern "C" __global__ void pgm_lower_bound(const u64 *__restrict__ first, const 
             out[i] = 0;
             continue;
         }
-        const u64 s = bottom_segment(first, slope, icpt, levels, nlevels, eps_inner, concise, q);
-        const u64 p = predict(first, slope, icpt, s, ld(levels, 1), q, n);
+        const u64 s = bottom_segment(md, levels, nlevels, eps_inner, concise, q);
+        const u64 p = predict(md, s, ld(levels, 1), q, n);
         out[i] = lower_bound_in(keys, n, q, p > eps + 1 ? p - eps - 1 : 0, p + eps + 2);
     }
 }

@@ -38,7 +38,7 @@ fn gpu_lookups_equal_the_cpu_and_binary_search() {
             assert!(cpu == want, "{name}: CPU");
             for on_device in [false, true] {
                 let dev = DevicePgm::upload(&gpu, &pgm, on_device.then_some(&keys[..])).unwrap();
-                for strategy in [Strategy::Complete, Strategy::Concise] {
+                for strategy in Strategy::ALL {
                     let mut got = vec![0; queries.len()];
                     let sched = Schedule { chunk: 65_536, in_flight: 2 };
                     lower_bound_gpu(&gpu, &pgm, &dev, &keys, &queries, &mut got, strategy, sched).unwrap();

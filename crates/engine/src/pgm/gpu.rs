@@ -10,19 +10,50 @@
 //!   whole lower bounds.
 //!
 //! And two descents (`Strategy`): every level (complete) or a binary
-//! search of the bottom level (concise); `choose` times both on a sample,
-//! as the paper's lookahead selection does.
+//! search of the bottom level (concise), each with or without the model
+//! staged in shared memory first; `choose` times them on a sample, as the
+//! paper's lookahead selection does.
 
 use super::Pgm;
 use crate::gpu::{self, kernels, DeviceBuffer, Gpu, GpuError, Schedule};
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
+/// How a lookup finds its bottom segment: every level (complete) or a
+/// binary search of the bottom level (concise); and whether each block
+/// first stages the model in shared memory (the whole model when it fits
+/// `STAGE_BYTES`, else the levels above the bottom).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
     Complete,
     Concise,
+    CompleteStaged,
+    ConciseStaged,
 }
+
+impl Strategy {
+    pub const ALL: [Strategy; 4] = [Strategy::Complete, Strategy::Concise, Strategy::CompleteStaged, Strategy::ConciseStaged];
+
+    fn concise(self) -> bool {
+        matches!(self, Strategy::Concise | Strategy::ConciseStaged)
+    }
+
+    /// The first segment staged in shared memory (the segment count: none).
+    pub fn staged_from(self, pgm: &Pgm) -> usize {
+        let total = pgm.first.len();
+        let fits = |segments: usize| segments > 0 && segments * 24 <= STAGE_BYTES;
+        match self {
+            Strategy::Complete | Strategy::Concise => total,
+            _ if fits(total) => 0,
+            _ if fits(total - pgm.levels[0].len) => pgm.levels[0].len,
+            _ => total,
+        }
+    }
+}
+
+/// Shared memory a block may use for the staged model: the limit that
+/// needs no opt-in, leaving room for several blocks per multiprocessor.
+pub const STAGE_BYTES: usize = 48 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keys {
@@ -73,15 +104,17 @@ impl DevicePgm {
         m: usize,
     ) -> Result<(), GpuError> {
         let grid = m.div_ceil(BLOCK as usize).min(gpu.info().multiprocessors as usize * 32).max(1) as u32;
-        let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
+        let staged = strategy.staged_from(pgm);
+        let smem = (pgm.first.len() - staged) * 24;
+        let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: smem as u32 };
         let (first, slope, icpt, levels) = (self.first.ptr(), self.slope.ptr(), self.intercept.ptr(), self.levels.ptr());
-        let (nlevels, eps_inner, concise) = (pgm.levels.len() as u32, pgm.eps_inner as u64, (strategy == Strategy::Concise) as i32);
+        let (nlevels, eps_inner, concise, staged) = (pgm.levels.len() as u32, pgm.eps_inner as u64, strategy.concise() as i32, staged as u64);
         let (n, m64, eps) = (pgm.n as u64, m as u64, pgm.eps as u64);
         gpu.guarded(|| {
             let name = if self.keys.is_some() { "pgm_lower_bound" } else { "pgm_predict" };
             let f = gpu.function(&kernels::PGM, name)?;
             let mut call = stream.launch_builder(&f);
-            call.arg(&first).arg(&slope).arg(&icpt).arg(&levels).arg(&nlevels).arg(&eps_inner).arg(&concise);
+            call.arg(&first).arg(&slope).arg(&icpt).arg(&levels).arg(&nlevels).arg(&eps_inner).arg(&concise).arg(&staged);
             let keys = self.keys.as_ref().map(|k| k.ptr());
             if let Some(keys) = &keys {
                 call.arg(&eps).arg(keys).arg(&n);
@@ -132,11 +165,12 @@ pub fn lower_bound_gpu(
 }
 
 /// The faster strategy on `sample` (the paper's lookahead selection):
-/// each is timed once after a warm-up.
+/// each is timed once after a warm-up; staged ones only where something
+/// is staged.
 pub fn choose(gpu: &Gpu, pgm: &Pgm, dev: &DevicePgm, keys: &[u64], sample: &[u64]) -> Result<Strategy, GpuError> {
     let mut out = vec![0; sample.len()];
     let mut best = (f64::INFINITY, Strategy::Complete);
-    for s in [Strategy::Complete, Strategy::Concise] {
+    for s in Strategy::ALL.into_iter().filter(|s| s.staged_from(pgm) < pgm.first.len() || matches!(s, Strategy::Complete | Strategy::Concise)) {
         lower_bound_gpu(gpu, pgm, dev, keys, sample, &mut out, s, Schedule::default())?;
         let t = std::time::Instant::now();
         lower_bound_gpu(gpu, pgm, dev, keys, sample, &mut out, s, Schedule::default())?;

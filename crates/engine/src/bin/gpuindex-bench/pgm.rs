@@ -115,7 +115,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                     let dout = g.alloc::<u64>(m).unwrap();
                     let stream = g.new_stream().unwrap();
                     let mut on_device = Vec::new();
-                    for s in [Strategy::Complete, Strategy::Concise] {
+                    for s in Strategy::ALL {
                         let secs =
                             median_device_secs(g, &stream, args.reps, || dev.launch(g, &pgm, &stream, s, dq.ptr(), dout.ptr(), m)).unwrap();
                         check(&format!("PGM {s:?} on device"), &want, &dout.download().unwrap());
@@ -137,11 +137,15 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                     let hosted = m as f64
                         / median_secs(args.reps, || lower_bound_gpu(g, &pgm, &host, keys, &qs, &mut got, strategy_h, sched).unwrap());
                     check("PGM keys on host", &want, &got);
+                    let staged = |s: Strategy, r: f64| if s.staged_from(&pgm) < pgm.first.len() { rate(r) } else { "-".into() };
+                    let best = on_device.iter().copied().fold(0.0, f64::max);
                     row.extend([
                         rate(floor_dev),
                         rate(on_device[0]),
                         rate(on_device[1]),
-                        ratio(on_device[0].max(on_device[1]), floor_dev),
+                        staged(Strategy::CompleteStaged, on_device[2]),
+                        staged(Strategy::ConciseStaged, on_device[3]),
+                        ratio(best, floor_dev),
                         rate(floor_e2e),
                         rate(e2e),
                         rate(hosted),
@@ -180,6 +184,8 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             "floor GPU on device",
             "PGM GPU complete, on device",
             "PGM GPU concise, on device",
+            "complete, staged in shared memory",
+            "concise, staged",
             "PGM best / floor, on device",
             "floor GPU end to end",
             "PGM GPU end to end",
