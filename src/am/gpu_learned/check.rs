@@ -73,10 +73,7 @@ fn gpu_learned_check(
         fail(format!("run or retired extents overlap or leave the relation: {all:?}"));
     }
     let retired: i64 = run.meta.retired().iter().map(|e| e[1] as i64).sum();
-    let mut rows = vec![
-        ("run".to_string(), 0, run.pages() as i64, entries as i64 - dead, dead),
-        ("retired".to_string(), 0, retired, 0, 0),
-    ];
+    let mut rows = vec![("run".to_string(), 0, run.pages() as i64, entries as i64 - dead, dead), ("retired".to_string(), 0, retired, 0, 0)];
     rows.extend(check_tree(rel).into_iter().map(|(level, pages, entries, _)| ("delta".to_string(), level, pages, entries, 0)));
     TableIterator::new(rows)
 }

@@ -10,8 +10,8 @@
 //! (`merge.rs`; `gpu_learned_merge` does it on demand).
 
 mod build;
-mod merge;
 mod check;
+mod merge;
 mod page;
 pub mod probe;
 mod run;

@@ -108,7 +108,8 @@ impl DevicePgm {
         let smem = (pgm.first.len() - staged) * 24;
         let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: smem as u32 };
         let (first, slope, icpt, levels) = (self.first.ptr(), self.slope.ptr(), self.intercept.ptr(), self.levels.ptr());
-        let (nlevels, eps_inner, concise, staged) = (pgm.levels.len() as u32, pgm.eps_inner as u64, strategy.concise() as i32, staged as u64);
+        let (nlevels, eps_inner, concise, staged) =
+            (pgm.levels.len() as u32, pgm.eps_inner as u64, strategy.concise() as i32, staged as u64);
         let (n, m64, eps) = (pgm.n as u64, m as u64, pgm.eps as u64);
         gpu.guarded(|| {
             let name = if self.keys.is_some() { "pgm_lower_bound" } else { "pgm_predict" };
@@ -170,7 +171,9 @@ pub fn lower_bound_gpu(
 pub fn choose(gpu: &Gpu, pgm: &Pgm, dev: &DevicePgm, keys: &[u64], sample: &[u64]) -> Result<Strategy, GpuError> {
     let mut out = vec![0; sample.len()];
     let mut best = (f64::INFINITY, Strategy::Complete);
-    for s in Strategy::ALL.into_iter().filter(|s| s.staged_from(pgm) < pgm.first.len() || matches!(s, Strategy::Complete | Strategy::Concise)) {
+    for s in
+        Strategy::ALL.into_iter().filter(|s| s.staged_from(pgm) < pgm.first.len() || matches!(s, Strategy::Complete | Strategy::Concise))
+    {
         lower_bound_gpu(gpu, pgm, dev, keys, sample, &mut out, s, Schedule::default())?;
         let t = std::time::Instant::now();
         lower_bound_gpu(gpu, pgm, dev, keys, sample, &mut out, s, Schedule::default())?;
@@ -215,7 +218,14 @@ const HULL_CAP: u32 = 1024;
 /// host. `dev_keys`: the keys already on the device (else they are
 /// uploaded). Segment for segment what `Pgm::build_chunked` returns with
 /// the same `chunk`.
-pub fn build_gpu(gpu: &Gpu, keys: &[u64], dev_keys: Option<&DeviceBuffer<u64>>, eps: usize, eps_inner: usize, chunk: usize) -> Result<Pgm, GpuError> {
+pub fn build_gpu(
+    gpu: &Gpu,
+    keys: &[u64],
+    dev_keys: Option<&DeviceBuffer<u64>>,
+    eps: usize,
+    eps_inner: usize,
+    chunk: usize,
+) -> Result<Pgm, GpuError> {
     assert!(eps >= 1 && eps_inner >= 1);
     let starts = super::chunk_starts(keys, chunk);
     let nchunks = starts.len() - 1;
@@ -249,9 +259,14 @@ pub fn build_gpu(gpu: &Gpu, keys: &[u64], dev_keys: Option<&DeviceBuffer<u64>>, 
     let (kp, n64, stp, nch, eps64, scp, cap, bp) =
         (dkeys.ptr(), keys.len() as u64, dstarts.ptr(), nchunks as u32, eps as u64, scratch.ptr(), HULL_CAP, dbase.ptr());
     let (sfp, ssp, sip, cp, op) = (sf.ptr(), ss.ptr(), si.ptr(), count.ptr(), overflow.ptr());
-    crate::launch!(gpu, stream, kernels::PGM, "pgm_fit_chunks", (nchunks.div_ceil(128), 128, 0), [
-        kp, n64, stp, nch, eps64, scp, cap, bp, sfp, ssp, sip, cp, op
-    ])?;
+    crate::launch!(
+        gpu,
+        stream,
+        kernels::PGM,
+        "pgm_fit_chunks",
+        (nchunks.div_ceil(128), 128, 0),
+        [kp, n64, stp, nch, eps64, scp, cap, bp, sfp, ssp, sip, cp, op]
+    )?;
     let (counts, overflowed) = (count.download()?, overflow.download()?);
     // Pack the segments of the chunks that fitted (the others count none).
     let mut at = Vec::with_capacity(nchunks);

@@ -140,16 +140,13 @@ impl StreamFit {
 pub fn chunk_starts(keys: &[u64], chunk: usize) -> Vec<usize> {
     let n = keys.len();
     let mut starts = vec![0];
-    while n > 0 {
-        let mut next = starts.last().expect("one start") + chunk.max(1);
-        while next < n && keys[next - 1] == keys[next] {
-            next += 1;
+    let mut at = 0;
+    while at < n {
+        at += chunk.max(1);
+        while at < n && keys[at - 1] == keys[at] {
+            at += 1;
         }
-        if next >= n {
-            starts.push(n);
-            break;
-        }
-        starts.push(next);
+        starts.push(at.min(n));
     }
     starts
 }

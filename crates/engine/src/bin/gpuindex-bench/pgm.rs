@@ -39,7 +39,13 @@ fn key_set(name: &str, n: usize) -> Vec<u64> {
 
 use rayon::prelude::*;
 
-fn build_gpu(g: &Gpu, keys: &[u64], dk: Option<&gpuindex_engine::gpu::DeviceBuffer<u64>>, eps: usize, inner: usize) -> Result<Pgm, gpuindex_engine::gpu::GpuError> {
+fn build_gpu(
+    g: &Gpu,
+    keys: &[u64],
+    dk: Option<&gpuindex_engine::gpu::DeviceBuffer<u64>>,
+    eps: usize,
+    inner: usize,
+) -> Result<Pgm, gpuindex_engine::gpu::GpuError> {
     build_gpu_chunks(g, keys, dk, eps, inner, GPU_CHUNK)
 }
 
