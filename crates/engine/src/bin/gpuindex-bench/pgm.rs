@@ -8,11 +8,13 @@
 //!
 //! Key sets: "gaps" (ascending, random gaps < 2^12, some duplicates),
 //! "uniform" (random u64), "sequential" (timestamps a millisecond apart),
-//! "zipf" (heavy duplicates); queries: half present keys, half uniform
-//! over the key range.
+//! "zipf" (heavy duplicates), and with `--set` the real-shaped int8 sets
+//! ("int8-uniform", "int8-zipf", "int8-timestamps", "int8-random");
+//! queries: half present keys, half uniform over the key range.
 
 use crate::util::*;
 use crate::Args;
+use gpuindex_engine::datasets::KeySet;
 use gpuindex_engine::gpu::{Gpu, Schedule};
 use gpuindex_engine::hbtree::implicit::{Hit, ImplicitTree};
 use gpuindex_engine::pgm::gpu::{build_gpu as build_gpu_chunks, choose, lower_bound_gpu, DevicePgm, Strategy, GPU_CHUNK};
@@ -31,7 +33,14 @@ fn key_set(name: &str, n: usize) -> Vec<u64> {
         "uniform" => (0..n).map(|_| r.next_u64()).collect(),
         "sequential" => return (0..n as u64).map(|i| 1_700_000_000_000 + i).collect(),
         "zipf" => (0..n).map(|_| (n as u64) / (1 + r.below(n as u64))).collect(),
-        other => panic!("unknown key set {other}"),
+        // The real-shaped int8 sets (datasets::KeySet, as the SQL benches
+        // and tests use them), in SQL's order-preserving encoding.
+        other => match other.strip_prefix("int8-").and_then(KeySet::parse) {
+            Some(set) => set.keys(n, 1).into_iter().map(|k| (k as u64) ^ (1 << 63)).collect(),
+            None => {
+                panic!("unknown key set {other} (gaps, uniform, sequential, zipf, int8-uniform, int8-zipf, int8-timestamps, int8-random)")
+            }
+        },
     };
     keys.par_sort_unstable();
     keys
