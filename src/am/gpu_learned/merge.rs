@@ -5,10 +5,10 @@
 //! new model; one WAL record then switches the run metapage to it, bumping
 //! the generation, and gives the delta a new empty root.
 //!
-//! - Writers wait: the merge holds ShareRowExclusiveLock on the index,
-//!   which every inserter's RowExclusiveLock conflicts with (VACUUM only
-//!   takes it when free, and merges another time otherwise); readers go
-//!   on. A scan reads the run and the delta of one generation (it reads
+//! - Writers wait: the merge holds ShareRowExclusiveLock on the index
+//!   while it runs, which every inserter's RowExclusiveLock conflicts with
+//!   (VACUUM only takes it when free, and merges another time otherwise);
+//!   readers go on. A scan reads the run and the delta of one generation (it reads
 //!   the generation before and after it starts on the delta, `scan.rs`),
 //!   and goes on reading that generation's pages, which the switch leaves
 //!   intact.
@@ -172,8 +172,8 @@ impl MergePages {
 }
 
 /// Merges the delta of `index` into a new run (the caller holds
-/// ShareRowExclusiveLock on it); returns the delta entries moved.
-pub fn merge(index: pg_sys::Relation) -> u64 {
+/// MERGE_LOCK on it); returns the delta entries moved.
+fn merge(index: pg_sys::Relation) -> u64 {
     let tree = Tree::new(index);
     let m = tree.meta();
     let old_pages = tree_pages(index, &m);
@@ -253,10 +253,24 @@ pub fn merge(index: pg_sys::Relation) -> u64 {
 pub fn merge_if_due(index: pg_sys::Relation) {
     let m = Tree::new(index).meta();
     let due = (run::get(index).n() as u64 / MERGE_FRACTION).max(MERGE_MIN);
-    // SAFETY: a lock on an open relation, kept to the end of the transaction.
-    if delta_entries(index, &m) >= due && unsafe { pg_sys::ConditionalLockRelation(index, pg_sys::ShareRowExclusiveLock as i32) } {
-        merge(index);
+    // SAFETY: a lock on an open relation.
+    if delta_entries(index, &m) >= due && unsafe { pg_sys::ConditionalLockRelation(index, MERGE_LOCK) } {
+        merge_locked(index);
     }
+}
+
+/// The lock a merge holds: every inserter's RowExclusiveLock conflicts
+/// with it, and so does another merge's; readers' AccessShareLock not.
+const MERGE_LOCK: pg_sys::LOCKMODE = pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE;
+
+/// `merge` under MERGE_LOCK, taken by the caller; released at once after
+/// (the merge is complete and logged), so that writers wait for the
+/// merge only, not for the rest of the caller's transaction.
+fn merge_locked(index: pg_sys::Relation) -> u64 {
+    let moved = merge(index);
+    // SAFETY: the lock the caller took on this open relation.
+    unsafe { pg_sys::UnlockRelation(index, MERGE_LOCK) };
+    moved
 }
 
 #[pg_extern(
@@ -267,7 +281,7 @@ pub fn merge_if_due(index: pg_sys::Relation) {
 )]
 fn gpu_learned_merge(index: pg_sys::Oid) -> i64 {
     let open = OpenIndex::open(index, "gpu_learned", Access::Maintain, pg_sys::AccessShareLock as i32);
-    // SAFETY: a lock on an open relation, kept to the end of the transaction.
-    unsafe { pg_sys::LockRelation(open.index, pg_sys::ShareRowExclusiveLock as i32) };
-    merge(open.index) as i64
+    // SAFETY: a lock on an open relation.
+    unsafe { pg_sys::LockRelation(open.index, MERGE_LOCK) };
+    merge_locked(open.index) as i64
 }
