@@ -544,7 +544,14 @@ pub fn concurrent_with(db: &'static str, case: Case, table: &'static str, seed: 
                         "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL gpuindex.gpu_min_batch = 1",
                     )
                     .unwrap();
-                    let r = tx.query_one(&q, &[]).unwrap_or_else(|e| panic!("{q}: {e:?}"));
+                    let r = match tx.query_one(&q, &[]) {
+                        Ok(r) => r,
+                        // A serialization failure (gpu_learned: a merge as
+                        // a parallel scan started) asks for a retry, as an
+                        // application retries one.
+                        Err(e) if e.code() == Some(&postgres::error::SqlState::T_R_SERIALIZATION_FAILURE) => continue,
+                        Err(e) => panic!("{q}: {e:?}"),
+                    };
                     let via_index: (Vec<i64>, Vec<Option<String>>) = (r.get(0), r.get(1));
                     tx.batch_execute(
                         "SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off",

@@ -210,7 +210,7 @@ fn merged_under_parallel_scan(index: pg_sys::Relation) -> ! {
     let name = unsafe { pgrx::name_data_to_str(&(*(*index).rd_rel).relname).to_string() };
     crate::error::raise(
         pgrx::prelude::PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
-        format!("gpu_learned index \"{name}\" was merged while a parallel scan of it started"),
+        format!("gpu_learned index \"{name}\" was merged as a parallel scan of it started"),
         "Run the query again.",
     )
 }
@@ -246,13 +246,16 @@ impl ScanState {
     /// and the delta's first match read between two reads of the
     /// generation (a merge switches both at once; the pages of the one a
     /// scan started on stay while it can read them). The participants of
-    /// a parallel scan agree on it first.
+    /// a parallel scan agree on it first: one that comes after a merge
+    /// takes no part (before it claims anything; the first participant,
+    /// on the agreed generation, goes on until every walk is done).
     fn start(&mut self, scan: &pg_sys::IndexScanDescData, dir: isize) {
         loop {
             let run = run::get(self.index);
             let generation = run.meta.generation;
             if Walk::nth(scan, 2).is_some_and(|w| !w.agree(generation)) {
-                merged_under_parallel_scan(self.index);
+                (self.heads, self.done, self.dir) = ([None, None], [true, true], dir);
+                return;
             }
             self.run = Some(run);
             (self.heads, self.done, self.dir) = ([None, None], [false, false], dir);
@@ -262,7 +265,8 @@ impl ScanState {
                 return;
             }
             if !scan.parallel_scan.is_null() {
-                // The delta's walk is under way on the other generation.
+                // This participant has taken part of the delta's walk on
+                // the other generation: nothing to do but fail.
                 merged_under_parallel_scan(self.index);
             }
             self.delta.rescan(scan);
