@@ -259,6 +259,86 @@ impl VectorSet {
     }
 }
 
+/// The string key sets of the radix tree, encoded prefix-free
+/// (`art::keys`): what a gpu_art index holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StringSet {
+    /// Version-4 uuids: 16 random bytes (fixed width).
+    Uuid,
+    /// URLs as text: a few Zipf-popular hosts, long shared prefixes,
+    /// paths of 1 to 6 segments and a numeric id (about 40-120 bytes).
+    Urls,
+    /// Word-like text (`word`): short, many shared prefixes, repeats.
+    Words,
+    /// 8 to 64 random bytes as bytea (zero bytes included).
+    Random,
+}
+
+impl StringSet {
+    pub const ALL: [StringSet; 4] = [StringSet::Uuid, StringSet::Urls, StringSet::Words, StringSet::Random];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StringSet::Uuid => "uuid",
+            StringSet::Urls => "urls",
+            StringSet::Words => "words",
+            StringSet::Random => "random",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StringSet> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// One raw key (before encoding).
+    pub fn raw(self, rng: &mut SplitMix64) -> Vec<u8> {
+        match self {
+            StringSet::Uuid => {
+                let mut b = [rng.next_u64().to_be_bytes(), rng.next_u64().to_be_bytes()].concat();
+                b[6] = b[6] & 0x0f | 0x40;
+                b[8] = b[8] & 0x3f | 0x80;
+                b
+            }
+            StringSet::Urls => {
+                const TLDS: [&str; 5] = ["com", "org", "net", "de", "io"];
+                const SECTIONS: [&str; 8] = ["products", "blog", "news", "users", "static/img", "docs/api/v2", "search", "category"];
+                let host = zipf(rng, 50_000, 1.1);
+                let mut u = format!("https://www.site{host}.{}/", TLDS[(host % 5) as usize]);
+                for _ in 0..1 + rng.below(6) {
+                    u.push_str(SECTIONS[zipf(rng, SECTIONS.len() as u64, 1.0) as usize - 1]);
+                    u.push('/');
+                }
+                u.push_str(&format!("item-{}?ref={}", rng.below(1_000_000), rng.below(100)));
+                u.into_bytes()
+            }
+            StringSet::Words => word(rng).into_bytes(),
+            StringSet::Random => (0..8 + rng.below(57)).map(|_| rng.next_u64() as u8).collect(),
+        }
+    }
+
+    /// Encodes a raw key of this set (text: a terminator; bytea: escaped).
+    pub fn encode(self, raw: &[u8], out: &mut Vec<u8>) {
+        match self {
+            StringSet::Uuid => out.extend_from_slice(raw),
+            StringSet::Urls | StringSet::Words => crate::art::keys::encode_text(raw, out),
+            StringSet::Random => crate::art::keys::encode_bytea(raw, out),
+        }
+    }
+
+    /// `n` encoded keys from `seed` (repeats possible).
+    pub fn keys(self, n: usize, seed: u64) -> crate::art::ByteKeys {
+        let mut rng = SplitMix64::new(seed);
+        let mut keys = crate::art::ByteKeys::new();
+        let mut buf = Vec::new();
+        for _ in 0..n {
+            buf.clear();
+            self.encode(&self.raw(&mut rng), &mut buf);
+            keys.push(&buf);
+        }
+        keys
+    }
+}
+
 /// Word-like strings for edit distance when no dictionary is at hand:
 /// syllables drawn Zipf-skewed (common ones often), so words share
 /// prefixes and differ by an edit or two as dictionary words do; one in

@@ -2,6 +2,7 @@
 //! and GPU search, the CUDA runtime and the batch executor. It knows nothing
 //! of PostgreSQL: the extension reads and writes pages and calls in here.
 
+pub mod art;
 pub mod datasets;
 pub mod executor;
 pub mod external_sort;

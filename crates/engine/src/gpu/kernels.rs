@@ -20,6 +20,7 @@ pub const GPICS: KernelSource = kernel!("gpics");
 pub const SCAN: KernelSource = kernel!("scan");
 pub const GTS: KernelSource = kernel!("gts");
 pub const PGM: KernelSource = kernel!("pgm");
+pub const ART: KernelSource = kernel!("art");
 
 /// Every kernel source, for `Gpu::compile_all`.
-pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE, GPICS, SCAN, GTS, PGM];
+pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE, GPICS, SCAN, GTS, PGM, ART];

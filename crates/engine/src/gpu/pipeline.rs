@@ -169,14 +169,30 @@ impl Gpu {
         queries: &[Q],
         schedule: Schedule,
         launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
+        consume: impl FnMut(usize, &[O]),
+    ) -> Result<(), GpuError> {
+        self.pipeline_grouped(queries, 1, schedule, launch, consume)
+    }
+
+    /// `pipeline` for queries of `group` values each (fixed-width records
+    /// of several words), one output per query; offsets and counts passed
+    /// to `launch` and `consume` are in queries.
+    pub fn pipeline_grouped<Q: Plain, O: Plain>(
+        &self,
+        queries: &[Q],
+        group: usize,
+        schedule: Schedule,
+        launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
         mut consume: impl FnMut(usize, &[O]),
     ) -> Result<(), GpuError> {
-        if queries.is_empty() {
+        assert!(group > 0 && queries.len() % group == 0);
+        let n = queries.len() / group;
+        if n == 0 {
             return Ok(());
         }
-        let chunk = schedule.chunk.max(1).min(queries.len());
-        let in_flight = schedule.in_flight.clamp(1, queries.len().div_ceil(chunk));
-        let in_bytes = chunk * std::mem::size_of::<Q>();
+        let chunk = schedule.chunk.max(1).min(n);
+        let in_flight = schedule.in_flight.clamp(1, n.div_ceil(chunk));
+        let in_bytes = chunk * group * std::mem::size_of::<Q>();
         let out_bytes = chunk * std::mem::size_of::<O>();
         let mut slots = catch(|| self.take_slots(in_flight, in_bytes, out_bytes))?;
         let result = catch(|| {
@@ -187,7 +203,7 @@ impl Gpu {
                 consume(off, cast::<O>(s.host_out.as_slice(), len));
                 Ok(())
             };
-            for (ci, part) in queries.chunks(chunk).enumerate() {
+            for (ci, part) in queries.chunks(chunk * group).enumerate() {
                 let si = ci % in_flight;
                 if pending.len() == in_flight {
                     let done = pending.pop_front().expect("pending chunk");
@@ -198,10 +214,11 @@ impl Gpu {
                 copy_parallel(cast_mut::<Q>(s.host_in.as_mut_slice(), part.len()), part);
                 let in_len = std::mem::size_of_val(part);
                 s.dev_in.write_async(&s.host_in.as_slice()[..in_len], &s.stream)?;
-                launch(&s.stream, s.dev_in.ptr(), s.dev_out.ptr(), part.len())?;
-                let out_len = part.len() * std::mem::size_of::<O>();
+                let m = part.len() / group;
+                launch(&s.stream, s.dev_in.ptr(), s.dev_out.ptr(), m)?;
+                let out_len = m * std::mem::size_of::<O>();
                 s.dev_out.read_async(&mut s.host_out.as_mut_slice()[..out_len], &s.stream)?;
-                pending.push_back((si, ci * chunk, part.len()));
+                pending.push_back((si, ci * chunk, m));
             }
             while let Some(done) = pending.pop_front() {
                 finish(&mut slots, done)?;

@@ -1,0 +1,407 @@
+//! CuART: an adaptive radix tree in a flat, typed-link layout (Koppehel et
+//! al., ICPP '21; `notes/003_cuart.md`).
+//!
+//! - One array per node kind (N4, N16, N48, N256) and per leaf class (keys
+//!   of up to 8, 16, 32 bytes, and longer keys whose bytes past 32 live in
+//!   a tail heap), every record of fixed size and 16-byte aligned.
+//! - A link is `kind << 56 | index`; 0 is empty. The kind is in the link,
+//!   not in the node, so every load's address and size are known before it
+//!   is issued; the node header's freed byte goes to the inline prefix.
+//! - Path compression is optimistic: a header holds the prefix length and
+//!   its first 10 bytes; lookups skip the rest and a full-key compare at the
+//!   leaf (length included) decides.
+//! - The first `lut_depth` (0 to 3) levels are one dense table of links
+//!   indexed by the key's first bytes (the paper's 3-byte root table).
+//! - Leaves are numbered in key order (in-order build), and each holds a
+//!   55-bit value (`build` stores the key's rank).
+//!
+//! The same buffers serve the CPU lookup here (all cores) and the GPU's
+//! (`gpu.rs`, `kernels/art.cu`); they are plain indices, relocatable.
+//! Keys must be prefix-free (`keys.rs` encodes text, bytea, int8 so).
+
+pub mod build;
+pub mod gpu;
+pub mod keys;
+
+pub use build::{build, build_with_values, BuildError};
+pub use keys::ByteKeys;
+
+use rayon::prelude::*;
+
+pub const EMPTY: u8 = 0;
+pub const N4: u8 = 1;
+pub const N16: u8 = 2;
+pub const N48: u8 = 3;
+pub const N256: u8 = 4;
+pub const LEAF8: u8 = 5;
+pub const LEAF16: u8 = 6;
+pub const LEAF32: u8 = 7;
+pub const LEAF_LONG: u8 = 8;
+
+const INDEX_MASK: u64 = (1 << 56) - 1;
+
+pub fn link(kind: u8, index: usize) -> u64 {
+    debug_assert!((index as u64) <= INDEX_MASK);
+    (kind as u64) << 56 | index as u64
+}
+
+pub fn kind(link: u64) -> u8 {
+    (link >> 56) as u8
+}
+
+pub fn index(link: u64) -> usize {
+    (link & INDEX_MASK) as usize
+}
+
+/// Bytes of the prefix kept in a node header.
+pub const INLINE_PREFIX: usize = 10;
+
+/// A node's header: its compressed path (the full length and the first
+/// `INLINE_PREFIX` bytes) and its child count. No kind byte.
+#[repr(C, align(16))]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Header {
+    pub prefix_len: u32,
+    pub count: u16,
+    pub prefix: [u8; INLINE_PREFIX],
+}
+
+#[repr(C, align(16))]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Node4 {
+    pub h: Header,
+    pub keys: [u8; 8],
+    pub child: [u64; 4],
+    pub _pad: u64,
+}
+
+#[repr(C, align(16))]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Node16 {
+    pub h: Header,
+    pub keys: [u8; 16],
+    pub child: [u64; 16],
+}
+
+/// `index[byte]` is the child slot + 1 (0: no child).
+#[repr(C, align(16))]
+#[derive(Debug, Clone, Copy)]
+pub struct Node48 {
+    pub h: Header,
+    pub index: [u8; 256],
+    pub child: [u64; 48],
+}
+
+#[repr(C, align(16))]
+#[derive(Debug, Clone, Copy)]
+pub struct Node256 {
+    pub h: Header,
+    pub child: [u64; 256],
+}
+
+impl Default for Node48 {
+    fn default() -> Self {
+        Node48 { h: Header::default(), index: [0; 256], child: [0; 48] }
+    }
+}
+
+impl Default for Node256 {
+    fn default() -> Self {
+        Node256 { h: Header::default(), child: [0; 256] }
+    }
+}
+
+/// A leaf's `meta`: the key length (classes up to 32 bytes) in the top
+/// byte, a tombstone bit, the value in the low 55 bits.
+const LEN_SHIFT: u32 = 56;
+pub const TOMBSTONE: u64 = 1 << 55;
+pub const VALUE_MASK: u64 = TOMBSTONE - 1;
+
+/// A leaf of `N` key bytes (zero-padded) and its meta word, padded to a
+/// multiple of 16 bytes.
+#[repr(C, align(16))]
+#[derive(Debug, Clone, Copy)]
+pub struct Leaf<const N: usize, const PAD: usize> {
+    pub key: [u8; N],
+    pub meta: u64,
+    pub _pad: [u64; PAD],
+}
+
+pub type Leaf8 = Leaf<8, 0>;
+pub type Leaf16 = Leaf<16, 1>;
+pub type Leaf32 = Leaf<32, 1>;
+
+impl<const N: usize, const PAD: usize> Default for Leaf<N, PAD> {
+    fn default() -> Self {
+        Leaf { key: [0; N], meta: 0, _pad: [0; PAD] }
+    }
+}
+
+impl<const N: usize, const PAD: usize> Leaf<N, PAD> {
+    fn new(key: &[u8], value: u64) -> Self {
+        let mut l = Leaf::default();
+        l.key[..key.len()].copy_from_slice(key);
+        l.meta = (key.len() as u64) << LEN_SHIFT | value;
+        l
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.key[..(self.meta >> LEN_SHIFT) as usize]
+    }
+}
+
+/// A key longer than 32 bytes: its first 32 bytes inline, the rest at
+/// `tail` in the tail heap (8-byte aligned, zero-padded to 8).
+#[repr(C, align(16))]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LeafLong {
+    pub head: [u8; 32],
+    pub meta: u64,
+    pub len: u64,
+    pub tail: u64,
+    pub _pad: u64,
+}
+
+/// Lookup answer for a key that is absent (or deleted).
+pub const NOT_FOUND: u64 = u64::MAX;
+
+/// The flat tree.
+#[derive(Debug, Clone, Default)]
+pub struct Art {
+    pub lut_depth: usize,
+    /// 256^lut_depth root links (one for depth 0).
+    pub lut: Vec<u64>,
+    /// The root table's occupied slots, ascending (host only: the lower
+    /// bound's next slot).
+    pub slots: Vec<u32>,
+    pub n4: Vec<Node4>,
+    pub n16: Vec<Node16>,
+    pub n48: Vec<Node48>,
+    pub n256: Vec<Node256>,
+    pub leaf8: Vec<Leaf8>,
+    pub leaf16: Vec<Leaf16>,
+    pub leaf32: Vec<Leaf32>,
+    pub leaf_long: Vec<LeafLong>,
+    pub tails: Vec<u64>,
+    /// Keys.
+    pub n: usize,
+}
+
+/// The LUT slot of a key: its first `depth` bytes, zero-padded. (A key
+/// shorter than that is alone in its slot: any other key in it would have
+/// it as a prefix.)
+pub fn lut_slot(key: &[u8], depth: usize) -> usize {
+    (0..depth).fold(0, |s, i| s << 8 | *key.get(i).unwrap_or(&0) as usize)
+}
+
+impl Art {
+    /// Bytes of the flat arrays (what the device holds).
+    pub fn bytes(&self) -> usize {
+        use std::mem::size_of_val as size;
+        size(&self.lut[..])
+            + size(&self.n4[..])
+            + size(&self.n16[..])
+            + size(&self.n48[..])
+            + size(&self.n256[..])
+            + size(&self.leaf8[..])
+            + size(&self.leaf16[..])
+            + size(&self.leaf32[..])
+            + size(&self.leaf_long[..])
+            + size(&self.tails[..])
+    }
+
+    pub fn header(&self, link: u64) -> &Header {
+        let i = index(link);
+        match kind(link) {
+            N4 => &self.n4[i].h,
+            N16 => &self.n16[i].h,
+            N48 => &self.n48[i].h,
+            N256 => &self.n256[i].h,
+            k => unreachable!("kind {k} has no header"),
+        }
+    }
+
+    /// The child of inner node `link` for byte `b` (0: none).
+    pub fn child(&self, link: u64, b: u8) -> u64 {
+        let i = index(link);
+        match kind(link) {
+            N4 => {
+                let n = &self.n4[i];
+                (0..n.h.count as usize).find(|&j| n.keys[j] == b).map_or(0, |j| n.child[j])
+            }
+            N16 => {
+                let n = &self.n16[i];
+                (0..n.h.count as usize).find(|&j| n.keys[j] == b).map_or(0, |j| n.child[j])
+            }
+            N48 => {
+                let n = &self.n48[i];
+                match n.index[b as usize] {
+                    0 => 0,
+                    s => n.child[s as usize - 1],
+                }
+            }
+            N256 => self.n256[index(link)].child[b as usize],
+            k => unreachable!("kind {k} has no children"),
+        }
+    }
+
+    /// The children of inner node `link` in byte order, as (byte, link).
+    pub fn children(&self, link: u64) -> Vec<(u8, u64)> {
+        let i = index(link);
+        match kind(link) {
+            N4 => {
+                let n = &self.n4[i];
+                (0..n.h.count as usize).map(|j| (n.keys[j], n.child[j])).collect()
+            }
+            N16 => {
+                let n = &self.n16[i];
+                (0..n.h.count as usize).map(|j| (n.keys[j], n.child[j])).collect()
+            }
+            _ => (0..=255u8).map(|b| (b, self.child(link, b))).filter(|c| c.1 != 0).collect(),
+        }
+    }
+
+    /// A leaf's key bytes and meta word.
+    pub fn leaf(&self, link: u64) -> (Vec<u8>, u64) {
+        let i = index(link);
+        match kind(link) {
+            LEAF8 => (self.leaf8[i].key().to_vec(), self.leaf8[i].meta),
+            LEAF16 => (self.leaf16[i].key().to_vec(), self.leaf16[i].meta),
+            LEAF32 => (self.leaf32[i].key().to_vec(), self.leaf32[i].meta),
+            LEAF_LONG => {
+                let l = &self.leaf_long[i];
+                let mut k = l.head.to_vec();
+                let rest = l.len as usize - 32;
+                let tail: &[u8] = bytes_of(&self.tails[l.tail as usize / 8..]);
+                k.extend_from_slice(&tail[..rest]);
+                (k, l.meta)
+            }
+            k => unreachable!("kind {k} is not a leaf"),
+        }
+    }
+
+    /// Whether leaf `link` holds exactly `q` (the full compare, length
+    /// first, then a word at a time), and its meta word if so.
+    fn leaf_match(&self, link: u64, q: &[u8]) -> Option<u64> {
+        let i = index(link);
+        let short = |key: &[u8], meta: u64| ((meta >> LEN_SHIFT) as usize == q.len() && &key[..q.len()] == q).then_some(meta);
+        match kind(link) {
+            LEAF8 => short(&self.leaf8[i].key, self.leaf8[i].meta),
+            LEAF16 => short(&self.leaf16[i].key, self.leaf16[i].meta),
+            LEAF32 => short(&self.leaf32[i].key, self.leaf32[i].meta),
+            LEAF_LONG => {
+                let l = &self.leaf_long[i];
+                let tail: &[u8] = bytes_of(&self.tails[l.tail as usize / 8..]);
+                (l.len as usize == q.len() && l.head == q[..32] && tail[..q.len() - 32] == q[32..]).then_some(l.meta)
+            }
+            k => unreachable!("kind {k} is not a leaf"),
+        }
+    }
+
+    /// The value stored for key `q`, if present (not deleted).
+    pub fn get(&self, q: &[u8]) -> Option<u64> {
+        let mut link = self.lut[lut_slot(q, self.lut_depth)];
+        let mut d = self.lut_depth;
+        loop {
+            match kind(link) {
+                EMPTY => return None,
+                LEAF8..=LEAF_LONG => return self.leaf_match(link, q).filter(|m| m & TOMBSTONE == 0).map(|m| m & VALUE_MASK),
+                _ => {
+                    let h = self.header(link);
+                    let p = h.prefix_len as usize;
+                    // Every key below has more than d + p bytes.
+                    if q.len() <= d + p {
+                        return None;
+                    }
+                    let inline = p.min(INLINE_PREFIX);
+                    if q[d..d + inline] != h.prefix[..inline] {
+                        return None;
+                    }
+                    d += p;
+                    link = self.child(link, q[d]);
+                    d += 1;
+                }
+            }
+        }
+    }
+
+    /// `get` for each query, on all cores: values, or `NOT_FOUND`.
+    pub fn lookup_cpu(&self, queries: &ByteKeys, out: &mut [u64]) {
+        out.par_iter_mut().enumerate().with_min_len(1024).for_each(|(i, o)| *o = self.get(queries.get(i)).unwrap_or(NOT_FOUND));
+    }
+
+    /// The leftmost (`first`) or rightmost leaf below `link`.
+    fn edge_leaf(&self, mut link: u64, first: bool) -> u64 {
+        while kind(link) < LEAF8 {
+            let c = self.children(link);
+            link = if first { c[0].1 } else { c[c.len() - 1].1 };
+        }
+        link
+    }
+
+    fn first_value(&self, link: u64) -> u64 {
+        self.leaf(self.edge_leaf(link, true)).1 & VALUE_MASK
+    }
+
+    /// The value of the first key >= `q` (any bytes, not only a key's
+    /// encoding), or `n` when there is none; with the values `build`
+    /// stores (ranks), the lower bound. Tombstoned leaves still count.
+    pub fn lower_bound(&self, q: &[u8]) -> u64 {
+        let slot = lut_slot(q, self.lut_depth);
+        // A query shorter than the table's depth sorts before every key of
+        // its zero-padded slot.
+        if q.len() >= self.lut_depth {
+            if let Some(v) = self.lower_bound_in(self.lut[slot], q, self.lut_depth) {
+                return v;
+            }
+        } else if self.lut[slot] != 0 {
+            return self.first_value(self.lut[slot]);
+        }
+        let next = self.slots.partition_point(|&s| s as usize <= slot);
+        self.slots.get(next).map_or(self.n as u64, |&s| self.first_value(self.lut[s as usize]))
+    }
+
+    /// The first value >= `q` below `link` (whose keys all share `q`'s
+    /// first `d` bytes), or None if every key there is smaller.
+    fn lower_bound_in(&self, link: u64, q: &[u8], d: usize) -> Option<u64> {
+        if link == 0 {
+            return None;
+        }
+        if kind(link) >= LEAF8 {
+            let (key, meta) = self.leaf(link);
+            return (key.as_slice() >= q).then_some(meta & VALUE_MASK);
+        }
+        let p = self.header(link).prefix_len as usize;
+        // The full prefix, from a leaf when longer than the inline part.
+        let key = self.leaf(self.edge_leaf(link, true)).0;
+        let prefix = &key[d..d + p];
+        let qp = &q[d.min(q.len())..(d + p).min(q.len())];
+        match qp.cmp(prefix) {
+            std::cmp::Ordering::Less => return Some(self.first_value(link)),
+            std::cmp::Ordering::Greater => return None,
+            // q ends inside or right at the prefix: before every key here.
+            std::cmp::Ordering::Equal if q.len() <= d + p => return Some(self.first_value(link)),
+            std::cmp::Ordering::Equal => {}
+        }
+        let b = q[d + p];
+        for (cb, child) in self.children(link) {
+            if cb == b {
+                if let Some(v) = self.lower_bound_in(child, q, d + p + 1) {
+                    return Some(v);
+                }
+            } else if cb > b {
+                return Some(self.first_value(child));
+            }
+        }
+        None
+    }
+}
+
+/// `u64`s viewed as their bytes (the tail heap).
+fn bytes_of(words: &[u64]) -> &[u8] {
+    // SAFETY: u8 has no alignment and any bits are valid.
+    unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, std::mem::size_of_val(words)) }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,151 @@
+use super::gpu::{lookup_gpu, DeviceArt, DeviceSortedStrings, Records};
+use super::*;
+use crate::datasets::StringSet;
+use crate::rng::SplitMix64;
+
+#[test]
+fn records_have_the_kernels_layout() {
+    use std::mem::size_of;
+    assert_eq!(
+        [size_of::<Header>(), size_of::<Node4>(), size_of::<Node16>(), size_of::<Node48>(), size_of::<Node256>()],
+        [16, 64, 160, 656, 2064]
+    );
+    assert_eq!([size_of::<Leaf8>(), size_of::<Leaf16>(), size_of::<Leaf32>(), size_of::<LeafLong>()], [16, 32, 48, 64]);
+}
+
+/// Queries for `keys`: every key, keys with a byte changed, cut short or
+/// extended, fresh keys of the set, and odd ones.
+fn queries(set: StringSet, keys: &ByteKeys, seed: u64) -> ByteKeys {
+    let mut rng = SplitMix64::new(seed);
+    let mut q: ByteKeys = keys.iter().collect();
+    let fresh = set.keys(keys.len() / 2 + 10, seed ^ 0xabc);
+    for k in fresh.iter() {
+        q.push(k);
+    }
+    for _ in 0..keys.len() {
+        let mut k = keys.get(rng.below(keys.len() as u64) as usize).to_vec();
+        match rng.below(3) {
+            0 => {
+                let at = rng.below(k.len() as u64) as usize;
+                k[at] = k[at].wrapping_add(1 + rng.below(255) as u8);
+            }
+            1 => k.truncate(rng.below(k.len() as u64) as usize),
+            _ => k.extend((0..1 + rng.below(40)).map(|_| rng.next_u64() as u8)),
+        }
+        q.push(&k);
+    }
+    for odd in [&b""[..], b"\0", b"\xff\xff\xff\xff", &[0u8; 300], &[0xffu8; 40]] {
+        q.push(odd);
+    }
+    q
+}
+
+/// Every lookup and lower bound against the sorted array.
+fn check(keys: &ByteKeys, queries: &ByteKeys, lut_depth: usize) -> Art {
+    let art = build(keys, lut_depth).expect("build");
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(art.get(k), Some(i as u64), "key {i} {k:?}");
+    }
+    let mut out = vec![0; queries.len()];
+    art.lookup_cpu(queries, &mut out);
+    for (i, q) in queries.iter().enumerate() {
+        let lb = keys.lower_bound(q);
+        let exact = lb < keys.len() && keys.get(lb) == q;
+        assert_eq!(out[i], if exact { lb as u64 } else { NOT_FOUND }, "lookup {q:?} (depth {lut_depth})");
+        assert_eq!(art.lower_bound(q), lb as u64, "lower bound {q:?} (depth {lut_depth})");
+    }
+    art
+}
+
+#[test]
+fn every_set_and_root_table_depth_equals_the_sorted_array() {
+    for set in StringSet::ALL {
+        let keys = set.keys(6000, 7).sorted_unique();
+        let q = queries(set, &keys, 11);
+        for depth in 0..=3 {
+            let art = check(&keys, &q, depth);
+            assert_eq!(art.n, keys.len());
+        }
+    }
+}
+
+#[test]
+fn shapes_that_stress_the_layout() {
+    let mut cases: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
+    cases.push(("none", vec![]));
+    cases.push(("one", vec![b"only\0".to_vec()]));
+    // A chain as deep as the keys are long: "a\0", "aa\0", ...
+    cases.push(("chain", (1..400).map(|i| [vec![b'a'; i], vec![0]].concat()).collect()));
+    // Prefixes far past the inline 10 bytes, and keys past 32 and 256 bytes.
+    let long = |tail: u32| [vec![b'x'; 300], tail.to_be_bytes().to_vec()].concat();
+    cases.push(("long shared prefix", (0..3000).map(long).collect()));
+    // Every fan-out: 2..=256 children under one node.
+    for fan in [2usize, 4, 5, 16, 17, 48, 49, 256] {
+        cases.push(("fan-out", (0..fan).map(|b| vec![b'p', b as u8, b'q']).collect()));
+    }
+    // Short keys beside the root table's depth.
+    cases.push(("short", vec![vec![1], vec![2, 0], vec![2, 1, 0], vec![3, 3, 3, 3]]));
+    for (name, mut raw) in cases {
+        raw.sort();
+        let keys: ByteKeys = raw.iter().map(|k| k.as_slice()).collect();
+        let mut q = queries(StringSet::Random, &keys, 3);
+        if keys.is_empty() {
+            q.push(b"x");
+        }
+        for depth in 0..=3 {
+            let art = check(&keys, &q, depth);
+            if name == "fan-out" && keys.len() == 256 && depth < 2 {
+                assert_eq!(art.n256.len(), 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn build_refuses_unsorted_and_prefix_keys() {
+    let k = |v: &[&[u8]]| v.iter().copied().collect::<ByteKeys>();
+    assert_eq!(build(&k(&[b"b", b"a"]), 2).unwrap_err(), BuildError::NotSorted(1));
+    assert_eq!(build(&k(&[b"a", b"a"]), 2).unwrap_err(), BuildError::NotSorted(1));
+    assert_eq!(build(&k(&[b"a", b"ab"]), 2).unwrap_err(), BuildError::Prefix(1));
+    assert_eq!(build(&k(&[b"a"]), 4).unwrap_err(), BuildError::LutDepth(4));
+    assert_eq!(build_with_values(&k(&[b"a"]), &[1 << 55], 1).unwrap_err(), BuildError::Value(0));
+}
+
+#[test]
+fn parallel_parts_join_into_one_tree() {
+    // Big enough for several parts (4096 keys or more each).
+    let keys = StringSet::Urls.keys(120_000, 5).sorted_unique();
+    let q = queries(StringSet::Urls, &keys, 6);
+    for depth in [1, 3] {
+        check(&keys, &q, depth);
+    }
+}
+
+#[test]
+fn gpu_lookups_are_the_cpus() {
+    let Ok(gpu) = crate::gpu::gpu() else {
+        assert!(!crate::gpu_required(), "GPUINDEX_REQUIRE_GPU=1 but no GPU");
+        return;
+    };
+    for set in StringSet::ALL {
+        let keys = set.keys(50_000, 21).sorted_unique();
+        let mut q = queries(set, &keys, 22);
+        q.push(&[7u8; 600]);
+        for depth in [0, 2, 3] {
+            let art = build(&keys, depth).unwrap();
+            let dev = DeviceArt::upload(&gpu, &art).unwrap();
+            let mut cpu = vec![0; q.len()];
+            art.lookup_cpu(&q, &mut cpu);
+            for width in [Records::width_for(&q), 16, 40] {
+                let recs = Records::new(&q, width);
+                let mut out = vec![0; q.len()];
+                let schedule = crate::gpu::Schedule { chunk: 7777, in_flight: 3 };
+                lookup_gpu(&gpu, &art, &dev, &q, &recs, &mut out, schedule).unwrap();
+                assert_eq!(out, cpu, "{} depth {depth} width {width}", set.name());
+                let floor = DeviceSortedStrings::upload(&gpu, &keys).unwrap();
+                floor.lookup_gpu(&gpu, &keys, &q, &recs, &mut out, schedule).unwrap();
+                assert_eq!(out, cpu, "floor, {} width {width}", set.name());
+            }
+        }
+    }
+}
