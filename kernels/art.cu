@@ -39,95 +39,170 @@ __device__ __forceinline__ bool words_equal(const u64* __restrict__ a, const u64
     return true;
 }
 
-__device__ __forceinline__ u64 answer(u64 meta) {
-    return (meta & TOMBSTONE) ? NOT_FOUND : (meta & VALUE_MASK);
+struct Tree {
+    u32 lut_depth;
+    const u64* lut;
+    const u8* n4;
+    const u8* n16;
+    const u8* n48;
+    const u8* n256;
+    u64* leaf8;
+    u64* leaf16;
+    u64* leaf32;
+    u64* leaf_long;
+    const u64* tails;
+};
+
+// The tree's arguments, in DeviceArt's order.
+#define TREE_PARAMS                                                                                                                      \
+    u32 lut_depth, const u64 *lut, const u8 *n4, const u8 *n16, const u8 *n48, const u8 *n256, u64 *leaf8, u64 *leaf16, u64 *leaf32, \
+        u64 *leaf_long, const u64 *tails
+#define TREE {lut_depth, lut, n4, n16, n48, n256, leaf8, leaf16, leaf32, leaf_long, tails}
+
+// The meta word of leaf `link`.
+__device__ __forceinline__ u64* meta_of(const Tree& t, u64 link) {
+    const u64 x = INDEX(link);
+    switch (KIND(link)) {
+        case LEAF8: return t.leaf8 + x * 2 + 1;
+        case LEAF16: return t.leaf16 + x * 4 + 2;
+        case LEAF32: return t.leaf32 + x * 6 + 4;
+        default: return t.leaf_long + x * 8 + 4;
+    }
 }
 
-extern "C" __global__ void art_lookup(const u64* __restrict__ lut, u32 lut_depth, const u8* __restrict__ n4, const u8* __restrict__ n16,
-                                      const u8* __restrict__ n48, const u8* __restrict__ n256, const u64* __restrict__ leaf8,
-                                      const u64* __restrict__ leaf16, const u64* __restrict__ leaf32, const u64* __restrict__ leaf_long,
-                                      const u64* __restrict__ tails, const u64* __restrict__ queries, u32 stride, u64 m,
-                                      u64* __restrict__ out) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
-        const u64* q = queries + i * stride;
-        const u64 len = q[0];
-        if (len > (u64)(stride - 1) * 8) {
-            out[i] = ON_HOST;
-            continue;
+// The leaf that holds exactly the query of record `q` (tombstoned or not),
+// 0 if none, ON_HOST if the query does not fit its record.
+__device__ u64 find_leaf(const Tree& t, const u64* __restrict__ q, u32 stride) {
+    const u64 len = q[0];
+    if (len > (u64)(stride - 1) * 8) return ON_HOST;
+    const u64* qw = q + 1;
+    const u8* key = (const u8*)qw;
+    u32 slot = 0;
+    for (u32 j = 0; j < t.lut_depth; j++) slot = slot << 8 | (j < len ? key[j] : 0);
+    u64 link = t.lut[slot];
+    u64 d = t.lut_depth;
+    for (;;) {
+        const u32 kind = KIND(link);
+        const u64 x = INDEX(link);
+        if (kind == EMPTY) return 0;
+        if (kind == LEAF8) {
+            const u64* l = t.leaf8 + x * 2;
+            return (l[1] >> 56) == len && l[0] == qw[0] ? link : 0;
         }
-        const u64* qw = q + 1;
-        const u8* key = (const u8*)qw;
-        u32 slot = 0;
-        for (u32 j = 0; j < lut_depth; j++) slot = slot << 8 | (j < len ? key[j] : 0);
-        u64 link = lut[slot];
-        u64 d = lut_depth;
-        u64 result = NOT_FOUND;
-        for (;;) {
-            const u32 kind = KIND(link);
-            const u64 x = INDEX(link);
-            if (kind == EMPTY) break;
-            if (kind == LEAF8) {
-                const u64* l = leaf8 + x * 2;
-                const u64 meta = l[1];
-                if ((meta >> 56) == len && l[0] == qw[0]) result = answer(meta);
-                break;
-            }
-            if (kind == LEAF16) {
-                const u64* l = leaf16 + x * 4;
-                const u64 meta = l[2];
-                if ((meta >> 56) == len && words_equal(l, qw, len)) result = answer(meta);
-                break;
-            }
-            if (kind == LEAF32) {
-                const u64* l = leaf32 + x * 6;
-                const u64 meta = l[4];
-                if ((meta >> 56) == len && words_equal(l, qw, len)) result = answer(meta);
-                break;
-            }
-            if (kind == LEAF_LONG) {
-                const u64* l = leaf_long + x * 8;
-                if (l[5] == len && words_equal(l, qw, 32) && words_equal(tails + l[6] / 8, qw + 4, len - 32)) result = answer(l[4]);
-                break;
-            }
-            const u8* node = kind == N4 ? n4 + x * N4_SIZE : kind == N16 ? n16 + x * N16_SIZE : kind == N48 ? n48 + x * N48_SIZE : n256 + x * N256_SIZE;
-            const uint4 h = *(const uint4*)node;
-            const u64 p = h.x;
-            // Every key below is longer than d + p.
-            if (len <= d + p) break;
-            bool same = true;
+        if (kind == LEAF16) {
+            const u64* l = t.leaf16 + x * 4;
+            return (l[2] >> 56) == len && words_equal(l, qw, len) ? link : 0;
+        }
+        if (kind == LEAF32) {
+            const u64* l = t.leaf32 + x * 6;
+            return (l[4] >> 56) == len && words_equal(l, qw, len) ? link : 0;
+        }
+        if (kind == LEAF_LONG) {
+            const u64* l = t.leaf_long + x * 8;
+            return l[5] == len && words_equal(l, qw, 32) && words_equal(t.tails + l[6] / 8, qw + 4, len - 32) ? link : 0;
+        }
+        const u8* node = kind == N4 ? t.n4 + x * N4_SIZE : kind == N16 ? t.n16 + x * N16_SIZE : kind == N48 ? t.n48 + x * N48_SIZE : t.n256 + x * N256_SIZE;
+        const uint4 h = *(const uint4*)node;
+        const u64 p = h.x;
+        // Every key below is longer than d + p.
+        if (len <= d + p) return 0;
+        bool same = true;
 #pragma unroll
-            for (u32 j = 0; j < 10; j++) {
-                if (j < p && header_byte(h, 6 + j) != key[d + j]) same = false;
+        for (u32 j = 0; j < 10; j++) {
+            if (j < p && header_byte(h, 6 + j) != key[d + j]) same = false;
+        }
+        if (!same) return 0;
+        d += p;
+        const u32 b = key[d++];
+        const u32 count = h.y & 0xffff;
+        link = 0;
+        if (kind == N4) {
+            const u64 ks = *(const u64*)(node + 16);
+            for (u32 j = 0; j < count; j++) {
+                if (((ks >> (8 * j)) & 0xff) == b) {
+                    link = ((const u64*)(node + 24))[j];
+                    break;
+                }
             }
-            if (!same) break;
-            d += p;
-            const u32 b = key[d++];
-            const u32 count = h.y & 0xffff;
-            link = 0;
-            if (kind == N4) {
-                const u64 ks = *(const u64*)(node + 16);
-                for (u32 j = 0; j < count; j++) {
-                    if (((ks >> (8 * j)) & 0xff) == b) {
-                        link = ((const u64*)(node + 24))[j];
-                        break;
-                    }
+        } else if (kind == N16) {
+            const uint4 ks = *(const uint4*)(node + 16);
+            for (u32 j = 0; j < count; j++) {
+                if (header_byte(ks, j) == b) {
+                    link = ((const u64*)(node + 32))[j];
+                    break;
                 }
-            } else if (kind == N16) {
-                const uint4 ks = *(const uint4*)(node + 16);
-                for (u32 j = 0; j < count; j++) {
-                    if (header_byte(ks, j) == b) {
-                        link = ((const u64*)(node + 32))[j];
-                        break;
-                    }
-                }
-            } else if (kind == N48) {
-                const u32 s = node[16 + b];
-                if (s) link = ((const u64*)(node + 272))[s - 1];
-            } else {
-                link = ((const u64*)(node + 16))[b];
+            }
+        } else if (kind == N48) {
+            const u32 s = node[16 + b];
+            if (s) link = ((const u64*)(node + 272))[s - 1];
+        } else {
+            link = ((const u64*)(node + 16))[b];
+        }
+    }
+}
+
+// The value of each query, NOT_FOUND (absent or deleted) or ON_HOST.
+extern "C" __global__ void art_lookup(TREE_PARAMS, const u64* __restrict__ queries, u32 stride, u64 m, u64* __restrict__ out) {
+    const Tree t = TREE;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
+        const u64 link = find_leaf(t, queries + i * stride, stride);
+        if (link == 0 || link == ON_HOST) {
+            out[i] = link == 0 ? NOT_FOUND : ON_HOST;
+        } else {
+            const u64 meta = *meta_of(t, link);
+            out[i] = (meta & TOMBSTONE) ? NOT_FOUND : (meta & VALUE_MASK);
+        }
+    }
+}
+
+// Batched value updates, the paper's two stages (last writer wins):
+// stage 1 finds each query's leaf and keeps, per leaf, the highest batch
+// position that names it, in an open-addressing table (linear probing,
+// 64-bit CAS on the leaf link, atomicMax on the position; cleared before
+// every batch, at least twice the batch). The kernel boundary is the
+// grid-wide barrier. Stage 2: the thread holding that position writes.
+#define EMPTY_SLOT (~0ull)
+
+__device__ __forceinline__ u64 mix(u64 x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+extern "C" __global__ void art_update_locate(TREE_PARAMS, const u64* __restrict__ queries, u32 stride, u64 m, u64* __restrict__ locs,
+                                             u64* table_keys, u32* table_pos, u64 mask) {
+    const Tree t = TREE;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
+        const u64 link = find_leaf(t, queries + i * stride, stride);
+        locs[i] = link == ON_HOST ? 0 : link;
+        if (link == 0 || link == ON_HOST) continue;
+        for (u64 h = mix(link) & mask;; h = (h + 1) & mask) {
+            const u64 prev = atomicCAS(&table_keys[h], EMPTY_SLOT, link);
+            if (prev == EMPTY_SLOT || prev == link) {
+                atomicMax(&table_pos[h], (u32)i);
+                break;
             }
         }
-        out[i] = result;
+    }
+}
+
+// `values[i]`: a new value (clears the tombstone), or TOMBSTONE alone (a
+// delete: sets it, keeps the value). Counts the leaves written.
+extern "C" __global__ void art_update_write(TREE_PARAMS, const u64* __restrict__ locs, const u64* __restrict__ values, u64 m,
+                                           const u64* __restrict__ table_keys, const u32* __restrict__ table_pos, u64 mask,
+                                           unsigned long long* written) {
+    const Tree t = TREE;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
+        const u64 link = locs[i];
+        if (link == 0) continue;
+        u64 h = mix(link) & mask;
+        while (table_keys[h] != link) h = (h + 1) & mask;
+        if (table_pos[h] != (u32)i) continue;
+        u64* meta = meta_of(t, link);
+        const u64 v = values[i];
+        *meta = v == TOMBSTONE ? (*meta | TOMBSTONE) : ((*meta & ~(TOMBSTONE | VALUE_MASK)) | v);
+        atomicAdd(written, 1ull);
     }
 }
 

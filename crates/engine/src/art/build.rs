@@ -49,7 +49,10 @@ fn build_from(keys: &ByteKeys, value: impl Fn(usize) -> u64 + Sync, lut_depth: u
         return Err(BuildError::LutDepth(lut_depth));
     }
     let n = keys.len();
-    let bad = (1..n).into_par_iter().with_min_len(4096).find_first(|&i| keys.get(i - 1) >= keys.get(i) || keys.get(i).starts_with(keys.get(i - 1)));
+    let bad = (1..n)
+        .into_par_iter()
+        .with_min_len(4096)
+        .find_first(|&i| keys.get(i - 1) >= keys.get(i) || keys.get(i).starts_with(keys.get(i - 1)));
     if let Some(i) = bad {
         return Err(if keys.get(i - 1) >= keys.get(i) { BuildError::NotSorted(i) } else { BuildError::Prefix(i) });
     }
@@ -72,7 +75,8 @@ fn build_from(keys: &ByteKeys, value: impl Fn(usize) -> u64 + Sync, lut_depth: u
         .par_windows(2)
         .map(|w| {
             let mut a = Art::default();
-            let roots = (w[0]..w[1]).map(|g| (slot(starts[g]), subtree(&mut a, keys, &value, starts[g], starts[g + 1], lut_depth))).collect();
+            let roots =
+                (w[0]..w[1]).map(|g| (slot(starts[g]), subtree(&mut a, keys, &value, starts[g], starts[g + 1], lut_depth))).collect();
             (a, roots)
         })
         .collect();
@@ -81,7 +85,8 @@ fn build_from(keys: &ByteKeys, value: impl Fn(usize) -> u64 + Sync, lut_depth: u
     let mut offsets = Vec::with_capacity(parts.len());
     for (a, _) in &parts {
         offsets.push(at);
-        let sizes = [0, a.n4.len(), a.n16.len(), a.n48.len(), a.n256.len(), a.leaf8.len(), a.leaf16.len(), a.leaf32.len(), a.leaf_long.len()];
+        let sizes =
+            [0, a.n4.len(), a.n16.len(), a.n48.len(), a.n256.len(), a.leaf8.len(), a.leaf16.len(), a.leaf32.len(), a.leaf_long.len()];
         (1..9).for_each(|k| at[k] += sizes[k]);
         at[0] += a.tails.len();
     }

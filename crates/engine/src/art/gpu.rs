@@ -5,7 +5,7 @@
 //! paper's first long-key policy); the tree's own long keys are compared
 //! on the device against the tail heap.
 
-use super::{Art, ByteKeys, NOT_FOUND};
+use super::{Art, ByteKeys, NOT_FOUND, TOMBSTONE, VALUE_MASK};
 use crate::gpu::{self, kernels, DeviceBuffer, Gpu, GpuError, Schedule};
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
@@ -28,14 +28,46 @@ pub struct Records {
 }
 
 impl Records {
-    /// The narrowest width that holds every query (at most `MAX_WIDTH`).
+    /// The record width (at most `MAX_WIDTH`) that costs least: each byte
+    /// of width is sent for every query, while a query left out is
+    /// answered on the host, overlapped with the device, for about what
+    /// `HOST_BYTES` bytes of bus cost (16 cores at ~5e7 lookups/s against
+    /// ~25 GB/s). A few long words then do not widen every record of a
+    /// batch of short ones, and long queries in bulk do.
     pub fn width_for(queries: &ByteKeys) -> usize {
+        const HOST_BYTES: usize = 256;
+        let words = MAX_WIDTH / 8;
+        let hist = (0..queries.len())
+            .into_par_iter()
+            .fold(
+                || vec![0usize; words + 2],
+                |mut h, i| {
+                    h[queries.get(i).len().div_ceil(8).min(words + 1)] += 1;
+                    h
+                },
+            )
+            .reduce(|| vec![0usize; words + 2], |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect());
+        let mut longer = queries.len() - hist[0];
+        let mut best = (usize::MAX, 8);
+        for (w, count) in hist.iter().enumerate().take(words + 1).skip(1) {
+            longer -= count;
+            let cost = queries.len() * (8 + 8 * w) + longer * HOST_BYTES;
+            if cost < best.0 {
+                best = (cost, 8 * w);
+            }
+        }
+        best.1
+    }
+
+    /// The width that holds every query, or None if one is longer than
+    /// `MAX_WIDTH`.
+    pub fn exact_width(queries: &ByteKeys) -> Option<usize> {
         let longest = (0..queries.len()).into_par_iter().map(|i| queries.get(i).len()).max().unwrap_or(0);
-        longest.div_ceil(8).clamp(1, MAX_WIDTH / 8) * 8
+        (longest <= MAX_WIDTH).then(|| longest.div_ceil(8).max(1) * 8)
     }
 
     pub fn new(queries: &ByteKeys, width: usize) -> Records {
-        assert!(width % 8 == 0 && width > 0);
+        assert!(width.is_multiple_of(8) && width > 0);
         let stride = 1 + width / 8;
         let mut words = vec![0u64; stride * queries.len()];
         words.par_chunks_mut(stride).enumerate().with_min_len(1024).for_each(|(i, r)| {
@@ -68,10 +100,13 @@ pub struct DeviceArt {
     nodes: [DeviceBuffer<u8>; 4],
     leaves: [DeviceBuffer<u64>; 4],
     tails: DeviceBuffer<u64>,
+    /// The kernels' tree arguments after `lut_depth`: lut, the four node
+    /// arrays, the four leaf arrays, the tails.
+    args: [u64; 10],
 }
 
 fn as_words<T: Copy>(v: &[T]) -> &[u64] {
-    assert!(std::mem::size_of::<T>() % 8 == 0 && std::mem::align_of::<T>() >= 8);
+    assert!(std::mem::size_of::<T>().is_multiple_of(8) && std::mem::align_of::<T>() >= 8);
     // SAFETY: T is a whole number of words, aligned for u64; the leaf
     // records have no uninitialised padding (their pads are fields).
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u64, std::mem::size_of_val(v) / 8) }
@@ -83,44 +118,106 @@ fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
 }
 
+/// A value update that deletes: sets the tombstone, keeps the value.
+pub const DELETE: u64 = TOMBSTONE;
+
 impl DeviceArt {
     pub fn upload(gpu: &Gpu, art: &Art) -> Result<DeviceArt, GpuError> {
-        Ok(DeviceArt {
-            lut_depth: art.lut_depth as u32,
-            lut: gpu.upload(&art.lut)?,
-            nodes: [gpu.upload(as_bytes(&art.n4))?, gpu.upload(as_bytes(&art.n16))?, gpu.upload(as_bytes(&art.n48))?, gpu.upload(as_bytes(&art.n256))?],
-            leaves: [
-                gpu.upload(as_words(&art.leaf8))?,
-                gpu.upload(as_words(&art.leaf16))?,
-                gpu.upload(as_words(&art.leaf32))?,
-                gpu.upload(as_words(&art.leaf_long))?,
-            ],
-            tails: gpu.upload(&art.tails)?,
-        })
+        let lut = gpu.upload(&art.lut)?;
+        let nodes = [
+            gpu.upload(as_bytes(&art.n4))?,
+            gpu.upload(as_bytes(&art.n16))?,
+            gpu.upload(as_bytes(&art.n48))?,
+            gpu.upload(as_bytes(&art.n256))?,
+        ];
+        let leaves = [
+            gpu.upload(as_words(&art.leaf8))?,
+            gpu.upload(as_words(&art.leaf16))?,
+            gpu.upload(as_words(&art.leaf32))?,
+            gpu.upload(as_words(&art.leaf_long))?,
+        ];
+        let tails = gpu.upload(&art.tails)?;
+        let mut args = [0; 10];
+        args[0] = lut.ptr();
+        (0..4).for_each(|k| args[1 + k] = nodes[k].ptr());
+        (0..4).for_each(|k| args[5 + k] = leaves[k].ptr());
+        args[9] = tails.ptr();
+        Ok(DeviceArt { lut_depth: art.lut_depth as u32, lut, nodes, leaves, tails, args })
     }
 
     /// Device bytes.
     pub fn bytes(&self) -> usize {
-        self.lut.bytes() + self.nodes.iter().map(|b| b.bytes()).sum::<usize>() + self.leaves.iter().map(|b| b.bytes()).sum::<usize>() + self.tails.bytes()
+        self.lut.bytes()
+            + self.nodes.iter().map(|b| b.bytes()).sum::<usize>()
+            + self.leaves.iter().map(|b| b.bytes()).sum::<usize>()
+            + self.tails.bytes()
+    }
+
+    /// Launches kernel `name` on `stream` over `m` items with the tree's
+    /// arguments first, then `rest` (device addresses and scalars, as u64
+    /// or u32 places that outlive the launch).
+    fn launch_tree(&self, gpu: &Gpu, stream: &Arc<CudaStream>, name: &'static str, m: usize, rest: &[&dyn Arg]) -> Result<(), GpuError> {
+        let cfg = launch_config(gpu, m);
+        gpu.guarded(|| {
+            let f = gpu.function(&kernels::ART, name)?;
+            let mut call = stream.launch_builder(&f);
+            call.arg(&self.lut_depth);
+            self.args.iter().for_each(|a| {
+                call.arg(a);
+            });
+            rest.iter().for_each(|a| a.push(&mut call));
+            // SAFETY: the tree's arguments match TREE_PARAMS; callers pass
+            // the rest of the kernel's signature, with buffers sized for m.
+            unsafe { call.launch(cfg) }.map(|_| ()).map_err(gpu::driver_error("cuLaunchKernel"))
+        })
     }
 
     /// Enqueues `m` lookups of the records (`stride` words each) at device
     /// address `queries` into `out` on `stream`.
     pub fn launch(&self, gpu: &Gpu, stream: &Arc<CudaStream>, queries: u64, stride: usize, out: u64, m: usize) -> Result<(), GpuError> {
-        let cfg = launch_config(gpu, m);
-        let [n4, n16, n48, n256] = self.nodes.each_ref().map(|b| b.ptr());
-        let [l8, l16, l32, llong] = self.leaves.each_ref().map(|b| b.ptr());
-        let (lut, tails, stride, m) = (self.lut.ptr(), self.tails.ptr(), stride as u32, m as u64);
-        gpu.guarded(|| {
-            let f = gpu.function(&kernels::ART, "art_lookup")?;
-            let mut call = stream.launch_builder(&f);
-            call.arg(&lut).arg(&self.lut_depth).arg(&n4).arg(&n16).arg(&n48).arg(&n256);
-            call.arg(&l8).arg(&l16).arg(&l32).arg(&llong).arg(&tails);
-            call.arg(&queries).arg(&stride).arg(&m).arg(&out);
-            // SAFETY: the arguments match the kernel's signature; the
-            // buffers hold the tree's arrays, m records and m outputs.
-            unsafe { call.launch(cfg) }.map(|_| ()).map_err(gpu::driver_error("cuLaunchKernel"))
-        })
+        let (stride, m64) = (stride as u32, m as u64);
+        self.launch_tree(gpu, stream, "art_lookup", m, &[&queries, &stride, &m64, &out])
+    }
+
+    /// CuART's batched value update on the device copy: key `i` of `recs`
+    /// gets `values[i]` (or `DELETE`), the last of a key's updates in the
+    /// batch winning; absent keys are skipped. Every key must fit its
+    /// record (`Records::exact_width`). Returns the leaves written.
+    pub fn update(&self, gpu: &Gpu, recs: &Records, values: &[u64]) -> Result<u64, GpuError> {
+        let m = recs.len();
+        assert_eq!(values.len(), m);
+        assert!(m < u32::MAX as usize, "positions are 32-bit");
+        assert!(values.iter().all(|&v| v <= VALUE_MASK || v == DELETE));
+        if m == 0 {
+            return Ok(0);
+        }
+        let slots = (2 * m).next_power_of_two();
+        let stream = gpu.new_stream()?;
+        let queries = gpu.upload(&recs.words)?;
+        let vals = gpu.upload(values)?;
+        let locs = gpu.alloc::<u64>(m)?;
+        let keys = gpu.alloc::<u64>(slots)?;
+        let pos = gpu.alloc::<u32>(slots)?;
+        let written = gpu.upload(&[0u64])?;
+        keys.fill_bytes_async(0xFF, &stream)?;
+        pos.fill_bytes_async(0, &stream)?;
+        let (q, v, l, k, p, w) = (queries.ptr(), vals.ptr(), locs.ptr(), keys.ptr(), pos.ptr(), written.ptr());
+        let (stride, m64, mask) = (recs.stride as u32, m as u64, slots as u64 - 1);
+        self.launch_tree(gpu, &stream, "art_update_locate", m, &[&q, &stride, &m64, &l, &k, &p, &mask])?;
+        self.launch_tree(gpu, &stream, "art_update_write", m, &[&l, &v, &m64, &k, &p, &mask, &w])?;
+        gpu.guarded(|| stream.synchronize().map_err(gpu::driver_error("cuStreamSynchronize")))?;
+        Ok(written.download()?[0])
+    }
+}
+
+/// A kernel argument that pushes itself onto a launch.
+trait Arg {
+    fn push<'a>(&'a self, call: &mut cudarc::driver::LaunchArgs<'a>);
+}
+
+impl<T: cudarc::driver::DeviceRepr> Arg for T {
+    fn push<'a>(&'a self, call: &mut cudarc::driver::LaunchArgs<'a>) {
+        call.arg(self);
     }
 }
 
@@ -187,7 +284,15 @@ impl DeviceSortedStrings {
     }
 
     /// Each query's rank among the sorted `keys`, or `NOT_FOUND`.
-    pub fn lookup_gpu(&self, gpu: &Gpu, keys: &ByteKeys, queries: &ByteKeys, recs: &Records, out: &mut [u64], schedule: Schedule) -> Result<(), GpuError> {
+    pub fn lookup_gpu(
+        &self,
+        gpu: &Gpu,
+        keys: &ByteKeys,
+        queries: &ByteKeys,
+        recs: &Records,
+        out: &mut [u64],
+        schedule: Schedule,
+    ) -> Result<(), GpuError> {
         let exact = |q: &[u8]| {
             let i = keys.lower_bound(q);
             if i < keys.len() && keys.get(i) == q {

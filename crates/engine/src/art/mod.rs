@@ -281,10 +281,10 @@ impl Art {
     }
 
     /// Whether leaf `link` holds exactly `q` (the full compare, length
-    /// first, then a word at a time), and its meta word if so.
-    fn leaf_match(&self, link: u64, q: &[u8]) -> Option<u64> {
+    /// first).
+    fn leaf_holds(&self, link: u64, q: &[u8]) -> bool {
         let i = index(link);
-        let short = |key: &[u8], meta: u64| ((meta >> LEN_SHIFT) as usize == q.len() && &key[..q.len()] == q).then_some(meta);
+        let short = |key: &[u8], meta: u64| (meta >> LEN_SHIFT) as usize == q.len() && &key[..q.len()] == q;
         match kind(link) {
             LEAF8 => short(&self.leaf8[i].key, self.leaf8[i].meta),
             LEAF16 => short(&self.leaf16[i].key, self.leaf16[i].meta),
@@ -292,20 +292,42 @@ impl Art {
             LEAF_LONG => {
                 let l = &self.leaf_long[i];
                 let tail: &[u8] = bytes_of(&self.tails[l.tail as usize / 8..]);
-                (l.len as usize == q.len() && l.head == q[..32] && tail[..q.len() - 32] == q[32..]).then_some(l.meta)
+                l.len as usize == q.len() && l.head == q[..32] && tail[..q.len() - 32] == q[32..]
             }
             k => unreachable!("kind {k} is not a leaf"),
         }
     }
 
-    /// The value stored for key `q`, if present (not deleted).
-    pub fn get(&self, q: &[u8]) -> Option<u64> {
+    fn meta(&self, link: u64) -> u64 {
+        let i = index(link);
+        match kind(link) {
+            LEAF8 => self.leaf8[i].meta,
+            LEAF16 => self.leaf16[i].meta,
+            LEAF32 => self.leaf32[i].meta,
+            LEAF_LONG => self.leaf_long[i].meta,
+            k => unreachable!("kind {k} is not a leaf"),
+        }
+    }
+
+    fn meta_mut(&mut self, link: u64) -> &mut u64 {
+        let i = index(link);
+        match kind(link) {
+            LEAF8 => &mut self.leaf8[i].meta,
+            LEAF16 => &mut self.leaf16[i].meta,
+            LEAF32 => &mut self.leaf32[i].meta,
+            LEAF_LONG => &mut self.leaf_long[i].meta,
+            k => unreachable!("kind {k} is not a leaf"),
+        }
+    }
+
+    /// The leaf holding exactly `q` (deleted or not).
+    pub fn find_leaf(&self, q: &[u8]) -> Option<u64> {
         let mut link = self.lut[lut_slot(q, self.lut_depth)];
         let mut d = self.lut_depth;
         loop {
             match kind(link) {
                 EMPTY => return None,
-                LEAF8..=LEAF_LONG => return self.leaf_match(link, q).filter(|m| m & TOMBSTONE == 0).map(|m| m & VALUE_MASK),
+                LEAF8..=LEAF_LONG => return self.leaf_holds(link, q).then_some(link),
                 _ => {
                     let h = self.header(link);
                     let p = h.prefix_len as usize;
@@ -325,6 +347,32 @@ impl Art {
         }
     }
 
+    /// The value stored for key `q`, if present (not deleted).
+    pub fn get(&self, q: &[u8]) -> Option<u64> {
+        let meta = self.meta(self.find_leaf(q)?);
+        (meta & TOMBSTONE == 0).then_some(meta & VALUE_MASK)
+    }
+
+    /// The batched value update on the host copy, with the device's
+    /// semantics (`gpu::DeviceArt::update`): key `i` gets `values[i]`, or
+    /// is deleted by `gpu::DELETE`; a later update of a key wins; absent
+    /// keys are skipped. Returns the leaves written.
+    pub fn update(&mut self, keys: &ByteKeys, values: &[u64]) -> u64 {
+        assert_eq!(keys.len(), values.len());
+        let links: Vec<Option<u64>> = (0..keys.len()).into_par_iter().map(|i| self.find_leaf(keys.get(i))).collect();
+        let mut last = std::collections::HashMap::new();
+        for (i, l) in links.iter().enumerate() {
+            if let Some(l) = l {
+                last.insert(*l, i);
+            }
+        }
+        for (&l, &i) in &last {
+            let m = self.meta_mut(l);
+            *m = if values[i] == TOMBSTONE { *m | TOMBSTONE } else { (*m & !(TOMBSTONE | VALUE_MASK)) | values[i] };
+        }
+        last.len() as u64
+    }
+
     /// `get` for each query, on all cores: values, or `NOT_FOUND`.
     pub fn lookup_cpu(&self, queries: &ByteKeys, out: &mut [u64]) {
         out.par_iter_mut().enumerate().with_min_len(1024).for_each(|(i, o)| *o = self.get(queries.get(i)).unwrap_or(NOT_FOUND));
@@ -340,7 +388,7 @@ impl Art {
     }
 
     fn first_value(&self, link: u64) -> u64 {
-        self.leaf(self.edge_leaf(link, true)).1 & VALUE_MASK
+        self.meta(self.edge_leaf(link, true)) & VALUE_MASK
     }
 
     /// The value of the first key >= `q` (any bytes, not only a key's

@@ -149,3 +149,73 @@ fn gpu_lookups_are_the_cpus() {
         }
     }
 }
+
+/// A batch of updates and deletes with repeats and absent keys.
+fn update_batch(keys: &ByteKeys, m: usize, seed: u64) -> (ByteKeys, Vec<u64>) {
+    let mut rng = SplitMix64::new(seed);
+    let mut batch = ByteKeys::new();
+    let mut values = Vec::new();
+    for _ in 0..m {
+        match rng.below(10) {
+            0 => batch.push(b"\x01absent"),
+            // A few hot keys, updated many times in one batch.
+            1 | 2 => batch.push(keys.get(rng.below(8) as usize)),
+            _ => batch.push(keys.get(rng.below(keys.len() as u64) as usize)),
+        }
+        values.push(if rng.below(4) == 0 { gpu::DELETE } else { rng.below(VALUE_MASK) });
+    }
+    (batch, values)
+}
+
+#[test]
+fn updates_last_writer_wins_and_deletes_hide_keys() {
+    let keys = StringSet::Words.keys(3000, 4).sorted_unique();
+    let mut art = build(&keys, 1).unwrap();
+    let (batch, values) = update_batch(&keys, 5000, 8);
+    let written = art.update(&batch, &values);
+    let mut last = std::collections::HashMap::new();
+    for (i, k) in batch.iter().enumerate() {
+        if keys.lower_bound(k) < keys.len() && keys.get(keys.lower_bound(k)) == k {
+            last.insert(k.to_vec(), values[i]);
+        }
+    }
+    assert_eq!(written, last.len() as u64);
+    for (r, k) in keys.iter().enumerate() {
+        let want = match last.get(k) {
+            None => Some(r as u64),
+            Some(&v) if v == gpu::DELETE => None,
+            Some(&v) => Some(v),
+        };
+        assert_eq!(art.get(k), want, "{k:?}");
+        // Lower bounds keep answering from stored values, deleted or not.
+        if let Some(v) = want {
+            assert_eq!(art.lower_bound(k), v);
+        }
+    }
+}
+
+#[test]
+fn gpu_updates_are_the_cpus() {
+    let Ok(gpu) = crate::gpu::gpu() else {
+        assert!(!crate::gpu_required(), "GPUINDEX_REQUIRE_GPU=1 but no GPU");
+        return;
+    };
+    for set in StringSet::ALL {
+        let keys = set.keys(40_000, 31).sorted_unique();
+        let mut art = build(&keys, 2).unwrap();
+        let dev = DeviceArt::upload(&gpu, &art).unwrap();
+        for round in 0..3 {
+            let (batch, values) = update_batch(&keys, 30_000, 40 + round);
+            let recs = Records::new(&batch, Records::exact_width(&batch).unwrap());
+            let on_gpu = dev.update(&gpu, &recs, &values).unwrap();
+            assert_eq!(on_gpu, art.update(&batch, &values), "{} round {round}", set.name());
+        }
+        let q = queries(set, &keys, 9);
+        let recs = Records::new(&q, Records::width_for(&q));
+        let (mut cpu, mut out) = (vec![0; q.len()], vec![0; q.len()]);
+        art.lookup_cpu(&q, &mut cpu);
+        lookup_gpu(&gpu, &art, &dev, &q, &recs, &mut out, crate::gpu::Schedule::default()).unwrap();
+        assert_eq!(out, cpu, "{}", set.name());
+        assert!(cpu.iter().filter(|&&v| v == NOT_FOUND).count() > q.len() / 3);
+    }
+}

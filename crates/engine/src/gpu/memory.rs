@@ -114,6 +114,12 @@ impl<T: Copy> DeviceBuffer<T> {
         unsafe { result::memcpy_dtoh_async(out, src, stream.cu_stream()) }.map_err(driver("cuMemcpyDtoHAsync"))
     }
 
+    /// Sets every byte of the buffer to `byte`, asynchronously on `stream`.
+    pub fn fill_bytes_async(&self, byte: u8, stream: &CudaStream) -> Result<(), GpuError> {
+        // SAFETY: the whole allocation (at least one byte), owned by self.
+        unsafe { result::memset_d8_async(self.ptr, byte, self.bytes().max(1), stream.cu_stream()) }.map_err(driver("cuMemsetD8Async"))
+    }
+
     /// The device address, to pass to a kernel.
     pub fn ptr(&self) -> u64 {
         self.ptr

@@ -185,7 +185,7 @@ impl Gpu {
         launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
         mut consume: impl FnMut(usize, &[O]),
     ) -> Result<(), GpuError> {
-        assert!(group > 0 && queries.len() % group == 0);
+        assert!(group > 0 && queries.len().is_multiple_of(group));
         let n = queries.len() / group;
         if n == 0 {
             return Ok(());
