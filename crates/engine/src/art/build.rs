@@ -157,7 +157,8 @@ fn subtree(a: &mut Art, keys: &ByteKeys, value: &impl Fn(usize) -> u64, lo: usiz
                 runs.push((b, s, e));
                 s = e;
             }
-            let node = push_node(a, &first[d..dd], &runs.iter().map(|r| r.0).collect::<Vec<_>>());
+            let bytes: Vec<u8> = runs.iter().map(|r| r.0).collect();
+            let node = push_node(a, &first[d..dd], &bytes, kind_for(bytes.len()));
             for (j, &(b, s, e)) in runs.iter().enumerate().rev() {
                 stack.push((s, e, dd + 1, Some((node, b, j))));
             }
@@ -171,7 +172,17 @@ fn subtree(a: &mut Art, keys: &ByteKeys, value: &impl Fn(usize) -> u64, lo: usiz
     root
 }
 
-fn push_leaf(a: &mut Art, key: &[u8], value: u64) -> u64 {
+/// The smallest node kind that holds `children`.
+pub(super) fn kind_for(children: usize) -> u8 {
+    match children {
+        0..=4 => N4,
+        5..=16 => N16,
+        17..=48 => N48,
+        _ => N256,
+    }
+}
+
+pub(super) fn push_leaf(a: &mut Art, key: &[u8], value: u64) -> u64 {
     match key.len() {
         0..=8 => {
             a.leaf8.push(Leaf8::new(key, value));
@@ -199,24 +210,26 @@ fn push_leaf(a: &mut Art, key: &[u8], value: u64) -> u64 {
     }
 }
 
-fn push_node(a: &mut Art, prefix: &[u8], bytes: &[u8]) -> u64 {
+/// Appends a node of `kind` with `prefix` and child bytes `bytes` (the
+/// links are set afterwards, by `set_child`).
+pub(super) fn push_node(a: &mut Art, prefix: &[u8], bytes: &[u8], kind: u8) -> u64 {
     let mut h = Header { prefix_len: prefix.len() as u32, count: bytes.len() as u16, prefix: [0; INLINE_PREFIX] };
     let inline = prefix.len().min(INLINE_PREFIX);
     h.prefix[..inline].copy_from_slice(&prefix[..inline]);
-    match bytes.len() {
-        2..=4 => {
+    match kind {
+        N4 => {
             let mut n = Node4 { h, ..Node4::default() };
             n.keys[..bytes.len()].copy_from_slice(bytes);
             a.n4.push(n);
             link(N4, a.n4.len() - 1)
         }
-        5..=16 => {
+        N16 => {
             let mut n = Node16 { h, ..Node16::default() };
             n.keys[..bytes.len()].copy_from_slice(bytes);
             a.n16.push(n);
             link(N16, a.n16.len() - 1)
         }
-        17..=48 => {
+        N48 => {
             let mut n = Node48 { h, ..Node48::default() };
             for (j, &b) in bytes.iter().enumerate() {
                 n.index[b as usize] = j as u8 + 1;
@@ -231,7 +244,7 @@ fn push_node(a: &mut Art, prefix: &[u8], bytes: &[u8]) -> u64 {
     }
 }
 
-fn set_child(a: &mut Art, node: u64, b: u8, slot: usize, child: u64) {
+pub(super) fn set_child(a: &mut Art, node: u64, b: u8, slot: usize, child: u64) {
     let i = index(node);
     match kind(node) {
         N4 => a.n4[i].child[slot] = child,

@@ -5,7 +5,7 @@
 //! paper's first long-key policy); the tree's own long keys are compared
 //! on the device against the tail heap.
 
-use super::{Art, ByteKeys, NOT_FOUND, TOMBSTONE, VALUE_MASK};
+use super::{Art, ByteKeys, NOT_FOUND, RECORD_BYTES, TOMBSTONE, VALUE_MASK};
 use crate::gpu::{self, kernels, DeviceBuffer, Gpu, GpuError, Schedule};
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
@@ -93,29 +93,14 @@ impl Records {
     }
 }
 
-/// The device copy of a tree.
+/// The device copy of a tree: its ten arrays (`Art::array_bytes`), each
+/// with room to grow by inserts before it must be reallocated.
 pub struct DeviceArt {
     lut_depth: u32,
-    lut: DeviceBuffer<u64>,
-    nodes: [DeviceBuffer<u8>; 4],
-    leaves: [DeviceBuffer<u64>; 4],
-    tails: DeviceBuffer<u64>,
-    /// The kernels' tree arguments after `lut_depth`: lut, the four node
-    /// arrays, the four leaf arrays, the tails.
+    arrays: Vec<DeviceBuffer<u8>>,
+    /// The arrays' device addresses, the kernels' tree arguments after
+    /// `lut_depth`.
     args: [u64; 10],
-}
-
-fn as_words<T: Copy>(v: &[T]) -> &[u64] {
-    assert!(std::mem::size_of::<T>().is_multiple_of(8) && std::mem::align_of::<T>() >= 8);
-    // SAFETY: T is a whole number of words, aligned for u64; the leaf
-    // records have no uninitialised padding (their pads are fields).
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u64, std::mem::size_of_val(v) / 8) }
-}
-
-fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
-    // SAFETY: node records are repr(C) with explicit pads and no implicit
-    // padding (sizes checked in tests), so every byte is initialised.
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
 }
 
 /// A value update that deletes: sets the tombstone, keeps the value.
@@ -123,34 +108,71 @@ pub const DELETE: u64 = TOMBSTONE;
 
 impl DeviceArt {
     pub fn upload(gpu: &Gpu, art: &Art) -> Result<DeviceArt, GpuError> {
-        let lut = gpu.upload(&art.lut)?;
-        let nodes = [
-            gpu.upload(as_bytes(&art.n4))?,
-            gpu.upload(as_bytes(&art.n16))?,
-            gpu.upload(as_bytes(&art.n48))?,
-            gpu.upload(as_bytes(&art.n256))?,
-        ];
-        let leaves = [
-            gpu.upload(as_words(&art.leaf8))?,
-            gpu.upload(as_words(&art.leaf16))?,
-            gpu.upload(as_words(&art.leaf32))?,
-            gpu.upload(as_words(&art.leaf_long))?,
-        ];
-        let tails = gpu.upload(&art.tails)?;
-        let mut args = [0; 10];
-        args[0] = lut.ptr();
-        (0..4).for_each(|k| args[1 + k] = nodes[k].ptr());
-        (0..4).for_each(|k| args[5 + k] = leaves[k].ptr());
-        args[9] = tails.ptr();
-        Ok(DeviceArt { lut_depth: art.lut_depth as u32, lut, nodes, leaves, tails, args })
+        let mut dev = DeviceArt { lut_depth: art.lut_depth as u32, arrays: Vec::with_capacity(10), args: [0; 10] };
+        for a in 0..10 {
+            dev.arrays.push(Self::upload_array(gpu, art.array_bytes(a))?);
+            dev.args[a] = dev.arrays[a].ptr();
+        }
+        Ok(dev)
     }
 
-    /// Device bytes.
+    /// A device copy of `bytes` with an eighth more room.
+    fn upload_array(gpu: &Gpu, bytes: &[u8]) -> Result<DeviceBuffer<u8>, GpuError> {
+        let buf = gpu.alloc::<u8>(bytes.len() + bytes.len() / 8 + 4096)?;
+        gpu.guarded(|| {
+            let stream = gpu.new_stream()?;
+            buf.write_async(bytes, &stream)?;
+            stream.synchronize().map_err(gpu::driver_error("cuStreamSynchronize"))
+        })?;
+        Ok(buf)
+    }
+
+    /// Device bytes (the arrays with their room to grow).
     pub fn bytes(&self) -> usize {
-        self.lut.bytes()
-            + self.nodes.iter().map(|b| b.bytes()).sum::<usize>()
-            + self.leaves.iter().map(|b| b.bytes()).sum::<usize>()
-            + self.tails.bytes()
+        self.arrays.iter().map(|b| b.bytes()).sum()
+    }
+
+    /// Brings the device copy up to date with the inserts (and host
+    /// updates) made on `art` since it was uploaded or last refreshed:
+    /// copies only the records they wrote (runs of nearby records as one
+    /// copy), reallocating an array that outgrew its room. Returns the
+    /// bytes copied.
+    pub fn refresh(&mut self, gpu: &Gpu, art: &mut Art) -> Result<usize, GpuError> {
+        let dirty = std::mem::take(&mut art.dirty);
+        let mut copied = 0;
+        let stream = gpu.new_stream()?;
+        for a in 0..10 {
+            let host = art.array_bytes(a);
+            if host.len() > self.arrays[a].len() {
+                self.arrays[a] = Self::upload_array(gpu, host)?;
+                self.args[a] = self.arrays[a].ptr();
+                copied += host.len();
+                continue;
+            }
+            let size = RECORD_BYTES[a];
+            let mut runs: Vec<(usize, usize)> = Vec::new();
+            if a == 9 {
+                runs.extend(dirty.tails_from.map(|t| (t, host.len() / size)));
+            } else {
+                let mut records = dirty.records[a].clone();
+                records.sort_unstable();
+                records.dedup();
+                for r in records {
+                    match runs.last_mut() {
+                        // Records within a few of each other go as one copy.
+                        Some(run) if r <= run.1 + 4 => run.1 = r + 1,
+                        _ => runs.push((r, r + 1)),
+                    }
+                }
+            }
+            for (from, to) in runs {
+                let part = &host[from * size..to * size];
+                self.arrays[a].write_at_async(from * size, part, &stream)?;
+                copied += part.len();
+            }
+        }
+        gpu.guarded(|| stream.synchronize().map_err(gpu::driver_error("cuStreamSynchronize")))?;
+        Ok(copied)
     }
 
     /// Launches kernel `name` on `stream` over `m` items with the tree's

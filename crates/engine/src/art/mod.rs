@@ -21,9 +21,11 @@
 
 pub mod build;
 pub mod gpu;
+pub mod insert;
 pub mod keys;
 
 pub use build::{build, build_with_values, BuildError};
+pub use insert::{Dirty, InsertError};
 pub use keys::ByteKeys;
 
 use rayon::prelude::*;
@@ -185,6 +187,10 @@ pub struct Art {
     pub tails: Vec<u64>,
     /// Keys.
     pub n: usize,
+    /// Records written by inserts since the device copy's last refresh.
+    pub dirty: Dirty,
+    /// Node records that inserts grew out of, per kind, for reuse.
+    pub free: [Vec<usize>; 5],
 }
 
 /// The LUT slot of a key: its first `depth` bytes, zero-padded. (A key
@@ -208,6 +214,30 @@ impl Art {
             + size(&self.leaf32[..])
             + size(&self.leaf_long[..])
             + size(&self.tails[..])
+    }
+
+    /// Array `a` as bytes, in the kernels' argument order: 0 the root
+    /// table, 1 to 8 the arrays of that kind, 9 the tail heap.
+    pub fn array_bytes(&self, a: usize) -> &[u8] {
+        fn bytes<T: Copy>(v: &[T]) -> &[u8] {
+            // SAFETY: the records are repr(C) with explicit pads and no
+            // implicit padding (sizes checked in tests): every byte is
+            // initialised.
+            unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+        }
+        match a {
+            0 => bytes(&self.lut),
+            1 => bytes(&self.n4),
+            2 => bytes(&self.n16),
+            3 => bytes(&self.n48),
+            4 => bytes(&self.n256),
+            5 => bytes(&self.leaf8),
+            6 => bytes(&self.leaf16),
+            7 => bytes(&self.leaf32),
+            8 => bytes(&self.leaf_long),
+            9 => bytes(&self.tails),
+            _ => unreachable!("array {a}"),
+        }
     }
 
     pub fn header(&self, link: u64) -> &Header {
@@ -367,6 +397,7 @@ impl Art {
             }
         }
         for (&l, &i) in &last {
+            self.dirty.note(l);
             let m = self.meta_mut(l);
             *m = if values[i] == TOMBSTONE { *m | TOMBSTONE } else { (*m & !(TOMBSTONE | VALUE_MASK)) | values[i] };
         }
@@ -444,6 +475,9 @@ impl Art {
         None
     }
 }
+
+/// Bytes of one record of each array (`Art::array_bytes`).
+pub const RECORD_BYTES: [usize; 10] = [8, 64, 160, 656, 2064, 16, 32, 48, 64, 8];
 
 /// `u64`s viewed as their bytes (the tail heap).
 fn bytes_of(words: &[u64]) -> &[u8] {

@@ -219,3 +219,127 @@ fn gpu_updates_are_the_cpus() {
         assert!(cpu.iter().filter(|&&v| v == NOT_FOUND).count() > q.len() / 3);
     }
 }
+
+/// Builds from every other key of `all` (sorted), inserts the rest in a
+/// random order, each with its rank in `all` as value, so that lookups
+/// and lower bounds must equal the sorted array's.
+fn built_then_inserted(all: &ByteKeys, depth: usize, seed: u64) -> Art {
+    let (built, values): (ByteKeys, Vec<u64>) = {
+        let idx: Vec<usize> = (0..all.len()).step_by(2).collect();
+        (idx.iter().map(|&i| all.get(i)).collect(), idx.iter().map(|&i| i as u64).collect())
+    };
+    let mut art = build_with_values(&built, &values, depth).unwrap();
+    let mut rest: Vec<usize> = (1..all.len()).step_by(2).collect();
+    let mut rng = SplitMix64::new(seed);
+    for i in (1..rest.len()).rev() {
+        rest.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    for &i in &rest {
+        assert_eq!(art.insert(all.get(i), i as u64), Ok(true), "insert {:?}", all.get(i));
+    }
+    // Re-inserting a key sets its value (here: the same one).
+    for i in (0..all.len()).step_by(7) {
+        assert_eq!(art.insert(all.get(i), i as u64), Ok(false));
+    }
+    assert_eq!(art.n, all.len());
+    art
+}
+
+#[test]
+fn inserts_equal_a_build_of_all_keys() {
+    for set in StringSet::ALL {
+        let all = set.keys(8000, 12).sorted_unique();
+        let q = queries(set, &all, 13);
+        for depth in 0..=3 {
+            let art = built_then_inserted(&all, depth, 14);
+            for (i, k) in all.iter().enumerate() {
+                assert_eq!(art.get(k), Some(i as u64), "{} depth {depth}: {k:?}", set.name());
+            }
+            for qk in q.iter() {
+                let lb = all.lower_bound(qk);
+                let exact = lb < all.len() && all.get(lb) == qk;
+                assert_eq!(art.get(qk), exact.then_some(lb as u64), "{qk:?}");
+                assert_eq!(art.lower_bound(qk), lb as u64, "lower bound {qk:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn inserts_grow_every_node_kind_and_split_long_prefixes() {
+    // One node taking 256 children one at a time: N4, N16, N48, N256.
+    let mut art = build(&ByteKeys::new(), 0).unwrap();
+    for b in (0..=255u8).rev() {
+        art.insert(&[b'p', b, b'q'], b as u64).unwrap();
+    }
+    assert_eq!((art.n256.len(), art.free[N4 as usize].len(), art.free[N16 as usize].len(), art.free[N48 as usize].len()), (1, 1, 1, 1));
+    for b in 0..=255u8 {
+        assert_eq!(art.get(&[b'p', b, b'q']), Some(b as u64));
+    }
+    // A new N4 reuses the grown-out record.
+    art.insert(b"z1", 1000).unwrap();
+    art.insert(b"z2", 1001).unwrap();
+    assert_eq!(art.free[N4 as usize].len(), 0);
+    assert_eq!(art.get(b"z2"), Some(1001));
+    // Prefixes of 300 bytes split at every distance, keys past 32 bytes.
+    let mut art = build(&ByteKeys::new(), 2).unwrap();
+    let key = |at: usize, b: u8| {
+        let mut k = vec![b'x'; 300];
+        k[at] = b;
+        k
+    };
+    let mut all = vec![];
+    for at in [299, 5, 150, 10, 11, 2, 0, 40] {
+        for b in [b'a', b'y'] {
+            art.insert(&key(at, b), 0).unwrap();
+            all.push(key(at, b));
+        }
+    }
+    all.sort();
+    let keys: ByteKeys = all.iter().map(|k| k.as_slice()).collect();
+    for (i, k) in keys.iter().enumerate() {
+        art.insert(k, i as u64).unwrap();
+    }
+    let q = queries(StringSet::Random, &keys, 1);
+    for qk in q.iter() {
+        let lb = keys.lower_bound(qk);
+        assert_eq!(art.lower_bound(qk), lb as u64, "{qk:?}");
+        assert_eq!(art.get(qk), (lb < keys.len() && keys.get(lb) == qk).then_some(lb as u64));
+    }
+    // Keys that are prefixes of others are refused, the tree unchanged.
+    assert_eq!(art.insert(&vec![b'x'; 100], 1), Err(InsertError::Prefix));
+    assert_eq!(art.insert(&[key(0, b'a'), vec![1]].concat(), 1), Err(InsertError::Prefix));
+    assert_eq!(art.insert(b"q", 1 << 55), Err(InsertError::Value));
+    assert_eq!(art.n, keys.len());
+}
+
+#[test]
+fn gpu_refresh_after_inserts_is_the_cpu() {
+    let Ok(gpu) = crate::gpu::gpu() else {
+        assert!(!crate::gpu_required(), "GPUINDEX_REQUIRE_GPU=1 but no GPU");
+        return;
+    };
+    for set in StringSet::ALL {
+        let all = set.keys(60_000, 50).sorted_unique();
+        let half: ByteKeys = (0..all.len()).step_by(2).map(|i| all.get(i)).collect();
+        let mut art = build(&half, 2).unwrap();
+        let mut dev = DeviceArt::upload(&gpu, &art).unwrap();
+        let q = queries(set, &all, 51);
+        let recs = Records::new(&q, Records::width_for(&q));
+        // A few inserts: a partial copy; then many: arrays outgrow their room.
+        for (round, step) in [(0, 301), (1, 2)] {
+            for i in (1..all.len()).step_by(step) {
+                art.insert(all.get(i), (1 << 40) + i as u64).unwrap();
+            }
+            let copied = dev.refresh(&gpu, &mut art).unwrap();
+            if round == 0 {
+                assert!(copied * 20 < art.bytes(), "{} of {} bytes copied", copied, art.bytes());
+            }
+            assert!(art.dirty.is_empty());
+            let (mut cpu, mut out) = (vec![0; q.len()], vec![0; q.len()]);
+            art.lookup_cpu(&q, &mut cpu);
+            lookup_gpu(&gpu, &art, &dev, &q, &recs, &mut out, crate::gpu::Schedule::default()).unwrap();
+            assert_eq!(out, cpu, "{} round {round}", set.name());
+        }
+    }
+}
