@@ -67,20 +67,9 @@ impl Records {
     }
 
     pub fn new(queries: &ByteKeys, width: usize) -> Records {
-        assert!(width.is_multiple_of(8) && width > 0);
         let stride = 1 + width / 8;
         let mut words = vec![0u64; stride * queries.len()];
-        words.par_chunks_mut(stride).enumerate().with_min_len(1024).for_each(|(i, r)| {
-            let q = queries.get(i);
-            r[0] = q.len() as u64;
-            if q.len() <= width {
-                for (w, c) in r[1..].iter_mut().zip(q.chunks(8)) {
-                    let mut b = [0u8; 8];
-                    b[..c.len()].copy_from_slice(c);
-                    *w = u64::from_ne_bytes(b);
-                }
-            }
-        });
+        encode(queries, 0, width, &mut words);
         Records { words, stride }
     }
 
@@ -91,6 +80,25 @@ impl Records {
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
+}
+
+/// Writes queries `first..` as records of `width` key bytes into `words`
+/// (as many as it holds), on all cores.
+fn encode(queries: &ByteKeys, first: usize, width: usize, words: &mut [u64]) {
+    assert!(width.is_multiple_of(8) && width > 0);
+    let stride = 1 + width / 8;
+    words.par_chunks_mut(stride).enumerate().with_min_len(1024).for_each(|(i, r)| {
+        let q = queries.get(first + i);
+        r.fill(0);
+        r[0] = q.len() as u64;
+        if q.len() <= width {
+            for (w, c) in r[1..].iter_mut().zip(q.chunks(8)) {
+                let mut b = [0u8; 8];
+                b[..c.len()].copy_from_slice(c);
+                *w = u64::from_ne_bytes(b);
+            }
+        }
+    });
 }
 
 /// The device copy of a tree: its ten arrays (`Art::array_bytes`), each
@@ -141,7 +149,7 @@ impl DeviceArt {
         let dirty = std::mem::take(&mut art.dirty);
         let mut copied = 0;
         let stream = gpu.new_stream()?;
-        for a in 0..10 {
+        for (a, &size) in RECORD_BYTES.iter().enumerate() {
             let host = art.array_bytes(a);
             if host.len() > self.arrays[a].len() {
                 self.arrays[a] = Self::upload_array(gpu, host)?;
@@ -149,7 +157,6 @@ impl DeviceArt {
                 copied += host.len();
                 continue;
             }
-            let size = RECORD_BYTES[a];
             let mut runs: Vec<(usize, usize)> = Vec::new();
             if a == 9 {
                 runs.extend(dirty.tails_from.map(|t| (t, host.len() / size)));
@@ -255,23 +262,27 @@ fn finish(out: &mut [u64], res: &[u64], on_host: impl Fn(usize) -> u64 + Sync) {
     out.par_iter_mut().enumerate().with_min_len(4096).filter(|(_, o)| **o == ON_HOST).for_each(|(i, o)| *o = on_host(i));
 }
 
-/// `Art::lookup_cpu` on the GPU: the value of each query (`recs`, built
-/// from `queries`) or `NOT_FOUND`, into `out`.
+/// `Art::lookup_cpu` on the GPU: the value of each query or `NOT_FOUND`,
+/// into `out`. The queries are encoded as records of `width` key bytes
+/// (`Records::width_for`) straight into the pipeline's pinned buffers,
+/// chunk by chunk, while the device works on the chunks before.
 pub fn lookup_gpu(
     gpu: &Gpu,
     art: &Art,
     dev: &DeviceArt,
     queries: &ByteKeys,
-    recs: &Records,
+    width: usize,
     out: &mut [u64],
     schedule: Schedule,
 ) -> Result<(), GpuError> {
-    assert!(recs.len() == out.len() && queries.len() == out.len());
-    gpu.pipeline_grouped(
-        &recs.words,
-        recs.stride,
+    assert_eq!(queries.len(), out.len());
+    let stride = 1 + width / 8;
+    gpu.pipeline_filled(
+        queries.len(),
+        stride,
         schedule,
-        |stream, q, o, m| dev.launch(gpu, stream, q, recs.stride, o, m),
+        |first, words: &mut [u64]| encode(queries, first, width, words),
+        |stream, q, o, m| dev.launch(gpu, stream, q, stride, o, m),
         |off, res: &[u64]| finish(&mut out[off..off + res.len()], res, |i| art.get(queries.get(off + i)).unwrap_or(NOT_FOUND)),
     )
 }
@@ -311,10 +322,11 @@ impl DeviceSortedStrings {
         gpu: &Gpu,
         keys: &ByteKeys,
         queries: &ByteKeys,
-        recs: &Records,
+        width: usize,
         out: &mut [u64],
         schedule: Schedule,
     ) -> Result<(), GpuError> {
+        let stride = 1 + width / 8;
         let exact = |q: &[u8]| {
             let i = keys.lower_bound(q);
             if i < keys.len() && keys.get(i) == q {
@@ -323,11 +335,12 @@ impl DeviceSortedStrings {
                 NOT_FOUND
             }
         };
-        gpu.pipeline_grouped(
-            &recs.words,
-            recs.stride,
+        gpu.pipeline_filled(
+            queries.len(),
+            stride,
             schedule,
-            |stream, q, o, m| self.launch(gpu, stream, q, recs.stride, o, m),
+            |first, words: &mut [u64]| encode(queries, first, width, words),
+            |stream, q, o, m| self.launch(gpu, stream, q, stride, o, m),
             |off, res: &[u64]| finish(&mut out[off..off + res.len()], res, |i| exact(queries.get(off + i))),
         )
     }

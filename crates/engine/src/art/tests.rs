@@ -137,13 +137,12 @@ fn gpu_lookups_are_the_cpus() {
             let mut cpu = vec![0; q.len()];
             art.lookup_cpu(&q, &mut cpu);
             for width in [Records::width_for(&q), 16, 40] {
-                let recs = Records::new(&q, width);
                 let mut out = vec![0; q.len()];
                 let schedule = crate::gpu::Schedule { chunk: 7777, in_flight: 3 };
-                lookup_gpu(&gpu, &art, &dev, &q, &recs, &mut out, schedule).unwrap();
+                lookup_gpu(&gpu, &art, &dev, &q, width, &mut out, schedule).unwrap();
                 assert_eq!(out, cpu, "{} depth {depth} width {width}", set.name());
                 let floor = DeviceSortedStrings::upload(&gpu, &keys).unwrap();
-                floor.lookup_gpu(&gpu, &keys, &q, &recs, &mut out, schedule).unwrap();
+                floor.lookup_gpu(&gpu, &keys, &q, width, &mut out, schedule).unwrap();
                 assert_eq!(out, cpu, "floor, {} width {width}", set.name());
             }
         }
@@ -211,10 +210,9 @@ fn gpu_updates_are_the_cpus() {
             assert_eq!(on_gpu, art.update(&batch, &values), "{} round {round}", set.name());
         }
         let q = queries(set, &keys, 9);
-        let recs = Records::new(&q, Records::width_for(&q));
         let (mut cpu, mut out) = (vec![0; q.len()], vec![0; q.len()]);
         art.lookup_cpu(&q, &mut cpu);
-        lookup_gpu(&gpu, &art, &dev, &q, &recs, &mut out, crate::gpu::Schedule::default()).unwrap();
+        lookup_gpu(&gpu, &art, &dev, &q, Records::width_for(&q), &mut out, crate::gpu::Schedule::default()).unwrap();
         assert_eq!(out, cpu, "{}", set.name());
         assert!(cpu.iter().filter(|&&v| v == NOT_FOUND).count() > q.len() / 3);
     }
@@ -307,7 +305,7 @@ fn inserts_grow_every_node_kind_and_split_long_prefixes() {
         assert_eq!(art.get(qk), (lb < keys.len() && keys.get(lb) == qk).then_some(lb as u64));
     }
     // Keys that are prefixes of others are refused, the tree unchanged.
-    assert_eq!(art.insert(&vec![b'x'; 100], 1), Err(InsertError::Prefix));
+    assert_eq!(art.insert(&[b'x'; 100], 1), Err(InsertError::Prefix));
     assert_eq!(art.insert(&[key(0, b'a'), vec![1]].concat(), 1), Err(InsertError::Prefix));
     assert_eq!(art.insert(b"q", 1 << 55), Err(InsertError::Value));
     assert_eq!(art.n, keys.len());
@@ -325,7 +323,7 @@ fn gpu_refresh_after_inserts_is_the_cpu() {
         let mut art = build(&half, 2).unwrap();
         let mut dev = DeviceArt::upload(&gpu, &art).unwrap();
         let q = queries(set, &all, 51);
-        let recs = Records::new(&q, Records::width_for(&q));
+        let width = Records::width_for(&q);
         // A few inserts: a partial copy; then many: arrays outgrow their room.
         for (round, step) in [(0, 301), (1, 2)] {
             for i in (1..all.len()).step_by(step) {
@@ -338,7 +336,7 @@ fn gpu_refresh_after_inserts_is_the_cpu() {
             assert!(art.dirty.is_empty());
             let (mut cpu, mut out) = (vec![0; q.len()], vec![0; q.len()]);
             art.lookup_cpu(&q, &mut cpu);
-            lookup_gpu(&gpu, &art, &dev, &q, &recs, &mut out, crate::gpu::Schedule::default()).unwrap();
+            lookup_gpu(&gpu, &art, &dev, &q, width, &mut out, crate::gpu::Schedule::default()).unwrap();
             assert_eq!(out, cpu, "{} round {round}", set.name());
         }
     }

@@ -183,10 +183,26 @@ impl Gpu {
         group: usize,
         schedule: Schedule,
         launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
-        mut consume: impl FnMut(usize, &[O]),
+        consume: impl FnMut(usize, &[O]),
     ) -> Result<(), GpuError> {
         assert!(group > 0 && queries.len().is_multiple_of(group));
-        let n = queries.len() / group;
+        let fill = |at: usize, dst: &mut [Q]| copy_parallel(dst, &queries[at * group..at * group + dst.len()]);
+        self.pipeline_filled(queries.len() / group, group, schedule, fill, launch, consume)
+    }
+
+    /// The pipeline for `n` queries of `group` values each that
+    /// `fill(first, records)` writes straight into each chunk's pinned
+    /// buffer (e.g. encoding them), overlapped with the device's work on
+    /// the chunks before: no staging copy of the whole batch.
+    pub fn pipeline_filled<Q: Plain, O: Plain>(
+        &self,
+        n: usize,
+        group: usize,
+        schedule: Schedule,
+        fill: impl Fn(usize, &mut [Q]),
+        launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
+        mut consume: impl FnMut(usize, &[O]),
+    ) -> Result<(), GpuError> {
         if n == 0 {
             return Ok(());
         }
@@ -203,7 +219,8 @@ impl Gpu {
                 consume(off, cast::<O>(s.host_out.as_slice(), len));
                 Ok(())
             };
-            for (ci, part) in queries.chunks(chunk * group).enumerate() {
+            for ci in 0..n.div_ceil(chunk) {
+                let (at, m) = (ci * chunk, chunk.min(n - ci * chunk));
                 let si = ci % in_flight;
                 if pending.len() == in_flight {
                     let done = pending.pop_front().expect("pending chunk");
@@ -211,14 +228,13 @@ impl Gpu {
                     finish(&mut slots, done)?;
                 }
                 let s = &mut slots[si];
-                copy_parallel(cast_mut::<Q>(s.host_in.as_mut_slice(), part.len()), part);
-                let in_len = std::mem::size_of_val(part);
+                fill(at, cast_mut::<Q>(s.host_in.as_mut_slice(), m * group));
+                let in_len = m * group * std::mem::size_of::<Q>();
                 s.dev_in.write_async(&s.host_in.as_slice()[..in_len], &s.stream)?;
-                let m = part.len() / group;
                 launch(&s.stream, s.dev_in.ptr(), s.dev_out.ptr(), m)?;
                 let out_len = m * std::mem::size_of::<O>();
                 s.dev_out.read_async(&mut s.host_out.as_mut_slice()[..out_len], &s.stream)?;
-                pending.push_back((si, ci * chunk, m));
+                pending.push_back((si, at, m));
             }
             while let Some(done) = pending.pop_front() {
                 finish(&mut slots, done)?;
