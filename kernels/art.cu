@@ -6,7 +6,8 @@
 //
 // A query is a record of `stride` words: its length, then its bytes
 // zero-padded (so a leaf's key, zero-padded too, compares a word at a
-// time). A query longer than the record holds is answered ON_HOST.
+// time); or, where every query of the batch has one length `fixed`, the
+// bytes alone. A query longer than the record holds is answered ON_HOST.
 
 typedef unsigned long long u64;
 typedef unsigned int u32;
@@ -72,10 +73,10 @@ __device__ __forceinline__ u64* meta_of(const Tree& t, u64 link) {
 
 // The leaf that holds exactly the query of record `q` (tombstoned or not),
 // 0 if none, ON_HOST if the query does not fit its record.
-__device__ u64 find_leaf(const Tree& t, const u64* __restrict__ q, u32 stride) {
-    const u64 len = q[0];
-    if (len > (u64)(stride - 1) * 8) return ON_HOST;
-    const u64* qw = q + 1;
+__device__ u64 find_leaf(const Tree& t, const u64* __restrict__ q, u32 stride, u32 fixed) {
+    const u64 len = fixed ? fixed : q[0];
+    if (!fixed && len > (u64)(stride - 1) * 8) return ON_HOST;
+    const u64* qw = fixed ? q : q + 1;
     const u8* key = (const u8*)qw;
     u32 slot = 0;
     for (u32 j = 0; j < t.lut_depth; j++) slot = slot << 8 | (j < len ? key[j] : 0);
@@ -142,10 +143,10 @@ __device__ u64 find_leaf(const Tree& t, const u64* __restrict__ q, u32 stride) {
 }
 
 // The value of each query, NOT_FOUND (absent or deleted) or ON_HOST.
-extern "C" __global__ void art_lookup(TREE_PARAMS, const u64* __restrict__ queries, u32 stride, u64 m, u64* __restrict__ out) {
+extern "C" __global__ void art_lookup(TREE_PARAMS, const u64* __restrict__ queries, u32 stride, u32 fixed, u64 m, u64* __restrict__ out) {
     const Tree t = TREE;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
-        const u64 link = find_leaf(t, queries + i * stride, stride);
+        const u64 link = find_leaf(t, queries + i * stride, stride, fixed);
         if (link == 0 || link == ON_HOST) {
             out[i] = link == 0 ? NOT_FOUND : ON_HOST;
         } else {
@@ -170,11 +171,11 @@ __device__ __forceinline__ u64 mix(u64 x) {
     return x;
 }
 
-extern "C" __global__ void art_update_locate(TREE_PARAMS, const u64* __restrict__ queries, u32 stride, u64 m, u64* __restrict__ locs,
+extern "C" __global__ void art_update_locate(TREE_PARAMS, const u64* __restrict__ queries, u32 stride, u32 fixed, u64 m, u64* __restrict__ locs,
                                              u64* table_keys, u32* table_pos, u64 mask) {
     const Tree t = TREE;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
-        const u64 link = find_leaf(t, queries + i * stride, stride);
+        const u64 link = find_leaf(t, queries + i * stride, stride, fixed);
         locs[i] = link == ON_HOST ? 0 : link;
         if (link == 0 || link == ON_HOST) continue;
         for (u64 h = mix(link) & mask;; h = (h + 1) & mask) {
@@ -209,15 +210,15 @@ extern "C" __global__ void art_update_write(TREE_PARAMS, const u64* __restrict__
 // The floor: binary search over the sorted keys (data, ends as in
 // ByteKeys), byte by byte. Answers the key's rank or NOT_FOUND.
 extern "C" __global__ void sorted_strings_lookup(const u8* __restrict__ data, const u64* __restrict__ ends, u64 n,
-                                                 const u64* __restrict__ queries, u32 stride, u64 m, u64* __restrict__ out) {
+                                                 const u64* __restrict__ queries, u32 stride, u32 fixed, u64 m, u64* __restrict__ out) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
         const u64* q = queries + i * stride;
-        const u64 len = q[0];
-        if (len > (u64)(stride - 1) * 8) {
+        const u64 len = fixed ? fixed : q[0];
+        if (!fixed && len > (u64)(stride - 1) * 8) {
             out[i] = ON_HOST;
             continue;
         }
-        const u8* key = (const u8*)(q + 1);
+        const u8* key = (const u8*)(fixed ? q : q + 1);
         u64 lo = 0, hi = n;
         int found = 0;
         while (lo < hi) {
@@ -235,5 +236,15 @@ extern "C" __global__ void sorted_strings_lookup(const u8* __restrict__ data, co
             }
         }
         out[i] = found ? lo : NOT_FOUND;
+    }
+}
+
+// The partial refresh: record i of `src` (`words` 8-byte words each) goes
+// to record at[i] of `dst`, one word per thread.
+extern "C" __global__ void art_scatter(u64* __restrict__ dst, const u64* __restrict__ src, const u64* __restrict__ at, u64 n, u32 words) {
+    const u64 total = n * words;
+    for (u64 t = blockIdx.x * (u64)blockDim.x + threadIdx.x; t < total; t += (u64)gridDim.x * blockDim.x) {
+        const u64 r = t / words, w = t % words;
+        dst[at[r] * words + w] = src[t];
     }
 }

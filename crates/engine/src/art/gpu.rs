@@ -19,23 +19,42 @@ pub const MAX_WIDTH: usize = 256;
 
 const BLOCK: u32 = 256;
 
-/// Queries as fixed-width records: a length word, then the bytes
-/// zero-padded to `width` (a multiple of 8).
-pub struct Records {
-    pub words: Vec<u64>,
-    /// Words per record.
-    pub stride: usize,
+/// How queries travel: records of `width` key bytes (a multiple of 8),
+/// zero-padded, after a length word; or, when every query of a batch has
+/// the same length `width` (uuids, int8), the bytes alone (`fixed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Format {
+    pub width: usize,
+    pub fixed: bool,
 }
 
-impl Records {
-    /// The record width (at most `MAX_WIDTH`) that costs least: each byte
-    /// of width is sent for every query, while a query left out is
-    /// answered on the host, overlapped with the device, for about what
-    /// `HOST_BYTES` bytes of bus cost (16 cores at ~5e7 lookups/s against
-    /// ~25 GB/s). A few long words then do not widen every record of a
-    /// batch of short ones, and long queries in bulk do.
-    pub fn width_for(queries: &ByteKeys) -> usize {
+impl Format {
+    /// Words per record.
+    pub fn stride(self) -> usize {
+        self.width / 8 + !self.fixed as usize
+    }
+
+    /// The kernels' `fixed` argument: the common length, or 0.
+    fn fixed_len(self) -> u32 {
+        if self.fixed {
+            self.width as u32
+        } else {
+            0
+        }
+    }
+
+    /// The cheapest format for `queries`: fixed when they all have one
+    /// length (a multiple of 8, at most `MAX_WIDTH`), else the record width
+    /// that costs least: each byte of width is sent for every query, while
+    /// a query left out is answered on the host, overlapped with the
+    /// device, for about what `HOST_BYTES` bytes of bus cost (16 cores at
+    /// ~5e7 lookups/s against ~25 GB/s). A few long words then do not widen
+    /// every record of a batch of short ones, and long queries in bulk do.
+    pub fn for_queries(queries: &ByteKeys) -> Format {
         const HOST_BYTES: usize = 256;
+        if let Some(f) = Self::fixed_for(queries) {
+            return f;
+        }
         let words = MAX_WIDTH / 8;
         let hist = (0..queries.len())
             .into_par_iter()
@@ -56,49 +75,69 @@ impl Records {
                 best = (cost, 8 * w);
             }
         }
-        best.1
+        Format { width: best.1, fixed: false }
     }
 
-    /// The width that holds every query, or None if one is longer than
-    /// `MAX_WIDTH`.
-    pub fn exact_width(queries: &ByteKeys) -> Option<usize> {
+    fn fixed_for(queries: &ByteKeys) -> Option<Format> {
+        let len = queries.iter().next()?.len();
+        let same = (0..queries.len()).into_par_iter().all(|i| queries.get(i).len() == len);
+        (same && len > 0 && len.is_multiple_of(8) && len <= MAX_WIDTH).then_some(Format { width: len, fixed: true })
+    }
+
+    /// A format that holds every query (none answered on the host), or
+    /// None if one is longer than `MAX_WIDTH`.
+    pub fn exact(queries: &ByteKeys) -> Option<Format> {
+        if let Some(f) = Self::fixed_for(queries) {
+            return Some(f);
+        }
         let longest = (0..queries.len()).into_par_iter().map(|i| queries.get(i).len()).max().unwrap_or(0);
-        (longest <= MAX_WIDTH).then(|| longest.div_ceil(8).max(1) * 8)
+        (longest <= MAX_WIDTH).then(|| Format { width: longest.div_ceil(8).max(1) * 8, fixed: false })
     }
 
-    pub fn new(queries: &ByteKeys, width: usize) -> Records {
-        let stride = 1 + width / 8;
-        let mut words = vec![0u64; stride * queries.len()];
-        encode(queries, 0, width, &mut words);
-        Records { words, stride }
+    /// Writes queries `first..` as records into `words` (as many as it
+    /// holds), on all cores.
+    fn encode(self, queries: &ByteKeys, first: usize, words: &mut [u64]) {
+        assert!(self.width.is_multiple_of(8) && self.width > 0);
+        words.par_chunks_mut(self.stride()).enumerate().with_min_len(1024).for_each(|(i, r)| {
+            let q = queries.get(first + i);
+            r.fill(0);
+            let bytes = if self.fixed {
+                &mut r[..]
+            } else {
+                r[0] = q.len() as u64;
+                &mut r[1..]
+            };
+            if q.len() <= self.width {
+                for (w, c) in bytes.iter_mut().zip(q.chunks(8)) {
+                    let mut b = [0u8; 8];
+                    b[..c.len()].copy_from_slice(c);
+                    *w = u64::from_ne_bytes(b);
+                }
+            }
+        });
+    }
+}
+
+/// A batch of queries encoded once (for updates and kernel timings).
+pub struct Records {
+    pub words: Vec<u64>,
+    pub format: Format,
+}
+
+impl Records {
+    pub fn new(queries: &ByteKeys, format: Format) -> Records {
+        let mut words = vec![0u64; format.stride() * queries.len()];
+        format.encode(queries, 0, &mut words);
+        Records { words, format }
     }
 
     pub fn len(&self) -> usize {
-        self.words.len() / self.stride
+        self.words.len() / self.format.stride()
     }
 
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
-}
-
-/// Writes queries `first..` as records of `width` key bytes into `words`
-/// (as many as it holds), on all cores.
-fn encode(queries: &ByteKeys, first: usize, width: usize, words: &mut [u64]) {
-    assert!(width.is_multiple_of(8) && width > 0);
-    let stride = 1 + width / 8;
-    words.par_chunks_mut(stride).enumerate().with_min_len(1024).for_each(|(i, r)| {
-        let q = queries.get(first + i);
-        r.fill(0);
-        r[0] = q.len() as u64;
-        if q.len() <= width {
-            for (w, c) in r[1..].iter_mut().zip(q.chunks(8)) {
-                let mut b = [0u8; 8];
-                b[..c.len()].copy_from_slice(c);
-                *w = u64::from_ne_bytes(b);
-            }
-        }
-    });
 }
 
 /// The device copy of a tree: its ten arrays (`Art::array_bytes`), each
@@ -142,44 +181,65 @@ impl DeviceArt {
 
     /// Brings the device copy up to date with the inserts (and host
     /// updates) made on `art` since it was uploaded or last refreshed:
-    /// copies only the records they wrote (runs of nearby records as one
-    /// copy), reallocating an array that outgrew its room. Returns the
-    /// bytes copied.
+    /// per array, the records they wrote are packed into one buffer, sent
+    /// in one copy and scattered into place by a kernel (an array mostly
+    /// rewritten is sent whole; the tail heap only grows, its new end is
+    /// sent); an array that outgrew its room is reallocated. Returns the
+    /// bytes sent.
     pub fn refresh(&mut self, gpu: &Gpu, art: &mut Art) -> Result<usize, GpuError> {
         let dirty = std::mem::take(&mut art.dirty);
-        let mut copied = 0;
+        let mut sent = 0;
         let stream = gpu.new_stream()?;
+        let mut staging = Vec::new(); // kept alive until the stream is done
         for (a, &size) in RECORD_BYTES.iter().enumerate() {
             let host = art.array_bytes(a);
             if host.len() > self.arrays[a].len() {
                 self.arrays[a] = Self::upload_array(gpu, host)?;
                 self.args[a] = self.arrays[a].ptr();
-                copied += host.len();
+                sent += host.len();
                 continue;
             }
-            let mut runs: Vec<(usize, usize)> = Vec::new();
             if a == 9 {
-                runs.extend(dirty.tails_from.map(|t| (t, host.len() / size)));
-            } else {
-                let mut records = dirty.records[a].clone();
-                records.sort_unstable();
-                records.dedup();
-                for r in records {
-                    match runs.last_mut() {
-                        // Records within a few of each other go as one copy.
-                        Some(run) if r <= run.1 + 4 => run.1 = r + 1,
-                        _ => runs.push((r, r + 1)),
-                    }
+                if let Some(from) = dirty.tails_from {
+                    self.arrays[a].write_at_async(from * size, &host[from * size..], &stream)?;
+                    sent += host.len() - from * size;
                 }
+                continue;
             }
-            for (from, to) in runs {
-                let part = &host[from * size..to * size];
-                self.arrays[a].write_at_async(from * size, part, &stream)?;
-                copied += part.len();
+            let mut records = dirty.records[a].clone();
+            records.sort_unstable();
+            records.dedup();
+            if records.is_empty() {
+                continue;
             }
+            if 2 * records.len() * size > host.len() {
+                self.arrays[a].write_async(host, &stream)?;
+                sent += host.len();
+                continue;
+            }
+            let mut packed = Vec::with_capacity(records.len() * size / 8);
+            for &r in &records {
+                let rec = &host[r * size..(r + 1) * size];
+                packed.extend(rec.chunks_exact(8).map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes"))));
+            }
+            let at: Vec<u64> = records.iter().map(|&r| r as u64).collect();
+            let (src, idx) = (gpu.upload(&packed)?, gpu.upload(&at)?);
+            let (dst, n, words) = (self.arrays[a].ptr(), at.len() as u64, (size / 8) as u32);
+            let (srcp, idxp) = (src.ptr(), idx.ptr());
+            crate::launch!(
+                gpu,
+                stream,
+                kernels::ART,
+                "art_scatter",
+                ((packed.len()).div_ceil(256).min(65_535), 256, 0),
+                [dst, srcp, idxp, n, words]
+            )?;
+            sent += packed.len() * 8 + at.len() * 8;
+            staging.push((src, idx));
         }
         gpu.guarded(|| stream.synchronize().map_err(gpu::driver_error("cuStreamSynchronize")))?;
-        Ok(copied)
+        drop(staging);
+        Ok(sent)
     }
 
     /// Launches kernel `name` on `stream` over `m` items with the tree's
@@ -201,17 +261,17 @@ impl DeviceArt {
         })
     }
 
-    /// Enqueues `m` lookups of the records (`stride` words each) at device
+    /// Enqueues `m` lookups of the records (in `format`) at device
     /// address `queries` into `out` on `stream`.
-    pub fn launch(&self, gpu: &Gpu, stream: &Arc<CudaStream>, queries: u64, stride: usize, out: u64, m: usize) -> Result<(), GpuError> {
-        let (stride, m64) = (stride as u32, m as u64);
-        self.launch_tree(gpu, stream, "art_lookup", m, &[&queries, &stride, &m64, &out])
+    pub fn launch(&self, gpu: &Gpu, stream: &Arc<CudaStream>, queries: u64, format: Format, out: u64, m: usize) -> Result<(), GpuError> {
+        let (stride, fixed, m64) = (format.stride() as u32, format.fixed_len(), m as u64);
+        self.launch_tree(gpu, stream, "art_lookup", m, &[&queries, &stride, &fixed, &m64, &out])
     }
 
     /// CuART's batched value update on the device copy: key `i` of `recs`
     /// gets `values[i]` (or `DELETE`), the last of a key's updates in the
     /// batch winning; absent keys are skipped. Every key must fit its
-    /// record (`Records::exact_width`). Returns the leaves written.
+    /// record (`Format::exact`). Returns the leaves written.
     pub fn update(&self, gpu: &Gpu, recs: &Records, values: &[u64]) -> Result<u64, GpuError> {
         let m = recs.len();
         assert_eq!(values.len(), m);
@@ -231,8 +291,8 @@ impl DeviceArt {
         keys.fill_bytes_async(0xFF, &stream)?;
         pos.fill_bytes_async(0, &stream)?;
         let (q, v, l, k, p, w) = (queries.ptr(), vals.ptr(), locs.ptr(), keys.ptr(), pos.ptr(), written.ptr());
-        let (stride, m64, mask) = (recs.stride as u32, m as u64, slots as u64 - 1);
-        self.launch_tree(gpu, &stream, "art_update_locate", m, &[&q, &stride, &m64, &l, &k, &p, &mask])?;
+        let (stride, fixed, m64, mask) = (recs.format.stride() as u32, recs.format.fixed_len(), m as u64, slots as u64 - 1);
+        self.launch_tree(gpu, &stream, "art_update_locate", m, &[&q, &stride, &fixed, &m64, &l, &k, &p, &mask])?;
         self.launch_tree(gpu, &stream, "art_update_write", m, &[&l, &v, &m64, &k, &p, &mask, &w])?;
         gpu.guarded(|| stream.synchronize().map_err(gpu::driver_error("cuStreamSynchronize")))?;
         Ok(written.download()?[0])
@@ -263,26 +323,25 @@ fn finish(out: &mut [u64], res: &[u64], on_host: impl Fn(usize) -> u64 + Sync) {
 }
 
 /// `Art::lookup_cpu` on the GPU: the value of each query or `NOT_FOUND`,
-/// into `out`. The queries are encoded as records of `width` key bytes
-/// (`Records::width_for`) straight into the pipeline's pinned buffers,
+/// into `out`. The queries are encoded in `format`
+/// (`Format::for_queries`) straight into the pipeline's pinned buffers,
 /// chunk by chunk, while the device works on the chunks before.
 pub fn lookup_gpu(
     gpu: &Gpu,
     art: &Art,
     dev: &DeviceArt,
     queries: &ByteKeys,
-    width: usize,
+    format: Format,
     out: &mut [u64],
     schedule: Schedule,
 ) -> Result<(), GpuError> {
     assert_eq!(queries.len(), out.len());
-    let stride = 1 + width / 8;
     gpu.pipeline_filled(
         queries.len(),
-        stride,
+        format.stride(),
         schedule,
-        |first, words: &mut [u64]| encode(queries, first, width, words),
-        |stream, q, o, m| dev.launch(gpu, stream, q, stride, o, m),
+        |first, words: &mut [u64]| format.encode(queries, first, words),
+        |stream, q, o, m| dev.launch(gpu, stream, q, format, o, m),
         |off, res: &[u64]| finish(&mut out[off..off + res.len()], res, |i| art.get(queries.get(off + i)).unwrap_or(NOT_FOUND)),
     )
 }
@@ -304,13 +363,14 @@ impl DeviceSortedStrings {
         self.data.bytes() + self.ends.bytes()
     }
 
-    pub fn launch(&self, gpu: &Gpu, stream: &Arc<CudaStream>, queries: u64, stride: usize, out: u64, m: usize) -> Result<(), GpuError> {
+    pub fn launch(&self, gpu: &Gpu, stream: &Arc<CudaStream>, queries: u64, format: Format, out: u64, m: usize) -> Result<(), GpuError> {
         let cfg = launch_config(gpu, m);
-        let (data, ends, stride, m) = (self.data.ptr(), self.ends.ptr(), stride as u32, m as u64);
+        let (data, ends, m) = (self.data.ptr(), self.ends.ptr(), m as u64);
+        let (stride, fixed) = (format.stride() as u32, format.fixed_len());
         gpu.guarded(|| {
             let f = gpu.function(&kernels::ART, "sorted_strings_lookup")?;
             let mut call = stream.launch_builder(&f);
-            call.arg(&data).arg(&ends).arg(&self.n).arg(&queries).arg(&stride).arg(&m).arg(&out);
+            call.arg(&data).arg(&ends).arg(&self.n).arg(&queries).arg(&stride).arg(&fixed).arg(&m).arg(&out);
             // SAFETY: as for `DeviceArt::launch`.
             unsafe { call.launch(cfg) }.map(|_| ()).map_err(gpu::driver_error("cuLaunchKernel"))
         })
@@ -322,11 +382,10 @@ impl DeviceSortedStrings {
         gpu: &Gpu,
         keys: &ByteKeys,
         queries: &ByteKeys,
-        width: usize,
+        format: Format,
         out: &mut [u64],
         schedule: Schedule,
     ) -> Result<(), GpuError> {
-        let stride = 1 + width / 8;
         let exact = |q: &[u8]| {
             let i = keys.lower_bound(q);
             if i < keys.len() && keys.get(i) == q {
@@ -337,10 +396,10 @@ impl DeviceSortedStrings {
         };
         gpu.pipeline_filled(
             queries.len(),
-            stride,
+            format.stride(),
             schedule,
-            |first, words: &mut [u64]| encode(queries, first, width, words),
-            |stream, q, o, m| self.launch(gpu, stream, q, stride, o, m),
+            |first, words: &mut [u64]| format.encode(queries, first, words),
+            |stream, q, o, m| self.launch(gpu, stream, q, format, o, m),
             |off, res: &[u64]| finish(&mut out[off..off + res.len()], res, |i| exact(queries.get(off + i))),
         )
     }

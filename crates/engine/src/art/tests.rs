@@ -1,4 +1,4 @@
-use super::gpu::{lookup_gpu, DeviceArt, DeviceSortedStrings, Records};
+use super::gpu::{lookup_gpu, DeviceArt, DeviceSortedStrings, Format, Records};
 use super::*;
 use crate::datasets::StringSet;
 use crate::rng::SplitMix64;
@@ -131,19 +131,30 @@ fn gpu_lookups_are_the_cpus() {
         let keys = set.keys(50_000, 21).sorted_unique();
         let mut q = queries(set, &keys, 22);
         q.push(&[7u8; 600]);
+        // A batch of one key length (uuids) travels without length words.
+        let same_length: ByteKeys = keys.iter().chain(set.keys(5000, 23).iter()).filter(|k| k.len() == 16).collect();
         for depth in [0, 2, 3] {
             let art = build(&keys, depth).unwrap();
             let dev = DeviceArt::upload(&gpu, &art).unwrap();
+            if set == StringSet::Uuid {
+                let format = Format::for_queries(&same_length);
+                assert_eq!(format, Format { width: 16, fixed: true });
+                let (mut cpu, mut out) = (vec![0; same_length.len()], vec![0; same_length.len()]);
+                art.lookup_cpu(&same_length, &mut cpu);
+                lookup_gpu(&gpu, &art, &dev, &same_length, format, &mut out, crate::gpu::Schedule::default()).unwrap();
+                assert_eq!(out, cpu, "fixed uuid records");
+                assert!(cpu.contains(&NOT_FOUND) && cpu.iter().any(|&v| v != NOT_FOUND));
+            }
             let mut cpu = vec![0; q.len()];
             art.lookup_cpu(&q, &mut cpu);
-            for width in [Records::width_for(&q), 16, 40] {
+            for format in [Format::for_queries(&q), Format { width: 16, fixed: false }, Format { width: 40, fixed: false }] {
                 let mut out = vec![0; q.len()];
                 let schedule = crate::gpu::Schedule { chunk: 7777, in_flight: 3 };
-                lookup_gpu(&gpu, &art, &dev, &q, width, &mut out, schedule).unwrap();
-                assert_eq!(out, cpu, "{} depth {depth} width {width}", set.name());
+                lookup_gpu(&gpu, &art, &dev, &q, format, &mut out, schedule).unwrap();
+                assert_eq!(out, cpu, "{} depth {depth} {format:?}", set.name());
                 let floor = DeviceSortedStrings::upload(&gpu, &keys).unwrap();
-                floor.lookup_gpu(&gpu, &keys, &q, width, &mut out, schedule).unwrap();
-                assert_eq!(out, cpu, "floor, {} width {width}", set.name());
+                floor.lookup_gpu(&gpu, &keys, &q, format, &mut out, schedule).unwrap();
+                assert_eq!(out, cpu, "floor, {} {format:?}", set.name());
             }
         }
     }
@@ -205,14 +216,14 @@ fn gpu_updates_are_the_cpus() {
         let dev = DeviceArt::upload(&gpu, &art).unwrap();
         for round in 0..3 {
             let (batch, values) = update_batch(&keys, 30_000, 40 + round);
-            let recs = Records::new(&batch, Records::exact_width(&batch).unwrap());
+            let recs = Records::new(&batch, Format::exact(&batch).unwrap());
             let on_gpu = dev.update(&gpu, &recs, &values).unwrap();
             assert_eq!(on_gpu, art.update(&batch, &values), "{} round {round}", set.name());
         }
         let q = queries(set, &keys, 9);
         let (mut cpu, mut out) = (vec![0; q.len()], vec![0; q.len()]);
         art.lookup_cpu(&q, &mut cpu);
-        lookup_gpu(&gpu, &art, &dev, &q, Records::width_for(&q), &mut out, crate::gpu::Schedule::default()).unwrap();
+        lookup_gpu(&gpu, &art, &dev, &q, Format::for_queries(&q), &mut out, crate::gpu::Schedule::default()).unwrap();
         assert_eq!(out, cpu, "{}", set.name());
         assert!(cpu.iter().filter(|&&v| v == NOT_FOUND).count() > q.len() / 3);
     }
@@ -323,7 +334,7 @@ fn gpu_refresh_after_inserts_is_the_cpu() {
         let mut art = build(&half, 2).unwrap();
         let mut dev = DeviceArt::upload(&gpu, &art).unwrap();
         let q = queries(set, &all, 51);
-        let width = Records::width_for(&q);
+        let format = Format::for_queries(&q);
         // A few inserts: a partial copy; then many: arrays outgrow their room.
         for (round, step) in [(0, 301), (1, 2)] {
             for i in (1..all.len()).step_by(step) {
@@ -336,7 +347,7 @@ fn gpu_refresh_after_inserts_is_the_cpu() {
             assert!(art.dirty.is_empty());
             let (mut cpu, mut out) = (vec![0; q.len()], vec![0; q.len()]);
             art.lookup_cpu(&q, &mut cpu);
-            lookup_gpu(&gpu, &art, &dev, &q, width, &mut out, crate::gpu::Schedule::default()).unwrap();
+            lookup_gpu(&gpu, &art, &dev, &q, format, &mut out, crate::gpu::Schedule::default()).unwrap();
             assert_eq!(out, cpu, "{} round {round}", set.name());
         }
     }

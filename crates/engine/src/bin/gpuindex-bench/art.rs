@@ -12,7 +12,7 @@
 
 use crate::util::*;
 use crate::Args;
-use gpuindex_engine::art::gpu::{lookup_gpu, DeviceArt, DeviceSortedStrings, Records, DELETE};
+use gpuindex_engine::art::gpu::{lookup_gpu, DeviceArt, DeviceSortedStrings, Format, Records, DELETE};
 use gpuindex_engine::art::{build, ByteKeys, NOT_FOUND};
 use gpuindex_engine::datasets::StringSet;
 use gpuindex_engine::gpu::{Gpu, Schedule};
@@ -76,15 +76,15 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             let mut want = vec![0u64; m];
             let sorted_cpu =
                 m as f64 / median_secs(args.reps, || want.par_iter_mut().enumerate().for_each(|(i, w)| *w = exact(queries.get(i))));
-            let width = Records::width_for(&queries);
-            let recs = Records::new(&queries, width);
+            let format = Format::for_queries(&queries);
+            let recs = Records::new(&queries, format);
             let floor = gpu.map(|g| {
                 let dev = DeviceSortedStrings::upload(g, &keys).expect("upload");
                 let mut out = vec![0u64; m];
                 let e2e =
-                    m as f64 / median_secs(args.reps, || dev.lookup_gpu(g, &keys, &queries, width, &mut out, schedule).expect("floor"));
+                    m as f64 / median_secs(args.reps, || dev.lookup_gpu(g, &keys, &queries, format, &mut out, schedule).expect("floor"));
                 check("the GPU floor", &want, &out);
-                let kernel = m as f64 / kernel_secs(g, args.reps, &recs, |s, q, o| dev.launch(g, s, q, recs.stride, o, m));
+                let kernel = m as f64 / kernel_secs(g, args.reps, &recs, |s, q, o| dev.launch(g, s, q, recs.format, o, m));
                 (kernel, e2e)
             });
             let key_bytes = keys.data_bytes();
@@ -107,12 +107,12 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 let cpu = m as f64 / median_secs(args.reps, || art.lookup_cpu(&queries, &mut got));
                 check("the CPU tree", &want, &got);
                 let mut row =
-                    vec![set.name().into(), size_label(keys.len()), width.to_string(), depth.to_string(), rate(sorted_cpu), rate(cpu)];
+                    vec![set.name().into(), size_label(keys.len()), record_label(format), depth.to_string(), rate(sorted_cpu), rate(cpu)];
                 if let (Some(g), Some((floor_kernel, floor_e2e))) = (gpu, floor) {
                     let dev = DeviceArt::upload(g, &art).expect("upload");
-                    let kernel = m as f64 / kernel_secs(g, args.reps, &recs, |s, q, o| dev.launch(g, s, q, recs.stride, o, m));
+                    let kernel = m as f64 / kernel_secs(g, args.reps, &recs, |s, q, o| dev.launch(g, s, q, recs.format, o, m));
                     let e2e = m as f64
-                        / median_secs(args.reps, || lookup_gpu(g, &art, &dev, &queries, width, &mut got, schedule).expect("lookup"));
+                        / median_secs(args.reps, || lookup_gpu(g, &art, &dev, &queries, format, &mut got, schedule).expect("lookup"));
                     check("the GPU tree", &want, &got);
                     row.extend([
                         rate(floor_kernel),
@@ -178,7 +178,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             "GPU vs CPU",
             &format!("new keys of {INSERTS} inserted"),
             "CPU inserts/s (1 thread)",
-            "refresh MiB copied (time)",
+            "refresh MiB sent (time)",
             "tree MiB",
         ],
         &updates,
@@ -200,7 +200,7 @@ fn update_row(g: &Gpu, reps: usize, set: StringSet, keys: &ByteKeys, queries: &B
     let cpu = UPDATE_BATCH as f64 / median_secs(reps, || written = art.update(&batch, &values));
     let mut on_gpu = 0;
     let gpu_secs = median_secs(reps, || {
-        let recs = Records::new(&batch, Records::exact_width(&batch).expect("keys fit a record"));
+        let recs = Records::new(&batch, Format::exact(&batch).expect("keys fit a record"));
         on_gpu = dev.update(g, &recs, &values).expect("update");
     });
     if on_gpu != written {
@@ -208,8 +208,10 @@ fn update_row(g: &Gpu, reps: usize, set: StringSet, keys: &ByteKeys, queries: &B
         std::process::exit(1);
     }
     // Structural inserts of fresh keys on the host (one thread, as ART's
-    // insert is), then the device copy refreshed with what they wrote.
+    // insert is), then the device copy refreshed with what they wrote (not
+    // with the updates above: the device made them itself).
     let mut dev = dev;
+    art.dirty = Default::default();
     let fresh = set.keys(INSERTS, 1234);
     let t = Instant::now();
     let mut added = 0;
@@ -222,7 +224,7 @@ fn update_row(g: &Gpu, reps: usize, set: StringSet, keys: &ByteKeys, queries: &B
     let refresh_secs = t.elapsed().as_secs_f64();
     let (mut want, mut got) = (vec![0; queries.len()], vec![0; queries.len()]);
     art.lookup_cpu(queries, &mut want);
-    lookup_gpu(g, &art, &dev, queries, Records::width_for(queries), &mut got, Schedule::default()).expect("lookup");
+    lookup_gpu(g, &art, &dev, queries, Format::for_queries(queries), &mut got, Schedule::default()).expect("lookup");
     check("lookups after updates and inserts", &want, &got);
     let gpu = UPDATE_BATCH as f64 / gpu_secs;
     vec![
@@ -240,3 +242,12 @@ fn update_row(g: &Gpu, reps: usize, set: StringSet, keys: &ByteKeys, queries: &B
 }
 
 const INSERTS: usize = 100_000;
+
+/// Bytes a query takes on the bus ("16 fixed": the bytes alone).
+fn record_label(f: Format) -> String {
+    if f.fixed {
+        format!("{} fixed", f.width)
+    } else {
+        (8 + f.width).to_string()
+    }
+}
