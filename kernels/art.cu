@@ -71,6 +71,33 @@ __device__ __forceinline__ u64* meta_of(const Tree& t, u64 link) {
     }
 }
 
+// The child of inner node `link` (record at `node`) for byte `b`, or 0:
+// one 8- or 16-byte key load for N4 and N16, one index byte for N48, one
+// slot for N256.
+__device__ __forceinline__ u64 child_of(const Tree& t, u64 link, const u8* node, u32 b) {
+    const u32 kind = KIND(link);
+    const u32 count = ((const unsigned short*)node)[2];
+    if (kind == N4) {
+        const u64 ks = *(const u64*)(node + 16);
+        for (u32 j = 0; j < count; j++) {
+            if (((ks >> (8 * j)) & 0xff) == b) return ((const u64*)(node + 24))[j];
+        }
+        return 0;
+    }
+    if (kind == N16) {
+        const uint4 ks = *(const uint4*)(node + 16);
+        for (u32 j = 0; j < count; j++) {
+            if (header_byte(ks, j) == b) return ((const u64*)(node + 32))[j];
+        }
+        return 0;
+    }
+    if (kind == N48) {
+        const u32 s = node[16 + b];
+        return s ? ((const u64*)(node + 272))[s - 1] : 0;
+    }
+    return ((const u64*)(node + 16))[b];
+}
+
 // The leaf that holds exactly the query of record `q` (tombstoned or not),
 // 0 if none, ON_HOST if the query does not fit its record.
 __device__ u64 find_leaf(const Tree& t, const u64* __restrict__ q, u32 stride, u32 fixed) {
@@ -114,31 +141,7 @@ __device__ u64 find_leaf(const Tree& t, const u64* __restrict__ q, u32 stride, u
         }
         if (!same) return 0;
         d += p;
-        const u32 b = key[d++];
-        const u32 count = h.y & 0xffff;
-        link = 0;
-        if (kind == N4) {
-            const u64 ks = *(const u64*)(node + 16);
-            for (u32 j = 0; j < count; j++) {
-                if (((ks >> (8 * j)) & 0xff) == b) {
-                    link = ((const u64*)(node + 24))[j];
-                    break;
-                }
-            }
-        } else if (kind == N16) {
-            const uint4 ks = *(const uint4*)(node + 16);
-            for (u32 j = 0; j < count; j++) {
-                if (header_byte(ks, j) == b) {
-                    link = ((const u64*)(node + 32))[j];
-                    break;
-                }
-            }
-        } else if (kind == N48) {
-            const u32 s = node[16 + b];
-            if (s) link = ((const u64*)(node + 272))[s - 1];
-        } else {
-            link = ((const u64*)(node + 16))[b];
-        }
+        link = child_of(t, link, node, key[d++]);
     }
 }
 
@@ -153,6 +156,132 @@ extern "C" __global__ void art_lookup(TREE_PARAMS, const u64* __restrict__ queri
             const u64 meta = *meta_of(t, link);
             out[i] = (meta & TOMBSTONE) ? NOT_FOUND : (meta & VALUE_MASK);
         }
+    }
+}
+
+// The child of inner node `link` with the smallest byte >= `from`, or 0.
+__device__ u64 next_child(const Tree& t, u64 link, u32 from) {
+    const u64 x = INDEX(link);
+    const u32 kind = KIND(link);
+    if (kind == N4 || kind == N16) {
+        const u8* node = kind == N4 ? t.n4 + x * N4_SIZE : t.n16 + x * N16_SIZE;
+        const u64* child = (const u64*)(node + (kind == N4 ? 24 : 32));
+        const u32 count = ((const unsigned short*)node)[2];
+        for (u32 j = 0; j < count; j++) {
+            if (node[16 + j] >= from) return child[j];
+        }
+        return 0;
+    }
+    if (kind == N48) {
+        const u8* node = t.n48 + x * N48_SIZE;
+        for (u32 c = from; c < 256; c++) {
+            const u32 s = node[16 + c];
+            if (s) return ((const u64*)(node + 272))[s - 1];
+        }
+        return 0;
+    }
+    const u64* child = (const u64*)(t.n256 + x * N256_SIZE + 16);
+    for (u32 c = from; c < 256; c++) {
+        if (child[c]) return child[c];
+    }
+    return 0;
+}
+
+__device__ u64 leftmost_leaf(const Tree& t, u64 link) {
+    while (KIND(link) < LEAF8) link = next_child(t, link, 0);
+    return link;
+}
+
+__device__ u64 leaf_len(const Tree& t, u64 leaf) {
+    return KIND(leaf) == LEAF_LONG ? t.leaf_long[INDEX(leaf) * 8 + 5] : (*meta_of(t, leaf) >> 56);
+}
+
+__device__ u32 leaf_byte(const Tree& t, u64 leaf, u64 j) {
+    const u64 x = INDEX(leaf);
+    switch (KIND(leaf)) {
+        case LEAF8: return ((const u8*)(t.leaf8 + x * 2))[j];
+        case LEAF16: return ((const u8*)(t.leaf16 + x * 4))[j];
+        case LEAF32: return ((const u8*)(t.leaf32 + x * 6))[j];
+        default: {
+            const u64* l = t.leaf_long + x * 8;
+            return j < 32 ? ((const u8*)l)[j] : ((const u8*)(t.tails + l[6] / 8))[j - 32];
+        }
+    }
+}
+
+__device__ u64 first_value(const Tree& t, u64 link) {
+    return *meta_of(t, leftmost_leaf(t, link)) & VALUE_MASK;
+}
+
+// The value of the first key >= the query (Art::lower_bound: one descent
+// keeping the deepest subtree met that follows the path), ON_HOST if it
+// does not fit its record. `slots`: the root table's occupied slots.
+extern "C" __global__ void art_lower_bound(TREE_PARAMS, const u32* __restrict__ slots, u64 nslots, u64 n, const u64* __restrict__ queries,
+                                           u32 stride, u32 fixed, u64 m, u64* __restrict__ out) {
+    const Tree t = TREE;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
+        const u64* q = queries + i * stride;
+        const u64 len = fixed ? fixed : q[0];
+        if (!fixed && len > (u64)(stride - 1) * 8) {
+            out[i] = ON_HOST;
+            continue;
+        }
+        const u8* key = (const u8*)(fixed ? q : q + 1);
+        u32 slot = 0;
+        for (u32 j = 0; j < t.lut_depth; j++) slot = slot << 8 | (j < len ? key[j] : 0);
+        u64 link = t.lut[slot], d = t.lut_depth, after = 0, result = NOT_FOUND;
+        if (len < t.lut_depth) {
+            if (link) result = first_value(t, link);
+            link = 0;
+        }
+        while (link) {
+            if (KIND(link) >= LEAF8) {
+                // Leaf key against the query, byte by byte, then by length.
+                const u64 llen = leaf_len(t, link);
+                int c = 0;
+                for (u64 j = 0; j < llen && j < len && c == 0; j++) c = (int)leaf_byte(t, link, j) - (int)key[j];
+                if (c == 0) c = llen < len ? -1 : llen > len ? 1 : 0;
+                if (c >= 0) result = *meta_of(t, link) & VALUE_MASK;
+                break;
+            }
+            const u8* node = KIND(link) == N4 ? t.n4 + INDEX(link) * N4_SIZE
+                             : KIND(link) == N16 ? t.n16 + INDEX(link) * N16_SIZE
+                             : KIND(link) == N48 ? t.n48 + INDEX(link) * N48_SIZE
+                                                 : t.n256 + INDEX(link) * N256_SIZE;
+            const u64 p = *(const u32*)node;
+            // The query's bytes d..d+p against the full prefix (a leaf's
+            // bytes when longer than the inline 10).
+            const u64 leaf = p > 10 ? leftmost_leaf(t, link) : 0;
+            int c = 0;
+            u64 j = 0;
+            for (; j < p && d + j < len && c == 0; j++) c = (int)key[d + j] - (int)(p > 10 ? leaf_byte(t, leaf, d + j) : node[6 + j]);
+            if (c == 0 && d + p >= len) c = -1;  // the query ends inside or at the prefix: before every key here
+            if (c < 0) {
+                result = first_value(t, link);
+                break;
+            }
+            if (c > 0) break;
+            d += p;
+            const u32 b = key[d];
+            const u64 next = b < 255 ? next_child(t, link, b + 1) : 0;
+            if (next) after = next;
+            link = child_of(t, link, node, b);
+            d++;
+        }
+        if (result == NOT_FOUND) {
+            if (after) {
+                result = first_value(t, after);
+            } else {
+                // The next occupied slot after this one.
+                u64 lo = 0, hi = nslots;
+                while (lo < hi) {
+                    const u64 mid = (lo + hi) / 2;
+                    if (slots[mid] <= slot) lo = mid + 1; else hi = mid;
+                }
+                result = lo < nslots ? first_value(t, t.lut[slots[lo]]) : n;
+            }
+        }
+        out[i] = result;
     }
 }
 

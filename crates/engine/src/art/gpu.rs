@@ -148,6 +148,10 @@ pub struct DeviceArt {
     /// The arrays' device addresses, the kernels' tree arguments after
     /// `lut_depth`.
     args: [u64; 10],
+    /// The root table's occupied slots (lower bounds' next slot) and the
+    /// key count (the lower bound past every key).
+    slots: DeviceBuffer<u32>,
+    n: u64,
 }
 
 /// A value update that deletes: sets the tombstone, keeps the value.
@@ -155,7 +159,8 @@ pub const DELETE: u64 = TOMBSTONE;
 
 impl DeviceArt {
     pub fn upload(gpu: &Gpu, art: &Art) -> Result<DeviceArt, GpuError> {
-        let mut dev = DeviceArt { lut_depth: art.lut_depth as u32, arrays: Vec::with_capacity(10), args: [0; 10] };
+        let (slots, n) = (gpu.upload(&art.slots)?, art.n as u64);
+        let mut dev = DeviceArt { lut_depth: art.lut_depth as u32, arrays: Vec::with_capacity(10), args: [0; 10], slots, n };
         for a in 0..10 {
             dev.arrays.push(Self::upload_array(gpu, art.array_bytes(a))?);
             dev.args[a] = dev.arrays[a].ptr();
@@ -189,6 +194,11 @@ impl DeviceArt {
     pub fn refresh(&mut self, gpu: &Gpu, art: &mut Art) -> Result<usize, GpuError> {
         let dirty = std::mem::take(&mut art.dirty);
         let mut sent = 0;
+        if !dirty.records[0].is_empty() {
+            self.slots = gpu.upload(&art.slots)?;
+            sent += self.slots.bytes();
+        }
+        self.n = art.n as u64;
         let stream = gpu.new_stream()?;
         let mut staging = Vec::new(); // kept alive until the stream is done
         for (a, &size) in RECORD_BYTES.iter().enumerate() {
@@ -261,11 +271,26 @@ impl DeviceArt {
         })
     }
 
-    /// Enqueues `m` lookups of the records (in `format`) at device
-    /// address `queries` into `out` on `stream`.
-    pub fn launch(&self, gpu: &Gpu, stream: &Arc<CudaStream>, queries: u64, format: Format, out: u64, m: usize) -> Result<(), GpuError> {
+    /// Enqueues `m` lookups (or lower bounds) of the records (in
+    /// `format`) at device address `queries` into `out` on `stream`.
+    pub fn launch(
+        &self,
+        gpu: &Gpu,
+        stream: &Arc<CudaStream>,
+        op: Op,
+        queries: u64,
+        format: Format,
+        out: u64,
+        m: usize,
+    ) -> Result<(), GpuError> {
         let (stride, fixed, m64) = (format.stride() as u32, format.fixed_len(), m as u64);
-        self.launch_tree(gpu, stream, "art_lookup", m, &[&queries, &stride, &fixed, &m64, &out])
+        match op {
+            Op::Lookup => self.launch_tree(gpu, stream, "art_lookup", m, &[&queries, &stride, &fixed, &m64, &out]),
+            Op::LowerBound => {
+                let (slots, nslots) = (self.slots.ptr(), self.slots.len() as u64);
+                self.launch_tree(gpu, stream, "art_lower_bound", m, &[&slots, &nslots, &self.n, &queries, &stride, &fixed, &m64, &out])
+            }
+        }
     }
 
     /// CuART's batched value update on the device copy: key `i` of `recs`
@@ -322,10 +347,46 @@ fn finish(out: &mut [u64], res: &[u64], on_host: impl Fn(usize) -> u64 + Sync) {
     out.par_iter_mut().enumerate().with_min_len(4096).filter(|(_, o)| **o == ON_HOST).for_each(|(i, o)| *o = on_host(i));
 }
 
-/// `Art::lookup_cpu` on the GPU: the value of each query or `NOT_FOUND`,
-/// into `out`. The queries are encoded in `format`
+/// What a batch asks of the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `Art::get`: the value, or `NOT_FOUND`.
+    Lookup,
+    /// `Art::lower_bound`.
+    LowerBound,
+}
+
+/// `op` for each query on the GPU, into `out`: what `Art::lookup_cpu` or
+/// `Art::lower_bound` answers. The queries are encoded in `format`
 /// (`Format::for_queries`) straight into the pipeline's pinned buffers,
 /// chunk by chunk, while the device works on the chunks before.
+#[allow(clippy::too_many_arguments)]
+pub fn search_gpu(
+    gpu: &Gpu,
+    art: &Art,
+    dev: &DeviceArt,
+    op: Op,
+    queries: &ByteKeys,
+    format: Format,
+    out: &mut [u64],
+    schedule: Schedule,
+) -> Result<(), GpuError> {
+    assert_eq!(queries.len(), out.len());
+    let on_host = |q: &[u8]| match op {
+        Op::Lookup => art.get(q).unwrap_or(NOT_FOUND),
+        Op::LowerBound => art.lower_bound(q),
+    };
+    gpu.pipeline_filled(
+        queries.len(),
+        format.stride(),
+        schedule,
+        |first, words: &mut [u64]| format.encode(queries, first, words),
+        |stream, q, o, m| dev.launch(gpu, stream, op, q, format, o, m),
+        |off, res: &[u64]| finish(&mut out[off..off + res.len()], res, |i| on_host(queries.get(off + i))),
+    )
+}
+
+/// `search_gpu` of lookups.
 pub fn lookup_gpu(
     gpu: &Gpu,
     art: &Art,
@@ -335,15 +396,7 @@ pub fn lookup_gpu(
     out: &mut [u64],
     schedule: Schedule,
 ) -> Result<(), GpuError> {
-    assert_eq!(queries.len(), out.len());
-    gpu.pipeline_filled(
-        queries.len(),
-        format.stride(),
-        schedule,
-        |first, words: &mut [u64]| format.encode(queries, first, words),
-        |stream, q, o, m| dev.launch(gpu, stream, q, format, o, m),
-        |off, res: &[u64]| finish(&mut out[off..off + res.len()], res, |i| art.get(queries.get(off + i)).unwrap_or(NOT_FOUND)),
-    )
+    search_gpu(gpu, art, dev, Op::Lookup, queries, format, out, schedule)
 }
 
 /// The GPU floor: the sorted keys uploaded as they are (bytes and ends).

@@ -89,7 +89,7 @@ impl Art {
             // the inline part).
             let h = *self.header(link);
             let p = h.prefix_len as usize;
-            let below = if p > INLINE_PREFIX { self.leaf(self.edge_leaf(link, true)).0[d..d + p].to_vec() } else { h.prefix[..p].to_vec() };
+            let below = if p > INLINE_PREFIX { self.leaf(self.edge_leaf(link)).0[d..d + p].to_vec() } else { h.prefix[..p].to_vec() };
             let prefix = &below[..];
             let same = prefix.iter().zip(key.get(d..).unwrap_or(&[])).take_while(|(a, b)| a == b).count();
             if same < p {

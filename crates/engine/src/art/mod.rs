@@ -409,70 +409,133 @@ impl Art {
         out.par_iter_mut().enumerate().with_min_len(1024).for_each(|(i, o)| *o = self.get(queries.get(i)).unwrap_or(NOT_FOUND));
     }
 
-    /// The leftmost (`first`) or rightmost leaf below `link`.
-    fn edge_leaf(&self, mut link: u64, first: bool) -> u64 {
+    /// The child of inner node `link` with the smallest byte above `b`
+    /// (any byte when `b` is None), or 0.
+    pub fn next_child(&self, link: u64, b: Option<u8>) -> u64 {
+        let i = index(link);
+        let from = b.map_or(0, |b| b as usize + 1);
+        match kind(link) {
+            N4 => {
+                let n = &self.n4[i];
+                (0..n.h.count as usize).find(|&j| n.keys[j] as usize >= from).map_or(0, |j| n.child[j])
+            }
+            N16 => {
+                let n = &self.n16[i];
+                (0..n.h.count as usize).find(|&j| n.keys[j] as usize >= from).map_or(0, |j| n.child[j])
+            }
+            N48 => {
+                let n = &self.n48[i];
+                (from..256).find(|&c| n.index[c] != 0).map_or(0, |c| n.child[n.index[c] as usize - 1])
+            }
+            N256 => (from..256).map(|c| self.n256[i].child[c]).find(|&l| l != 0).unwrap_or(0),
+            k => unreachable!("kind {k} has no children"),
+        }
+    }
+
+    /// The leftmost leaf below `link`.
+    fn edge_leaf(&self, mut link: u64) -> u64 {
         while kind(link) < LEAF8 {
-            let c = self.children(link);
-            link = if first { c[0].1 } else { c[c.len() - 1].1 };
+            link = self.next_child(link, None);
         }
         link
     }
 
     fn first_value(&self, link: u64) -> u64 {
-        self.meta(self.edge_leaf(link, true)) & VALUE_MASK
+        self.meta(self.edge_leaf(link)) & VALUE_MASK
+    }
+
+    /// Key bytes `from..to` of leaf `link` (to <= its length).
+    fn leaf_bytes(&self, link: u64, from: usize, to: usize) -> &[u8] {
+        let i = index(link);
+        match kind(link) {
+            LEAF8 => &self.leaf8[i].key[from..to],
+            LEAF16 => &self.leaf16[i].key[from..to],
+            LEAF32 => &self.leaf32[i].key[from..to],
+            LEAF_LONG if to <= 32 => &self.leaf_long[i].head[from..to],
+            LEAF_LONG => {
+                debug_assert!(from >= 32, "a long key's bytes across its head and tail");
+                let tail: &[u8] = bytes_of(&self.tails[self.leaf_long[i].tail as usize / 8..]);
+                &tail[from - 32..to - 32]
+            }
+            k => unreachable!("kind {k} is not a leaf"),
+        }
+    }
+
+    fn leaf_byte(&self, link: u64, j: usize) -> u8 {
+        self.leaf_bytes(link, j, j + 1)[0]
+    }
+
+    /// Leaf `link`'s key compared with `q`.
+    fn leaf_cmp(&self, link: u64, q: &[u8]) -> std::cmp::Ordering {
+        let len = match kind(link) {
+            LEAF_LONG => self.leaf_long[index(link)].len as usize,
+            _ => (self.meta(link) >> LEN_SHIFT) as usize,
+        };
+        let head = len.min(32);
+        let qh = &q[..q.len().min(32)];
+        self.leaf_bytes(link, 0, head).cmp(qh).then_with(|| {
+            if len > 32 {
+                self.leaf_bytes(link, 32, len).cmp(&q[qh.len()..])
+            } else {
+                head.cmp(&q.len())
+            }
+        })
     }
 
     /// The value of the first key >= `q` (any bytes, not only a key's
     /// encoding), or `n` when there is none; with the values `build`
     /// stores (ranks), the lower bound. Tombstoned leaves still count.
+    ///
+    /// One descent, no backtracking (the kernel's algorithm too): it keeps
+    /// the deepest subtree met whose keys all follow the path's (the next
+    /// child after the byte taken); where the path's keys all precede `q`,
+    /// that subtree's first key is the answer (else the next root slot's).
     pub fn lower_bound(&self, q: &[u8]) -> u64 {
+        use std::cmp::Ordering::*;
         let slot = lut_slot(q, self.lut_depth);
+        let (mut link, mut d, mut after) = (self.lut[slot], self.lut_depth, 0);
         // A query shorter than the table's depth sorts before every key of
         // its zero-padded slot.
-        if q.len() >= self.lut_depth {
-            if let Some(v) = self.lower_bound_in(self.lut[slot], q, self.lut_depth) {
-                return v;
+        if q.len() < self.lut_depth && link != 0 {
+            return self.first_value(link);
+        }
+        while link != 0 && q.len() >= self.lut_depth {
+            if kind(link) >= LEAF8 {
+                if self.leaf_cmp(link, q) != Less {
+                    return self.meta(link) & VALUE_MASK;
+                }
+                break;
             }
-        } else if self.lut[slot] != 0 {
-            return self.first_value(self.lut[slot]);
+            let h = self.header(link);
+            let p = h.prefix_len as usize;
+            // Against the full prefix: from a leaf when longer than the
+            // inline part.
+            let qp = &q[d.min(q.len())..(d + p).min(q.len())];
+            let ord = if p <= INLINE_PREFIX {
+                qp.cmp(&h.prefix[..p])
+            } else {
+                let leaf = self.edge_leaf(link);
+                qp.iter().copied().cmp((d..d + p).map(|j| self.leaf_byte(leaf, j)))
+            };
+            match ord {
+                Less => return self.first_value(link),
+                Greater => break,
+                // q ends inside or right at the prefix: before every key here.
+                Equal if q.len() <= d + p => return self.first_value(link),
+                Equal => {}
+            }
+            let b = q[d + p];
+            let next = self.next_child(link, Some(b));
+            if next != 0 {
+                after = next;
+            }
+            (link, d) = (self.child(link, b), d + p + 1);
+        }
+        if after != 0 {
+            return self.first_value(after);
         }
         let next = self.slots.partition_point(|&s| s as usize <= slot);
         self.slots.get(next).map_or(self.n as u64, |&s| self.first_value(self.lut[s as usize]))
-    }
-
-    /// The first value >= `q` below `link` (whose keys all share `q`'s
-    /// first `d` bytes), or None if every key there is smaller.
-    fn lower_bound_in(&self, link: u64, q: &[u8], d: usize) -> Option<u64> {
-        if link == 0 {
-            return None;
-        }
-        if kind(link) >= LEAF8 {
-            let (key, meta) = self.leaf(link);
-            return (key.as_slice() >= q).then_some(meta & VALUE_MASK);
-        }
-        let p = self.header(link).prefix_len as usize;
-        // The full prefix, from a leaf when longer than the inline part.
-        let key = self.leaf(self.edge_leaf(link, true)).0;
-        let prefix = &key[d..d + p];
-        let qp = &q[d.min(q.len())..(d + p).min(q.len())];
-        match qp.cmp(prefix) {
-            std::cmp::Ordering::Less => return Some(self.first_value(link)),
-            std::cmp::Ordering::Greater => return None,
-            // q ends inside or right at the prefix: before every key here.
-            std::cmp::Ordering::Equal if q.len() <= d + p => return Some(self.first_value(link)),
-            std::cmp::Ordering::Equal => {}
-        }
-        let b = q[d + p];
-        for (cb, child) in self.children(link) {
-            if cb == b {
-                if let Some(v) = self.lower_bound_in(child, q, d + p + 1) {
-                    return Some(v);
-                }
-            } else if cb > b {
-                return Some(self.first_value(child));
-            }
-        }
-        None
     }
 }
 

@@ -1,4 +1,4 @@
-use super::gpu::{lookup_gpu, DeviceArt, DeviceSortedStrings, Format, Records};
+use super::gpu::{lookup_gpu, search_gpu, DeviceArt, DeviceSortedStrings, Format, Op, Records};
 use super::*;
 use crate::datasets::StringSet;
 use crate::rng::SplitMix64;
@@ -152,6 +152,9 @@ fn gpu_lookups_are_the_cpus() {
                 let schedule = crate::gpu::Schedule { chunk: 7777, in_flight: 3 };
                 lookup_gpu(&gpu, &art, &dev, &q, format, &mut out, schedule).unwrap();
                 assert_eq!(out, cpu, "{} depth {depth} {format:?}", set.name());
+                search_gpu(&gpu, &art, &dev, Op::LowerBound, &q, format, &mut out, schedule).unwrap();
+                let bounds: Vec<u64> = q.iter().map(|k| art.lower_bound(k)).collect();
+                assert_eq!(out, bounds, "lower bounds, {} depth {depth} {format:?}", set.name());
                 let floor = DeviceSortedStrings::upload(&gpu, &keys).unwrap();
                 floor.lookup_gpu(&gpu, &keys, &q, format, &mut out, schedule).unwrap();
                 assert_eq!(out, cpu, "floor, {} {format:?}", set.name());
@@ -349,6 +352,9 @@ fn gpu_refresh_after_inserts_is_the_cpu() {
             art.lookup_cpu(&q, &mut cpu);
             lookup_gpu(&gpu, &art, &dev, &q, format, &mut out, crate::gpu::Schedule::default()).unwrap();
             assert_eq!(out, cpu, "{} round {round}", set.name());
+            search_gpu(&gpu, &art, &dev, Op::LowerBound, &q, format, &mut out, crate::gpu::Schedule::default()).unwrap();
+            let bounds: Vec<u64> = q.iter().map(|k| art.lower_bound(k)).collect();
+            assert_eq!(out, bounds, "lower bounds, {} round {round}", set.name());
         }
     }
 }

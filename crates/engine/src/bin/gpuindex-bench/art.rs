@@ -12,7 +12,7 @@
 
 use crate::util::*;
 use crate::Args;
-use gpuindex_engine::art::gpu::{lookup_gpu, DeviceArt, DeviceSortedStrings, Format, Records, DELETE};
+use gpuindex_engine::art::gpu::{lookup_gpu, search_gpu, DeviceArt, DeviceSortedStrings, Format, Op, Records, DELETE};
 use gpuindex_engine::art::{build, ByteKeys, NOT_FOUND};
 use gpuindex_engine::datasets::StringSet;
 use gpuindex_engine::gpu::{Gpu, Schedule};
@@ -58,6 +58,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
     let mut shapes = Vec::new();
     let mut rows = Vec::new();
     let mut updates = Vec::new();
+    let mut bounds = Vec::new();
     for &set in &sets {
         for &n in &ns {
             let keys = set.keys(n, 1).sorted_unique();
@@ -110,10 +111,35 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                     vec![set.name().into(), size_label(keys.len()), record_label(format), depth.to_string(), rate(sorted_cpu), rate(cpu)];
                 if let (Some(g), Some((floor_kernel, floor_e2e))) = (gpu, floor) {
                     let dev = DeviceArt::upload(g, &art).expect("upload");
-                    let kernel = m as f64 / kernel_secs(g, args.reps, &recs, |s, q, o| dev.launch(g, s, q, recs.format, o, m));
+                    let kernel = m as f64 / kernel_secs(g, args.reps, &recs, |s, q, o| dev.launch(g, s, Op::Lookup, q, recs.format, o, m));
                     let e2e = m as f64
                         / median_secs(args.reps, || lookup_gpu(g, &art, &dev, &queries, format, &mut got, schedule).expect("lookup"));
                     check("the GPU tree", &want, &got);
+                    // Lower bounds (ranges, prefixes): the sorted array's
+                    // positions are the ranks the tree stores.
+                    let mut lb_want = vec![0u64; m];
+                    let lb_sorted = m as f64
+                        / median_secs(args.reps, || {
+                            lb_want.par_iter_mut().enumerate().for_each(|(i, w)| *w = keys.lower_bound(queries.get(i)) as u64)
+                        });
+                    let lb_cpu = m as f64
+                        / median_secs(args.reps, || got.par_iter_mut().enumerate().for_each(|(i, o)| *o = art.lower_bound(queries.get(i))));
+                    check("the CPU tree's lower bounds", &lb_want, &got);
+                    let lb_gpu = m as f64
+                        / median_secs(args.reps, || {
+                            search_gpu(g, &art, &dev, Op::LowerBound, &queries, format, &mut got, schedule).expect("lower bounds")
+                        });
+                    check("the GPU tree's lower bounds", &lb_want, &got);
+                    bounds.push(vec![
+                        set.name().into(),
+                        size_label(keys.len()),
+                        depth.to_string(),
+                        rate(lb_sorted),
+                        rate(lb_cpu),
+                        rate(lb_gpu),
+                        ratio(lb_gpu, lb_cpu),
+                        ratio(lb_gpu, lb_sorted),
+                    ]);
                     row.extend([
                         rate(floor_kernel),
                         rate(floor_e2e),
@@ -166,6 +192,11 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             "GPU vs CPU sorted",
         ],
         &rows,
+    );
+    table(
+        "CuART lower bounds/s (the first key >= each query: ranges and prefix searches), same queries; GPU end to end",
+        &["set", "keys", "root table bytes", "sorted array, CPU", "tree, CPU", "tree, GPU", "GPU vs CPU tree", "GPU vs CPU sorted"],
+        &bounds,
     );
     table(
         &format!("CuART batched value updates (two stages, last writer wins; a quarter deletes), batches of {UPDATE_BATCH}; then structural inserts on the host and the device copy's partial refresh; root table of 2 bytes"),
