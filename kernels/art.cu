@@ -98,12 +98,21 @@ __device__ __forceinline__ u64 child_of(const Tree& t, u64 link, const u8* node,
     return ((const u64*)(node + 16))[b];
 }
 
-// The leaf that holds exactly the query of record `q` (tombstoned or not),
-// 0 if none, ON_HOST if the query does not fit its record.
-__device__ u64 find_leaf(const Tree& t, const u64* __restrict__ q, u32 stride, u32 fixed) {
-    const u64 len = fixed ? fixed : q[0];
-    if (!fixed && len > (u64)(stride - 1) * 8) return ON_HOST;
-    const u64* qw = fixed ? q : q + 1;
+// Query i's length and its bytes (as words); false if it does not fit
+// its record.
+__device__ __forceinline__ bool record(const u64* queries, u64 i, u32 stride, u32 fixed, u64& len, const u64*& words) {
+    const u64* q = queries + i * stride;
+    len = fixed ? fixed : q[0];
+    words = fixed ? q : q + 1;
+    return fixed || len <= (u64)(stride - 1) * 8;
+}
+
+// The leaf that holds exactly query i (tombstoned or not), 0 if none,
+// ON_HOST if the query does not fit its record.
+__device__ u64 find_leaf(const Tree& t, const u64* __restrict__ queries, u64 i, u32 stride, u32 fixed) {
+    u64 len;
+    const u64* qw;
+    if (!record(queries, i, stride, fixed, len, qw)) return ON_HOST;
     const u8* key = (const u8*)qw;
     u32 slot = 0;
     for (u32 j = 0; j < t.lut_depth; j++) slot = slot << 8 | (j < len ? key[j] : 0);
@@ -149,7 +158,7 @@ __device__ u64 find_leaf(const Tree& t, const u64* __restrict__ q, u32 stride, u
 extern "C" __global__ void art_lookup(TREE_PARAMS, const u64* __restrict__ queries, u32 stride, u32 fixed, u64 m, u64* __restrict__ out) {
     const Tree t = TREE;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
-        const u64 link = find_leaf(t, queries + i * stride, stride, fixed);
+        const u64 link = find_leaf(t, queries, i, stride, fixed);
         if (link == 0 || link == ON_HOST) {
             out[i] = link == 0 ? NOT_FOUND : ON_HOST;
         } else {
@@ -220,13 +229,13 @@ extern "C" __global__ void art_lower_bound(TREE_PARAMS, const u32* __restrict__ 
                                            u32 stride, u32 fixed, u64 m, u64* __restrict__ out) {
     const Tree t = TREE;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
-        const u64* q = queries + i * stride;
-        const u64 len = fixed ? fixed : q[0];
-        if (!fixed && len > (u64)(stride - 1) * 8) {
+        u64 len;
+        const u64* qw;
+        if (!record(queries, i, stride, fixed, len, qw)) {
             out[i] = ON_HOST;
             continue;
         }
-        const u8* key = (const u8*)(fixed ? q : q + 1);
+        const u8* key = (const u8*)qw;
         u32 slot = 0;
         for (u32 j = 0; j < t.lut_depth; j++) slot = slot << 8 | (j < len ? key[j] : 0);
         u64 link = t.lut[slot], d = t.lut_depth, after = 0, result = NOT_FOUND;
@@ -304,7 +313,7 @@ extern "C" __global__ void art_update_locate(TREE_PARAMS, const u64* __restrict_
                                              u64* table_keys, u32* table_pos, u64 mask) {
     const Tree t = TREE;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
-        const u64 link = find_leaf(t, queries + i * stride, stride, fixed);
+        const u64 link = find_leaf(t, queries, i, stride, fixed);
         locs[i] = link == ON_HOST ? 0 : link;
         if (link == 0 || link == ON_HOST) continue;
         for (u64 h = mix(link) & mask;; h = (h + 1) & mask) {
@@ -341,13 +350,13 @@ extern "C" __global__ void art_update_write(TREE_PARAMS, const u64* __restrict__
 extern "C" __global__ void sorted_strings_lookup(const u8* __restrict__ data, const u64* __restrict__ ends, u64 n,
                                                  const u64* __restrict__ queries, u32 stride, u32 fixed, u64 m, u64* __restrict__ out) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < m; i += (u64)gridDim.x * blockDim.x) {
-        const u64* q = queries + i * stride;
-        const u64 len = fixed ? fixed : q[0];
-        if (!fixed && len > (u64)(stride - 1) * 8) {
+        u64 len;
+        const u64* qw;
+        if (!record(queries, i, stride, fixed, len, qw)) {
             out[i] = ON_HOST;
             continue;
         }
-        const u8* key = (const u8*)(fixed ? q : q + 1);
+        const u8* key = (const u8*)qw;
         u64 lo = 0, hi = n;
         int found = 0;
         while (lo < hi) {

@@ -297,7 +297,9 @@ impl DeviceArt {
     /// gets `values[i]` (or `DELETE`), the last of a key's updates in the
     /// batch winning; absent keys are skipped. Every key must fit its
     /// record (`Format::exact`). Returns the leaves written.
-    pub fn update(&self, gpu: &Gpu, recs: &Records, values: &[u64]) -> Result<u64, GpuError> {
+    /// Takes `&mut self`: batches on one copy run one after another, or
+    /// the last writer of one could land before another's (pitfall 7).
+    pub fn update(&mut self, gpu: &Gpu, recs: &Records, values: &[u64]) -> Result<u64, GpuError> {
         let m = recs.len();
         assert_eq!(values.len(), m);
         assert!(m < u32::MAX as usize, "positions are 32-bit");
@@ -439,14 +441,7 @@ impl DeviceSortedStrings {
         out: &mut [u64],
         schedule: Schedule,
     ) -> Result<(), GpuError> {
-        let exact = |q: &[u8]| {
-            let i = keys.lower_bound(q);
-            if i < keys.len() && keys.get(i) == q {
-                i as u64
-            } else {
-                NOT_FOUND
-            }
-        };
+        let exact = |q: &[u8]| keys.position(q).map_or(NOT_FOUND, |i| i as u64);
         gpu.pipeline_filled(
             queries.len(),
             format.stride(),

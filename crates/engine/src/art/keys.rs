@@ -77,6 +77,14 @@ impl ByteKeys {
     }
 }
 
+impl ByteKeys {
+    /// The position of key `q` (keys sorted), if present.
+    pub fn position(&self, q: &[u8]) -> Option<usize> {
+        let i = self.lower_bound(q);
+        (i < self.len() && self.get(i) == q).then_some(i)
+    }
+}
+
 impl<'a> FromIterator<&'a [u8]> for ByteKeys {
     fn from_iter<I: IntoIterator<Item = &'a [u8]>>(iter: I) -> Self {
         let mut k = ByteKeys::new();

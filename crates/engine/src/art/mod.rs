@@ -465,6 +465,15 @@ impl Art {
         self.leaf_bytes(link, j, j + 1)[0]
     }
 
+    /// The values (ranks, as `build` stores) bounding the keys that start
+    /// with `prefix`: `[lower_bound(prefix), lower_bound(successor))`, the
+    /// range a prefix search (`^@`) reads; on the GPU, the same two lower
+    /// bounds in one batch.
+    pub fn prefix_range(&self, prefix: &[u8]) -> (u64, u64) {
+        let end = keys::prefix_successor(prefix).map_or(self.n as u64, |s| self.lower_bound(&s));
+        (self.lower_bound(prefix), end)
+    }
+
     /// Leaf `link`'s key compared with `q`.
     fn leaf_cmp(&self, link: u64, q: &[u8]) -> std::cmp::Ordering {
         let len = match kind(link) {

@@ -70,6 +70,21 @@ fn every_set_and_root_table_depth_equals_the_sorted_array() {
 }
 
 #[test]
+fn prefix_ranges_hold_the_keys_with_the_prefix() {
+    let raw: Vec<Vec<u8>> = StringSet::Urls.keys(20_000, 3).iter().map(|k| k.to_vec()).collect();
+    let keys: ByteKeys = raw.iter().map(|k| k.as_slice()).collect::<ByteKeys>().sorted_unique();
+    let art = build(&keys, 2).unwrap();
+    let mut prefixes: Vec<Vec<u8>> =
+        vec![b"".to_vec(), b"https://www.site1".to_vec(), b"https://www.site12.".to_vec(), b"zzz".to_vec(), vec![0xff]];
+    prefixes.extend(keys.iter().step_by(97).map(|k| k[..k.len() / 2].to_vec()));
+    for p in &prefixes {
+        let (lo, hi) = art.prefix_range(p);
+        let want: Vec<usize> = (0..keys.len()).filter(|&i| keys.get(i).starts_with(p)).collect();
+        assert_eq!((lo, hi), want.first().map_or((lo, lo), |&f| (f as u64, f as u64 + want.len() as u64)), "{p:?}");
+    }
+}
+
+#[test]
 fn shapes_that_stress_the_layout() {
     let mut cases: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
     cases.push(("none", vec![]));
@@ -216,7 +231,7 @@ fn gpu_updates_are_the_cpus() {
     for set in StringSet::ALL {
         let keys = set.keys(40_000, 31).sorted_unique();
         let mut art = build(&keys, 2).unwrap();
-        let dev = DeviceArt::upload(&gpu, &art).unwrap();
+        let mut dev = DeviceArt::upload(&gpu, &art).unwrap();
         for round in 0..3 {
             let (batch, values) = update_batch(&keys, 30_000, 40 + round);
             let recs = Records::new(&batch, Format::exact(&batch).unwrap());

@@ -66,14 +66,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             let mut rng = SplitMix64::new(5);
             let queries: ByteKeys =
                 (0..m).map(|i| if i % 2 == 0 { keys.get(rng.below(keys.len() as u64) as usize) } else { fresh.get(i / 2) }).collect();
-            let exact = |q: &[u8]| {
-                let i = keys.lower_bound(q);
-                if i < keys.len() && keys.get(i) == q {
-                    i as u64
-                } else {
-                    NOT_FOUND
-                }
-            };
+            let exact = |q: &[u8]| keys.position(q).map_or(NOT_FOUND, |i| i as u64);
             let mut want = vec![0u64; m];
             let sorted_cpu =
                 m as f64 / median_secs(args.reps, || want.par_iter_mut().enumerate().for_each(|(i, w)| *w = exact(queries.get(i))));
@@ -226,7 +219,7 @@ fn update_row(g: &Gpu, reps: usize, set: StringSet, keys: &ByteKeys, queries: &B
     let batch: ByteKeys = (0..UPDATE_BATCH).map(|_| keys.get(rng.below(keys.len() as u64) as usize)).collect();
     let values: Vec<u64> = (0..UPDATE_BATCH).map(|i| if i % 4 == 0 { DELETE } else { rng.below(1 << 40) }).collect();
     let mut art = build(keys, 2).expect("build");
-    let dev = DeviceArt::upload(g, &art).expect("upload");
+    let mut dev = DeviceArt::upload(g, &art).expect("upload");
     let mut written = 0;
     let cpu = UPDATE_BATCH as f64 / median_secs(reps, || written = art.update(&batch, &values));
     let mut on_gpu = 0;
@@ -241,7 +234,6 @@ fn update_row(g: &Gpu, reps: usize, set: StringSet, keys: &ByteKeys, queries: &B
     // Structural inserts of fresh keys on the host (one thread, as ART's
     // insert is), then the device copy refreshed with what they wrote (not
     // with the updates above: the device made them itself).
-    let mut dev = dev;
     art.dirty = Default::default();
     let fresh = set.keys(INSERTS, 1234);
     let t = Instant::now();
