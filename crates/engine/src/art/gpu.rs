@@ -98,6 +98,15 @@ impl Format {
     /// holds), on all cores.
     fn encode(self, queries: &ByteKeys, first: usize, words: &mut [u64]) {
         assert!(self.width.is_multiple_of(8) && self.width > 0);
+        if self.fixed {
+            // Keys of one length lie back to back in the batch: already
+            // the wire form, a plain copy.
+            // SAFETY: u64 words viewed as bytes (any bits valid, no padding).
+            let dst = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, std::mem::size_of_val(words)) };
+            let at = first * self.width;
+            gpu::copy_parallel(dst, &queries.parts().0[at..at + dst.len()]);
+            return;
+        }
         words.par_chunks_mut(self.stride()).enumerate().with_min_len(1024).for_each(|(i, r)| {
             let q = queries.get(first + i);
             r.fill(0);

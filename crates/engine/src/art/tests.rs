@@ -13,6 +13,31 @@ fn records_have_the_kernels_layout() {
     assert_eq!([size_of::<Leaf8>(), size_of::<Leaf16>(), size_of::<Leaf32>(), size_of::<LeafLong>()], [16, 32, 48, 64]);
 }
 
+#[test]
+fn records_hold_the_queries() {
+    let uuids = StringSet::Uuid.keys(1000, 2);
+    let f = Format::for_queries(&uuids);
+    assert_eq!(f, Format { width: 16, fixed: true });
+    let r = Records::new(&uuids, f);
+    let bytes: Vec<u8> = r.words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    assert_eq!(bytes, uuids.parts().0);
+    let mixed: ByteKeys = [&b"abc"[..], b"", &[9u8; 20], &[1u8; 300]].into_iter().collect();
+    let f = Format::for_queries(&mixed);
+    assert!(!f.fixed && f.width >= 24 && f.width < 300);
+    let r = Records::new(&mixed, f);
+    let stride = f.stride();
+    for (i, q) in mixed.iter().enumerate() {
+        let rec = &r.words[i * stride..(i + 1) * stride];
+        assert_eq!(rec[0], q.len() as u64);
+        let body: Vec<u8> = rec[1..].iter().flat_map(|w| w.to_ne_bytes()).collect();
+        if q.len() <= f.width {
+            assert_eq!(&body[..q.len()], q);
+            assert!(body[q.len()..].iter().all(|&b| b == 0));
+        }
+    }
+    assert_eq!(Format::exact(&mixed), None);
+}
+
 /// Queries for `keys`: every key, keys with a byte changed, cut short or
 /// extended, fresh keys of the set, and odd ones.
 fn queries(set: StringSet, keys: &ByteKeys, seed: u64) -> ByteKeys {
