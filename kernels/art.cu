@@ -28,7 +28,8 @@ enum { EMPTY = 0, N4 = 1, N16 = 2, N48 = 3, N256 = 4, LEAF8 = 5, LEAF16 = 6, LEA
 #define N48_SIZE 656
 #define N256_SIZE 2064
 
-__device__ __forceinline__ u32 header_byte(uint4 h, u32 j) {
+// Byte j of a 16-byte load (a header, or N16's keys).
+__device__ __forceinline__ u32 byte_of(uint4 h, u32 j) {
     u32 w = j < 4 ? h.x : j < 8 ? h.y : j < 12 ? h.z : h.w;
     return (w >> (8 * (j & 3))) & 0xff;
 }
@@ -87,7 +88,7 @@ __device__ __forceinline__ u64 child_of(const Tree& t, u64 link, const u8* node,
     if (kind == N16) {
         const uint4 ks = *(const uint4*)(node + 16);
         for (u32 j = 0; j < count; j++) {
-            if (header_byte(ks, j) == b) return ((const u64*)(node + 32))[j];
+            if (byte_of(ks, j) == b) return ((const u64*)(node + 32))[j];
         }
         return 0;
     }
@@ -146,7 +147,7 @@ __device__ u64 find_leaf(const Tree& t, const u64* __restrict__ queries, u64 i, 
         bool same = true;
 #pragma unroll
         for (u32 j = 0; j < 10; j++) {
-            if (j < p && header_byte(h, 6 + j) != key[d + j]) same = false;
+            if (j < p && byte_of(h, 6 + j) != key[d + j]) same = false;
         }
         if (!same) return 0;
         d += p;

@@ -170,21 +170,20 @@ impl DeviceArt {
     pub fn upload(gpu: &Gpu, art: &Art) -> Result<DeviceArt, GpuError> {
         let (slots, n) = (gpu.upload(&art.slots)?, art.n as u64);
         let mut dev = DeviceArt { lut_depth: art.lut_depth as u32, arrays: Vec::with_capacity(10), args: [0; 10], slots, n };
+        let stream = gpu.new_stream()?;
         for a in 0..10 {
-            dev.arrays.push(Self::upload_array(gpu, art.array_bytes(a))?);
+            dev.arrays.push(Self::upload_array(gpu, art.array_bytes(a), &stream)?);
             dev.args[a] = dev.arrays[a].ptr();
         }
+        gpu.guarded(|| stream.synchronize().map_err(gpu::driver_error("cuStreamSynchronize")))?;
         Ok(dev)
     }
 
-    /// A device copy of `bytes` with an eighth more room.
-    fn upload_array(gpu: &Gpu, bytes: &[u8]) -> Result<DeviceBuffer<u8>, GpuError> {
+    /// A device buffer for `bytes` with an eighth more room, their copy
+    /// enqueued on `stream` (`bytes` must stay as they are until it syncs).
+    fn upload_array(gpu: &Gpu, bytes: &[u8], stream: &CudaStream) -> Result<DeviceBuffer<u8>, GpuError> {
         let buf = gpu.alloc::<u8>(bytes.len() + bytes.len() / 8 + 4096)?;
-        gpu.guarded(|| {
-            let stream = gpu.new_stream()?;
-            buf.write_async(bytes, &stream)?;
-            stream.synchronize().map_err(gpu::driver_error("cuStreamSynchronize"))
-        })?;
+        buf.write_async(bytes, stream)?;
         Ok(buf)
     }
 
@@ -213,7 +212,7 @@ impl DeviceArt {
         for (a, &size) in RECORD_BYTES.iter().enumerate() {
             let host = art.array_bytes(a);
             if host.len() > self.arrays[a].len() {
-                self.arrays[a] = Self::upload_array(gpu, host)?;
+                self.arrays[a] = Self::upload_array(gpu, host, &stream)?;
                 self.args[a] = self.arrays[a].ptr();
                 sent += host.len();
                 continue;

@@ -508,7 +508,7 @@ impl Art {
         if q.len() < self.lut_depth && link != 0 {
             return self.first_value(link);
         }
-        while link != 0 && q.len() >= self.lut_depth {
+        while link != 0 {
             if kind(link) >= LEAF8 {
                 if self.leaf_cmp(link, q) != Less {
                     return self.meta(link) & VALUE_MASK;

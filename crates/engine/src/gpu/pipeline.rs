@@ -171,27 +171,13 @@ impl Gpu {
         launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
         consume: impl FnMut(usize, &[O]),
     ) -> Result<(), GpuError> {
-        self.pipeline_grouped(queries, 1, schedule, launch, consume)
+        let fill = |at: usize, dst: &mut [Q]| copy_parallel(dst, &queries[at..at + dst.len()]);
+        self.pipeline_filled(queries.len(), 1, schedule, fill, launch, consume)
     }
 
-    /// `pipeline` for queries of `group` values each (fixed-width records
-    /// of several words), one output per query; offsets and counts passed
-    /// to `launch` and `consume` are in queries.
-    pub fn pipeline_grouped<Q: Plain, O: Plain>(
-        &self,
-        queries: &[Q],
-        group: usize,
-        schedule: Schedule,
-        launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
-        consume: impl FnMut(usize, &[O]),
-    ) -> Result<(), GpuError> {
-        assert!(group > 0 && queries.len().is_multiple_of(group));
-        let fill = |at: usize, dst: &mut [Q]| copy_parallel(dst, &queries[at * group..at * group + dst.len()]);
-        self.pipeline_filled(queries.len() / group, group, schedule, fill, launch, consume)
-    }
-
-    /// The pipeline for `n` queries of `group` values each that
-    /// `fill(first, records)` writes straight into each chunk's pinned
+    /// The pipeline for `n` queries of `group` values each (fixed-width
+    /// records of several words, one output per query; offsets and counts
+    /// passed on are in queries) that `fill(first, records)` writes straight into each chunk's pinned
     /// buffer (e.g. encoding them), overlapped with the device's work on
     /// the chunks before: no staging copy of the whole batch.
     pub fn pipeline_filled<Q: Plain, O: Plain>(
