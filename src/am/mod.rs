@@ -1,6 +1,7 @@
 //! The index access methods, one folder each.
 
 pub mod common;
+pub mod gpu_art;
 pub mod gpu_btree;
 pub mod gpu_learned;
 pub mod gpu_metric;
@@ -14,4 +15,5 @@ pub const SEARCHABLE: &[Searcher] = &[
     entry::<gpu_learned::GpuLearned>(),
     entry::<gpu_spatial::GpuSpatial>(),
     entry::<gpu_metric::GpuMetric>(),
+    entry::<gpu_art::GpuArt>(),
 ];

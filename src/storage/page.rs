@@ -25,6 +25,7 @@ pub unsafe trait PageData: Copy {}
 
 // SAFETY: primitives and PostgreSQL's plain TID struct (three u16).
 unsafe impl PageData for u8 {}
+unsafe impl PageData for u16 {}
 unsafe impl PageData for u32 {}
 unsafe impl PageData for u64 {}
 unsafe impl PageData for pg_sys::ItemPointerData {}
@@ -125,6 +126,14 @@ impl<'a, S: SpecialArea> PageRef<'a, S> {
         assert!(off >= CONTENT_START);
         // SAFETY: in bounds; unaligned read for 6-byte items.
         unsafe { std::ptr::read_unaligned(self.ptr.add(off) as *const T) }
+    }
+
+    /// pd_lower and pd_upper as content offsets: the front is used up to
+    /// the first, the back from the second.
+    pub fn used(&self) -> (usize, usize) {
+        // SAFETY: the header is at the start of the page.
+        let h = unsafe { &*(self.ptr as *const pg_sys::PageHeaderData) };
+        (h.pd_lower as usize - CONTENT_START, h.pd_upper as usize - CONTENT_START)
     }
 
     /// A struct at the start of the contents (the metapage).

@@ -5,7 +5,7 @@
 //! answers through the index, by EXCEPT ALL against a sequential scan or
 //! against another server (a streaming replica).
 
-use gpuindex_engine::datasets::{KeySet, PointSet};
+use gpuindex_engine::datasets::{KeySet, PointSet, StringSet};
 use gpuindex_engine::rng::SplitMix64;
 use postgres::Client;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,13 +21,18 @@ pub struct Queries {
 
 /// The data a case's table holds: the tests' own mix (duplicates,
 /// extremes, grid borders), or one of the engine's real-shaped sets.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Data {
     Mix,
     Keys(KeySet),
     Points(PointSet),
     /// The engine's generated words (edit distance).
     Words,
+    /// One of the engine's string sets (gpu_art).
+    Strings(StringSet),
+    /// gpu_art's text mix: URLs, words, empty strings, keys near the
+    /// 2000-byte limit, heavy duplicates.
+    Texts,
 }
 
 impl Data {
@@ -37,6 +42,8 @@ impl Data {
             Data::Keys(k) => k.name(),
             Data::Points(p) => p.name(),
             Data::Words => "words",
+            Data::Strings(s) => s.name(),
+            Data::Texts => "texts",
         }
     }
 }
@@ -313,6 +320,107 @@ pub fn gpu_metric_words() -> Case {
     }
 }
 
+/// Row `row`'s gpu_art value as the inside of a SQL string literal
+/// (None: NULL): text with quotes doubled, uuids hyphenated, bytea in hex.
+fn art_content(d: Data, row: u64) -> Option<String> {
+    let r = &mut row_rng(row);
+    let text = |s: String| Some(s.replace('\'', "''"));
+    match d {
+        Data::Strings(StringSet::Uuid) => {
+            let h: String = StringSet::Uuid.raw(r).iter().map(|b| format!("{b:02x}")).collect();
+            Some(format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]))
+        }
+        Data::Strings(StringSet::Random) => {
+            Some(format!("\\x{}", StringSet::Random.raw(r).iter().map(|b| format!("{b:02x}")).collect::<String>()))
+        }
+        _ => match r.below(100) {
+            0 | 1 => None,
+            2 | 3 if d == Data::Texts => Some(String::new()),
+            // Near the key limit (2000 encoded bytes): a page holds a few.
+            4 if d == Data::Texts => {
+                let mut long = gpuindex_engine::datasets::word(r).repeat(400);
+                let mut cut = 1200 + r.below(790) as usize;
+                while !long.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                long.truncate(cut);
+                text(long)
+            }
+            5..=14 if d == Data::Texts => text(format!("dup-{}", r.below(5))),
+            15..=29 if d == Data::Texts => text(gpuindex_engine::datasets::word(r)),
+            _ => text(String::from_utf8(StringSet::Urls.raw(r)).expect("ASCII")),
+        },
+    }
+}
+
+/// A stored gpu_art value's content (not NULL).
+fn art_query(d: Data, rng: &mut SplitMix64) -> String {
+    loop {
+        if let Some(v) = art_content(d, rng.below(QUERY_ROWS)) {
+            return v;
+        }
+    }
+}
+
+/// The SQL type of gpu_art's data set.
+fn art_type(d: Data) -> &'static str {
+    match d {
+        Data::Strings(StringSet::Uuid) => "uuid",
+        Data::Strings(StringSet::Random) => "bytea",
+        _ => "text",
+    }
+}
+
+/// gpu_art on one of the string sets (its SQL type) or the text mix.
+pub fn gpu_art_on(data: Data) -> Case {
+    Case {
+        am: "gpu_art",
+        data,
+        column_type: art_type(data),
+        value: |d, _, row| art_content(d, row).map_or("NULL".into(), |v| format!("'{v}'")),
+        predicate: |d, r| {
+            let is_text = !matches!(d, Data::Strings(StringSet::Uuid | StringSet::Random));
+            match r.below(if is_text { 8 } else { 6 }) {
+                0 => format!("v = '{}'", art_query(d, r)),
+                1 => {
+                    let (a, b) = (art_query(d, r), art_query(d, r));
+                    format!("v BETWEEN '{}' AND '{}'", a.clone().min(b.clone()), a.max(b))
+                }
+                2 => format!(
+                    "v = ANY(ARRAY[{}]::{}[])",
+                    (0..40).map(|_| format!("'{}'", art_query(d, r))).collect::<Vec<_>>().join(","),
+                    art_type(d)
+                ),
+                3 => format!("v < '{}'", art_query(d, r)),
+                4 => format!("v > '{}'", art_query(d, r)),
+                5 => "v IS NULL".into(),
+                // A prefix of a stored text, cut at a character boundary.
+                p => {
+                    let v = art_query(d, r);
+                    let cut =
+                        (0..=v.len()).filter(|&i| v.is_char_boundary(i)).nth(r.below(v.chars().count() as u64 + 1) as usize).unwrap_or(0);
+                    let prefix = v[..cut].trim_end_matches('\'');
+                    if p == 6 || prefix.contains(['%', '_', '\\']) {
+                        format!("v ^@ '{prefix}'")
+                    } else {
+                        format!("v LIKE '{prefix}%'")
+                    }
+                }
+            }
+        },
+        maintenance: "",
+        check: "gpu_art_check",
+        entries: "SELECT (SELECT sum(entries)::int8 FROM gpu_art_check('{t}_v') WHERE level = 0), (SELECT count(*) FROM {t})",
+        ordering: |_, r| if r.below(2) == 0 { "v".into() } else { "v DESC".into() },
+        batch: |d, r, n| Queries { op: "=", query_type: art_type(d), literals: (0..n).map(|_| art_query(d, r)).collect() },
+        nearest: None,
+    }
+}
+
+pub fn gpu_art() -> Case {
+    gpu_art_on(Data::Texts)
+}
+
 pub fn gpu_btree() -> Case {
     gpu_btree_on(Data::Mix)
 }
@@ -335,11 +443,12 @@ pub fn real_shaped_cases() -> Vec<Case> {
     let points = PointSet::ALL.into_iter().map(|p| gpu_spatial_on(Data::Points(p)));
     // Cities as vectors: clusters, far outliers, repeated points.
     let vectors = [gpu_metric_on(Data::Points(PointSet::Cities))];
-    keys.chain(points).chain(vectors).collect()
+    let strings = [StringSet::Urls, StringSet::Uuid, StringSet::Random].map(|s| gpu_art_on(Data::Strings(s)));
+    keys.chain(points).chain(vectors).chain(strings).collect()
 }
 
 pub fn cases() -> Vec<Case> {
-    vec![gpu_btree(), gpu_learned(), gpu_spatial(), gpu_metric(), gpu_metric_words()]
+    vec![gpu_btree(), gpu_learned(), gpu_spatial(), gpu_metric(), gpu_metric_words(), gpu_art()]
 }
 
 /// The INSERTs of `n` random rows with ids from `first`.
@@ -365,9 +474,11 @@ pub fn load(c: &mut Client, case: &Case, table: &str, rng: &mut SplitMix64, n: u
         ("gpu_metric", _) => " WITH (node_capacity = 4, delta_limit = 2)",
         _ => "",
     };
+    // gpu_art indexes text in the C collation only: its columns say so.
+    let collate = if case.am == "gpu_art" && case.column_type == "text" { " COLLATE \"C\"" } else { "" };
     c.batch_execute(&format!(
         "SET client_min_messages = warning; DROP TABLE IF EXISTS {table};
-         CREATE TABLE {table} (id int, v {}) WITH (fillfactor = 80);",
+         CREATE TABLE {table} (id int, v {}{collate}) WITH (fillfactor = 80);",
         case.column_type
     ))
     .unwrap();

@@ -98,3 +98,8 @@ fn concurrent_gpu_metric() {
 fn concurrent_gpu_metric_words() {
     runners::concurrent(DB, runners::gpu_metric_words(), "conc_gpu_metric_words", 700);
 }
+
+#[test]
+fn concurrent_gpu_art() {
+    runners::concurrent(DB, runners::gpu_art(), "conc_gpu_art", 800);
+}

@@ -1,0 +1,218 @@
+//! The build: every (key, TID) as one byte string (rank, encoded key,
+//! TID big-endian: byte order is entry order, the encodings being
+//! prefix-free) through PostgreSQL's tuplesort within
+//! `maintenance_work_mem` (spilling to temporary files beyond it), then
+//! the sorted entries streamed into leaves and the inner levels written
+//! bottom up (no WAL per page; the common build logs every page).
+
+use super::keys::{self, KeyKind};
+use super::page::*;
+use crate::am::common::HeapRows;
+use crate::storage::{new_page_in, Fork};
+use pgrx::pg_sys;
+
+const TID_BYTES: usize = 6;
+
+/// PostgreSQL's datum sort over bytea (after an ERROR, its memory and
+/// temporary files go with the transaction's).
+struct Sort {
+    state: *mut pg_sys::Tuplesortstate,
+    /// One varlena, reused for every row (the sort copies it).
+    buf: *mut u8,
+}
+
+impl Sort {
+    fn new() -> Sort {
+        // SAFETY: plain calls; the memory lives in the current context.
+        unsafe {
+            let state = pg_sys::tuplesort_begin_datum(
+                pg_sys::BYTEAOID,
+                pg_sys::Oid::from(pg_sys::ByteaLessOperator),
+                pg_sys::InvalidOid,
+                false,
+                pg_sys::maintenance_work_mem,
+                std::ptr::null_mut(),
+                pg_sys::TUPLESORT_NONE as i32,
+            );
+            Sort { state, buf: pg_sys::palloc(pg_sys::VARHDRSZ + 1 + MAX_KEY + TID_BYTES) as *mut u8 }
+        }
+    }
+
+    fn push(&mut self, rank: u8, key: &[u8], tid: Tid) {
+        let len = 1 + key.len() + TID_BYTES;
+        // SAFETY: buf holds VARHDRSZ + 1 + MAX_KEY + 6 bytes; key <= MAX_KEY.
+        unsafe {
+            pgrx::set_varsize_4b(self.buf as *mut pg_sys::varlena, (pg_sys::VARHDRSZ + len) as i32);
+            let d = std::slice::from_raw_parts_mut(self.buf.add(pg_sys::VARHDRSZ), len);
+            d[0] = rank;
+            d[1..1 + key.len()].copy_from_slice(key);
+            d[1 + key.len()..].copy_from_slice(&tid.to_be_bytes()[2..]);
+            pg_sys::tuplesort_putdatum(self.state, pg_sys::Datum::from(self.buf), false);
+        }
+    }
+
+    /// Sorts, then calls `f` with each entry in order.
+    fn drain(&mut self, mut f: impl FnMut(Key, Tid)) {
+        // SAFETY: the sort's own state; each datum it returns is a palloc'd
+        // bytea copy, freed after use.
+        unsafe {
+            pg_sys::tuplesort_performsort(self.state);
+            let (mut v, mut null) = (pg_sys::Datum::from(0usize), false);
+            while pg_sys::tuplesort_getdatum(self.state, true, &mut v, &mut null, std::ptr::null_mut()) {
+                let p = v.cast_mut_ptr::<pg_sys::varlena>();
+                let d = std::slice::from_raw_parts(pgrx::varlena::vardata_any(p) as *const u8, pgrx::varlena::varsize_any_exhdr(p));
+                let mut t = [0u8; 8];
+                t[2..].copy_from_slice(&d[d.len() - TID_BYTES..]);
+                f(Key { rank: d[0], bytes: &d[1..d.len() - TID_BYTES] }, u64::from_be_bytes(t));
+                pg_sys::pfree(p as *mut std::ffi::c_void);
+            }
+        }
+    }
+
+    fn end(self) {
+        // SAFETY: begun in new(), ended once.
+        unsafe { pg_sys::tuplesort_end(self.state) };
+    }
+}
+
+/// Builds into `fork` from the heap rows (none for an empty index).
+pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {
+    let kind: KeyKind = keys::index_kind(index);
+    let mut sort = Sort::new();
+    let mut n = 0.0;
+    if let Some(rows) = rows {
+        let mut enc = Vec::new();
+        rows.scan(index, |tid, value| {
+            match value {
+                Some(v) => {
+                    keys::encode_stored(v, kind, &mut enc);
+                    sort.push(RANK_VALUE, &enc, tid);
+                }
+                None => sort.push(RANK_NULL, &[], tid),
+            }
+            n += 1.0;
+        });
+    }
+    let mut meta = new_page_in(index, fork);
+    assert_eq!(meta.block(), META_BLOCK);
+    let fill = CONTENT_BYTES * super::options::fillfactor(index) / 100;
+    let mut leaves = LevelWriter::new(index, fork, 0);
+    let mut page = PageBuf::default();
+    sort.drain(|key, tid| {
+        let size = entry_size(key.bytes.len());
+        // A leaf holds its entries and a copy of its last key (high key).
+        if !page.is_empty() && (page.bytes + size > fill || page.bytes + 2 * size > CONTENT_BYTES) {
+            leaves.page(&page, false);
+            page.clear();
+        }
+        page.push(key, tid, size);
+    });
+    sort.end();
+    leaves.page(&page, true);
+    let mut items = leaves.finish();
+    let mut level = 0u8;
+    while items.len() > 1 {
+        level += 1;
+        if level as u32 >= MAX_LEVELS {
+            corrupted(format!("tree deeper than {MAX_LEVELS} levels"));
+        }
+        let mut w = LevelWriter::new(index, fork, level);
+        page.clear();
+        let n_items = items.len();
+        for (i, (high, block)) in items.iter().enumerate() {
+            let size = entry_size(high.bytes.len());
+            if page.entries.len() >= 2 && page.bytes + size > fill {
+                w.page(&page, false);
+                page.clear();
+            }
+            page.push(high.key(), *block as u64, size);
+            if i + 1 == n_items {
+                w.page(&page, true);
+            }
+        }
+        items = w.finish();
+    }
+    let root = items[0].1;
+    let m = Meta { magic: MAGIC, version: VERSION, root, root_level: level as u32, generation: 1 };
+    init_meta(&mut meta.page_mut_unlogged(), &m);
+    meta.mark_dirty();
+    n
+}
+
+/// One page's entries while a level is written.
+#[derive(Default)]
+struct PageBuf {
+    arena: Vec<u8>,
+    /// (start in arena, length, rank, payload)
+    entries: Vec<(usize, usize, u8, u64)>,
+    bytes: usize,
+}
+
+impl PageBuf {
+    fn push(&mut self, key: Key, payload: u64, size: usize) {
+        self.entries.push((self.arena.len(), key.bytes.len(), key.rank, payload));
+        self.arena.extend_from_slice(key.bytes);
+        self.bytes += size;
+    }
+    fn clear(&mut self) {
+        self.arena.clear();
+        self.entries.clear();
+        self.bytes = 0;
+    }
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    fn keys(&self) -> Vec<(Key<'_>, u64)> {
+        self.entries.iter().map(|&(s, l, rank, p)| (Key { rank, bytes: &self.arena[s..s + l] }, p)).collect()
+    }
+}
+
+/// Writes the pages of one level left to right, linked both ways, the
+/// first LEFTMOST and the last RIGHTMOST, holding only the previous page.
+struct LevelWriter {
+    index: pg_sys::Relation,
+    fork: Fork,
+    level: u8,
+    prev: Option<Exclusive>,
+    /// (high key, block) of each page written; INF for the last.
+    out: Vec<(OwnedKey, u32)>,
+}
+
+impl LevelWriter {
+    fn new(index: pg_sys::Relation, fork: Fork, level: u8) -> Self {
+        LevelWriter { index, fork, level, prev: None, out: Vec::new() }
+    }
+
+    fn page(&mut self, buf: &PageBuf, last: bool) {
+        let mut g = new_page_in(self.index, self.fork);
+        let block = g.block();
+        let entries = buf.keys();
+        let high = if last { Key::INF } else { entries.last().map_or(Key::INF, |e| e.0) };
+        {
+            let mut p = g.page_mut_unlogged();
+            let kind = if self.level == 0 { KIND_LEAF } else { KIND_INNER };
+            let mut flags = if last { RIGHTMOST } else { 0 };
+            if self.out.is_empty() {
+                flags |= LEFTMOST;
+            }
+            let mut s = special(kind, self.level, flags);
+            s.left = self.prev.as_ref().map_or(NONE, |p| p.block());
+            p.init(s);
+            let leaf_high = (self.level == 0 && !last).then_some(high);
+            set_entries(&mut p, &entries, leaf_high);
+        }
+        if let Some(mut p) = self.prev.take() {
+            p.page_mut_unlogged().update_special(|s| s.right = block);
+            p.mark_dirty();
+        }
+        self.out.push((high.to_owned(), block));
+        self.prev = Some(g);
+    }
+
+    fn finish(self) -> Vec<(OwnedKey, u32)> {
+        if let Some(p) = &self.prev {
+            p.mark_dirty();
+        }
+        self.out
+    }
+}

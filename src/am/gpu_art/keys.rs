@@ -1,0 +1,137 @@
+//! gpu_art's keys: the byte-comparable, prefix-free encodings of the
+//! engine's `art::keys` (text and varchar in C order with a 0 terminator,
+//! bytea with its zeros escaped, uuid as its 16 bytes), decodable so that
+//! index-only scans return the values. Text indexes must use a C (or
+//! POSIX) collation: the byte order is the C order, and other collations
+//! sort differently (an ERROR at CREATE INDEX says so).
+
+use super::page::MAX_KEY;
+use gpuindex_engine::art::keys as art_keys;
+use pgrx::pg_sys::{self, Datum, Oid};
+use pgrx::prelude::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    Text,
+    Bytea,
+    Uuid,
+}
+
+pub fn kind_of(typ: Oid) -> Option<KeyKind> {
+    match typ {
+        pg_sys::TEXTOID | pg_sys::VARCHAROID => Some(KeyKind::Text),
+        pg_sys::BYTEAOID => Some(KeyKind::Bytea),
+        pg_sys::UUIDOID => Some(KeyKind::Uuid),
+        _ => None,
+    }
+}
+
+pub fn unsupported(typ: Oid) -> ! {
+    crate::error::raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("gpu_art does not index type {}", crate::error::type_name(typ)),
+        "gpu_art indexes text, varchar, bytea and uuid.",
+    )
+}
+
+unsafe extern "C-unwind" {
+    /// pg_locale.h (not in pgrx's bindings): whether a collation sorts
+    /// as C does (C, POSIX, or a default collation that is one of them).
+    fn lc_collate_is_c(collation: Oid) -> bool;
+}
+
+/// The key kind of an index's column, checking its collation: C order
+/// only (raised at CREATE INDEX, and when an index is opened).
+pub fn index_kind(index: pg_sys::Relation) -> KeyKind {
+    let typ = crate::am::common::key_type(index, "gpu_art");
+    let kind = kind_of(typ).unwrap_or_else(|| unsupported(typ));
+    if kind == KeyKind::Text {
+        // SAFETY: an open index has one collation per column.
+        let coll = unsafe { *(*index).rd_indcollation };
+        // SAFETY: a catalog lookup of an existing collation.
+        if !unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| lc_collate_is_c(coll)) } {
+            crate::error::raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "gpu_art indexes text only in the C collation",
+                "Index the column with COLLATE \"C\" (CREATE INDEX ... USING gpu_art (col COLLATE \"C\")), and write the queries' comparisons with COLLATE \"C\" too; equality (=) and prefixes (^@) are the same in every deterministic collation.",
+            );
+        }
+    }
+    kind
+}
+
+/// The bytes of a varlena datum (detoasted if needed).
+fn varlena_bytes<'a>(v: Datum) -> &'a [u8] {
+    // SAFETY: a non-NULL varlena datum; the detoasted copy lives in the
+    // current memory context.
+    unsafe {
+        let p = pg_sys::pg_detoast_datum_packed(v.cast_mut_ptr());
+        std::slice::from_raw_parts(pgrx::varlena::vardata_any(p) as *const u8, pgrx::varlena::varsize_any_exhdr(p))
+    }
+}
+
+/// Encodes `v` (of kind `kind`) into `out` (cleared first).
+pub fn encode(v: Datum, kind: KeyKind, out: &mut Vec<u8>) {
+    out.clear();
+    match kind {
+        KeyKind::Text => art_keys::encode_text(varlena_bytes(v), out),
+        KeyKind::Bytea => art_keys::encode_bytea(varlena_bytes(v), out),
+        // SAFETY: a uuid datum points to its 16 bytes.
+        KeyKind::Uuid => out.extend_from_slice(unsafe { std::slice::from_raw_parts(v.cast_mut_ptr::<u8>(), 16) }),
+    }
+}
+
+/// `encode`, raising an ERROR for keys too long to index.
+pub fn encode_stored(v: Datum, kind: KeyKind, out: &mut Vec<u8>) {
+    encode(v, kind, out);
+    if out.len() > MAX_KEY {
+        crate::error::raise(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("gpu_art key of {} bytes exceeds the maximum of {MAX_KEY}", out.len()),
+            "Index a prefix of the value (e.g. left(col, 1000)) or its hash; btree has a similar limit (2704 bytes).",
+        );
+    }
+}
+
+/// The raw bytes of a text prefix (`^@`): encoded keys starting with them
+/// are the texts starting with the prefix.
+pub fn prefix_bytes(v: Datum) -> Vec<u8> {
+    varlena_bytes(v).to_vec()
+}
+
+/// The datum of an encoded key, allocated in the current memory context.
+pub fn decode(bytes: &[u8], kind: KeyKind) -> Datum {
+    match kind {
+        KeyKind::Text => {
+            let s = &bytes[..bytes.len() - 1];
+            // SAFETY: copies len bytes into a new text.
+            Datum::from(unsafe { pg_sys::cstring_to_text_with_len(s.as_ptr() as *const std::ffi::c_char, s.len() as i32) })
+        }
+        KeyKind::Bytea => {
+            let mut raw = Vec::with_capacity(bytes.len());
+            let mut i = 0;
+            // The 0 0 terminator is the last two bytes.
+            while i < bytes.len() - 2 {
+                raw.push(bytes[i]);
+                i += if bytes[i] == 0 { 2 } else { 1 };
+            }
+            // SAFETY: a varlena of the right size, filled before use.
+            unsafe {
+                let p = pg_sys::palloc(pg_sys::VARHDRSZ + raw.len()) as *mut u8;
+                pgrx::set_varsize_4b(p as *mut pg_sys::varlena, (pg_sys::VARHDRSZ + raw.len()) as i32);
+                std::ptr::copy_nonoverlapping(raw.as_ptr(), p.add(pg_sys::VARHDRSZ), raw.len());
+                Datum::from(p)
+            }
+        }
+        KeyKind::Uuid => {
+            // SAFETY: 16 bytes, copied.
+            unsafe {
+                let p = pg_sys::palloc(16) as *mut u8;
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, 16);
+                Datum::from(p)
+            }
+        }
+    }
+}
+
+pub use crate::arrays::elements as array_elements;

@@ -1,0 +1,305 @@
+//! gpu_art's page formats: a B-link tree of variable-length keys.
+//!
+//! - block 0, the metapage: root, its level, the generation (bumped at
+//!   every leaf split: the device mirror of the leaf level is current
+//!   while it matches);
+//! - leaf and inner pages: entries `(key, payload)` sorted by key, as a
+//!   slot array of u16 offsets at the front (pd_lower) and the entries
+//!   packed from the back (pd_upper), PostgreSQL's own line-pointer idea.
+//!   An entry is a 10-byte header (key length u16, rank u8, spare u8,
+//!   payload 48 bits: a heap TID on a leaf, a child block on an inner page)
+//!   and the key's bytes, padded to an even size.
+//! - A leaf's high key is an entry outside the slots (`Special::high`);
+//!   a rightmost leaf has none. Inner entries are (child's high key, child),
+//!   so an inner page's last key is its high key; the last entry of a
+//!   rightmost inner page has the rank `INF`.
+//!
+//! Keys are the byte-comparable encodings of `keys.rs` with a rank before
+//! them: values, then NULL (btree's NULLS LAST), then +infinity.
+
+use crate::storage::PageData;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Special {
+    pub right: u32,
+    pub left: u32,
+    /// Slots (entries) on the page.
+    pub count: u16,
+    pub flags: u16,
+    /// Content offset of a leaf's high key entry; 0 on a rightmost leaf.
+    pub high: u16,
+    pub kind: u8,
+    pub level: u8,
+    /// Identifies gpu_art pages when checking.
+    pub page_id: u16,
+    pub _pad: [u8; 6],
+}
+
+// SAFETY: repr(C) integers, every bit pattern valid.
+unsafe impl PageData for Special {}
+crate::page_types!(Special);
+const _: () = assert!(std::mem::size_of::<Special>() == 24);
+
+pub const PAGE_ID: u16 = 0xA47E;
+pub const META_BLOCK: u32 = 0;
+pub const MAGIC: u32 = 0x4741_5254; // "GART"
+pub const VERSION: u32 = 1;
+pub const NONE: u32 = pg_sys::InvalidBlockNumber;
+pub const MAX_LEVELS: u32 = 32;
+
+pub const KIND_META: u8 = 1;
+pub const KIND_LEAF: u8 = 2;
+pub const KIND_INNER: u8 = 3;
+
+pub const LEFTMOST: u16 = 1;
+pub const RIGHTMOST: u16 = 2;
+/// The left half of a split whose right half has no downlink yet (as
+/// gpu_btree's): a writer that meets it finishes the split first.
+pub const INCOMPLETE_SPLIT: u16 = 16;
+
+pub const RANK_VALUE: u8 = 0;
+pub const RANK_NULL: u8 = 1;
+pub const RANK_INF: u8 = 2;
+
+const ENTRY_HEADER: usize = 10;
+/// The longest encoded key an entry holds: four entries and a high key
+/// fit any page, so every split finds a point where both halves fit.
+pub const MAX_KEY: usize = 2000;
+
+pub use crate::storage::{tid_to, Tid};
+
+/// A key as entries order them: rank first, then the encoded bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key<'a> {
+    pub rank: u8,
+    pub bytes: &'a [u8],
+}
+
+impl<'a> Key<'a> {
+    pub const MIN: Key<'static> = Key { rank: RANK_VALUE, bytes: &[] };
+    pub const NULL: Key<'static> = Key { rank: RANK_NULL, bytes: &[] };
+    pub const INF: Key<'static> = Key { rank: RANK_INF, bytes: &[] };
+
+    pub fn value(bytes: &'a [u8]) -> Key<'a> {
+        Key { rank: RANK_VALUE, bytes }
+    }
+    pub fn to_owned(self) -> OwnedKey {
+        OwnedKey { rank: self.rank, bytes: self.bytes.to_vec() }
+    }
+}
+
+/// A key kept beyond its page's lock.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct OwnedKey {
+    pub rank: u8,
+    pub bytes: Vec<u8>,
+}
+
+impl OwnedKey {
+    pub fn key(&self) -> Key<'_> {
+        Key { rank: self.rank, bytes: &self.bytes }
+    }
+}
+
+/// The bytes an entry of a key of `len` bytes takes, its slot included.
+pub fn entry_size(len: usize) -> usize {
+    (ENTRY_HEADER + len).next_multiple_of(2) + 2
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Meta {
+    pub magic: u32,
+    pub version: u32,
+    pub root: u32,
+    pub root_level: u32,
+    pub generation: u64,
+}
+
+// SAFETY: repr(C) integers only (checked on read by the magic and version).
+unsafe impl PageData for Meta {}
+
+pub fn corrupted(what: String) -> ! {
+    crate::error::raise(
+        PgSqlErrorCode::ERRCODE_INDEX_CORRUPTED,
+        format!("gpu_art: {what}"),
+        "REINDEX the index; gpu_art_check(index) reports what is wrong.",
+    )
+}
+
+pub fn special(kind: u8, level: u8, flags: u16) -> Special {
+    Special { kind, level, flags, right: NONE, left: NONE, page_id: PAGE_ID, ..Default::default() }
+}
+
+pub fn read_meta(page: PageRef) -> Meta {
+    let s = page.special();
+    let m: Meta = page.header();
+    if s.page_id != PAGE_ID || s.kind != KIND_META || m.magic != MAGIC || m.version != VERSION {
+        corrupted(format!("bad metapage (magic {:#x}, version {})", m.magic, m.version));
+    }
+    m
+}
+
+pub fn write_meta(page: &mut PageMut, m: &Meta) {
+    page.set_header(*m);
+    page.set_used(std::mem::size_of::<Meta>(), 0);
+}
+
+pub fn init_meta(page: &mut PageMut, m: &Meta) {
+    page.init(special(KIND_META, 0, 0));
+    write_meta(page, m);
+}
+
+/// A leaf or inner page, read.
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    page: PageRef<'a>,
+    pub s: Special,
+}
+
+impl<'a> Node<'a> {
+    pub fn new(page: PageRef<'a>) -> Self {
+        let s = page.special();
+        if s.page_id != PAGE_ID || (s.kind != KIND_LEAF && s.kind != KIND_INNER) {
+            corrupted(format!("expected a leaf or inner page, found kind {} (page id {:#x})", s.kind, s.page_id));
+        }
+        Node { page, s }
+    }
+    pub fn count(&self) -> usize {
+        self.s.count as usize
+    }
+    pub fn is_leaf(&self) -> bool {
+        self.s.kind == KIND_LEAF
+    }
+    pub fn rightmost(&self) -> bool {
+        self.s.flags & RIGHTMOST != 0
+    }
+    pub fn leftmost(&self) -> bool {
+        self.s.flags & LEFTMOST != 0
+    }
+    fn entry_at(&self, off: usize) -> (Key<'a>, u64) {
+        let h: &[u8] = self.page.front(off, ENTRY_HEADER);
+        let len = u16::from_le_bytes([h[0], h[1]]) as usize;
+        let mut p = [0u8; 8];
+        p[..6].copy_from_slice(&h[4..10]);
+        (Key { rank: h[2], bytes: self.page.front(off + ENTRY_HEADER, len) }, u64::from_le_bytes(p))
+    }
+    fn slot(&self, i: usize) -> usize {
+        self.page.front::<u16>(0, self.count())[i] as usize
+    }
+    /// Entry i: its key and payload (heap TID or child block).
+    pub fn entry(&self, i: usize) -> (Key<'a>, u64) {
+        self.entry_at(self.slot(i))
+    }
+    pub fn key(&self, i: usize) -> Key<'a> {
+        self.entry(i).0
+    }
+    /// The page's high key: every key on it is <= it, every key right of
+    /// it >= it. INF on a rightmost page.
+    pub fn high(&self) -> Key<'a> {
+        if self.rightmost() {
+            Key::INF
+        } else if self.is_leaf() {
+            self.entry_at(self.s.high as usize).0
+        } else {
+            self.key(self.count() - 1)
+        }
+    }
+    /// Bytes free between the slots and the entries.
+    pub fn free(&self) -> usize {
+        let (lower, upper) = self.page.used();
+        upper - lower
+    }
+    /// The first entry whose key is >= q (`strict`: > q).
+    pub fn search(&self, q: Key, strict: bool) -> usize {
+        let (mut lo, mut hi) = (0, self.count());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let k = self.key(mid);
+            if k < q || (strict && k == q) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+/// Writes one entry at content offset `off`.
+fn put_entry(page: &mut PageMut, off: usize, key: Key, payload: u64) {
+    let b = page.front_mut::<u8>(off, ENTRY_HEADER + key.bytes.len());
+    b[..2].copy_from_slice(&(key.bytes.len() as u16).to_le_bytes());
+    b[2] = key.rank;
+    b[3] = 0;
+    b[4..10].copy_from_slice(&payload.to_le_bytes()[..6]);
+    b[ENTRY_HEADER..].copy_from_slice(key.bytes);
+}
+
+/// Inserts an entry as slot `pos` (the caller checked it fits: `free()`).
+pub fn insert_entry(page: &mut PageMut, pos: usize, key: Key, payload: u64) {
+    let (lower, upper) = page.as_ref().used();
+    let count = page.as_ref().special().count as usize;
+    let size = entry_size(key.bytes.len());
+    assert!(upper - lower >= size, "gpu_art: entry does not fit");
+    let off = upper - (size - 2);
+    put_entry(page, off, key, payload);
+    let slots = page.front_mut::<u16>(0, count + 1);
+    slots.copy_within(pos..count, pos + 1);
+    slots[pos] = off as u16;
+    page.set_used(lower + 2, CONTENT_BYTES - off);
+    page.update_special(|s| s.count += 1);
+}
+
+/// Replaces a page's contents: `entries` in order and a leaf's high key
+/// (None on a rightmost leaf and on inner pages). The caller checked they
+/// fit (`fits`).
+pub fn set_entries<'k>(page: &mut PageMut, entries: &[(Key<'k>, u64)], high: Option<Key<'k>>) {
+    let mut upper = CONTENT_BYTES;
+    let mut high_off = 0;
+    if let Some(h) = high {
+        upper -= entry_size(h.bytes.len()) - 2;
+        put_entry(page, upper, h, 0);
+        high_off = upper;
+    }
+    let mut slots = Vec::with_capacity(entries.len());
+    for &(k, p) in entries {
+        upper -= entry_size(k.bytes.len()) - 2;
+        put_entry(page, upper, k, p);
+        slots.push(upper as u16);
+    }
+    assert!(slots.len() * 2 <= upper, "gpu_art: entries do not fit a page");
+    page.front_mut::<u16>(0, slots.len()).copy_from_slice(&slots);
+    page.set_used(slots.len() * 2, CONTENT_BYTES - upper);
+    page.update_special(|s| {
+        s.count = slots.len() as u16;
+        s.high = high_off as u16;
+    });
+}
+
+/// Where to split `sizes` (entry sizes, slots included) into a left page
+/// that also holds a copy of its last key as high key (leaves; `leaf`)
+/// and a right page that holds `right_extra` more bytes (its high key):
+/// the feasible point nearest to `target` bytes on the left.
+pub fn split_point(sizes: &[usize], leaf: bool, right_extra: usize, target: usize) -> usize {
+    let total: usize = sizes.iter().sum();
+    let mut left = 0;
+    let mut best: Option<(usize, usize)> = None;
+    for m in 1..sizes.len() {
+        left += sizes[m - 1];
+        let left_bytes = left + if leaf { sizes[m - 1] } else { 0 };
+        if left_bytes <= CONTENT_BYTES && total - left + right_extra <= CONTENT_BYTES {
+            let d = left.abs_diff(target);
+            if best.is_none_or(|(_, bd)| d < bd) {
+                best = Some((m, d));
+            }
+        }
+    }
+    match best {
+        Some((m, _)) => m,
+        None => corrupted(format!("no split point for {} entries of {total} bytes", sizes.len())),
+    }
+}

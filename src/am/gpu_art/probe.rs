@@ -1,0 +1,86 @@
+//! Batch equality probes (`common::search`, `gpu_art_probe(index,
+//! keys)`): the keys encoded and sorted, then one forward walk over the
+//! leaves as `= ANY` does (each leaf read once however many keys it
+//! holds), returning each input position's visible rows in heap order.
+
+use super::keys::{self, KeyKind};
+use super::page::{OwnedKey, RANK_VALUE};
+use super::scan::{Interval, ScanState};
+use super::tree::Tree;
+use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
+use crate::am::common::OpenIndex;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+impl BatchSearch for super::GpuArt {
+    const NAME: &'static str = "gpu_art";
+
+    fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+        if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
+            search::unsupported("gpu_art", batch.ask.to_string(), "Batch equality probes (=); ranges and prefixes are index scans.");
+        }
+        let kind = keys::index_kind(open.index);
+        if keys::kind_of(batch.query_type) != Some(kind) {
+            let name = crate::error::type_name;
+            crate::error::raise(
+                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "keys of type {}[] cannot probe a gpu_art index on {}",
+                    name(batch.query_type),
+                    name(crate::am::common::key_type(open.index, "gpu_art"))
+                ),
+                "Cast the array to the indexed column's type, e.g. $1::text[].",
+            );
+        }
+        Hits { rows: open.visible(matches(open.index, kind, batch.queries)), distances: None }
+    }
+
+    fn joins(strategy: u16) -> bool {
+        strategy == pg_sys::BTEqualStrategyNumber as u16
+    }
+
+    fn nearest(_strategy: u16) -> bool {
+        false
+    }
+}
+
+/// (TID, input position) of every entry equal to a query.
+fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datum)]) -> Vec<(u64, i64)> {
+    let mut enc = Vec::new();
+    let mut wanted: Vec<(OwnedKey, i64)> = queries
+        .iter()
+        .map(|&(pos, v)| {
+            keys::encode(v, kind, &mut enc);
+            (OwnedKey { rank: RANK_VALUE, bytes: enc.clone() }, pos)
+        })
+        .collect();
+    wanted.sort_unstable();
+    // Each distinct key once, with where its positions start in `wanted`.
+    let mut points = Vec::new();
+    let mut starts = Vec::new();
+    for (i, (k, _)) in wanted.iter().enumerate() {
+        if i == 0 || wanted[i - 1].0 != *k {
+            points.push(Interval { lo: super::scan::Bound::Incl(k.clone()), hi: super::scan::Bound::Incl(k.clone()) });
+            starts.push(i);
+        }
+    }
+    starts.push(wanted.len());
+    let mut scan = ScanState::over(kind, points);
+    let tree = Tree::new(index);
+    let mut out = Vec::new();
+    while let Some((point, tid)) = scan.next_entry(&tree) {
+        out.extend(wanted[starts[point]..starts[point + 1]].iter().map(|w| (tid, w.1)));
+    }
+    out
+}
+
+#[pg_extern(
+    volatile,
+    parallel_safe,
+    strict,
+    sql = "CREATE FUNCTION gpu_art_probe(index regclass, keys anyarray) RETURNS TABLE (ord bigint, ctid tid)
+    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+)]
+fn gpu_art_probe(index: pg_sys::Oid, keys: pgrx::datum::AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
+    crate::am::gpu_btree::probe::probe_function(index, keys, "gpu_art", "gpu_art_probe", fcinfo)
+}

@@ -1,0 +1,429 @@
+//! Index scans (`common::scan::IndexScan`): both directions, index-only,
+//! bitmaps.
+//!
+//! The scan keys become a list of disjoint key intervals in key order:
+//! one for a range or a prefix (`^@`), one point per element of
+//! `= ANY(array)`, the NULLs for IS NULL. A scan copies one leaf page at a
+//! time (then drops its lock: safe for MVCC snapshots) and returns the
+//! copy's entries inside the current interval. Forward, the next
+//! interval reuses the copy when it starts inside the key range the copy
+//! holds whole, so a sorted `= ANY` reads each leaf once; past the copy it
+//! descends again. Index-only scans keep the pin of the page their
+//! entries came from, so VACUUM cannot remove them meanwhile.
+
+use super::keys::{self, KeyKind};
+use super::page::*;
+use super::tree::Tree;
+use crate::am::common::scan::{Found, IndexScan};
+use crate::storage::Pins;
+use gpuindex_engine::art::keys::prefix_successor;
+use pgrx::pg_sys;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bound {
+    Unbounded,
+    Incl(OwnedKey),
+    Excl(OwnedKey),
+}
+
+#[derive(Clone, Debug)]
+pub struct Interval {
+    pub lo: Bound,
+    pub hi: Bound,
+}
+
+impl Interval {
+    fn point(k: OwnedKey) -> Interval {
+        Interval { lo: Bound::Incl(k.clone()), hi: Bound::Incl(k) }
+    }
+    /// Whether key k is above the lower bound.
+    fn above_lo(&self, k: Key) -> bool {
+        match &self.lo {
+            Bound::Unbounded => true,
+            Bound::Incl(l) => k >= l.key(),
+            Bound::Excl(l) => k > l.key(),
+        }
+    }
+    /// Whether key k is below the upper bound.
+    fn below_hi(&self, k: Key) -> bool {
+        match &self.hi {
+            Bound::Unbounded => true,
+            Bound::Incl(h) => k <= h.key(),
+            Bound::Excl(h) => k < h.key(),
+        }
+    }
+    fn is_empty(&self) -> bool {
+        match (&self.lo, &self.hi) {
+            (Bound::Incl(l), Bound::Incl(h)) => l > h,
+            (Bound::Incl(l) | Bound::Excl(l), Bound::Incl(h) | Bound::Excl(h)) => l >= h,
+            _ => false,
+        }
+    }
+}
+
+/// The tighter of two lower bounds.
+fn max_lo(a: Bound, b: Bound) -> Bound {
+    match (&a, &b) {
+        (Bound::Unbounded, _) => b,
+        (_, Bound::Unbounded) => a,
+        (Bound::Incl(x) | Bound::Excl(x), Bound::Incl(y) | Bound::Excl(y)) => {
+            if x > y || (x == y && matches!(a, Bound::Excl(_))) {
+                a
+            } else {
+                b
+            }
+        }
+    }
+}
+
+/// The tighter of two upper bounds.
+fn min_hi(a: Bound, b: Bound) -> Bound {
+    match (&a, &b) {
+        (Bound::Unbounded, _) => b,
+        (_, Bound::Unbounded) => a,
+        (Bound::Incl(x) | Bound::Excl(x), Bound::Incl(y) | Bound::Excl(y)) => {
+            if x < y || (x == y && matches!(a, Bound::Excl(_))) {
+                a
+            } else {
+                b
+            }
+        }
+    }
+}
+
+fn value_key(bytes: Vec<u8>) -> OwnedKey {
+    OwnedKey { rank: RANK_VALUE, bytes }
+}
+
+/// The intervals of the scan's keys, in key order.
+pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Vec<Interval> {
+    let mut iv = Interval { lo: Bound::Unbounded, hi: Bound::Unbounded };
+    let (mut is_null, mut not_null) = (false, false);
+    let mut points: Option<Vec<OwnedKey>> = None;
+    let mut enc = Vec::new();
+    for i in 0..scan.numberOfKeys as usize {
+        // SAFETY: keyData holds numberOfKeys keys.
+        let k = unsafe { &*scan.keyData.add(i) };
+        let flags = k.sk_flags as u32;
+        if flags & pg_sys::SK_ISNULL != 0 {
+            if flags & pg_sys::SK_SEARCHNULL != 0 {
+                is_null = true;
+            } else if flags & pg_sys::SK_SEARCHNOTNULL != 0 {
+                not_null = true;
+            } else {
+                return Vec::new(); // a comparison with NULL
+            }
+            continue;
+        }
+        not_null = true;
+        if flags & pg_sys::SK_SEARCHARRAY != 0 {
+            let (_, values) = keys::array_elements(k.sk_argument);
+            let mut set: Vec<OwnedKey> = values
+                .iter()
+                .map(|&(_, v)| {
+                    keys::encode(v, kind, &mut enc);
+                    value_key(enc.clone())
+                })
+                .collect();
+            set.sort_unstable();
+            set.dedup();
+            points = Some(match points {
+                None => set,
+                Some(prev) => prev.into_iter().filter(|p| set.binary_search(p).is_ok()).collect(),
+            });
+            continue;
+        }
+        let arg = || {
+            let mut e = Vec::new();
+            keys::encode(k.sk_argument, kind, &mut e);
+            value_key(e)
+        };
+        let (lo, hi) = match k.sk_strategy {
+            1 => (Bound::Unbounded, Bound::Excl(arg())),
+            2 => (Bound::Unbounded, Bound::Incl(arg())),
+            3 => (Bound::Incl(arg()), Bound::Incl(arg())),
+            4 => (Bound::Incl(arg()), Bound::Unbounded),
+            5 => (Bound::Excl(arg()), Bound::Unbounded),
+            6 => {
+                let p = keys::prefix_bytes(k.sk_argument);
+                let hi = prefix_successor(&p).map_or(Bound::Unbounded, |s| Bound::Excl(value_key(s)));
+                (Bound::Incl(value_key(p)), hi)
+            }
+            s => crate::error::raise(
+                pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                format!("gpu_art: unexpected strategy {s}"),
+                "The operator class is damaged; recreate the extension.",
+            ),
+        };
+        iv.lo = max_lo(iv.lo, lo);
+        iv.hi = min_hi(iv.hi, hi);
+    }
+    if is_null {
+        if not_null {
+            return Vec::new();
+        }
+        return vec![Interval::point(Key::NULL.to_owned())];
+    }
+    if not_null {
+        iv.hi = min_hi(iv.hi, Bound::Excl(Key::NULL.to_owned()));
+    }
+    match points {
+        Some(ps) => ps.into_iter().filter(|p| iv.above_lo(p.key()) && iv.below_hi(p.key())).map(Interval::point).collect(),
+        None if iv.is_empty() => Vec::new(),
+        None => vec![iv],
+    }
+}
+
+/// One leaf page's entries, copied under its lock.
+struct PageCopy {
+    block: u32,
+    s: Special,
+    high: OwnedKey,
+    arena: Vec<u8>,
+    /// (start in arena, length, rank, heap TID)
+    entries: Vec<(u32, u16, u8, Tid)>,
+    /// Every entry with a key in [from, high) was on the page when copied
+    /// (`from` inclusive, or exclusive when the second field is false).
+    from: (OwnedKey, bool),
+}
+
+impl PageCopy {
+    fn new(g: &Shared, from: (OwnedKey, bool)) -> PageCopy {
+        let n = Node::new(g.page());
+        let mut arena = Vec::with_capacity(CONTENT_BYTES);
+        let mut entries = Vec::with_capacity(n.count());
+        for i in 0..n.count() {
+            let (k, tid) = n.entry(i);
+            entries.push((arena.len() as u32, k.bytes.len() as u16, k.rank, tid));
+            arena.extend_from_slice(k.bytes);
+        }
+        PageCopy { block: g.block(), s: n.s, high: n.high().to_owned(), arena, entries, from }
+    }
+    fn key(&self, i: usize) -> Key<'_> {
+        let (s, l, rank, _) = self.entries[i];
+        Key { rank, bytes: &self.arena[s as usize..s as usize + l as usize] }
+    }
+    /// The first position from `from` whose key fails `pred` (which holds
+    /// for a prefix of the sorted entries).
+    fn partition(&self, from: usize, pred: impl Fn(Key) -> bool) -> usize {
+        let (mut lo, mut hi) = (from, self.entries.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if pred(self.key(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+    /// The entries of `iv`: [a, end).
+    fn range(&self, iv: &Interval) -> (usize, usize) {
+        let a = self.partition(0, |k| !iv.above_lo(k));
+        (a, self.partition(a, |k| iv.below_hi(k)))
+    }
+    /// Whether a forward scan of `iv` goes on right of this page.
+    fn continues_right(&self, iv: &Interval) -> bool {
+        self.s.flags & RIGHTMOST == 0 && iv.below_hi(self.high.key())
+    }
+    /// Whether a backward scan of `iv` goes on left of this page.
+    fn continues_left(&self, iv: &Interval) -> bool {
+        self.s.flags & LEFTMOST == 0 && (self.entries.is_empty() || iv.above_lo(self.key(0)))
+    }
+    /// Whether every entry of `iv` from its start up to this page's high
+    /// key is in the copy.
+    fn holds_start_of(&self, iv: &Interval) -> bool {
+        let (from, incl) = (&self.from.0, self.from.1);
+        let after_from = match &iv.lo {
+            Bound::Unbounded => false,
+            Bound::Incl(l) => l > from || (incl && l == from),
+            Bound::Excl(l) => l >= from,
+        };
+        let lo_key = match &iv.lo {
+            Bound::Incl(l) | Bound::Excl(l) => l.key(),
+            Bound::Unbounded => Key::MIN,
+        };
+        after_from && (self.s.flags & RIGHTMOST != 0 || lo_key <= self.high.key())
+    }
+}
+
+pub struct ScanState {
+    kind: KeyKind,
+    intervals: Vec<Interval>,
+    started: bool,
+    /// The current interval.
+    iv: usize,
+    copy: Option<PageCopy>,
+    /// The copy's entries in the current interval, [a, end), and the
+    /// current one (the last returned; a - 1 or end before the first).
+    a: usize,
+    end: usize,
+    cur: isize,
+    keep_pins: bool,
+    pins: Pins,
+}
+
+impl ScanState {
+    /// A forward walk over `intervals` outside an index scan (batches).
+    pub fn over(kind: KeyKind, intervals: Vec<Interval>) -> ScanState {
+        ScanState { kind, intervals, ..ScanState::empty(kind) }
+    }
+
+    fn empty(kind: KeyKind) -> ScanState {
+        ScanState {
+            kind,
+            intervals: Vec::new(),
+            started: false,
+            iv: 0,
+            copy: None,
+            a: 0,
+            end: 0,
+            cur: -1,
+            keep_pins: false,
+            pins: Pins::default(),
+        }
+    }
+
+    /// The next entry forward: its interval's index and heap TID.
+    pub fn next_entry(&mut self, tree: &Tree) -> Option<(usize, Tid)> {
+        let i = self.step(tree, true)?;
+        Some((self.iv, self.copy.as_ref().expect("a page").entries[i].3))
+    }
+
+    fn tree(&self, scan: &pg_sys::IndexScanDescData) -> Tree {
+        Tree::new(scan.indexRelation)
+    }
+
+    fn take(&mut self, g: &Shared, from: (OwnedKey, bool)) {
+        if self.keep_pins {
+            self.pins.release();
+            self.pins.keep(g);
+        }
+        self.copy = Some(PageCopy::new(g, from));
+    }
+
+    fn set_range(&mut self, forward: bool) {
+        let c = self.copy.as_ref().expect("a page");
+        (self.a, self.end) = c.range(&self.intervals[self.iv]);
+        self.cur = if forward { self.a as isize - 1 } else { self.end as isize };
+    }
+
+    /// Positions on interval `iv` for a walk in direction `forward`.
+    fn start(&mut self, tree: &Tree, forward: bool) {
+        let iv = &self.intervals[self.iv];
+        if forward {
+            if !self.copy.as_ref().is_some_and(|c| c.holds_start_of(iv)) {
+                let lo = match &iv.lo {
+                    Bound::Incl(l) | Bound::Excl(l) => l.clone(),
+                    Bound::Unbounded => Key::MIN.to_owned(),
+                };
+                let g = tree.find_leaf(lo.key());
+                self.take(&g, (lo, true));
+            }
+        } else {
+            let g = match &iv.hi {
+                Bound::Incl(h) => tree.find_last_leaf(h.key()),
+                Bound::Excl(h) => tree.find_leaf(h.key()),
+                Bound::Unbounded => tree.find_leaf(Key::INF),
+            };
+            self.take(&g, (Key::INF.to_owned(), false));
+        }
+        self.set_range(forward);
+    }
+
+    /// The next entry in direction `forward`, as its position in the copy.
+    fn step(&mut self, tree: &Tree, forward: bool) -> Option<usize> {
+        if !self.started {
+            self.started = true;
+            if self.intervals.is_empty() {
+                return None;
+            }
+            self.iv = if forward { 0 } else { self.intervals.len() - 1 };
+            self.start(tree, forward);
+        }
+        loop {
+            if forward {
+                self.cur += 1;
+                if (self.cur as usize) < self.end && self.cur >= self.a as isize {
+                    return Some(self.cur as usize);
+                }
+                let c = self.copy.as_ref()?;
+                let iv = &self.intervals[self.iv];
+                if self.end == c.entries.len() && c.continues_right(iv) {
+                    let from = (c.high.clone(), false);
+                    let g = Shared::lock(tree.rel, c.s.right);
+                    self.take(&g, from);
+                    self.set_range(true);
+                } else if self.iv + 1 < self.intervals.len() {
+                    self.iv += 1;
+                    self.start(tree, true);
+                } else {
+                    self.cur = self.end as isize;
+                    return None;
+                }
+            } else {
+                self.cur -= 1;
+                if self.cur >= self.a as isize && (self.cur as usize) < self.end {
+                    return Some(self.cur as usize);
+                }
+                let c = self.copy.as_ref()?;
+                let iv = &self.intervals[self.iv];
+                if self.a == 0 && c.continues_left(iv) {
+                    let g = tree.leaf_left_of(c.block, c.s.left);
+                    self.take(&g, (Key::INF.to_owned(), false));
+                    self.set_range(false);
+                } else if self.iv > 0 {
+                    self.iv -= 1;
+                    self.start(tree, false);
+                } else {
+                    self.cur = self.a as isize - 1;
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+impl IndexScan for ScanState {
+    const AM: &'static str = "gpu_art";
+    const INSTEAD: &'static str = "btree";
+
+    fn begin(index: pg_sys::Relation, _nkeys: usize, _norderbys: usize) -> Self {
+        ScanState::empty(keys::index_kind(index))
+    }
+
+    fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
+        self.pins.release();
+        self.intervals = plan_of(scan, self.kind);
+        self.started = false;
+        self.copy = None;
+        self.keep_pins = scan.xs_want_itup;
+    }
+
+    fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
+        let tree = self.tree(scan);
+        let i = self.step(&tree, forward)?;
+        let tid = self.copy.as_ref().expect("a page").entries[i].3;
+        Some(Found { tid: tid_to(tid), distance: None })
+    }
+
+    fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
+        let c = self.copy.as_ref()?;
+        let k = c.key(self.cur as usize);
+        (k.rank == RANK_VALUE).then(|| keys::decode(k.bytes, self.kind))
+    }
+
+    fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
+        let tree = self.tree(scan);
+        self.started = false;
+        self.copy = None;
+        let tids = std::iter::from_fn(|| self.step(&tree, true).map(|i| tid_to(self.copy.as_ref().expect("a page").entries[i].3)));
+        crate::am::common::scan::add_in_pieces(tids, add);
+    }
+
+    fn end(&mut self) {
+        self.pins.release();
+        self.copy = None;
+        self.intervals = Vec::new();
+    }
+}

@@ -1,0 +1,342 @@
+//! gpu_art's B-link tree: gpu_btree's protocol (Lehman & Yao, as
+//! nbtree) over variable-length keys. Descents move right past pages
+//! split since their parent was read; a split keeps the left half in
+//! place and gives the parent its downlink in a second WAL record (a
+//! crash between them leaves the right page reachable through its left
+//! sibling, and the next writer there finishes the split). Readers hold
+//! one page at a time; writers lock left to right within a level, child
+//! before parent, the metapage last.
+
+use super::page::*;
+use crate::storage::{new_page, Xlog};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// A page locked either way.
+pub enum Locked {
+    S(Shared),
+    X(Exclusive),
+}
+
+impl Locked {
+    pub fn page(&self) -> PageRef<'_> {
+        match self {
+            Locked::S(g) => g.page(),
+            Locked::X(g) => g.page(),
+        }
+    }
+    pub fn block(&self) -> u32 {
+        match self {
+            Locked::S(g) => g.block(),
+            Locked::X(g) => g.block(),
+        }
+    }
+    fn lock(rel: pg_sys::Relation, block: u32, exclusive: bool) -> Locked {
+        if exclusive {
+            Locked::X(Exclusive::lock(rel, block))
+        } else {
+            Locked::S(Shared::lock(rel, block))
+        }
+    }
+}
+
+/// A page's entries and high key, copied out of it.
+pub type Entries = Vec<(OwnedKey, u64)>;
+
+fn copy_entries(n: &Node) -> Entries {
+    (0..n.count()).map(|i| (n.key(i).to_owned(), n.entry(i).1)).collect()
+}
+
+fn borrowed(entries: &[(OwnedKey, u64)]) -> Vec<(Key<'_>, u64)> {
+    entries.iter().map(|(k, p)| (k.key(), *p)).collect()
+}
+
+fn sizes(entries: &[(OwnedKey, u64)]) -> Vec<usize> {
+    entries.iter().map(|(k, _)| entry_size(k.bytes.len())).collect()
+}
+
+pub struct Tree {
+    pub rel: pg_sys::Relation,
+}
+
+impl Tree {
+    pub fn new(rel: pg_sys::Relation) -> Tree {
+        Tree { rel }
+    }
+
+    pub fn meta(&self) -> Meta {
+        read_meta(Shared::lock(self.rel, META_BLOCK).page())
+    }
+
+    /// The first page at `level` whose high key is >= q (every key < q of
+    /// that level lies to its left), locked shared or exclusive. `path`
+    /// receives the inner pages passed, top down.
+    fn descend(&self, q: Key, level: u32, exclusive: bool, path: &mut Vec<u32>) -> Locked {
+        let m = self.meta();
+        let (mut block, mut at) = (m.root, m.root_level);
+        if at < level {
+            corrupted(format!("level {level} asked for, the root is at level {at}"));
+        }
+        loop {
+            let page = self.move_right(Locked::lock(self.rel, block, exclusive && at == level), q);
+            if at == level {
+                if let Locked::X(g) = page {
+                    let s = g.page().special();
+                    if s.flags & INCOMPLETE_SPLIT == 0 {
+                        return Locked::X(g);
+                    }
+                    // Finish it, then descend again: the split's right
+                    // half may be where q goes.
+                    let sep = Node::new(g.page()).high().to_owned();
+                    self.insert_downlink(Vec::new(), level, g, sep, s.right);
+                    let m = self.meta();
+                    (block, at) = (m.root, m.root_level);
+                    path.clear();
+                    continue;
+                }
+                return page;
+            }
+            let node = Node::new(page.page());
+            let j = node.search(q, false);
+            if j >= node.count() {
+                corrupted(format!("inner page {} has no child for a key", page.block()));
+            }
+            path.push(page.block());
+            block = node.entry(j).1 as u32;
+            at -= 1;
+        }
+    }
+
+    /// Moves right while q is above the page's high key; a writer stops at
+    /// a page with an incomplete split (to finish it).
+    fn move_right(&self, mut page: Locked, q: Key) -> Locked {
+        loop {
+            let n = Node::new(page.page());
+            let exclusive = matches!(page, Locked::X(_));
+            if (exclusive && n.s.flags & INCOMPLETE_SPLIT != 0) || n.rightmost() || q <= n.high() {
+                return page;
+            }
+            let right = n.s.right;
+            drop(page);
+            page = Locked::lock(self.rel, right, exclusive);
+        }
+    }
+
+    /// The leaf where the first key >= q lies, if any (share-locked).
+    pub fn find_leaf(&self, q: Key) -> Shared {
+        match self.descend(q, 0, false, &mut Vec::new()) {
+            Locked::S(g) => g,
+            Locked::X(_) => unreachable!("shared descent"),
+        }
+    }
+
+    /// The first page of `level` (share-locked).
+    pub fn leftmost(&self, level: u32) -> Shared {
+        match self.descend(Key::MIN, level, false, &mut Vec::new()) {
+            Locked::S(g) => g,
+            Locked::X(_) => unreachable!("shared descent"),
+        }
+    }
+
+    /// The last leaf that may hold keys <= q (a backward scan's start).
+    pub fn find_last_leaf(&self, q: Key) -> Shared {
+        let mut g = self.find_leaf(q);
+        loop {
+            let n = Node::new(g.page());
+            if n.rightmost() || n.high() != q {
+                return g;
+            }
+            let right = n.s.right;
+            drop(g);
+            g = Shared::lock(self.rel, right);
+        }
+    }
+
+    /// The leaf left of `block`, whose left link was `left` when read
+    /// (nbtree's _bt_walk_left): walks right from `left` to the page
+    /// linking to `block` (pages split off `left` since lie between).
+    pub fn leaf_left_of(&self, block: u32, left: u32) -> Shared {
+        let mut g = Shared::lock(self.rel, left);
+        loop {
+            let s = g.page().special();
+            if s.right == block {
+                return g;
+            }
+            if s.flags & RIGHTMOST != 0 {
+                corrupted(format!("no leaf links to leaf {block} from its left sibling {left}"));
+            }
+            drop(g);
+            g = Shared::lock(self.rel, s.right);
+        }
+    }
+
+    /// Inserts one entry (NULL keys too: they sort after every value).
+    pub fn insert(&self, key: Key, tid: Tid) {
+        let mut path = Vec::new();
+        let Locked::X(leaf) = self.descend(key, 0, true, &mut path) else { unreachable!("exclusive descent") };
+        let (pos, fits) = {
+            let n = Node::new(leaf.page());
+            (n.search(key, true), n.free() >= entry_size(key.bytes.len()))
+        };
+        if fits {
+            let x = Xlog::start(self.rel);
+            insert_entry(&mut x.register(&leaf, false), pos, key, tid);
+            x.finish();
+            return;
+        }
+        self.split_leaf(leaf, pos, key, tid, path);
+    }
+
+    /// Splits a full leaf while inserting: one record changes the leaf, the
+    /// new right page, the old right neighbour's left link and the
+    /// metapage's generation (4 pages, GenericXLog's limit). The left
+    /// half's last key becomes its high key and the separator.
+    fn split_leaf(&self, leaf: Exclusive, pos: usize, key: Key, tid: Tid, path: Vec<u32>) {
+        let (mut entries, s, high) = {
+            let n = Node::new(leaf.page());
+            (copy_entries(&n), n.s, (!n.rightmost()).then(|| n.high().to_owned()))
+        };
+        entries.insert(pos, (key.to_owned(), tid));
+        let sz = sizes(&entries);
+        let appending = s.flags & RIGHTMOST != 0 && pos + 1 == entries.len();
+        let target = if appending { CONTENT_BYTES * super::options::fillfactor(self.rel) / 100 } else { sz.iter().sum::<usize>() / 2 };
+        let m = split_point(&sz, true, high.as_ref().map_or(0, |h| entry_size(h.bytes.len())), target);
+        let sep = entries[m - 1].0.clone();
+        let right = new_page(self.rel);
+        let neighbour = (s.flags & RIGHTMOST == 0).then(|| Exclusive::lock(self.rel, s.right));
+        let meta = Exclusive::lock(self.rel, META_BLOCK);
+        let x = Xlog::start(self.rel);
+        {
+            let mut rp = x.register(&right, true);
+            let mut rs = special(KIND_LEAF, 0, s.flags & RIGHTMOST);
+            rs.left = leaf.block();
+            rs.right = s.right;
+            rp.init(rs);
+            set_entries(&mut rp, &borrowed(&entries[m..]), high.as_ref().map(|h| h.key()));
+            let mut lp = x.register(&leaf, false);
+            lp.update_special(|t| {
+                t.flags = (t.flags & !RIGHTMOST) | INCOMPLETE_SPLIT;
+                t.right = right.block();
+            });
+            set_entries(&mut lp, &borrowed(&entries[..m]), Some(sep.key()));
+            if let Some(n) = &neighbour {
+                x.register(n, false).update_special(|t| t.left = right.block());
+            }
+            let mut mp = x.register(&meta, false);
+            let mut md = read_meta(mp.as_ref());
+            md.generation += 1;
+            write_meta(&mut mp, &md);
+        }
+        x.finish();
+        let right_block = right.block();
+        drop(meta);
+        drop(neighbour);
+        drop(right);
+        if crate::guc::DEBUG_INTERRUPT_SPLITS.get() {
+            return;
+        }
+        self.insert_downlink(path, 0, leaf, sep, right_block);
+    }
+
+    /// After `child` (still locked) split at `sep` into itself and
+    /// `right`, records the split one level up: the parent's entry
+    /// (B, child) becomes (sep, child), (B, right); the same record clears
+    /// the child's INCOMPLETE_SPLIT.
+    fn insert_downlink(&self, mut path: Vec<u32>, level: u32, child: Exclusive, sep: OwnedKey, right: u32) {
+        let parent = match path.pop() {
+            Some(hint) => self.find_parent(Exclusive::lock(self.rel, hint), child.block()),
+            None => {
+                let meta = Exclusive::lock(self.rel, META_BLOCK);
+                let m = read_meta(meta.page());
+                if m.root == child.block() {
+                    self.new_root(meta, m, level + 1, &child, sep, right);
+                    return;
+                }
+                drop(meta);
+                let Locked::X(p) = self.descend(sep.key(), level + 1, true, &mut path) else { unreachable!() };
+                self.find_parent(p, child.block())
+            }
+        };
+        let Some((parent, j)) = parent else {
+            // The child's own downlink is missing (a split interrupted by a
+            // crash): its right page stays reachable by right links only.
+            debug1!("gpu_art: no downlink for block {}", child.block());
+            return;
+        };
+        let (mut entries, s) = {
+            let n = Node::new(parent.page());
+            (copy_entries(&n), n.s)
+        };
+        let bound = std::mem::replace(&mut entries[j].0, sep);
+        entries.insert(j + 1, (bound, right as u64));
+        let completed = |x: &Xlog| x.register(&child, false).update_special(|t| t.flags &= !INCOMPLETE_SPLIT);
+        let sz = sizes(&entries);
+        let total: usize = sz.iter().sum();
+        if total <= CONTENT_BYTES {
+            let x = Xlog::start(self.rel);
+            set_entries(&mut x.register(&parent, false), &borrowed(&entries), None);
+            completed(&x);
+            x.finish();
+            return;
+        }
+        let appending = s.flags & RIGHTMOST != 0 && j + 2 == entries.len();
+        let m = split_point(&sz, false, 0, if appending { CONTENT_BYTES * 9 / 10 } else { total / 2 });
+        let new = new_page(self.rel);
+        let x = Xlog::start(self.rel);
+        {
+            let mut np = x.register(&new, true);
+            let mut ns = special(KIND_INNER, s.level, s.flags & RIGHTMOST);
+            ns.left = parent.block();
+            ns.right = s.right;
+            np.init(ns);
+            set_entries(&mut np, &borrowed(&entries[m..]), None);
+            let mut pp = x.register(&parent, false);
+            pp.update_special(|t| {
+                t.flags = (t.flags & !RIGHTMOST) | INCOMPLETE_SPLIT;
+                t.right = new.block();
+            });
+            set_entries(&mut pp, &borrowed(&entries[..m]), None);
+            completed(&x);
+        }
+        x.finish();
+        let new_block = new.block();
+        drop(new);
+        drop(child);
+        let sep = entries.swap_remove(m - 1).0;
+        self.insert_downlink(path, level + 1, parent, sep, new_block);
+    }
+
+    /// Moves right from `page` to the page holding the downlink to `child`.
+    fn find_parent(&self, mut page: Exclusive, child: u32) -> Option<(Exclusive, usize)> {
+        loop {
+            let n = Node::new(page.page());
+            if let Some(j) = (0..n.count()).find(|&j| n.entry(j).1 == child as u64) {
+                return Some((page, j));
+            }
+            if n.rightmost() {
+                return None;
+            }
+            let next = n.s.right;
+            drop(page);
+            page = Exclusive::lock(self.rel, next);
+        }
+    }
+
+    fn new_root(&self, meta: Exclusive, mut m: Meta, level: u32, child: &Exclusive, sep: OwnedKey, right: u32) {
+        if level >= MAX_LEVELS {
+            corrupted(format!("tree deeper than {MAX_LEVELS} levels"));
+        }
+        let root = new_page(self.rel);
+        let x = Xlog::start(self.rel);
+        {
+            let mut rp = x.register(&root, true);
+            rp.init(special(KIND_INNER, level as u8, LEFTMOST | RIGHTMOST));
+            set_entries(&mut rp, &[(sep.key(), child.block() as u64), (Key::INF, right as u64)], None);
+            m.root = root.block();
+            m.root_level = level;
+            write_meta(&mut x.register(&meta, false), &m);
+            x.register(child, false).update_special(|t| t.flags &= !INCOMPLETE_SPLIT);
+        }
+        x.finish();
+    }
+}

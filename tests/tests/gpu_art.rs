@@ -1,0 +1,112 @@
+//! gpu_art beyond the shared runners (which run its text mix and its
+//! string sets through loads, changes, VACUUM, batches, joins, crashes
+//! and replicas): the shared runners' scans on each of its data sets,
+//! cursors moving both ways, index-only scans returning decoded values,
+//! and the errors a user meets.
+
+use gpuindex_engine::datasets::StringSet;
+use gpuindex_engine::rng::SplitMix64;
+use gpuindex_tests::runners::{self, Data};
+use gpuindex_tests::{connect, error_of};
+
+const DB: &str = "gpuindex_it_art";
+
+#[test]
+fn scans_equal_sequential_scans_on_every_set() {
+    let mut c = connect(DB);
+    let mut rng = SplitMix64::new(15);
+    for data in [Data::Texts, Data::Strings(StringSet::Urls), Data::Strings(StringSet::Uuid), Data::Strings(StringSet::Random)] {
+        let case = runners::gpu_art_on(data);
+        let table = format!("art_{}", data.name());
+        runners::load(&mut c, &case, &table, &mut rng, 6_000);
+        let preds = runners::predicates(&case, &mut rng, 40);
+        runners::differential(&mut c, &table, &preds);
+        runners::batch_differential(&mut c, &case, &table, &mut rng, 4, 200);
+        runners::change(&mut c, &case, &table, &mut rng, 100_000, 3_000);
+        runners::differential(&mut c, &table, &preds);
+        runners::check(&mut c, &case, &table);
+        // Ordered scans both ways, index-only: the decoded values equal
+        // the column's, in the sequential scan's sort order.
+        for dir in ["", " DESC"] {
+            let q = format!("SELECT v::text FROM {table} ORDER BY v{dir}");
+            gpuindex_tests::set_seq_only(&mut c);
+            let want: Vec<Option<String>> = c.query(&q, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+            gpuindex_tests::set_index_only(&mut c, false);
+            let plan = gpuindex_tests::explain(&mut c, &q);
+            assert!(plan.contains("Index Only Scan"), "{table}: {plan}");
+            let got: Vec<Option<String>> = c.query(&q, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+            assert!(got == want, "{table}: ORDER BY v{dir} through the index differs");
+        }
+        c.batch_execute(&format!("DROP TABLE {table}")).unwrap();
+    }
+}
+
+/// A scrollable cursor over an ordered scan, fetched forward and backward
+/// at random, returns what the same cursor over a sort returns.
+#[test]
+fn cursors_move_both_ways() {
+    let mut c = connect(DB);
+    let mut rng = SplitMix64::new(16);
+    let case = runners::gpu_art();
+    runners::load(&mut c, &case, "art_cursor", &mut rng, 3_000);
+    for (i, pred) in ["true", "v = ANY(ARRAY['dup-1','dup-3','', 'zzz'])", "v ^@ 'https://www.site1'", "v > 'm'"].iter().enumerate() {
+        let mut outs = Vec::new();
+        for index in [true, false] {
+            let mut tx = c.transaction().unwrap();
+            if index {
+                tx.batch_execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off").unwrap();
+            } else {
+                tx.batch_execute(
+                    "SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off; SET LOCAL enable_bitmapscan = off",
+                )
+                .unwrap();
+            }
+            tx.batch_execute(&format!("DECLARE cur SCROLL CURSOR FOR SELECT id, v FROM art_cursor WHERE {pred} ORDER BY v, id")).unwrap();
+            let mut r = SplitMix64::new(100 + i as u64);
+            let mut got = Vec::new();
+            for _ in 0..60 {
+                let n = r.below(40);
+                let dir = if r.below(3) == 0 { "BACKWARD" } else { "FORWARD" };
+                let rows = tx.query(&format!("FETCH {dir} {n} FROM cur"), &[]).unwrap();
+                got.push(rows.iter().map(|row| (row.get::<_, i32>(0), row.get::<_, Option<String>>(1))).collect::<Vec<_>>());
+            }
+            tx.rollback().unwrap();
+            outs.push(got);
+        }
+        // ORDER BY v, id: the index orders by v only; the executor sorts
+        // ties by id above it (incremental sort) or the plan is a sort.
+        assert!(outs[0] == outs[1], "cursor over {pred}: index and sort differ");
+    }
+    c.batch_execute("DROP TABLE art_cursor").unwrap();
+}
+
+#[test]
+fn errors_say_what_to_do() {
+    let mut c = connect(DB);
+    c.batch_execute("DROP TABLE IF EXISTS art_err; CREATE TABLE art_err (t text COLLATE \"en_US\", c text COLLATE \"C\", n int, b bytea);")
+        .or_else(|_| {
+            c.batch_execute(
+                "DROP TABLE IF EXISTS art_err; CREATE TABLE art_err (t text COLLATE \"C.utf8\", c text COLLATE \"C\", n int, b bytea);",
+            )
+        })
+        .unwrap();
+    let e = c.batch_execute("CREATE INDEX ON art_err USING gpu_art (t)").unwrap_err();
+    let (_, msg, hint) = error_of(&e);
+    assert!(msg.contains("C collation") && hint.unwrap_or_default().contains("COLLATE \"C\""), "{msg}");
+    let e = c.batch_execute("CREATE INDEX ON art_err USING gpu_art (n)").unwrap_err();
+    assert!(error_of(&e).1.contains("operator class"), "{:?}", error_of(&e));
+    c.batch_execute("CREATE INDEX art_err_c ON art_err USING gpu_art (c); CREATE INDEX art_err_b ON art_err USING gpu_art (b)").unwrap();
+    // A key past the limit: the statement fails, nothing changes.
+    let e = c.batch_execute("INSERT INTO art_err (c) VALUES (repeat('x', 3000))").unwrap_err();
+    let (code, msg, hint) = error_of(&e);
+    assert_eq!(code, "54000", "{msg}");
+    assert!(hint.unwrap_or_default().contains("prefix"), "{msg}");
+    // bytea zeros are escaped: a key of 1500 zero bytes is 3002 bytes.
+    assert!(c.batch_execute("INSERT INTO art_err (b) VALUES (decode(repeat('00', 1500), 'hex'))").is_err());
+    c.batch_execute("INSERT INTO art_err (c, b) VALUES (repeat('y', 1999), decode(repeat('00', 990), 'hex'))").unwrap();
+    let n: i64 = c.query_one("SELECT count(*) FROM gpu_art_probe('art_err_c', ARRAY[repeat('y', 1999)])", &[]).unwrap().get(0);
+    assert_eq!(n, 1);
+    let e = c.query_one("SELECT count(*) FROM gpu_art_probe('art_err_c', ARRAY[1,2])", &[]).unwrap_err();
+    assert!(error_of(&e).1.contains("cannot probe"), "{:?}", error_of(&e));
+    c.batch_execute("DROP TABLE art_err").unwrap();
+}
