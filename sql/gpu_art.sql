@@ -1,0 +1,129 @@
+-- gpu_art: every type, operator and scan kind; EXPLAIN shows the index;
+-- errors for what it does not do. Text is indexed in the C collation.
+SET client_min_messages = warning;
+
+CREATE TABLE ga (id int, t text COLLATE "C", vc varchar(40) COLLATE "C", b bytea, u uuid);
+INSERT INTO ga
+SELECT g,
+       CASE WHEN g % 10 = 0 THEN 'dup' WHEN g % 97 = 0 THEN '' ELSE 'https://www.site' || (g % 13) || '.com/p/' || g END,
+       'v' || (g % 300),
+       CASE WHEN g % 7 = 0 THEN '\x00'::bytea ELSE int4send(g) || '\x0000'::bytea END,
+       md5(g::text)::uuid
+FROM generate_series(1, 3000) g;
+CREATE INDEX ga_t ON ga USING gpu_art (t);
+CREATE INDEX ga_vc ON ga USING gpu_art (vc);
+CREATE INDEX ga_b ON ga USING gpu_art (b);
+CREATE INDEX ga_u ON ga USING gpu_art (u);
+-- after the build: NULLs, extremes, a key near the limit
+INSERT INTO ga VALUES
+  (10001, NULL, NULL, NULL, NULL),
+  (10002, repeat('z', 1990), repeat('y', 40), '\xffffff', 'ffffffff-ffff-ffff-ffff-ffffffffffff'),
+  (10003, '', '', '\x', '00000000-0000-0000-0000-000000000000'),
+  (10004, NULL, 'v1', NULL, NULL);
+SELECT c.relname, v.level, v.pages > 0 AS has_pages, v.entries, v.missing_downlinks
+FROM pg_class c, gpu_art_check(c.oid) v WHERE c.relname LIKE 'ga\_%' ORDER BY 1, 2;
+SELECT amvalidate(oid) AS valid, opcname FROM pg_opclass
+WHERE opcmethod = (SELECT oid FROM pg_am WHERE amname = 'gpu_art') ORDER BY opcname;
+
+-- Every query, once by sequential scan and then through each scan kind of
+-- the index: the answers must be the same.
+CREATE FUNCTION ga_got() RETURNS TABLE (q text, ids int[]) LANGUAGE sql AS $$
+SELECT 't =' AS q, array_agg(id ORDER BY id) AS ids FROM ga WHERE t = 'dup'
+UNION ALL SELECT 't = empty', array_agg(id ORDER BY id) FROM ga WHERE t = ''
+UNION ALL SELECT 't <', array_agg(id ORDER BY id) FROM ga WHERE t < 'https://www.site1.com/p/2'
+UNION ALL SELECT 't <=', array_agg(id ORDER BY id) FROM ga WHERE t <= 'https://www.site1.com/p/1000'
+UNION ALL SELECT 't >', array_agg(id ORDER BY id) FROM ga WHERE t > 'https://www.site9.com/p/900'
+UNION ALL SELECT 't >=', array_agg(id ORDER BY id) FROM ga WHERE t >= 'https://www.site9.com/p/997'
+UNION ALL SELECT 't between', array_agg(id ORDER BY id) FROM ga WHERE t BETWEEN 'https://www.site12' AND 'https://www.site2'
+UNION ALL SELECT 't ^@', array_agg(id ORDER BY id) FROM ga WHERE t ^@ 'https://www.site11.com/p/1'
+UNION ALL SELECT 't like', array_agg(id ORDER BY id) FROM ga WHERE t LIKE 'https://www.site3.com/p/2%'
+UNION ALL SELECT 't like exact', array_agg(id ORDER BY id) FROM ga WHERE t LIKE 'dup'
+UNION ALL SELECT 't ^@ empty', array_agg(id ORDER BY id) FROM ga WHERE t ^@ '' AND id > 2990
+UNION ALL SELECT 't any', array_agg(id ORDER BY id) FROM ga WHERE t = ANY (ARRAY['dup', '', 'https://www.site4.com/p/30', 'nope', NULL])
+UNION ALL SELECT 't any many', array_agg(id ORDER BY id) FROM ga WHERE t = ANY (ARRAY(SELECT 'https://www.site' || (g % 13) || '.com/p/' || g FROM generate_series(1, 3000, 3) g))
+UNION ALL SELECT 't null', array_agg(id ORDER BY id) FROM ga WHERE t IS NULL
+UNION ALL SELECT 't not null', array_agg(id ORDER BY id) FROM ga WHERE t IS NOT NULL AND t > 'https://www.site9.com/p/990'
+UNION ALL SELECT 't long', array_agg(id ORDER BY id) FROM ga WHERE t = repeat('z', 1990)
+UNION ALL SELECT 't too long', array_agg(id ORDER BY id) FROM ga WHERE t = repeat('z', 5000)
+UNION ALL SELECT 'vc =', array_agg(id ORDER BY id) FROM ga WHERE vc = 'v1'
+UNION ALL SELECT 'vc range', array_agg(id ORDER BY id) FROM ga WHERE vc > 'v29' AND vc < 'v3'
+UNION ALL SELECT 'b =', array_agg(id ORDER BY id) FROM ga WHERE b = '\x00'
+UNION ALL SELECT 'b <', array_agg(id ORDER BY id) FROM ga WHERE b < '\x0000'
+UNION ALL SELECT 'b range', array_agg(id ORDER BY id) FROM ga WHERE b > '\x00' AND b <= '\x00000100'
+UNION ALL SELECT 'b empty', array_agg(id ORDER BY id) FROM ga WHERE b = '\x'
+UNION ALL SELECT 'b any', array_agg(id ORDER BY id) FROM ga WHERE b = ANY (ARRAY['\x000000070000', '\xffffff', '\x00']::bytea[])
+UNION ALL SELECT 'u =', array_agg(id ORDER BY id) FROM ga WHERE u = md5('77')::uuid
+UNION ALL SELECT 'u <', array_agg(id ORDER BY id) FROM ga WHERE u < '01000000-0000-0000-0000-000000000000'
+UNION ALL SELECT 'u >=', array_agg(id ORDER BY id) FROM ga WHERE u >= 'ff000000-0000-0000-0000-000000000000'
+UNION ALL SELECT 'u null', array_agg(id ORDER BY id) FROM ga WHERE u IS NULL
+$$;
+SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
+CREATE TEMP TABLE want AS SELECT * FROM ga_got();
+RESET enable_indexscan; RESET enable_bitmapscan; RESET enable_indexonlyscan;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE t = 'dup';
+EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE t ^@ 'https://www.site11';
+EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE t LIKE 'https://www.site3%';
+EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE t = ANY (ARRAY['a', 'b']);
+EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE u IS NULL;
+SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS index_scan_ok, cardinality(w.ids) AS n FROM want w JOIN ga_got() g USING (q) ORDER BY w.q;
+SET enable_indexscan = off; SET enable_bitmapscan = on;
+EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE b > '\x00';
+SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS bitmap_scan_ok FROM want w JOIN ga_got() g USING (q) ORDER BY w.q;
+RESET enable_indexscan; RESET enable_bitmapscan;
+
+-- Ordered and index-only scans return the stored values, both directions,
+-- NULLs last as btree's.
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT t FROM ga ORDER BY t DESC LIMIT 3;
+SELECT left(t, 30) FROM ga ORDER BY t LIMIT 3;
+SELECT left(t, 30) FROM ga ORDER BY t DESC LIMIT 3;
+SELECT vc FROM ga WHERE vc >= 'v98' ORDER BY vc LIMIT 4;
+SELECT b FROM ga WHERE b IS NOT NULL ORDER BY b LIMIT 4;
+SELECT b FROM ga ORDER BY b DESC LIMIT 3;
+SELECT u FROM ga ORDER BY u LIMIT 2;
+SELECT u FROM ga WHERE u IS NOT NULL ORDER BY u DESC LIMIT 2;
+BEGIN;
+DECLARE c SCROLL CURSOR FOR SELECT t FROM ga WHERE t ^@ 'https://www.site5.com/p/1' ORDER BY t;
+FETCH 3 FROM c;
+FETCH BACKWARD 2 FROM c;
+FETCH LAST FROM c;
+FETCH BACKWARD 1 FROM c;
+FETCH ABSOLUTE 20 FROM c;
+COMMIT;
+RESET enable_seqscan; RESET enable_bitmapscan;
+
+-- Inserts that split leaves and inner pages; deletes; VACUUM; REINDEX.
+INSERT INTO ga (id, t) SELECT 20000 + g, 'https://www.site' || (g % 5) || '.com/q/' || repeat('x', g % 300) || g FROM generate_series(1, 6000) g;
+INSERT INTO ga (id, t) SELECT 30000 + g, 'dup' FROM generate_series(1, 3000) g;
+SELECT level, entries, missing_downlinks FROM gpu_art_check('ga_t') ORDER BY level;
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT count(*) FROM ga WHERE t = 'dup';
+SELECT count(*) FROM ga WHERE t ^@ 'https://www.site3.com/q/x';
+RESET enable_seqscan; RESET enable_bitmapscan;
+SELECT count(*) FROM ga WHERE t ^@ 'https://www.site3.com/q/x';
+DELETE FROM ga WHERE id > 20000 AND id % 3 <> 0;
+VACUUM ga;
+SELECT level, entries FROM gpu_art_check('ga_t') WHERE level = 0;
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT count(*) FROM ga WHERE t = 'dup';
+RESET enable_seqscan; RESET enable_bitmapscan;
+REINDEX INDEX ga_t;
+SELECT level, entries FROM gpu_art_check('ga_t') WHERE level = 0;
+
+-- Batches: the probe function and gpuindex_search, as = ANY.
+SELECT count(*), count(DISTINCT ord) FROM gpu_art_probe('ga_t', ARRAY['dup', '', 'https://www.site4.com/p/30', 'nope']);
+SELECT ord, count(*) FROM gpuindex_search('ga_u', '=(uuid,uuid)', ARRAY[md5('1')::uuid, md5('2')::uuid, NULL]) GROUP BY ord ORDER BY ord;
+
+-- Errors.
+CREATE TABLE ga_err (t text COLLATE "POSIX", d text, n numeric);
+CREATE INDEX ON ga_err USING gpu_art (t);
+CREATE INDEX ON ga_err USING gpu_art (d COLLATE "C");
+INSERT INTO ga_err (t) VALUES (repeat('x', 2001));
+CREATE INDEX ON ga_err USING gpu_art (n);
+CREATE INDEX ON ga_err USING gpu_art (t, d);
+SELECT * FROM gpu_art_probe('ga_t', ARRAY[1]);
+SELECT * FROM gpuindex_search('ga_t', '<(text,text)', ARRAY['a']);
+DROP TABLE ga_err;
+DROP TABLE ga;
