@@ -3,12 +3,14 @@
 //! byte-comparable keys (`page.rs`, `tree.rs`), built from a tuplesort
 //! (`build.rs`), scanned as key intervals (`scan.rs`: =, ranges, `^@`
 //! prefixes, `= ANY` as one sorted walk), vacuumed leaf by leaf. The
-//! engine's CuART (crates/engine/src/art) is not yet its device mirror:
-//! see docs/notes.md.
+//! engine's CuART (crates/engine/src/art) over the leaves' high keys is
+//! the device mirror (`mirror.rs`): batches of probes get their leaves
+//! from it in one lower-bound batch, on the GPU or all cores.
 
 mod build;
 mod check;
 mod keys;
+mod mirror;
 mod page;
 mod probe;
 mod scan;

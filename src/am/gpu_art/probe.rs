@@ -32,7 +32,7 @@ impl BatchSearch for super::GpuArt {
                 "Cast the array to the indexed column's type, e.g. $1::text[].",
             );
         }
-        Hits { rows: open.visible(matches(open.index, kind, batch.queries)), distances: None }
+        Hits { rows: open.visible(matches(open.index, kind, batch.queries, batch.what)), distances: None }
     }
 
     fn joins(strategy: u16) -> bool {
@@ -45,7 +45,7 @@ impl BatchSearch for super::GpuArt {
 }
 
 /// (TID, input position) of every entry equal to a query.
-fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datum)]) -> Vec<(u64, i64)> {
+fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datum)], what: &'static str) -> Vec<(u64, i64)> {
     let mut enc = Vec::new();
     let mut wanted: Vec<(OwnedKey, i64)> = queries
         .iter()
@@ -65,7 +65,7 @@ fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datu
         }
     }
     starts.push(wanted.len());
-    let mut scan = ScanState::over(kind, points);
+    let mut scan = ScanState::over(kind, points, what);
     let tree = Tree::new(index);
     let mut out = Vec::new();
     while let Some((point, tid)) = scan.next_entry(&tree) {

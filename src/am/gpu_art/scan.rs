@@ -12,11 +12,17 @@
 //! entries came from, so VACUUM cannot remove them meanwhile.
 
 use super::keys::{self, KeyKind};
+use super::mirror;
 use super::page::*;
 use super::tree::Tree;
 use crate::am::common::scan::{Found, IndexScan};
 use crate::storage::Pins;
 use gpuindex_engine::art::keys::prefix_successor;
+use gpuindex_engine::art::ByteKeys;
+
+/// From this many `= ANY` elements, their leaves come from the mirror in
+/// one batch (fewer are cheaper as descents).
+const MIRROR_MIN_POINTS: usize = 32;
 use pgrx::pg_sys;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,7 +147,10 @@ pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Vec<Interval>
         let (lo, hi) = match k.sk_strategy {
             1 => (Bound::Unbounded, Bound::Excl(arg())),
             2 => (Bound::Unbounded, Bound::Incl(arg())),
-            3 => (Bound::Incl(arg()), Bound::Incl(arg())),
+            3 => {
+                let a = arg();
+                (Bound::Incl(a.clone()), Bound::Incl(a))
+            }
             4 => (Bound::Incl(arg()), Bound::Unbounded),
             5 => (Bound::Excl(arg()), Bound::Unbounded),
             6 => {
@@ -185,19 +194,51 @@ struct PageCopy {
     /// Every entry with a key in [from, high) was on the page when copied
     /// (`from` inclusive, or exclusive when the second field is false).
     from: (OwnedKey, bool),
+    /// Whether entries before and after the copied ones were left out
+    /// (a scan of one interval copies only its matches).
+    cut: (bool, bool),
+}
+
+/// The first position from `from` on page `n` whose key fails `pred`
+/// (which holds for a prefix of the sorted entries).
+fn partition_node(n: &Node, from: usize, pred: impl Fn(Key) -> bool) -> usize {
+    let (mut lo, mut hi) = (from, n.count());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if pred(n.key(mid)) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 impl PageCopy {
-    fn new(g: &Shared, from: (OwnedKey, bool)) -> PageCopy {
+    /// Copies the leaf `g` (only the entries of `only`, when given),
+    /// reusing `old`'s buffers.
+    fn of(g: &Shared, from: (OwnedKey, bool), old: Option<PageCopy>, only: Option<&Interval>) -> PageCopy {
         let n = Node::new(g.page());
-        let mut arena = Vec::with_capacity(CONTENT_BYTES);
-        let mut entries = Vec::with_capacity(n.count());
-        for i in 0..n.count() {
+        let (mut arena, mut entries) = match old {
+            Some(c) => (c.arena, c.entries),
+            None => (Vec::with_capacity(CONTENT_BYTES), Vec::with_capacity(n.count())),
+        };
+        arena.clear();
+        entries.clear();
+        let (a, b) = match only {
+            Some(iv) => {
+                let a = partition_node(&n, 0, |k| !iv.above_lo(k));
+                (a, partition_node(&n, a, |k| iv.below_hi(k)))
+            }
+            None => (0, n.count()),
+        };
+        for i in a..b {
             let (k, tid) = n.entry(i);
             entries.push((arena.len() as u32, k.bytes.len() as u16, k.rank, tid));
             arena.extend_from_slice(k.bytes);
         }
-        PageCopy { block: g.block(), s: n.s, high: n.high().to_owned(), arena, entries, from }
+        let cut = (a > 0, b < n.count());
+        PageCopy { block: g.block(), s: n.s, high: n.high().to_owned(), arena, entries, from, cut }
     }
     fn key(&self, i: usize) -> Key<'_> {
         let (s, l, rank, _) = self.entries[i];
@@ -224,11 +265,11 @@ impl PageCopy {
     }
     /// Whether a forward scan of `iv` goes on right of this page.
     fn continues_right(&self, iv: &Interval) -> bool {
-        self.s.flags & RIGHTMOST == 0 && iv.below_hi(self.high.key())
+        !self.cut.1 && self.s.flags & RIGHTMOST == 0 && iv.below_hi(self.high.key())
     }
     /// Whether a backward scan of `iv` goes on left of this page.
     fn continues_left(&self, iv: &Interval) -> bool {
-        self.s.flags & LEFTMOST == 0 && (self.entries.is_empty() || iv.above_lo(self.key(0)))
+        !self.cut.0 && self.s.flags & LEFTMOST == 0 && (self.entries.is_empty() || iv.above_lo(self.key(0)))
     }
     /// Whether every entry of `iv` from its start up to this page's high
     /// key is in the copy.
@@ -243,7 +284,7 @@ impl PageCopy {
             Bound::Incl(l) | Bound::Excl(l) => l.key(),
             Bound::Unbounded => Key::MIN,
         };
-        after_from && (self.s.flags & RIGHTMOST != 0 || lo_key <= self.high.key())
+        after_from && self.cut == (false, false) && (self.s.flags & RIGHTMOST != 0 || lo_key <= self.high.key())
     }
 }
 
@@ -261,12 +302,28 @@ pub struct ScanState {
     cur: isize,
     keep_pins: bool,
     pins: Pins,
+    /// Each interval's starting leaf from the mirror (many points), and
+    /// the batch's name for `gpuindex_last_batch()`.
+    hints: Option<Vec<u32>>,
+    what: &'static str,
 }
 
 impl ScanState {
     /// A forward walk over `intervals` outside an index scan (batches).
-    pub fn over(kind: KeyKind, intervals: Vec<Interval>) -> ScanState {
-        ScanState { kind, intervals, ..ScanState::empty(kind) }
+    pub fn over(kind: KeyKind, intervals: Vec<Interval>, what: &'static str) -> ScanState {
+        ScanState { kind, intervals, what, ..ScanState::empty(kind) }
+    }
+
+    /// Leaf hints for a forward walk over many points, in one batch.
+    fn compute_hints(&mut self, tree: &Tree) {
+        let mut q = ByteKeys::new();
+        for iv in &self.intervals {
+            match &iv.lo {
+                Bound::Incl(k) if k.rank == RANK_VALUE => q.push(&k.bytes),
+                _ => return,
+            }
+        }
+        self.hints = Some(mirror::get(tree).hints(&q, self.what));
     }
 
     fn empty(kind: KeyKind) -> ScanState {
@@ -281,6 +338,8 @@ impl ScanState {
             cur: -1,
             keep_pins: false,
             pins: Pins::default(),
+            hints: None,
+            what: "gpu_art = ANY",
         }
     }
 
@@ -299,7 +358,8 @@ impl ScanState {
             self.pins.release();
             self.pins.keep(g);
         }
-        self.copy = Some(PageCopy::new(g, from));
+        let only = (self.intervals.len() == 1).then(|| &self.intervals[0]);
+        self.copy = Some(PageCopy::of(g, from, self.copy.take(), only));
     }
 
     fn set_range(&mut self, forward: bool) {
@@ -317,7 +377,10 @@ impl ScanState {
                     Bound::Incl(l) | Bound::Excl(l) => l.clone(),
                     Bound::Unbounded => Key::MIN.to_owned(),
                 };
-                let g = tree.find_leaf(lo.key());
+                let g = match &self.hints {
+                    Some(h) => tree.move_right_from(mirror::hinted_leaf(tree, h[self.iv]), lo.key()),
+                    None => tree.find_leaf(lo.key()),
+                };
                 self.take(&g, (lo, true));
             }
         } else {
@@ -339,6 +402,9 @@ impl ScanState {
                 return None;
             }
             self.iv = if forward { 0 } else { self.intervals.len() - 1 };
+            if forward && self.hints.is_none() && self.intervals.len() >= MIRROR_MIN_POINTS {
+                self.compute_hints(tree);
+            }
             self.start(tree, forward);
         }
         loop {
@@ -397,6 +463,7 @@ impl IndexScan for ScanState {
         self.intervals = plan_of(scan, self.kind);
         self.started = false;
         self.copy = None;
+        self.hints = None;
         self.keep_pins = scan.xs_want_itup;
     }
 

@@ -8,6 +8,7 @@
 //! before parent, the metapage last.
 
 use super::page::*;
+use crate::am::common::cache;
 use crate::storage::{new_page, Xlog};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -40,6 +41,23 @@ impl Locked {
     }
 }
 
+/// The root and its level, cached per index: descents start there
+/// without reading the metapage. A root that has split since is noticed
+/// (it lost RIGHTMOST) and the metapage read again.
+struct Root {
+    block: u32,
+    level: u32,
+}
+
+impl cache::Image for Root {
+    fn generation(&self) -> u64 {
+        0
+    }
+    fn host_bytes(&self) -> usize {
+        std::mem::size_of::<Root>()
+    }
+}
+
 /// A page's entries and high key, copied out of it.
 pub type Entries = Vec<(OwnedKey, u64)>;
 
@@ -68,17 +86,48 @@ impl Tree {
         read_meta(Shared::lock(self.rel, META_BLOCK).page())
     }
 
+    /// The root and its level: cached per backend, or from the metapage.
+    fn root(&self, fresh: bool) -> (u32, u32) {
+        if !fresh {
+            if let Some(r) = cache::lookup::<Root>(self.rel, "art root") {
+                return (r.block, r.level);
+            }
+        }
+        let m = self.meta();
+        cache::store(self.rel, "art root", Root { block: m.root, level: m.root_level });
+        (m.root, m.root_level)
+    }
+
     /// The first page at `level` whose high key is >= q (every key < q of
     /// that level lies to its left), locked shared or exclusive. `path`
     /// receives the inner pages passed, top down.
     fn descend(&self, q: Key, level: u32, exclusive: bool, path: &mut Vec<u32>) -> Locked {
-        let m = self.meta();
-        let (mut block, mut at) = (m.root, m.root_level);
+        let (mut block, mut at) = self.root(false);
         if at < level {
-            corrupted(format!("level {level} asked for, the root is at level {at}"));
+            (block, at) = self.root(true);
+            if at < level {
+                corrupted(format!("level {level} asked for, the root is at level {at}"));
+            }
         }
+        let mut first = true;
         loop {
-            let page = self.move_right(Locked::lock(self.rel, block, exclusive && at == level), q);
+            let locked = Locked::lock(self.rel, block, exclusive && at == level);
+            if std::mem::take(&mut first) {
+                let flags = locked.page().special().flags;
+                if flags & (LEFTMOST | RIGHTMOST) != LEFTMOST | RIGHTMOST {
+                    // The cached root has split (a new root is above it):
+                    // it would still lead everywhere, but start at the top.
+                    let fresh = self.root(true);
+                    if fresh.0 != block {
+                        drop(locked);
+                        (block, at) = fresh;
+                        path.clear();
+                        first = true;
+                        continue;
+                    }
+                }
+            }
+            let page = self.move_right(locked, q);
             if at == level {
                 if let Locked::X(g) = page {
                     let s = g.page().special();
@@ -89,9 +138,9 @@ impl Tree {
                     // half may be where q goes.
                     let sep = Node::new(g.page()).high().to_owned();
                     self.insert_downlink(Vec::new(), level, g, sep, s.right);
-                    let m = self.meta();
-                    (block, at) = (m.root, m.root_level);
+                    (block, at) = self.root(true);
                     path.clear();
+                    first = true;
                     continue;
                 }
                 return page;
@@ -127,6 +176,15 @@ impl Tree {
         match self.descend(q, 0, false, &mut Vec::new()) {
             Locked::S(g) => g,
             Locked::X(_) => unreachable!("shared descent"),
+        }
+    }
+
+    /// From a leaf at or left of the one a descent for q finds (a mirror
+    /// hint), that leaf.
+    pub fn move_right_from(&self, g: Shared, q: Key) -> Shared {
+        match self.move_right(Locked::S(g), q) {
+            Locked::S(g) => g,
+            Locked::X(_) => unreachable!("shared walk"),
         }
     }
 

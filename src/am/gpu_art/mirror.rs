@@ -1,0 +1,126 @@
+//! The device mirror: the engine's CuART over the leaves' high keys (read
+//! from the lowest inner level), mapping a key's lower bound to the first
+//! leaf whose high key is at least it, that is the leaf a descent finds.
+//! Cached per backend by (index, generation), uploaded to the GPU at its
+//! first GPU batch. A batch of sorted probes (`= ANY`, the probe function,
+//! the batched join) gets every leaf in one lower-bound batch, on the GPU
+//! or all cores, instead of one descent each.
+//!
+//! A hint is where a descent would have started at the mirror's
+//! generation. Splits only move keys right and gpu_art never frees a
+//! page, so every leaf left of a hint still holds only keys below the
+//! probe: the scan moves right from the hint past splits made since, and
+//! a stale mirror costs right-moves, never rows.
+
+use super::page::*;
+use super::tree::Tree;
+use crate::am::common::cache;
+use gpuindex_engine::art::gpu::{search_gpu, DeviceArt, Format, Op};
+use gpuindex_engine::art::{self, Art, ByteKeys};
+use gpuindex_engine::gpu::Schedule;
+use rayon::prelude::*;
+use std::sync::{Arc, OnceLock};
+
+pub struct Mirror {
+    generation: u64,
+    /// The first leaf whose high key is the mirror's key of each rank, and
+    /// last the first leaf past every value key (NULLs, the rightmost).
+    blocks: Vec<u32>,
+    art: Option<Art>,
+    device: OnceLock<DeviceArt>,
+}
+
+impl cache::Image for Mirror {
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+    fn host_bytes(&self) -> usize {
+        self.art.as_ref().map_or(0, |a| a.bytes()) + self.blocks.len() * 4
+    }
+    fn device_bytes(&self) -> usize {
+        self.device.get().map_or(0, |d| d.bytes())
+    }
+}
+
+/// The mirror of `tree`'s index: the cached one while its generation is
+/// close enough to the metapage's, else rebuilt from the lowest inner level.
+pub fn get(tree: &Tree) -> Arc<Mirror> {
+    let m = tree.meta();
+    if let Some(mirror) = cache::lookup::<Mirror>(tree.rel, "art mirror") {
+        let drift = m.generation.saturating_sub(mirror.generation) as usize;
+        if m.generation >= mirror.generation && drift <= 16.max(mirror.blocks.len() / 100) {
+            return mirror;
+        }
+    }
+    let mut keys = ByteKeys::new();
+    let mut blocks = Vec::new();
+    if m.root_level == 0 {
+        blocks.push(m.root);
+    } else {
+        let mut g = tree.leftmost(1);
+        loop {
+            let n = Node::new(g.page());
+            for i in 0..n.count() {
+                let (k, child) = n.entry(i);
+                if k.rank != RANK_VALUE {
+                    break;
+                }
+                if keys.is_empty() || keys.get(keys.len() - 1) != k.bytes {
+                    keys.push(k.bytes);
+                    blocks.push(child as u32);
+                }
+            }
+            // The first child past the value keys: the rest of this page,
+            // or the first entry of a page to the right.
+            if let Some(i) = (0..n.count()).find(|&i| n.key(i).rank != RANK_VALUE) {
+                blocks.push(n.entry(i).1 as u32);
+                break;
+            }
+            if n.rightmost() {
+                corrupted("the lowest inner level does not end at +infinity".into());
+            }
+            let right = n.s.right;
+            drop(g);
+            g = Shared::lock(tree.rel, right);
+        }
+    }
+    let depth = if keys.len() < 4096 { 1 } else { 2 };
+    let art = (!keys.is_empty())
+        .then(|| art::build::build(&keys, depth).unwrap_or_else(|e| corrupted(format!("high keys the mirror cannot hold: {e:?}"))));
+    cache::store(tree.rel, "art mirror", Mirror { generation: m.generation, blocks, art, device: OnceLock::new() })
+}
+
+impl Mirror {
+    /// The leaf to start each query's search from.
+    pub fn hints(&self, queries: &ByteKeys, what: &'static str) -> Vec<u32> {
+        let Some(art) = &self.art else { return vec![self.blocks[0]; queries.len()] };
+        let ranks = crate::batch::run(
+            what,
+            queries.len(),
+            || (0..queries.len()).into_par_iter().map(|i| art.lower_bound(queries.get(i))).collect::<Vec<u64>>(),
+            |gpu| {
+                let dev = match self.device.get() {
+                    Some(d) => d,
+                    None => {
+                        let d = DeviceArt::upload(gpu, art)?;
+                        self.device.get_or_init(|| d)
+                    }
+                };
+                let mut out = vec![0u64; queries.len()];
+                search_gpu(gpu, art, dev, Op::LowerBound, queries, Format::for_queries(queries), &mut out, Schedule::default())?;
+                Ok(out)
+            },
+        );
+        ranks.into_iter().map(|r| self.blocks[r as usize]).collect()
+    }
+}
+
+/// The hinted leaf, share-locked, after a check that it is one.
+pub fn hinted_leaf(tree: &Tree, block: u32) -> Shared {
+    let g = Shared::lock(tree.rel, block);
+    let s = g.page().special();
+    if s.page_id != PAGE_ID || s.kind != KIND_LEAF {
+        corrupted(format!("mirror hint {block} is not a leaf"));
+    }
+    g
+}

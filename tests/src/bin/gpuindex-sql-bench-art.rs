@@ -1,0 +1,229 @@
+//! gpuindex-sql-bench-art: gpu_art against PostgreSQL's btree and hash on
+//! the same table of uuids or URLs, in one run, on a live server
+//! (PGHOST/PGPORT/PGUSER).
+//!
+//!   gpuindex-sql-bench-art [--rows 1e7] [--set uuid|urls] [--reps 3]
+//!
+//! Builds s(k, payload int8) with `--rows` keys of the engine's string set
+//! (datasets::StringSet: random v4 uuids, or URLs with long shared
+//! prefixes, text in the C collation), then for each index in turn (btree
+//! (`text_pattern_ops` for URLs), hash, gpu_art) measures CREATE INDEX,
+//! size, single lookups, `= ANY` of 1K/16K/128K keys, 128K keys to rows
+//! (the join users write over btree and hash; `gpu_art_probe` joined back
+//! by ctid) and, for URLs, prefix queries (`LIKE 'prefix%'` of about 10
+//! and 1000 rows). Lookups pick stored keys (one in 11 a miss). Every
+//! answer is checked against btree's. Prints one table.
+
+use gpuindex_engine::datasets::StringSet;
+use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Row, SplitMix64};
+use std::io::Write;
+use std::time::Instant;
+
+struct Args {
+    rows: u64,
+    set: StringSet,
+    reps: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args { rows: 10_000_000, set: StringSet::Uuid, reps: 3 };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
+        match x.as_str() {
+            "--rows" => a.rows = v.parse::<f64>().expect("--rows N") as u64,
+            "--reps" => a.reps = v.parse().expect("--reps N"),
+            "--set" if v == "uuid" || v == "urls" => a.set = StringSet::parse(&v).expect("a set"),
+            _ => panic!("usage: gpuindex-sql-bench-art [--rows N] [--set uuid|urls] [--reps N]"),
+        }
+    }
+    a
+}
+
+/// A stored key's text form.
+fn text_of(set: StringSet, raw: &[u8]) -> String {
+    match set {
+        StringSet::Uuid => {
+            let h: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+        }
+        _ => String::from_utf8(raw.to_vec()).expect("ASCII URLs"),
+    }
+}
+
+fn main() {
+    let a = args();
+    let mut c = connect();
+    let (n, set) = (a.rows, a.set);
+    let (ty, column) = match set {
+        StringSet::Uuid => ("uuid", "uuid"),
+        _ => ("text", "text COLLATE \"C\""),
+    };
+    println!("# gpuindex-sql-bench-art: gpu_art, {n} rows of {} keys, median of {} runs", set.name(), a.reps);
+    println!("\n{}", describe_server(&mut c));
+
+    let t = Instant::now();
+    c.batch_execute(&format!("DROP TABLE IF EXISTS bench_s; CREATE TABLE bench_s (k {column}, payload int8);")).unwrap();
+    let mut rng = SplitMix64::new(1);
+    let mut keys: Vec<String> = Vec::with_capacity(n as usize);
+    {
+        let mut w = c.copy_in("COPY bench_s (k, payload) FROM STDIN").unwrap();
+        let mut buf = String::new();
+        for i in 0..n {
+            let k = text_of(set, &set.raw(&mut rng));
+            buf.push_str(&format!("{k}\t{i}\n"));
+            keys.push(k);
+            if buf.len() > 1 << 20 {
+                w.write_all(buf.as_bytes()).unwrap();
+                buf.clear();
+            }
+        }
+        w.write_all(buf.as_bytes()).unwrap();
+        w.finish().unwrap();
+    }
+    c.batch_execute("VACUUM (ANALYZE) bench_s").unwrap();
+    eprintln!("table built in {:.1} s", t.elapsed().as_secs_f64());
+    let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench_s')");
+
+    let mut rng = SplitMix64::new(42);
+    // A stored key, or (one time in 11) a key that is not stored.
+    let pick = |rng: &mut SplitMix64| {
+        let k = keys[rng.below(keys.len() as u64) as usize].clone();
+        if rng.below(11) != 0 {
+            k
+        } else if set == StringSet::Uuid {
+            format!("{}0", &k[..35])
+        } else {
+            format!("{k}#")
+        }
+    };
+    let singles: Vec<String> = (0..20_000).map(|_| pick(&mut rng)).collect();
+    let probe_sets: Vec<Vec<String>> = [1_000usize, 16_000, 128_000].iter().map(|&m| (0..m).map(|_| pick(&mut rng)).collect()).collect();
+    // URL prefixes: a stored key cut after its host and first section
+    // (hundreds to thousands of rows), or before its numeric id (a few).
+    let prefixes: Vec<(String, Vec<String>)> = if set == StringSet::Uuid {
+        Vec::new()
+    } else {
+        let cut = |k: &str, slashes: usize| -> String {
+            let end = k.match_indices('/').nth(slashes).map_or(k.len(), |(i, _)| i + 1);
+            k[..end].to_string()
+        };
+        let wide: Vec<String> = (0..100).map(|_| format!("{}%", cut(&pick(&mut rng), 3))).collect();
+        let narrow: Vec<String> = (0..200)
+            .map(|_| {
+                let k = pick(&mut rng);
+                let end = k.find("item-").map_or(k.len(), |i| (i + 8).min(k.len()));
+                format!("{}%", &k[..end])
+            })
+            .collect();
+        vec![("LIKE 'host/section/%'".into(), wide), ("LIKE '.../item-NNN%'".into(), narrow)]
+    };
+
+    let btree = if set == StringSet::Uuid { "btree (k)" } else { "btree (k text_pattern_ops)" };
+    let setups = [("btree", btree), ("hash", "hash (k)"), ("gpu_art", "gpu_art (k)")];
+    let mut rows: Vec<Row> = Vec::new();
+    let mut plans: Vec<String> = Vec::new();
+    let mut reference: Vec<i64> = Vec::new();
+    for (i, (label, def)) in setups.iter().enumerate() {
+        c.batch_execute("DROP INDEX IF EXISTS bench_s_k").unwrap();
+        let t = Instant::now();
+        c.batch_execute(&format!("CREATE INDEX bench_s_k ON bench_s USING {def}")).unwrap();
+        push(&mut rows, setups.len(), i, "CREATE INDEX".into(), "s", true, t.elapsed().as_secs_f64());
+        c.batch_execute("ANALYZE bench_s").unwrap();
+        let _ = c.batch_execute("SELECT pg_prewarm('bench_s_k')");
+        let size: i64 = c.query_one("SELECT pg_relation_size('bench_s_k')", &[]).unwrap().get(0);
+        push(&mut rows, setups.len(), i, "index size".into(), "MiB", true, size as f64 / 1048576.0);
+        let mut answers: Vec<i64> = Vec::new();
+        let session = || connect();
+        // Single lookups, one client, prepared.
+        let mut s = session();
+        let st = s.prepare(&format!("SELECT payload FROM bench_s WHERE k = $1::text::{ty}")).unwrap();
+        let mut found = 0i64;
+        let secs = time(a.reps, || {
+            found = 0;
+            for k in &singles {
+                found += s.query(&st, &[k]).unwrap().len() as i64;
+            }
+        });
+        answers.push(found);
+        push(&mut rows, setups.len(), i, "single lookup (k = $1)".into(), "us", true, secs / singles.len() as f64 * 1e6);
+        plans.push(format!(
+            "{label}: k = $1 -> {}",
+            plan_of(&mut s, &format!("SELECT payload FROM bench_s WHERE k = '{}'", singles[0]), &[])
+        ));
+        for p in &probe_sets {
+            let m = p.len();
+            let sql = format!("SELECT count(*) FROM bench_s WHERE k = ANY($1::text[]::{ty}[])");
+            let mut s = session();
+            let mut got = 0i64;
+            let secs = time(a.reps, || got = s.query_one(&sql, &[p]).unwrap().get(0));
+            answers.push(got);
+            push(&mut rows, setups.len(), i, format!("= ANY({}K keys), count", m / 1000), "ms", true, secs * 1e3);
+            if m == 128_000 {
+                plans.push(format!("{label}: = ANY(128K) -> {}", plan_of(&mut s, &sql, &[p])));
+            }
+        }
+        // 128K keys to rows: the join users write, or the probe function
+        // joined back by ctid.
+        let p = &probe_sets[2];
+        let sql = if *label == "gpu_art" {
+            format!("SELECT count(*) FROM gpu_art_probe('bench_s_k', $1::text[]::{ty}[]) p JOIN bench_s t ON t.ctid = p.ctid")
+        } else {
+            format!("SELECT count(*) FROM unnest($1::text[]::{ty}[]) u(k) JOIN bench_s t ON t.k = u.k")
+        };
+        let mut s = session();
+        s.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off").unwrap();
+        let mut got = 0i64;
+        let secs = time(a.reps, || got = s.query_one(&sql, &[p]).unwrap().get(0));
+        answers.push(got);
+        push(&mut rows, setups.len(), i, "128K keys to rows (join / gpu_art_probe)".into(), "ms", true, secs * 1e3);
+        plans.push(format!("{label}: 128K keys to rows -> {}", plan_of(&mut s, &sql, &[p])));
+        // Prefixes (URLs), index-only counts; hash cannot answer them.
+        if *label != "hash" && !prefixes.is_empty() {
+            let mut s = session();
+            s.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+            let st = s.prepare("SELECT count(*) FROM bench_s WHERE k LIKE $1").unwrap();
+            for (what, ps) in &prefixes {
+                let mut total = 0i64;
+                let secs = time(a.reps, || {
+                    total = 0;
+                    for p in ps {
+                        total += s.query_one(&st, &[p]).unwrap().get::<_, i64>(0);
+                    }
+                });
+                answers.push(total);
+                push(
+                    &mut rows,
+                    setups.len(),
+                    i,
+                    format!("prefix {what} ({} rows avg)", total / ps.len() as i64),
+                    "ms",
+                    true,
+                    secs / ps.len() as f64 * 1e3,
+                );
+                plans.push(format!("{label}: prefix -> {}", plan_of(&mut s, "SELECT count(*) FROM bench_s WHERE k LIKE $1", &[&ps[0]])));
+            }
+        }
+        if i == 0 {
+            reference = answers;
+        } else {
+            let m = answers.len();
+            assert_eq!(answers[..m], reference[..m], "{label} answered differently from btree");
+        }
+    }
+    println!();
+    println!("| measure | btree | hash | gpu_art | gpu_art vs btree | gpu_art vs hash |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        let cells: Vec<String> = r.values.iter().map(|v| if v.is_nan() { "-".into() } else { format!("{v:.2} {}", r.unit) }).collect();
+        let ratio = |base: f64| if r.lower_is_better { base / r.values[2] } else { r.values[2] / base };
+        let show = |x: f64| if x.is_nan() { "-".to_string() } else { format!("{x:.2}x") };
+        println!("| {} | {} | {} | {} |", r.what, cells.join(" | "), show(ratio(r.values[0])), show(ratio(r.values[1])));
+    }
+    println!("\n(ratio > 1: gpu_art better. Every answer of hash and gpu_art was checked against btree's. Keys: {}.)", set.name());
+    println!("\nPlans:");
+    for p in plans {
+        println!("- {p}");
+    }
+    c.batch_execute("DROP TABLE bench_s").unwrap();
+}
