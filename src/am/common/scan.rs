@@ -34,10 +34,21 @@ pub trait IndexScan: Sized {
     /// The next match and its value if the scan already holds them in
     /// memory, found without calling PostgreSQL (no lock, no allocation,
     /// no ERROR): the fast path of amgettuple for scans without ORDER BY.
-    /// Only a match whose value is not NULL and by value; anything else
-    /// is left for the full path (None), whose `next` then returns it.
+    /// Only a match whose value is not NULL (and, for index-only scans,
+    /// by value, or by reference where `value_into` writes it); anything
+    /// else is left for the full path (None), whose `next` then returns it.
     fn next_buffered(&mut self, _forward: bool) -> Option<(pg_sys::ItemPointerData, pg_sys::Datum)> {
         None
+    }
+    /// The most bytes `value_into` writes; 0: it is not implemented, and
+    /// index-only scans of by-reference values take the full path.
+    const MAX_VALUE_BYTES: usize = 0;
+    /// Writes the value of the match `next_buffered` returned last (never
+    /// NULL) as an index tuple's data (a varlena with a 4-byte header, or
+    /// the bytes of a fixed-length type) into `out`, calling no PostgreSQL
+    /// function; returns its length.
+    fn value_into(&self, _out: &mut [u8]) -> usize {
+        unreachable!("MAX_VALUE_BYTES is 0")
     }
     /// Whether the ORDER BY distances `next` returns are lower bounds of
     /// the ordering operator's value, which the executor then recomputes
@@ -73,7 +84,14 @@ struct State<S> {
     /// length and not NULL: the next such value is written over it (its
     /// data starts right after the 8-byte header) instead of forming one.
     reusable: Option<(*mut pg_sys::IndexTupleData, usize)>,
+    /// An index tuple of MAX_VALUE_BYTES of data that `value_into` fills
+    /// on the fast path of index-only scans of by-reference values.
+    by_ref: *mut pg_sys::IndexTupleData,
 }
+
+/// Where an index tuple's data starts: past its header, MAXALIGNed (one
+/// column, no NULL bitmap).
+const ITUP_DATA: usize = std::mem::size_of::<pg_sys::IndexTupleData>().next_multiple_of(8);
 
 /// The state `ambeginscan` stored.
 ///
@@ -91,7 +109,12 @@ pub unsafe fn ambeginscan<S: IndexScan>(index: pg_sys::Relation, nkeys: i32, nor
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
         let tuple_ctx = pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpuindex tuples".as_ptr(), 0, 1024, 8192);
-        let st = State { am: S::begin(index, nkeys as usize, norderbys as usize), tuple_ctx, reusable: None };
+        let by_ref = if S::MAX_VALUE_BYTES > 0 {
+            pg_sys::palloc0(ITUP_DATA + S::MAX_VALUE_BYTES) as *mut pg_sys::IndexTupleData
+        } else {
+            std::ptr::null_mut()
+        };
+        let st = State { am: S::begin(index, nkeys as usize, norderbys as usize), tuple_ctx, reusable: None, by_ref };
         (*scan).opaque = pgrx::PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(st) as *mut std::ffi::c_void;
         if norderbys > 0 {
             let n = norderbys as usize;
@@ -133,7 +156,7 @@ unsafe fn overwrite_value(itup: *mut pg_sys::IndexTupleData, len: usize, value: 
     // SAFETY: as the caller's; the data area is 8 bytes past the header
     // (MAXALIGN of IndexTupleData, no NULL bitmap) and aligned for `len`.
     unsafe {
-        let data = (itup as *mut u8).add(std::mem::size_of::<pg_sys::IndexTupleData>().next_multiple_of(8));
+        let data = (itup as *mut u8).add(ITUP_DATA);
         let v = value.value() as u64;
         match len {
             1 => *data = v as u8,
@@ -161,9 +184,17 @@ pub unsafe fn amgettuple_buffered<S: IndexScan>(scan: pg_sys::IndexScanDesc, dir
                 return None;
             }
             let st = state::<S>(scan);
+            let desc = (*(*scan).indexRelation).rd_att;
+            // A by-reference column without a reusable tuple: the AM
+            // writes its value into `by_ref` (one column, so attrs[0]).
+            let by_ref = (*scan).xs_want_itup && st.reusable.is_none() && !st.by_ref.is_null() && {
+                let att = &*(*desc).attrs.as_ptr();
+                !att.attbyval
+            };
             let itup = match ((*scan).xs_want_itup, st.reusable) {
                 (false, _) => None,
                 (true, Some(r)) => Some(r),
+                (true, None) if by_ref => None,
                 (true, None) => return None,
             };
             let (tid, value) = st.am.next_buffered(forward)?;
@@ -171,6 +202,15 @@ pub unsafe fn amgettuple_buffered<S: IndexScan>(scan: pg_sys::IndexScanDesc, dir
             (*scan).xs_recheck = false;
             if let Some((itup, len)) = itup {
                 overwrite_value(itup, len, value);
+            }
+            if by_ref {
+                let data = std::slice::from_raw_parts_mut((st.by_ref as *mut u8).add(ITUP_DATA), S::MAX_VALUE_BYTES);
+                let len = st.am.value_into(data);
+                let varlena = (*(*desc).attrs.as_ptr()).attlen == -1;
+                let info = (ITUP_DATA + len) as u32 | if varlena { pg_sys::INDEX_VAR_MASK } else { 0 };
+                (*st.by_ref).t_info = info as u16;
+                (*scan).xs_itup = st.by_ref;
+                (*scan).xs_itupdesc = desc;
             }
             Some(true)
         }

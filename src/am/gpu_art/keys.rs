@@ -99,38 +99,44 @@ pub fn prefix_bytes(v: Datum) -> Vec<u8> {
     varlena_bytes(v).to_vec()
 }
 
-/// The datum of an encoded key, allocated in the current memory context.
-pub fn decode(bytes: &[u8], kind: KeyKind) -> Datum {
-    match kind {
+/// Writes an encoded key's value as an index tuple stores it into `out`
+/// (text and bytea: a varlena with a 4-byte header; uuid: its 16 bytes),
+/// calling no PostgreSQL function; returns the bytes written. Decoding
+/// never lengthens a key, so `out` of 4 + MAX_KEY bytes is enough.
+pub fn decode_into(bytes: &[u8], kind: KeyKind, out: &mut [u8]) -> usize {
+    let len = match kind {
+        KeyKind::Uuid => {
+            out[..16].copy_from_slice(bytes);
+            return 16;
+        }
         KeyKind::Text => {
             let s = &bytes[..bytes.len() - 1];
-            // SAFETY: copies len bytes into a new text.
-            Datum::from(unsafe { pg_sys::cstring_to_text_with_len(s.as_ptr() as *const std::ffi::c_char, s.len() as i32) })
+            out[4..4 + s.len()].copy_from_slice(s);
+            s.len()
         }
         KeyKind::Bytea => {
-            let mut raw = Vec::with_capacity(bytes.len());
-            let mut i = 0;
-            // The 0 0 terminator is the last two bytes.
+            let (mut i, mut n) = (0, 0);
             while i < bytes.len() - 2 {
-                raw.push(bytes[i]);
+                out[4 + n] = bytes[i];
+                n += 1;
                 i += if bytes[i] == 0 { 2 } else { 1 };
             }
-            // SAFETY: a varlena of the right size, filled before use.
-            unsafe {
-                let p = pg_sys::palloc(pg_sys::VARHDRSZ + raw.len()) as *mut u8;
-                pgrx::set_varsize_4b(p as *mut pg_sys::varlena, (pg_sys::VARHDRSZ + raw.len()) as i32);
-                std::ptr::copy_nonoverlapping(raw.as_ptr(), p.add(pg_sys::VARHDRSZ), raw.len());
-                Datum::from(p)
-            }
+            n
         }
-        KeyKind::Uuid => {
-            // SAFETY: 16 bytes, copied.
-            unsafe {
-                let p = pg_sys::palloc(16) as *mut u8;
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, 16);
-                Datum::from(p)
-            }
-        }
+    };
+    // SAFETY: out holds a 4-byte header (a bit operation, no call).
+    unsafe { pgrx::set_varsize_4b(out.as_mut_ptr() as *mut pg_sys::varlena, (len + 4) as i32) };
+    len + 4
+}
+
+/// The datum of an encoded key, allocated in the current memory context.
+pub fn decode(bytes: &[u8], kind: KeyKind) -> Datum {
+    // SAFETY: a buffer of 4 + len bytes, which decoding never exceeds.
+    unsafe {
+        let cap = 4 + bytes.len().max(16);
+        let p = pg_sys::palloc(cap) as *mut u8;
+        decode_into(bytes, kind, std::slice::from_raw_parts_mut(p, cap));
+        Datum::from(p)
     }
 }
 

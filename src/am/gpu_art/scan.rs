@@ -474,6 +474,28 @@ impl IndexScan for ScanState {
         Some(Found { tid: tid_to(tid), distance: None })
     }
 
+    /// The next entry of the current page's range, if it is not NULL.
+    fn next_buffered(&mut self, forward: bool) -> Option<(pg_sys::ItemPointerData, pg_sys::Datum)> {
+        let c = self.copy.as_ref()?;
+        let i = if forward { self.cur + 1 } else { self.cur - 1 };
+        if !self.started || i < self.a as isize || i >= self.end as isize {
+            return None;
+        }
+        let (_, _, rank, tid) = c.entries[i as usize];
+        if rank != RANK_VALUE {
+            return None;
+        }
+        self.cur = i;
+        Some((tid_to(tid), pg_sys::Datum::from(0usize)))
+    }
+
+    const MAX_VALUE_BYTES: usize = 4 + MAX_KEY;
+
+    fn value_into(&self, out: &mut [u8]) -> usize {
+        let c = self.copy.as_ref().expect("a page");
+        keys::decode_into(c.key(self.cur as usize).bytes, self.kind, out)
+    }
+
     fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
         let c = self.copy.as_ref()?;
         let k = c.key(self.cur as usize);
