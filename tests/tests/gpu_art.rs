@@ -22,6 +22,11 @@ fn scans_equal_sequential_scans_on_every_set() {
         let preds = runners::predicates(&case, &mut rng, 40);
         runners::differential(&mut c, &table, &preds);
         runners::batch_differential(&mut c, &case, &table, &mut rng, 4, 200);
+        // The mirror's batches on the GPU wherever there is one.
+        c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
+        runners::batch_differential(&mut c, &case, &table, &mut rng, 4, 200);
+        runners::differential(&mut c, &table, &preds);
+        c.batch_execute("RESET gpuindex.gpu_min_batch").unwrap();
         runners::change(&mut c, &case, &table, &mut rng, 100_000, 3_000);
         runners::differential(&mut c, &table, &preds);
         runners::check(&mut c, &case, &table);

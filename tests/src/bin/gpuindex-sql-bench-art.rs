@@ -162,6 +162,14 @@ fn main() {
             if m == 128_000 {
                 plans.push(format!("{label}: = ANY(128K) -> {}", plan_of(&mut s, &sql, &[p])));
             }
+            if *label == "gpu_art" {
+                // Where the mirror's batch ran (an index plan's only).
+                let last = s.query_opt("SELECT function, device, round(millis::numeric, 2)::text FROM gpuindex_last_batch()", &[]).unwrap();
+                if let Some(r) = last {
+                    let (f, d, ms): (String, String, String) = (r.get(0), r.get(1), r.get(2));
+                    plans.push(format!("gpu_art: = ANY({}K): last batch {f} of this session on {d}, {ms} ms", m / 1000));
+                }
+            }
         }
         // 128K keys to rows: the join users write, or the probe function
         // joined back by ctid.
