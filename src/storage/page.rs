@@ -128,6 +128,11 @@ impl<'a, S: SpecialArea> PageRef<'a, S> {
         unsafe { std::ptr::read_unaligned(self.ptr.add(off) as *const T) }
     }
 
+    /// The page's first byte (BLCKSZ bytes follow), for a copy of it.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
     /// pd_lower and pd_upper as content offsets: the front is used up to
     /// the first, the back from the second.
     pub fn used(&self) -> (usize, usize) {

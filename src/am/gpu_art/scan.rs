@@ -183,20 +183,20 @@ pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Vec<Interval>
     }
 }
 
-/// One leaf page's entries, copied under its lock.
+/// One leaf page, copied under its lock (its bytes: entries are read from
+/// the copy as they are needed, not parsed in advance).
 struct PageCopy {
+    image: Box<[u8]>,
     block: u32,
     s: Special,
     high: OwnedKey,
-    arena: Vec<u8>,
-    /// (start in arena, length, rank, heap TID)
-    entries: Vec<(u32, u16, u8, Tid)>,
+    /// The slots the scan may return, [w0, w1): all of them, or those of
+    /// the one interval of a single-interval scan.
+    w0: usize,
+    w1: usize,
     /// Every entry with a key in [from, high) was on the page when copied
     /// (`from` inclusive, or exclusive when the second field is false).
     from: (OwnedKey, bool),
-    /// Whether entries before and after the copied ones were left out
-    /// (a scan of one interval copies only its matches).
-    cut: (bool, bool),
 }
 
 /// The first position from `from` on page `n` whose key fails `pred`
@@ -215,39 +215,40 @@ fn partition_node(n: &Node, from: usize, pred: impl Fn(Key) -> bool) -> usize {
 }
 
 impl PageCopy {
-    /// Copies the leaf `g` (only the entries of `only`, when given),
-    /// reusing `old`'s buffers.
+    /// Copies the leaf `g` (its window: the entries of `only`, when
+    /// given), reusing `old`'s buffer.
     fn of(g: &Shared, from: (OwnedKey, bool), old: Option<PageCopy>, only: Option<&Interval>) -> PageCopy {
+        let mut image = old.map_or_else(|| vec![0u8; pg_sys::BLCKSZ as usize].into_boxed_slice(), |c| c.image);
+        // SAFETY: the locked page is BLCKSZ bytes.
+        image.copy_from_slice(unsafe { std::slice::from_raw_parts(g.page().as_ptr(), pg_sys::BLCKSZ as usize) });
         let n = Node::new(g.page());
-        let (mut arena, mut entries) = match old {
-            Some(c) => (c.arena, c.entries),
-            None => (Vec::with_capacity(CONTENT_BYTES), Vec::with_capacity(n.count())),
-        };
-        arena.clear();
-        entries.clear();
-        let (a, b) = match only {
+        let (w0, w1) = match only {
             Some(iv) => {
                 let a = partition_node(&n, 0, |k| !iv.above_lo(k));
                 (a, partition_node(&n, a, |k| iv.below_hi(k)))
             }
             None => (0, n.count()),
         };
-        for i in a..b {
-            let (k, tid) = n.entry(i);
-            entries.push((arena.len() as u32, k.bytes.len() as u16, k.rank, tid));
-            arena.extend_from_slice(k.bytes);
-        }
-        let cut = (a > 0, b < n.count());
-        PageCopy { block: g.block(), s: n.s, high: n.high().to_owned(), arena, entries, from, cut }
+        PageCopy { block: g.block(), s: n.s, high: n.high().to_owned(), w0, w1, from, image }
+    }
+    fn node(&self) -> Node<'_> {
+        // SAFETY: a copy of a whole page, alive as long as self.
+        Node::new(unsafe { PageRef::new(self.image.as_ptr()) })
+    }
+    fn len(&self) -> usize {
+        self.w1 - self.w0
+    }
+    /// Entry i of the window: its key and heap TID.
+    fn entry(&self, i: usize) -> (Key<'_>, Tid) {
+        self.node().entry(self.w0 + i)
     }
     fn key(&self, i: usize) -> Key<'_> {
-        let (s, l, rank, _) = self.entries[i];
-        Key { rank, bytes: &self.arena[s as usize..s as usize + l as usize] }
+        self.entry(i).0
     }
     /// The first position from `from` whose key fails `pred` (which holds
     /// for a prefix of the sorted entries).
     fn partition(&self, from: usize, pred: impl Fn(Key) -> bool) -> usize {
-        let (mut lo, mut hi) = (from, self.entries.len());
+        let (mut lo, mut hi) = (from, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
             if pred(self.key(mid)) {
@@ -265,11 +266,11 @@ impl PageCopy {
     }
     /// Whether a forward scan of `iv` goes on right of this page.
     fn continues_right(&self, iv: &Interval) -> bool {
-        !self.cut.1 && self.s.flags & RIGHTMOST == 0 && iv.below_hi(self.high.key())
+        self.w1 == self.node().count() && self.s.flags & RIGHTMOST == 0 && iv.below_hi(self.high.key())
     }
     /// Whether a backward scan of `iv` goes on left of this page.
     fn continues_left(&self, iv: &Interval) -> bool {
-        !self.cut.0 && self.s.flags & LEFTMOST == 0 && (self.entries.is_empty() || iv.above_lo(self.key(0)))
+        self.w0 == 0 && self.s.flags & LEFTMOST == 0 && (self.len() == 0 || iv.above_lo(self.key(0)))
     }
     /// Whether every entry of `iv` from its start up to this page's high
     /// key is in the copy.
@@ -284,7 +285,8 @@ impl PageCopy {
             Bound::Incl(l) | Bound::Excl(l) => l.key(),
             Bound::Unbounded => Key::MIN,
         };
-        after_from && self.cut == (false, false) && (self.s.flags & RIGHTMOST != 0 || lo_key <= self.high.key())
+        let whole = self.w0 == 0 && self.w1 == self.node().count();
+        after_from && whole && (self.s.flags & RIGHTMOST != 0 || lo_key <= self.high.key())
     }
 }
 
@@ -346,7 +348,7 @@ impl ScanState {
     /// The next entry forward: its interval's index and heap TID.
     pub fn next_entry(&mut self, tree: &Tree) -> Option<(usize, Tid)> {
         let i = self.step(tree, true)?;
-        Some((self.iv, self.copy.as_ref().expect("a page").entries[i].3))
+        Some((self.iv, self.copy.as_ref().expect("a page").entry(i).1))
     }
 
     fn tree(&self, scan: &pg_sys::IndexScanDescData) -> Tree {
@@ -415,7 +417,7 @@ impl ScanState {
                 }
                 let c = self.copy.as_ref()?;
                 let iv = &self.intervals[self.iv];
-                if self.end == c.entries.len() && c.continues_right(iv) {
+                if self.end == c.len() && c.continues_right(iv) {
                     let from = (c.high.clone(), false);
                     let g = Shared::lock(tree.rel, c.s.right);
                     self.take(&g, from);
@@ -470,7 +472,7 @@ impl IndexScan for ScanState {
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
         let tree = self.tree(scan);
         let i = self.step(&tree, forward)?;
-        let tid = self.copy.as_ref().expect("a page").entries[i].3;
+        let tid = self.copy.as_ref().expect("a page").entry(i).1;
         Some(Found { tid: tid_to(tid), distance: None })
     }
 
@@ -481,8 +483,8 @@ impl IndexScan for ScanState {
         if !self.started || i < self.a as isize || i >= self.end as isize {
             return None;
         }
-        let (_, _, rank, tid) = c.entries[i as usize];
-        if rank != RANK_VALUE {
+        let (k, tid) = c.entry(i as usize);
+        if k.rank != RANK_VALUE {
             return None;
         }
         self.cur = i;
@@ -506,7 +508,7 @@ impl IndexScan for ScanState {
         let tree = self.tree(scan);
         self.started = false;
         self.copy = None;
-        let tids = std::iter::from_fn(|| self.step(&tree, true).map(|i| tid_to(self.copy.as_ref().expect("a page").entries[i].3)));
+        let tids = std::iter::from_fn(|| self.step(&tree, true).map(|i| tid_to(self.copy.as_ref().expect("a page").entry(i).1)));
         crate::am::common::scan::add_in_pieces(tids, add);
     }
 

@@ -151,23 +151,27 @@ fn main() {
             "{label}: k = $1 -> {}",
             plan_of(&mut s, &format!("SELECT payload FROM bench_s WHERE k = '{}'", singles[0]), &[])
         ));
-        for p in &probe_sets {
+        for (p, forced) in probe_sets.iter().map(|p| (p, false)).chain([(&probe_sets[2], true)]) {
             let m = p.len();
             let sql = format!("SELECT count(*) FROM bench_s WHERE k = ANY($1::text[]::{ty}[])");
             let mut s = session();
+            if forced {
+                s.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+            }
             let mut got = 0i64;
             let secs = time(a.reps, || got = s.query_one(&sql, &[p]).unwrap().get(0));
             answers.push(got);
-            push(&mut rows, setups.len(), i, format!("= ANY({}K keys), count", m / 1000), "ms", true, secs * 1e3);
+            let what = format!("= ANY({}K keys), count{}", m / 1000, if forced { ", index forced" } else { "" });
+            push(&mut rows, setups.len(), i, what.clone(), "ms", true, secs * 1e3);
             if m == 128_000 {
-                plans.push(format!("{label}: = ANY(128K) -> {}", plan_of(&mut s, &sql, &[p])));
+                plans.push(format!("{label}: {what} -> {}", plan_of(&mut s, &sql, &[p])));
             }
             if *label == "gpu_art" {
                 // Where the mirror's batch ran (an index plan's only).
                 let last = s.query_opt("SELECT function, device, round(millis::numeric, 2)::text FROM gpuindex_last_batch()", &[]).unwrap();
                 if let Some(r) = last {
                     let (f, d, ms): (String, String, String) = (r.get(0), r.get(1), r.get(2));
-                    plans.push(format!("gpu_art: = ANY({}K): last batch {f} of this session on {d}, {ms} ms", m / 1000));
+                    plans.push(format!("gpu_art: {what}: last batch {f} of this session on {d}, {ms} ms"));
                 }
             }
         }
