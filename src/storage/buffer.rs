@@ -176,3 +176,32 @@ pub fn new_page_in<S: SpecialArea>(rel: pg_sys::Relation, fork: Fork) -> Exclusi
         Exclusive { buf, _special: PhantomData }
     }
 }
+
+/// A page locked either way (a descent locks its target level
+/// exclusively, the levels above shared).
+pub enum Locked<S> {
+    S(Shared<S>),
+    X(Exclusive<S>),
+}
+
+impl<S: SpecialArea> Locked<S> {
+    pub fn lock(rel: pg_sys::Relation, block: u32, exclusive: bool) -> Self {
+        if exclusive {
+            Locked::X(Exclusive::lock(rel, block))
+        } else {
+            Locked::S(Shared::lock(rel, block))
+        }
+    }
+    pub fn page(&self) -> PageRef<'_, S> {
+        match self {
+            Locked::S(g) => g.page(),
+            Locked::X(g) => g.page(),
+        }
+    }
+    pub fn block(&self) -> u32 {
+        match self {
+            Locked::S(g) => g.block(),
+            Locked::X(g) => g.block(),
+        }
+    }
+}

@@ -199,10 +199,10 @@ struct PageCopy {
     from: (OwnedKey, bool),
 }
 
-/// The first position from `from` on page `n` whose key fails `pred`
-/// (which holds for a prefix of the sorted entries).
-fn partition_node(n: &Node, from: usize, pred: impl Fn(Key) -> bool) -> usize {
-    let (mut lo, mut hi) = (from, n.count());
+/// The first slot in [from, to) of page `n` whose key fails `pred`
+/// (which holds for a prefix of the sorted entries), or `to`.
+fn partition_node(n: &Node, from: usize, to: usize, pred: impl Fn(Key) -> bool) -> usize {
+    let (mut lo, mut hi) = (from, to);
     while lo < hi {
         let mid = (lo + hi) / 2;
         if pred(n.key(mid)) {
@@ -224,8 +224,8 @@ impl PageCopy {
         let n = Node::new(g.page());
         let (w0, w1) = match only {
             Some(iv) => {
-                let a = partition_node(&n, 0, |k| !iv.above_lo(k));
-                (a, partition_node(&n, a, |k| iv.below_hi(k)))
+                let a = partition_node(&n, 0, n.count(), |k| !iv.above_lo(k));
+                (a, partition_node(&n, a, n.count(), |k| iv.below_hi(k)))
             }
             None => (0, n.count()),
         };
@@ -245,24 +245,11 @@ impl PageCopy {
     fn key(&self, i: usize) -> Key<'_> {
         self.entry(i).0
     }
-    /// The first position from `from` whose key fails `pred` (which holds
-    /// for a prefix of the sorted entries).
-    fn partition(&self, from: usize, pred: impl Fn(Key) -> bool) -> usize {
-        let (mut lo, mut hi) = (from, self.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if pred(self.key(mid)) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
-    }
-    /// The entries of `iv`: [a, end).
+    /// The window's entries of `iv`: [a, end).
     fn range(&self, iv: &Interval) -> (usize, usize) {
-        let a = self.partition(0, |k| !iv.above_lo(k));
-        (a, self.partition(a, |k| iv.below_hi(k)))
+        let n = self.node();
+        let a = partition_node(&n, self.w0, self.w1, |k| !iv.above_lo(k));
+        (a - self.w0, partition_node(&n, a, self.w1, |k| iv.below_hi(k)) - self.w0)
     }
     /// Whether a forward scan of `iv` goes on right of this page.
     fn continues_right(&self, iv: &Interval) -> bool {

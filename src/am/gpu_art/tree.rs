@@ -13,33 +13,8 @@ use crate::storage::{new_page, Xlog};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-/// A page locked either way.
-pub enum Locked {
-    S(Shared),
-    X(Exclusive),
-}
-
-impl Locked {
-    pub fn page(&self) -> PageRef<'_> {
-        match self {
-            Locked::S(g) => g.page(),
-            Locked::X(g) => g.page(),
-        }
-    }
-    pub fn block(&self) -> u32 {
-        match self {
-            Locked::S(g) => g.block(),
-            Locked::X(g) => g.block(),
-        }
-    }
-    fn lock(rel: pg_sys::Relation, block: u32, exclusive: bool) -> Locked {
-        if exclusive {
-            Locked::X(Exclusive::lock(rel, block))
-        } else {
-            Locked::S(Shared::lock(rel, block))
-        }
-    }
-}
+/// A page of this tree locked either way.
+pub type Locked = crate::storage::Locked<Special>;
 
 /// The root and its level, cached per index: descents start there
 /// without reading the metapage. A root that has split since is noticed

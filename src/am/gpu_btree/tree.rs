@@ -10,40 +10,15 @@
 //! took its key range.
 
 use super::page::*;
-use super::page::{Exclusive, PageRef, Shared};
+use super::page::{Exclusive, Shared};
 use crate::am::common::cache;
 use crate::storage::Xlog;
 use gpuindex_engine::hbtree::line::lower_bound;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-/// A page locked either way.
-pub enum Locked {
-    S(Shared),
-    X(Exclusive),
-}
-
-impl Locked {
-    pub fn page(&self) -> PageRef<'_> {
-        match self {
-            Locked::S(g) => g.page(),
-            Locked::X(g) => g.page(),
-        }
-    }
-    pub fn block(&self) -> u32 {
-        match self {
-            Locked::S(g) => g.block(),
-            Locked::X(g) => g.block(),
-        }
-    }
-    fn lock(rel: pg_sys::Relation, block: u32, exclusive: bool) -> Locked {
-        if exclusive {
-            Locked::X(Exclusive::lock(rel, block))
-        } else {
-            Locked::S(Shared::lock(rel, block))
-        }
-    }
-}
+/// A page of this tree locked either way.
+pub type Locked = crate::storage::Locked<Special>;
 
 /// First position with key > q.
 pub fn upper_bound(keys: &[u64], q: u64) -> usize {
