@@ -168,6 +168,11 @@ impl<'a> Node<'a> {
         }
         Node { page, s }
     }
+    /// A page already checked by `new`, with its special area (a copy of
+    /// it, read again row by row).
+    pub fn checked(page: PageRef<'a>, s: Special) -> Self {
+        Node { page, s }
+    }
     pub fn count(&self) -> usize {
         self.s.count as usize
     }

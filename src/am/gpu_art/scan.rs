@@ -232,8 +232,9 @@ impl PageCopy {
         PageCopy { block: g.block(), s: n.s, high: n.high().to_owned(), w0, w1, from, image }
     }
     fn node(&self) -> Node<'_> {
-        // SAFETY: a copy of a whole page, alive as long as self.
-        Node::new(unsafe { PageRef::new(self.image.as_ptr()) })
+        // SAFETY: a copy of a whole page, alive as long as self, checked
+        // when copied.
+        Node::checked(unsafe { PageRef::new(self.image.as_ptr()) }, self.s)
     }
     fn len(&self) -> usize {
         self.w1 - self.w0
