@@ -400,7 +400,8 @@ pub fn gpu_art_on(data: Data) -> Case {
                     let cut =
                         (0..=v.len()).filter(|&i| v.is_char_boundary(i)).nth(r.below(v.chars().count() as u64 + 1) as usize).unwrap_or(0);
                     let prefix = v[..cut].trim_end_matches('\'');
-                    if p == 6 || prefix.contains(['%', '_', '\\']) {
+                    // LIKE needs a fixed prefix to use an index.
+                    if p == 6 || prefix.is_empty() || prefix.contains(['%', '_', '\\']) {
                         format!("v ^@ '{prefix}'")
                     } else {
                         format!("v LIKE '{prefix}%'")
