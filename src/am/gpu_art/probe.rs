@@ -4,7 +4,7 @@
 //! holds), returning each input position's visible rows in heap order.
 
 use super::keys::{self, KeyKind};
-use super::page::{OwnedKey, RANK_VALUE};
+use super::page::{Key, OwnedKey};
 use super::scan::{Interval, ScanState};
 use super::tree::Tree;
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
@@ -51,7 +51,7 @@ fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datu
         .iter()
         .map(|&(pos, v)| {
             keys::encode(v, kind, &mut enc);
-            (OwnedKey { rank: RANK_VALUE, bytes: enc.clone() }, pos)
+            (Key::value(&enc).to_owned(), pos)
         })
         .collect();
     wanted.sort_unstable();
@@ -60,7 +60,7 @@ fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datu
     let mut starts = Vec::new();
     for (i, (k, _)) in wanted.iter().enumerate() {
         if i == 0 || wanted[i - 1].0 != *k {
-            points.push(Interval { lo: super::scan::Bound::Incl(k.clone()), hi: super::scan::Bound::Incl(k.clone()) });
+            points.push(Interval::point(k.clone()));
             starts.push(i);
         }
     }

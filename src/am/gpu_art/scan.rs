@@ -39,7 +39,7 @@ pub struct Interval {
 }
 
 impl Interval {
-    fn point(k: OwnedKey) -> Interval {
+    pub fn point(k: OwnedKey) -> Interval {
         Interval { lo: Bound::Incl(k.clone()), hi: Bound::Incl(k) }
     }
     /// Whether key k is above the lower bound.

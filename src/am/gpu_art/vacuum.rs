@@ -20,11 +20,10 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
         stats.num_index_tuples += kept.len() as f64;
         let (rightmost, right) = (n.rightmost(), n.s.right);
         if removed > 0 {
-            let high = (!rightmost).then(|| n.high().to_owned());
-            let kept: Vec<(OwnedKey, u64)> = kept.into_iter().map(|(k, t)| (k.to_owned(), t)).collect();
-            let entries: Vec<(Key, u64)> = kept.iter().map(|(k, t)| (k.key(), *t)).collect();
+            // The record changes a copy of the page (GenericXLog's), so the
+            // kept keys, read from the page itself, stay valid meanwhile.
             let x = Xlog::start(index);
-            set_entries(&mut x.register(&g, false), &entries, high.as_ref().map(|h| h.key()));
+            set_entries(&mut x.register(&g, false), &kept, (!rightmost).then(|| n.high()));
             x.finish();
         }
         if rightmost {
