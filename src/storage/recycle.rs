@@ -67,10 +67,15 @@ pub fn log_reuse(rel: pg_sys::Relation, block: u32, safe_xid: u64) {
     }
 }
 
+/// The safe xid of a page that no scan can reach once freed (gpu_art's
+/// overflow pages, read only under the lock of the leaf holding their
+/// entry): reusable at once, without a reuse record.
+pub const REUSABLE_NOW: u64 = 0;
+
 /// A free page from the FSM, exclusively locked for the caller to
 /// initialise (as a new page, with a full image): one `freed_at` names
 /// the safe xid of (None: not free, e.g. reused by another backend since
-/// VACUUM recorded it), or one never initialised. None when the FSM has
+/// VACUUM recorded it; `REUSABLE_NOW`), or one never initialised. None when the FSM has
 /// no such page: extend the relation then.
 pub fn reuse_page<S: SpecialArea>(rel: pg_sys::Relation, freed_at: impl Fn(&super::PageRef<S>) -> Option<u64>) -> Option<Exclusive<S>> {
     loop {
@@ -88,8 +93,10 @@ pub fn reuse_page<S: SpecialArea>(rel: pg_sys::Relation, freed_at: impl Fn(&supe
                 if page.is_new() {
                     return Some(g);
                 }
-                if let Some(xid) = freed_at(&page).filter(|&x| removable(x)) {
-                    log_reuse(rel, block, xid);
+                if let Some(xid) = freed_at(&page).filter(|&x| x == REUSABLE_NOW || removable(x)) {
+                    if xid != REUSABLE_NOW {
+                        log_reuse(rel, block, xid);
+                    }
                     return Some(g);
                 }
             } else {

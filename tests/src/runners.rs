@@ -30,8 +30,8 @@ pub enum Data {
     Words,
     /// One of the engine's string sets (gpu_art).
     Strings(StringSet),
-    /// gpu_art's text mix: URLs, words, empty strings, keys near the
-    /// 2000-byte limit, heavy duplicates.
+    /// gpu_art's text mix: URLs, words, empty strings, keys of 1200 to
+    /// 11200 bytes, heavy duplicates.
     Texts,
 }
 
@@ -336,10 +336,13 @@ fn art_content(d: Data, row: u64) -> Option<String> {
         _ => match r.below(100) {
             0 | 1 => None,
             2 | 3 if d == Data::Texts => Some(String::new()),
-            // Near the key limit (2000 encoded bytes): a page holds a few.
+            // Long keys, kept whole up to 2000 encoded bytes and beyond in
+            // overflow chains (index-only values over 8000 bytes too); a
+            // word repeated, so that many share prefixes past the 512
+            // bytes an entry keeps and comparisons read chains.
             4 if d == Data::Texts => {
-                let mut long = gpuindex_engine::datasets::word(r).repeat(400);
-                let mut cut = 1200 + r.below(790) as usize;
+                let mut long = gpuindex_engine::datasets::word(r).repeat(3000);
+                let mut cut = 1200 + r.below(10_000) as usize;
                 while !long.is_char_boundary(cut) {
                     cut -= 1;
                 }

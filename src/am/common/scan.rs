@@ -209,6 +209,7 @@ pub unsafe fn amgettuple_buffered<S: IndexScan>(scan: pg_sys::IndexScanDesc, dir
                 let varlena = (*(*desc).attrs.as_ptr()).attlen == -1;
                 let info = (ITUP_DATA + len) as u32 | if varlena { pg_sys::INDEX_VAR_MASK } else { 0 };
                 (*st.by_ref).t_info = info as u16;
+                (*scan).xs_hitup = std::ptr::null_mut();
                 (*scan).xs_itup = st.by_ref;
                 (*scan).xs_itupdesc = desc;
             }
@@ -222,6 +223,10 @@ pub unsafe fn amgettuple_buffered<S: IndexScan>(scan: pg_sys::IndexScanDesc, dir
 /// Forms the index tuple of the match `next` returned last: in place over
 /// the previous one where it can, else anew in the tuple context.
 ///
+/// The longest varlena an index tuple of one column holds uncompressed
+/// (INDEX_SIZE_MASK less headers, rounded down).
+const MAX_INDEX_TUPLE_VALUE: usize = 8000;
+
 /// # Safety
 /// A scan of `S` that wants index tuples, after a match.
 unsafe fn fill_itup<S: IndexScan>(scan: pg_sys::IndexScanDesc, st: &mut State<S>) {
@@ -243,8 +248,19 @@ unsafe fn fill_itup<S: IndexScan>(scan: pg_sys::IndexScanDesc, st: &mut State<S>
         st.reusable = None;
         let desc = (*(*scan).indexRelation).rd_att;
         let (mut datum, mut null) = (value.unwrap_or(pg_sys::Datum::from(0)), value.is_none());
-        let itup = pg_sys::index_form_tuple_context(desc, &mut datum, &mut null, st.tuple_ctx);
         let att = &(*desc).attrs.as_slice((*desc).natts as usize)[0];
+        if !null && att.attlen == -1 && pgrx::varlena::varsize_any(datum.cast_mut_ptr()) > MAX_INDEX_TUPLE_VALUE {
+            // Too long for an index tuple (gpu_art's long keys): a heap
+            // tuple, which index-only scans take as well (SP-GiST's way).
+            let old = pg_sys::MemoryContextSwitchTo(st.tuple_ctx);
+            (*scan).xs_hitup = pg_sys::heap_form_tuple(desc, &mut datum, &mut null);
+            pg_sys::MemoryContextSwitchTo(old);
+            (*scan).xs_hitupdesc = desc;
+            (*scan).xs_itup = std::ptr::null_mut();
+            return;
+        }
+        (*scan).xs_hitup = std::ptr::null_mut();
+        let itup = pg_sys::index_form_tuple_context(desc, &mut datum, &mut null, st.tuple_ctx);
         if !null && att.attbyval && matches!(att.attlen, 1 | 2 | 4 | 8) {
             st.reusable = Some((itup, att.attlen as usize));
         }

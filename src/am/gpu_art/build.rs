@@ -6,6 +6,7 @@
 //! bottom up (no WAL per page; the common build logs every page).
 
 use super::keys::{self, KeyKind};
+use super::long;
 use super::page::*;
 use crate::am::common::HeapRows;
 use crate::storage::{new_page_in, Fork};
@@ -17,8 +18,10 @@ const TID_BYTES: usize = 6;
 /// temporary files go with the transaction's).
 struct Sort {
     state: *mut pg_sys::Tuplesortstate,
-    /// One varlena, reused for every row (the sort copies it).
+    /// One varlena, reused for every row (the sort copies it), of `cap`
+    /// data bytes.
     buf: *mut u8,
+    cap: usize,
 }
 
 impl Sort {
@@ -34,14 +37,19 @@ impl Sort {
                 std::ptr::null_mut(),
                 pg_sys::TUPLESORT_NONE as i32,
             );
-            Sort { state, buf: pg_sys::palloc(pg_sys::VARHDRSZ + 1 + MAX_KEY + TID_BYTES) as *mut u8 }
+            let cap = 1 + MAX_KEY + TID_BYTES;
+            Sort { state, buf: pg_sys::palloc(pg_sys::VARHDRSZ + cap) as *mut u8, cap }
         }
     }
 
     fn push(&mut self, rank: u8, key: &[u8], tid: Tid) {
         let len = 1 + key.len() + TID_BYTES;
-        // SAFETY: buf holds VARHDRSZ + 1 + MAX_KEY + 6 bytes; key <= MAX_KEY.
+        // SAFETY: buf holds VARHDRSZ + cap bytes, grown to len first.
         unsafe {
+            if len > self.cap {
+                self.cap = len;
+                self.buf = pg_sys::repalloc(self.buf as *mut std::ffi::c_void, pg_sys::VARHDRSZ + len) as *mut u8;
+            }
             pgrx::set_varsize_4b(self.buf as *mut pg_sys::varlena, (pg_sys::VARHDRSZ + len) as i32);
             let d = std::slice::from_raw_parts_mut(self.buf.add(pg_sys::VARHDRSZ), len);
             d[0] = rank;
@@ -85,7 +93,7 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
         rows.scan(index, |tid, value| {
             match value {
                 Some(v) => {
-                    keys::encode_stored(v, kind, &mut enc);
+                    keys::encode(v, kind, &mut enc);
                     sort.push(RANK_VALUE, &enc, tid);
                 }
                 None => sort.push(RANK_NULL, &[], tid),
@@ -99,13 +107,16 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
     let mut leaves = LevelWriter::new(index, fork, 0);
     let mut page = PageBuf::default();
     sort.drain(|key, tid| {
-        let size = entry_size(key.bytes.len());
+        let long = (key.bytes.len() > MAX_KEY).then(|| long::store(index, key.bytes, Some(fork)));
+        let stored = long.as_ref().map_or(Stored::whole(key), |l| l.stored());
+        let size = entry_size(stored.bytes.len());
         // A leaf holds its entries and a copy of its last key (high key).
         if !page.is_empty() && (page.bytes + size > fill || page.bytes + 2 * size > CONTENT_BYTES) {
             leaves.page(&page, false);
             page.clear();
         }
-        page.push(key, tid, size);
+        page.push(stored, tid, size);
+        page.last_long = long.is_some().then(|| key.bytes.to_vec());
     });
     sort.end();
     leaves.page(&page, true);
@@ -125,7 +136,7 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
                 w.page(&page, false);
                 page.clear();
             }
-            page.push(high.key(), *block as u64, size);
+            page.push(high.stored(), *block as u64, size);
             if i + 1 == n_items {
                 w.page(&page, true);
             }
@@ -143,14 +154,17 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
 #[derive(Default)]
 struct PageBuf {
     arena: Vec<u8>,
-    /// (start in arena, length, rank, payload)
-    entries: Vec<(usize, usize, u8, u64)>,
+    /// (start in arena, length, rank, long, payload)
+    entries: Vec<(usize, usize, u8, bool, u64)>,
     bytes: usize,
+    /// The last entry's whole key when it is stored long (a leaf's high
+    /// key gets a chain of its own).
+    last_long: Option<Vec<u8>>,
 }
 
 impl PageBuf {
-    fn push(&mut self, key: Key, payload: u64, size: usize) {
-        self.entries.push((self.arena.len(), key.bytes.len(), key.rank, payload));
+    fn push(&mut self, key: Stored, payload: u64, size: usize) {
+        self.entries.push((self.arena.len(), key.bytes.len(), key.rank, key.long, payload));
         self.arena.extend_from_slice(key.bytes);
         self.bytes += size;
     }
@@ -158,12 +172,13 @@ impl PageBuf {
         self.arena.clear();
         self.entries.clear();
         self.bytes = 0;
+        self.last_long = None;
     }
     fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
-    fn keys(&self) -> Vec<(Key<'_>, u64)> {
-        self.entries.iter().map(|&(s, l, rank, p)| (Key { rank, bytes: &self.arena[s..s + l] }, p)).collect()
+    fn keys(&self) -> Vec<(Stored<'_>, u64)> {
+        self.entries.iter().map(|&(s, l, rank, long, p)| (Stored { rank, long, bytes: &self.arena[s..s + l] }, p)).collect()
     }
 }
 
@@ -175,7 +190,7 @@ struct LevelWriter {
     level: u8,
     prev: Option<Exclusive>,
     /// (high key, block) of each page written; INF for the last.
-    out: Vec<(OwnedKey, u32)>,
+    out: Vec<(OwnedStored, u32)>,
 }
 
 impl LevelWriter {
@@ -184,10 +199,15 @@ impl LevelWriter {
     }
 
     fn page(&mut self, buf: &PageBuf, last: bool) {
+        let entries = buf.keys();
+        let high = match (&buf.last_long, entries.last()) {
+            _ if last => Stored::INF.to_owned(),
+            (Some(k), _) => long::store(self.index, k, Some(self.fork)),
+            (None, Some(e)) => e.0.to_owned(),
+            (None, None) => Stored::INF.to_owned(),
+        };
         let mut g = new_page_in(self.index, self.fork);
         let block = g.block();
-        let entries = buf.keys();
-        let high = if last { Key::INF } else { entries.last().map_or(Key::INF, |e| e.0) };
         {
             let mut p = g.page_mut_unlogged();
             let kind = if self.level == 0 { KIND_LEAF } else { KIND_INNER };
@@ -198,18 +218,18 @@ impl LevelWriter {
             let mut s = special(kind, self.level, flags);
             s.left = self.prev.as_ref().map_or(NONE, |p| p.block());
             p.init(s);
-            let leaf_high = (self.level == 0 && !last).then_some(high);
+            let leaf_high = (self.level == 0 && !last).then(|| high.stored());
             set_entries(&mut p, &entries, leaf_high);
         }
         if let Some(mut p) = self.prev.take() {
             p.page_mut_unlogged().update_special(|s| s.right = block);
             p.mark_dirty();
         }
-        self.out.push((high.to_owned(), block));
+        self.out.push((high, block));
         self.prev = Some(g);
     }
 
-    fn finish(self) -> Vec<(OwnedKey, u32)> {
+    fn finish(self) -> Vec<(OwnedStored, u32)> {
         if let Some(p) = &self.prev {
             p.mark_dirty();
         }

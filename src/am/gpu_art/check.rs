@@ -7,6 +7,7 @@
 //! row per level otherwise. Meant for a quiescent index (concurrent
 //! splits may report missing downlinks that are only in progress).
 
+use super::long;
 use super::page::*;
 use super::tree::Tree;
 use crate::am::common::{Access, OpenIndex};
@@ -61,18 +62,23 @@ fn check_tree(rel: pg_sys::Relation) -> Vec<(i32, i64, i64, i64)> {
             if level == 0 && n.s.left != prev_block {
                 fail(&name, format!("leaf {block}: left link {} but left sibling {prev_block}", n.s.left));
             }
-            let high = n.high();
-            for i in 0..n.count() {
-                let (k, child) = n.entry(i);
-                if i > 0 && n.key(i - 1) > k {
+            // Whole keys (long ones read from their chains, which are checked).
+            let high = long::resolve(rel, n.high());
+            let keys: Vec<OwnedKey> = (0..n.count()).map(|i| long::resolve(rel, n.stored(i))).collect();
+            if n.s.flags & HAS_LONG == 0 && (0..n.count()).any(|i| n.stored(i).long) {
+                fail(&name, format!("block {block}: long keys without the page's HAS_LONG flag"));
+            }
+            for (i, k) in keys.iter().enumerate() {
+                let child = n.entry(i).1;
+                if i > 0 && keys[i - 1] > *k {
                     fail(&name, format!("block {block}: keys out of order at {i}"));
                 }
-                if k > high || prev_high.as_ref().is_some_and(|p| k < p.key()) {
+                if *k > high || prev_high.as_ref().is_some_and(|p| k < p) {
                     fail(&name, format!("block {block}: key {i} outside the page's fences"));
                 }
                 if level > 0 {
                     match below.get(&(child as u32)) {
-                        Some(h) if h.key() <= k => {
+                        Some(h) if h <= k => {
                             missing.remove(&(child as u32));
                         }
                         Some(_) => fail(&name, format!("block {block}: downlink {i} below its child's high key")),
@@ -80,13 +86,13 @@ fn check_tree(rel: pg_sys::Relation) -> Vec<(i32, i64, i64, i64)> {
                     }
                 }
             }
-            if level > 0 && (n.count() == 0 || (n.rightmost() && n.key(n.count() - 1) != Key::INF)) {
+            if level > 0 && (n.count() == 0 || (n.rightmost() && keys[n.count() - 1].key() != Key::INF)) {
                 fail(&name, format!("inner {block}: no entries, or a rightmost page not ending at +infinity"));
             }
             pages += 1;
             entries += n.count() as i64;
-            this.insert(block, high.to_owned());
-            prev_high = Some(high.to_owned());
+            this.insert(block, high.clone());
+            prev_high = Some(high);
             prev_block = block;
             if n.rightmost() {
                 break;

@@ -5,7 +5,6 @@
 //! POSIX) collation: the byte order is the C order, and other collations
 //! sort differently (an ERROR at CREATE INDEX says so).
 
-use super::page::MAX_KEY;
 use gpuindex_engine::art::keys as art_keys;
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
@@ -78,18 +77,6 @@ pub fn encode(v: Datum, kind: KeyKind, out: &mut Vec<u8>) {
         KeyKind::Bytea => art_keys::encode_bytea(varlena_bytes(v), out),
         // SAFETY: a uuid datum points to its 16 bytes.
         KeyKind::Uuid => out.extend_from_slice(unsafe { std::slice::from_raw_parts(v.cast_mut_ptr::<u8>(), 16) }),
-    }
-}
-
-/// `encode`, raising an ERROR for keys too long to index.
-pub fn encode_stored(v: Datum, kind: KeyKind, out: &mut Vec<u8>) {
-    encode(v, kind, out);
-    if out.len() > MAX_KEY {
-        crate::error::raise(
-            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("gpu_art key of {} bytes exceeds the maximum of {MAX_KEY}", out.len()),
-            "Index a prefix of the value (e.g. left(col, 1000)) or its hash; btree has a similar limit (2704 bytes).",
-        );
     }
 }
 

@@ -65,14 +65,15 @@ pub fn get(tree: &Tree) -> Arc<Mirror> {
                 if k.rank != RANK_VALUE {
                     break;
                 }
+                let k = super::long::resolve(tree.rel, k);
                 if keys.is_empty() || keys.get(keys.len() - 1) != k.bytes {
-                    keys.push(k.bytes);
+                    keys.push(&k.bytes);
                     blocks.push(child as u32);
                 }
             }
             // The first child past the value keys: the rest of this page,
             // or the first entry of a page to the right.
-            if let Some(i) = (0..n.count()).find(|&i| n.key(i).rank != RANK_VALUE) {
+            if let Some(i) = (0..n.count()).find(|&i| n.stored(i).rank != RANK_VALUE) {
                 blocks.push(n.entry(i).1 as u32);
                 break;
             }

@@ -10,6 +10,7 @@
 mod build;
 mod check;
 mod keys;
+mod long;
 mod mirror;
 mod page;
 mod probe;
@@ -56,7 +57,7 @@ impl IndexAm for GpuArt {
             None => tree.insert(Key::NULL, tid),
             Some(v) => {
                 let mut enc = Vec::new();
-                keys::encode_stored(v, keys::index_kind(index), &mut enc);
+                keys::encode(v, keys::index_kind(index), &mut enc);
                 tree.insert(Key::value(&enc), tid);
             }
         }

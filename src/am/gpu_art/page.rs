@@ -6,9 +6,11 @@
 //! - leaf and inner pages: entries `(key, payload)` sorted by key, as a
 //!   slot array of u16 offsets at the front (pd_lower) and the entries
 //!   packed from the back (pd_upper), PostgreSQL's own line-pointer idea.
-//!   An entry is a 10-byte header (key length u16, rank u8, spare u8,
+//!   An entry is a 10-byte header (stored length u16, rank u8, flags u8,
 //!   payload 48 bits: a heap TID on a leaf, a child block on an inner page)
-//!   and the key's bytes, padded to an even size.
+//!   and the key's bytes, padded to an even size. A key longer than
+//!   `MAX_KEY` is stored long: its first `LONG_PREFIX` bytes, its length
+//!   and the first page of an overflow chain holding the rest (`long.rs`).
 //! - A leaf's high key is an entry outside the slots (`Special::high`);
 //!   a rightmost leaf has none. Inner entries are (child's high key, child),
 //!   so an inner page's last key is its high key; the last entry of a
@@ -53,21 +55,35 @@ pub const MAX_LEVELS: u32 = 32;
 pub const KIND_META: u8 = 1;
 pub const KIND_LEAF: u8 = 2;
 pub const KIND_INNER: u8 = 3;
+/// A page of an overflow chain: `count` bytes of a long key's tail.
+pub const KIND_OVERFLOW: u8 = 4;
+/// An overflow page VACUUM freed (in the free space map, reusable).
+pub const KIND_FREE: u8 = 5;
 
 pub const LEFTMOST: u16 = 1;
 pub const RIGHTMOST: u16 = 2;
 /// The left half of a split whose right half has no downlink yet (as
 /// gpu_btree's): a writer that meets it finishes the split first.
 pub const INCOMPLETE_SPLIT: u16 = 16;
+/// Some entry on the page is stored long (scans copy those keys whole
+/// while the page is locked).
+pub const HAS_LONG: u16 = 32;
 
 pub const RANK_VALUE: u8 = 0;
 pub const RANK_NULL: u8 = 1;
 pub const RANK_INF: u8 = 2;
 
 const ENTRY_HEADER: usize = 10;
-/// The longest encoded key an entry holds: four entries and a high key
-/// fit any page, so every split finds a point where both halves fit.
+/// The longest encoded key an entry holds whole: four entries and a high
+/// key fit any page, so every split finds a point where both halves fit.
 pub const MAX_KEY: usize = 2000;
+/// The bytes of a long key kept in its entry: comparisons read the
+/// overflow chain only for keys sharing all of them.
+pub const LONG_PREFIX: usize = 512;
+/// A long entry's reference to its chain: the key's length, the chain's
+/// first block (u32 each).
+const LONG_REF: usize = 8;
+const FLAG_LONG: u8 = 1;
 
 pub use crate::storage::{tid_to, Tid};
 
@@ -104,6 +120,60 @@ impl OwnedKey {
     }
 }
 
+/// An entry's key as its page holds it: the whole key, or a long key's
+/// prefix and chain. Comparing one with a key may read the chain
+/// (`long::compare`): it has no `Ord` of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored<'a> {
+    pub rank: u8,
+    pub long: bool,
+    pub bytes: &'a [u8],
+}
+
+impl<'a> Stored<'a> {
+    pub const INF: Stored<'static> = Stored { rank: RANK_INF, long: false, bytes: &[] };
+
+    /// A key of at most MAX_KEY bytes, whole.
+    pub fn whole(k: Key<'a>) -> Stored<'a> {
+        debug_assert!(k.bytes.len() <= MAX_KEY);
+        Stored { rank: k.rank, long: false, bytes: k.bytes }
+    }
+    /// The key, if the entry holds it whole.
+    pub fn as_key(self) -> Option<Key<'a>> {
+        (!self.long).then_some(Key { rank: self.rank, bytes: self.bytes })
+    }
+    /// A long key's prefix, length and chain.
+    pub fn long_parts(self) -> (&'a [u8], usize, u32) {
+        debug_assert!(self.long);
+        let (p, r) = self.bytes.split_at(LONG_PREFIX);
+        (p, u32::from_le_bytes(r[..4].try_into().unwrap()) as usize, u32::from_le_bytes(r[4..].try_into().unwrap()))
+    }
+    pub fn to_owned(self) -> OwnedStored {
+        OwnedStored { rank: self.rank, long: self.long, bytes: self.bytes.to_vec() }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedStored {
+    pub rank: u8,
+    pub long: bool,
+    pub bytes: Vec<u8>,
+}
+
+impl OwnedStored {
+    pub fn stored(&self) -> Stored<'_> {
+        Stored { rank: self.rank, long: self.long, bytes: &self.bytes }
+    }
+    /// A long key's entry bytes: its prefix, length and chain.
+    pub fn long(key: &[u8], chain: u32) -> OwnedStored {
+        let mut bytes = Vec::with_capacity(LONG_PREFIX + LONG_REF);
+        bytes.extend_from_slice(&key[..LONG_PREFIX]);
+        bytes.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&chain.to_le_bytes());
+        OwnedStored { rank: RANK_VALUE, long: true, bytes }
+    }
+}
+
 /// The bytes an entry of a key of `len` bytes takes, its slot included.
 pub fn entry_size(len: usize) -> usize {
     (ENTRY_HEADER + len).next_multiple_of(2) + 2
@@ -128,6 +198,16 @@ pub fn corrupted(what: String) -> ! {
         format!("gpu_art: {what}"),
         "REINDEX the index; gpu_art_check(index) reports what is wrong.",
     )
+}
+
+/// A page for a split or an overflow chain: a freed overflow page from
+/// the free space map, else a new one.
+pub fn new_page(rel: pg_sys::Relation) -> Exclusive {
+    let free = |p: &PageRef| {
+        let s = p.special();
+        (s.page_id == PAGE_ID && s.kind == KIND_FREE).then_some(crate::storage::recycle::REUSABLE_NOW)
+    };
+    crate::storage::recycle::reuse_page(rel, free).unwrap_or_else(|| crate::storage::new_page(rel))
 }
 
 pub fn special(kind: u8, level: u8, flags: u16) -> Special {
@@ -185,32 +265,33 @@ impl<'a> Node<'a> {
     pub fn leftmost(&self) -> bool {
         self.s.flags & LEFTMOST != 0
     }
-    fn entry_at(&self, off: usize) -> (Key<'a>, u64) {
+    fn entry_at(&self, off: usize) -> (Stored<'a>, u64) {
         let h: &[u8] = self.page.front(off, ENTRY_HEADER);
         let len = u16::from_le_bytes([h[0], h[1]]) as usize;
         let mut p = [0u8; 8];
         p[..6].copy_from_slice(&h[4..10]);
-        (Key { rank: h[2], bytes: self.page.front(off + ENTRY_HEADER, len) }, u64::from_le_bytes(p))
+        let long = h[3] & FLAG_LONG != 0;
+        (Stored { rank: h[2], long, bytes: self.page.front(off + ENTRY_HEADER, len) }, u64::from_le_bytes(p))
     }
     fn slot(&self, i: usize) -> usize {
         self.page.front::<u16>(0, self.count())[i] as usize
     }
     /// Entry i: its key and payload (heap TID or child block).
-    pub fn entry(&self, i: usize) -> (Key<'a>, u64) {
+    pub fn entry(&self, i: usize) -> (Stored<'a>, u64) {
         self.entry_at(self.slot(i))
     }
-    pub fn key(&self, i: usize) -> Key<'a> {
+    pub fn stored(&self, i: usize) -> Stored<'a> {
         self.entry(i).0
     }
     /// The page's high key: every key on it is <= it, every key right of
     /// it >= it. INF on a rightmost page.
-    pub fn high(&self) -> Key<'a> {
+    pub fn high(&self) -> Stored<'a> {
         if self.rightmost() {
-            Key::INF
+            Stored::INF
         } else if self.is_leaf() {
             self.entry_at(self.s.high as usize).0
         } else {
-            self.key(self.count() - 1)
+            self.stored(self.count() - 1)
         }
     }
     /// Bytes free between the slots and the entries.
@@ -218,13 +299,14 @@ impl<'a> Node<'a> {
         let (lower, upper) = self.page.used();
         upper - lower
     }
-    /// The first entry whose key is >= q (`strict`: > q).
-    pub fn search(&self, q: Key, strict: bool) -> usize {
+    /// The first entry whose key is >= q (`strict`: > q); long keys'
+    /// chains are read from `rel` (the page is locked).
+    pub fn search(&self, rel: pg_sys::Relation, q: Key, strict: bool) -> usize {
         let (mut lo, mut hi) = (0, self.count());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let k = self.key(mid);
-            if k < q || (strict && k == q) {
+            let c = super::long::compare(rel, self.stored(mid), q);
+            if c.is_lt() || (strict && c.is_eq()) {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -235,17 +317,17 @@ impl<'a> Node<'a> {
 }
 
 /// Writes one entry at content offset `off`.
-fn put_entry(page: &mut PageMut, off: usize, key: Key, payload: u64) {
+fn put_entry(page: &mut PageMut, off: usize, key: Stored, payload: u64) {
     let b = page.front_mut::<u8>(off, ENTRY_HEADER + key.bytes.len());
     b[..2].copy_from_slice(&(key.bytes.len() as u16).to_le_bytes());
     b[2] = key.rank;
-    b[3] = 0;
+    b[3] = if key.long { FLAG_LONG } else { 0 };
     b[4..10].copy_from_slice(&payload.to_le_bytes()[..6]);
     b[ENTRY_HEADER..].copy_from_slice(key.bytes);
 }
 
 /// Inserts an entry as slot `pos` (the caller checked it fits: `free()`).
-pub fn insert_entry(page: &mut PageMut, pos: usize, key: Key, payload: u64) {
+pub fn insert_entry(page: &mut PageMut, pos: usize, key: Stored, payload: u64) {
     let (lower, upper) = page.as_ref().used();
     let count = page.as_ref().special().count as usize;
     let size = entry_size(key.bytes.len());
@@ -256,13 +338,18 @@ pub fn insert_entry(page: &mut PageMut, pos: usize, key: Key, payload: u64) {
     slots.copy_within(pos..count, pos + 1);
     slots[pos] = off as u16;
     page.set_used(lower + 2, CONTENT_BYTES - off);
-    page.update_special(|s| s.count += 1);
+    page.update_special(|s| {
+        s.count += 1;
+        if key.long {
+            s.flags |= HAS_LONG;
+        }
+    });
 }
 
 /// Replaces a page's contents: `entries` in order and a leaf's high key
 /// (None on a rightmost leaf and on inner pages). The caller checked they
 /// fit (`fits`).
-pub fn set_entries<'k>(page: &mut PageMut, entries: &[(Key<'k>, u64)], high: Option<Key<'k>>) {
+pub fn set_entries<'k>(page: &mut PageMut, entries: &[(Stored<'k>, u64)], high: Option<Stored<'k>>) {
     let mut upper = CONTENT_BYTES;
     let mut high_off = 0;
     if let Some(h) = high {
@@ -279,9 +366,11 @@ pub fn set_entries<'k>(page: &mut PageMut, entries: &[(Key<'k>, u64)], high: Opt
     assert!(slots.len() * 2 <= upper, "gpu_art: entries do not fit a page");
     page.front_mut::<u16>(0, slots.len()).copy_from_slice(&slots);
     page.set_used(slots.len() * 2, CONTENT_BYTES - upper);
+    let long = entries.iter().any(|(k, _)| k.long);
     page.update_special(|s| {
         s.count = slots.len() as u16;
         s.high = high_off as u16;
+        s.flags = if long { s.flags | HAS_LONG } else { s.flags & !HAS_LONG };
     });
 }
 

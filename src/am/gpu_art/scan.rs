@@ -12,6 +12,7 @@
 //! entries came from, so VACUUM cannot remove them meanwhile.
 
 use super::keys::{self, KeyKind};
+use super::long;
 use super::mirror;
 use super::page::*;
 use super::tree::Tree;
@@ -184,9 +185,12 @@ pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Vec<Interval>
 }
 
 /// One leaf page, copied under its lock (its bytes: entries are read from
-/// the copy as they are needed, not parsed in advance).
+/// the copy as they are needed, not parsed in advance; long keys whole,
+/// their chains read while the page is locked).
 struct PageCopy {
     image: Box<[u8]>,
+    /// The whole keys of long entries: (slot, key), by slot.
+    longs: Vec<(usize, Box<[u8]>)>,
     block: u32,
     s: Special,
     high: OwnedKey,
@@ -199,37 +203,27 @@ struct PageCopy {
     from: (OwnedKey, bool),
 }
 
-/// The first slot in [from, to) of page `n` whose key fails `pred`
-/// (which holds for a prefix of the sorted entries), or `to`.
-fn partition_node(n: &Node, from: usize, to: usize, pred: impl Fn(Key) -> bool) -> usize {
-    let (mut lo, mut hi) = (from, to);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if pred(n.key(mid)) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
-
 impl PageCopy {
-    /// Copies the leaf `g` (its window: the entries of `only`, when
-    /// given), reusing `old`'s buffer.
-    fn of(g: &Shared, from: (OwnedKey, bool), old: Option<PageCopy>, only: Option<&Interval>) -> PageCopy {
-        let mut image = old.map_or_else(|| vec![0u8; pg_sys::BLCKSZ as usize].into_boxed_slice(), |c| c.image);
+    /// Copies the leaf `g` of index `rel` (its window: the entries of
+    /// `only`, when given), reusing `old`'s buffer.
+    fn of(rel: pg_sys::Relation, g: &Shared, from: (OwnedKey, bool), old: Option<PageCopy>, only: Option<&Interval>) -> PageCopy {
+        let (mut image, mut longs) =
+            old.map_or_else(|| (vec![0u8; pg_sys::BLCKSZ as usize].into_boxed_slice(), Vec::new()), |c| (c.image, c.longs));
         // SAFETY: the locked page is BLCKSZ bytes.
         image.copy_from_slice(unsafe { std::slice::from_raw_parts(g.page().as_ptr(), pg_sys::BLCKSZ as usize) });
         let n = Node::new(g.page());
-        let (w0, w1) = match only {
-            Some(iv) => {
-                let a = partition_node(&n, 0, n.count(), |k| !iv.above_lo(k));
-                (a, partition_node(&n, a, n.count(), |k| iv.below_hi(k)))
-            }
-            None => (0, n.count()),
-        };
-        PageCopy { block: g.block(), s: n.s, high: n.high().to_owned(), w0, w1, from, image }
+        longs.clear();
+        if n.s.flags & HAS_LONG != 0 {
+            let stored = (0..n.count()).map(|i| (i, n.stored(i))).filter(|(_, k)| k.long);
+            longs.extend(stored.map(|(i, k)| (i, long::resolve(rel, k).bytes.into_boxed_slice())));
+        }
+        let count = n.count();
+        let mut c = PageCopy { block: g.block(), s: n.s, high: long::resolve(rel, n.high()), w0: 0, w1: count, from, image, longs };
+        if let Some(iv) = only {
+            let a = c.partition(0, count, |k| !iv.above_lo(k));
+            (c.w0, c.w1) = (a, c.partition(a, count, |k| iv.below_hi(k)));
+        }
+        c
     }
     fn node(&self) -> Node<'_> {
         // SAFETY: a copy of a whole page, alive as long as self, checked
@@ -239,18 +233,42 @@ impl PageCopy {
     fn len(&self) -> usize {
         self.w1 - self.w0
     }
+    /// Slot j of the page: its whole key and heap TID.
+    fn slot(&self, j: usize) -> (Key<'_>, Tid) {
+        let (k, tid) = self.node().entry(j);
+        match k.as_key() {
+            Some(k) => (k, tid),
+            None => {
+                let l = self.longs.binary_search_by_key(&j, |e| e.0).expect("a long key copied");
+                (Key::value(&self.longs[l].1), tid)
+            }
+        }
+    }
     /// Entry i of the window: its key and heap TID.
     fn entry(&self, i: usize) -> (Key<'_>, Tid) {
-        self.node().entry(self.w0 + i)
+        self.slot(self.w0 + i)
     }
     fn key(&self, i: usize) -> Key<'_> {
         self.entry(i).0
     }
+    /// The first slot in [from, to) whose key fails `pred` (which holds
+    /// for a prefix of the sorted entries), or `to`.
+    fn partition(&self, from: usize, to: usize, pred: impl Fn(Key) -> bool) -> usize {
+        let (mut lo, mut hi) = (from, to);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if pred(self.slot(mid).0) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
     /// The window's entries of `iv`: [a, end).
     fn range(&self, iv: &Interval) -> (usize, usize) {
-        let n = self.node();
-        let a = partition_node(&n, self.w0, self.w1, |k| !iv.above_lo(k));
-        (a - self.w0, partition_node(&n, a, self.w1, |k| iv.below_hi(k)) - self.w0)
+        let a = self.partition(self.w0, self.w1, |k| !iv.above_lo(k));
+        (a - self.w0, self.partition(a, self.w1, |k| iv.below_hi(k)) - self.w0)
     }
     /// Whether a forward scan of `iv` goes on right of this page.
     fn continues_right(&self, iv: &Interval) -> bool {
@@ -343,13 +361,13 @@ impl ScanState {
         Tree::new(scan.indexRelation)
     }
 
-    fn take(&mut self, g: &Shared, from: (OwnedKey, bool)) {
+    fn take(&mut self, tree: &Tree, g: &Shared, from: (OwnedKey, bool)) {
         if self.keep_pins {
             self.pins.release();
             self.pins.keep(g);
         }
         let only = (self.intervals.len() == 1).then(|| &self.intervals[0]);
-        self.copy = Some(PageCopy::of(g, from, self.copy.take(), only));
+        self.copy = Some(PageCopy::of(tree.rel, g, from, self.copy.take(), only));
     }
 
     fn set_range(&mut self, forward: bool) {
@@ -371,7 +389,7 @@ impl ScanState {
                     Some(h) => tree.move_right_from(mirror::hinted_leaf(tree, h[self.iv]), lo.key()),
                     None => tree.find_leaf(lo.key()),
                 };
-                self.take(&g, (lo, true));
+                self.take(tree, &g, (lo, true));
             }
         } else {
             let g = match &iv.hi {
@@ -379,7 +397,7 @@ impl ScanState {
                 Bound::Excl(h) => tree.find_leaf(h.key()),
                 Bound::Unbounded => tree.find_leaf(Key::INF),
             };
-            self.take(&g, (Key::INF.to_owned(), false));
+            self.take(tree, &g, (Key::INF.to_owned(), false));
         }
         self.set_range(forward);
     }
@@ -408,7 +426,7 @@ impl ScanState {
                 if self.end == c.len() && c.continues_right(iv) {
                     let from = (c.high.clone(), false);
                     let g = Shared::lock(tree.rel, c.s.right);
-                    self.take(&g, from);
+                    self.take(tree, &g, from);
                     self.set_range(true);
                 } else if self.iv + 1 < self.intervals.len() {
                     self.iv += 1;
@@ -426,7 +444,7 @@ impl ScanState {
                 let iv = &self.intervals[self.iv];
                 if self.a == 0 && c.continues_left(iv) {
                     let g = tree.leaf_left_of(c.block, c.s.left);
-                    self.take(&g, (Key::INF.to_owned(), false));
+                    self.take(tree, &g, (Key::INF.to_owned(), false));
                     self.set_range(false);
                 } else if self.iv > 0 {
                     self.iv -= 1;
@@ -472,7 +490,7 @@ impl IndexScan for ScanState {
             return None;
         }
         let (k, tid) = c.entry(i as usize);
-        if k.rank != RANK_VALUE {
+        if k.rank != RANK_VALUE || k.bytes.len() > MAX_KEY {
             return None;
         }
         self.cur = i;

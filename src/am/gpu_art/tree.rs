@@ -7,9 +7,10 @@
 //! one page at a time; writers lock left to right within a level, child
 //! before parent, the metapage last.
 
+use super::long;
 use super::page::*;
 use crate::am::common::cache;
-use crate::storage::{new_page, Xlog};
+use crate::storage::Xlog;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -33,18 +34,19 @@ impl cache::Image for Root {
     }
 }
 
-/// A page's entries and high key, copied out of it.
-pub type Entries = Vec<(OwnedKey, u64)>;
+/// A page's entries as stored, copied out of it (moved to other pages
+/// as they are: a long entry keeps its chain).
+type Entries = Vec<(OwnedStored, u64)>;
 
 fn copy_entries(n: &Node) -> Entries {
-    (0..n.count()).map(|i| (n.key(i).to_owned(), n.entry(i).1)).collect()
+    (0..n.count()).map(|i| (n.stored(i).to_owned(), n.entry(i).1)).collect()
 }
 
-fn borrowed(entries: &[(OwnedKey, u64)]) -> Vec<(Key<'_>, u64)> {
-    entries.iter().map(|(k, p)| (k.key(), *p)).collect()
+fn borrowed(entries: &[(OwnedStored, u64)]) -> Vec<(Stored<'_>, u64)> {
+    entries.iter().map(|(k, p)| (k.stored(), *p)).collect()
 }
 
-fn sizes(entries: &[(OwnedKey, u64)]) -> Vec<usize> {
+fn sizes(entries: &[(OwnedStored, u64)]) -> Vec<usize> {
     entries.iter().map(|(k, _)| entry_size(k.bytes.len())).collect()
 }
 
@@ -121,7 +123,7 @@ impl Tree {
                 return page;
             }
             let node = Node::new(page.page());
-            let j = node.search(q, false);
+            let j = node.search(self.rel, q, false);
             if j >= node.count() {
                 corrupted(format!("inner page {} has no child for a key", page.block()));
             }
@@ -137,7 +139,7 @@ impl Tree {
         loop {
             let n = Node::new(page.page());
             let exclusive = matches!(page, Locked::X(_));
-            if (exclusive && n.s.flags & INCOMPLETE_SPLIT != 0) || n.rightmost() || q <= n.high() {
+            if (exclusive && n.s.flags & INCOMPLETE_SPLIT != 0) || n.rightmost() || long::compare(self.rel, n.high(), q).is_ge() {
                 return page;
             }
             let right = n.s.right;
@@ -176,7 +178,7 @@ impl Tree {
         let mut g = self.find_leaf(q);
         loop {
             let n = Node::new(g.page());
-            if n.rightmost() || n.high() != q {
+            if n.rightmost() || long::compare(self.rel, n.high(), q).is_ne() {
                 return g;
             }
             let right = n.s.right;
@@ -203,28 +205,32 @@ impl Tree {
         }
     }
 
-    /// Inserts one entry (NULL keys too: they sort after every value).
+    /// Inserts one entry (NULL keys too: they sort after every value); a
+    /// key over MAX_KEY bytes has its chain written first.
     pub fn insert(&self, key: Key, tid: Tid) {
+        let long = (key.bytes.len() > MAX_KEY).then(|| long::store(self.rel, key.bytes, None));
+        let stored = long.as_ref().map_or(Stored::whole(key), |l| l.stored());
         let mut path = Vec::new();
         let Locked::X(leaf) = self.descend(key, 0, true, &mut path) else { unreachable!("exclusive descent") };
         let (pos, fits) = {
             let n = Node::new(leaf.page());
-            (n.search(key, true), n.free() >= entry_size(key.bytes.len()))
+            (n.search(self.rel, key, true), n.free() >= entry_size(stored.bytes.len()))
         };
         if fits {
             let x = Xlog::start(self.rel);
-            insert_entry(&mut x.register(&leaf, false), pos, key, tid);
+            insert_entry(&mut x.register(&leaf, false), pos, stored, tid);
             x.finish();
             return;
         }
-        self.split_leaf(leaf, pos, key, tid, path);
+        self.split_leaf(leaf, pos, stored, tid, path);
     }
 
     /// Splits a full leaf while inserting: one record changes the leaf, the
     /// new right page, the old right neighbour's left link and the
     /// metapage's generation (4 pages, GenericXLog's limit). The left
-    /// half's last key becomes its high key and the separator.
-    fn split_leaf(&self, leaf: Exclusive, pos: usize, key: Key, tid: Tid, path: Vec<u32>) {
+    /// half's last key becomes its high key and the separator (a long one
+    /// with a chain of its own, written before).
+    fn split_leaf(&self, leaf: Exclusive, pos: usize, key: Stored, tid: Tid, path: Vec<u32>) {
         let (mut entries, s, high) = {
             let n = Node::new(leaf.page());
             (copy_entries(&n), n.s, (!n.rightmost()).then(|| n.high().to_owned()))
@@ -234,7 +240,7 @@ impl Tree {
         let appending = s.flags & RIGHTMOST != 0 && pos + 1 == entries.len();
         let target = if appending { CONTENT_BYTES * super::options::fillfactor(self.rel) / 100 } else { sz.iter().sum::<usize>() / 2 };
         let m = split_point(&sz, true, high.as_ref().map_or(0, |h| entry_size(h.bytes.len())), target);
-        let sep = entries[m - 1].0.clone();
+        let sep = long::copy(self.rel, entries[m - 1].0.stored());
         let right = new_page(self.rel);
         let neighbour = (s.flags & RIGHTMOST == 0).then(|| Exclusive::lock(self.rel, s.right));
         let meta = Exclusive::lock(self.rel, META_BLOCK);
@@ -245,13 +251,13 @@ impl Tree {
             rs.left = leaf.block();
             rs.right = s.right;
             rp.init(rs);
-            set_entries(&mut rp, &borrowed(&entries[m..]), high.as_ref().map(|h| h.key()));
+            set_entries(&mut rp, &borrowed(&entries[m..]), high.as_ref().map(|h| h.stored()));
             let mut lp = x.register(&leaf, false);
             lp.update_special(|t| {
                 t.flags = (t.flags & !RIGHTMOST) | INCOMPLETE_SPLIT;
                 t.right = right.block();
             });
-            set_entries(&mut lp, &borrowed(&entries[..m]), Some(sep.key()));
+            set_entries(&mut lp, &borrowed(&entries[..m]), Some(sep.stored()));
             if let Some(n) = &neighbour {
                 x.register(n, false).update_special(|t| t.left = right.block());
             }
@@ -275,7 +281,7 @@ impl Tree {
     /// `right`, records the split one level up: the parent's entry
     /// (B, child) becomes (sep, child), (B, right); the same record clears
     /// the child's INCOMPLETE_SPLIT.
-    fn insert_downlink(&self, mut path: Vec<u32>, level: u32, child: Exclusive, sep: OwnedKey, right: u32) {
+    fn insert_downlink(&self, mut path: Vec<u32>, level: u32, child: Exclusive, sep: OwnedStored, right: u32) {
         let parent = match path.pop() {
             Some(hint) => self.find_parent(Exclusive::lock(self.rel, hint), child.block()),
             None => {
@@ -286,7 +292,8 @@ impl Tree {
                     return;
                 }
                 drop(meta);
-                let Locked::X(p) = self.descend(sep.key(), level + 1, true, &mut path) else { unreachable!() };
+                let q = long::resolve(self.rel, sep.stored());
+                let Locked::X(p) = self.descend(q.key(), level + 1, true, &mut path) else { unreachable!() };
                 self.find_parent(p, child.block())
             }
         };
@@ -355,7 +362,7 @@ impl Tree {
         }
     }
 
-    fn new_root(&self, meta: Exclusive, mut m: Meta, level: u32, child: &Exclusive, sep: OwnedKey, right: u32) {
+    fn new_root(&self, meta: Exclusive, mut m: Meta, level: u32, child: &Exclusive, sep: OwnedStored, right: u32) {
         if level >= MAX_LEVELS {
             corrupted(format!("tree deeper than {MAX_LEVELS} levels"));
         }
@@ -364,7 +371,7 @@ impl Tree {
         {
             let mut rp = x.register(&root, true);
             rp.init(special(KIND_INNER, level as u8, LEFTMOST | RIGHTMOST));
-            set_entries(&mut rp, &[(sep.key(), child.block() as u64), (Key::INF, right as u64)], None);
+            set_entries(&mut rp, &[(sep.stored(), child.block() as u64), (Stored::INF, right as u64)], None);
             m.root = root.block();
             m.root_level = level;
             write_meta(&mut x.register(&meta, false), &m);
