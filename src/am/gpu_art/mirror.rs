@@ -7,7 +7,7 @@
 //! or all cores, instead of one descent each.
 //!
 //! A hint is where a descent would have started at the mirror's
-//! generation. Splits only move keys right and gpu_art never frees a
+//! generation. Splits only move keys right and gpu_art never frees a leaf
 //! page, so every leaf left of a hint still holds only keys below the
 //! probe: the scan moves right from the hint past splits made since, and
 //! a stale mirror costs right-moves, never rows.
