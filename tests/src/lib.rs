@@ -143,6 +143,71 @@ pub fn vacuum_until_free(c: &mut Client, table: &str, index: &str, pages: impl F
     free
 }
 
+/// Parallel index scans against serial sequential scans (the index forced
+/// and parallelism made free): each of `queries` (two int8 columns; range
+/// queries, those with BETWEEN or '>', must plan a parallel index scan),
+/// each of `ordered` (one text column, ascending; run both ways through
+/// Gather Merge) in order, and `split.0` (a count) with the leader out:
+/// both workers return rows, `split.1` in all.
+pub fn parallel_differential(c: &mut Client, queries: &[String], ordered: &[&str], split: (&str, i64)) {
+    let parallel = "SET enable_seqscan = off; SET enable_bitmapscan = off; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+                    SET min_parallel_index_scan_size = 0; SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 3";
+    let serial = "RESET enable_seqscan; RESET enable_bitmapscan; SET enable_indexscan = off; SET enable_indexonlyscan = off;
+                  SET max_parallel_workers_per_gather = 0";
+    let lines = |c: &mut Client, q: &str| -> Vec<String> { c.query(q, &[]).unwrap().iter().map(|r| r.get(0)).collect() };
+    for q in queries {
+        c.batch_execute(serial).unwrap();
+        let r = c.query_one(q.as_str(), &[]).unwrap();
+        let want: (i64, i64) = (r.get(0), r.get(1));
+        c.batch_execute("RESET enable_indexscan; RESET enable_indexonlyscan").unwrap();
+        c.batch_execute(parallel).unwrap();
+        let plan = lines(c, &format!("EXPLAIN {q}"));
+        // Ranges are planned parallel here; `= ANY` and IS NULL may be or
+        // not (by the sampled statistics): equal either way.
+        let range = q.contains("BETWEEN") || q.contains('>');
+        assert!(!range || plan.iter().any(|l| l.contains("Parallel Index")), "not a parallel index scan: {q}\n{plan:#?}");
+        let r = c.query_one(q.as_str(), &[]).unwrap();
+        assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), want, "{q}");
+    }
+    // Ordered both ways through Gather Merge (its comparisons made free,
+    // or the planner keeps one serial index scan).
+    for q in ordered.iter().flat_map(|q| [q.to_string(), format!("{q} DESC")]) {
+        c.batch_execute(serial).unwrap();
+        let want = lines(c, &q);
+        c.batch_execute("RESET enable_indexscan; RESET enable_indexonlyscan").unwrap();
+        c.batch_execute(parallel).unwrap();
+        c.batch_execute("SET cpu_operator_cost = 0").unwrap();
+        let plan = lines(c, &format!("EXPLAIN {q}"));
+        assert!(plan.iter().any(|l| l.contains("Gather Merge")) && plan.iter().any(|l| l.contains("Parallel Index")), "{q}\n{plan:#?}");
+        let got = lines(c, &q);
+        assert!(got == want, "{q}: {} rows, {} by the sequential scan", got.len(), want.len());
+        c.batch_execute("RESET cpu_operator_cost").unwrap();
+    }
+    // A forward range is split: with the leader out, each worker returns
+    // rows (they take pages in turn).
+    c.batch_execute("SET parallel_leader_participation = off; SET max_parallel_workers_per_gather = 2").unwrap();
+    let plan = lines(c, &format!("EXPLAIN (ANALYZE, VERBOSE, TIMING OFF, COSTS OFF) {}", split.0));
+    let scan = plan.iter().position(|l| l.contains("Parallel Index")).unwrap_or_else(|| panic!("{plan:#?}"));
+    let worker_rows: Vec<i64> = plan[scan..]
+        .iter()
+        .filter(|l| l.trim_start().starts_with("Worker "))
+        .filter_map(|l| l.split("rows=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect();
+    if worker_rows.len() == 2 {
+        assert!(worker_rows.iter().all(|&r| r > 0), "a worker returned nothing: {plan:#?}");
+        assert_eq!(worker_rows.iter().sum::<i64>(), split.1, "{plan:#?}");
+    } else {
+        // Fewer workers than asked (the server's pool was busy): nothing to split.
+        eprintln!("workers launched: {worker_rows:?}");
+    }
+    c.batch_execute(
+        "RESET parallel_leader_participation; RESET max_parallel_workers_per_gather; RESET enable_seqscan; RESET enable_bitmapscan;
+         RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_index_scan_size; RESET min_parallel_table_scan_size;
+         RESET enable_indexscan; RESET enable_indexonlyscan",
+    )
+    .unwrap();
+}
+
 /// The plan of `sql`, one string.
 pub fn explain(c: &mut Client, sql: &str) -> String {
     c.query(&format!("EXPLAIN {sql}"), &[])

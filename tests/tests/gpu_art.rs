@@ -2,7 +2,7 @@
 //! string sets through loads, changes, VACUUM, batches, joins, crashes
 //! and replicas): the shared runners' scans on each of its data sets,
 //! cursors moving both ways, index-only scans returning decoded values,
-//! and the errors a user meets.
+//! parallel scans, and the errors a user meets.
 
 use gpuindex_engine::datasets::StringSet;
 use gpuindex_engine::rng::SplitMix64;
@@ -118,4 +118,37 @@ fn errors_say_what_to_do() {
     let e = c.query_one("SELECT count(*) FROM gpu_art_probe('art_err_c', ARRAY[1,2])", &[]).unwrap_err();
     assert!(error_of(&e).1.contains("cannot probe"), "{:?}", error_of(&e));
     c.batch_execute("DROP TABLE art_err").unwrap();
+}
+
+/// Parallel index scans: a forward scan of one interval (a range, a
+/// prefix) is split page by page among the participants; backward scans,
+/// `= ANY` and `IS NULL` are taken whole by one of them. Every answer
+/// equals the sequential scan's, ordered ones (Gather Merge) in order.
+#[test]
+fn parallel_scans_equal_sequential_scans() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS art_par;
+         CREATE TABLE art_par (id int, k text COLLATE \"C\", payload int8) WITH (autovacuum_enabled = off);
+         INSERT INTO art_par SELECT g, CASE WHEN g % 97 = 0 THEN NULL
+             ELSE 'https://www.site' || (g % 613) || '.org/' || (g::int8 * 7919 % 100003) || CASE WHEN g % 501 = 0 THEN repeat('x', 3000) ELSE '' END END, g
+           FROM generate_series(1, 300000) g;
+         CREATE INDEX art_par_k ON art_par USING gpu_art (k);",
+    )
+    .unwrap();
+    c.batch_execute("VACUUM ANALYZE art_par").unwrap();
+    let probes: Vec<String> = (0..5_000).map(|i| format!("\"https://www.site{}.org/{}\"", i % 700, i * 13 % 100_003)).collect();
+    let sums = "count(*)::int8, coalesce(sum(payload + length(k)), 0)::int8";
+    let queries = [
+        format!("SELECT {sums} FROM art_par WHERE k BETWEEN 'https://www.site1' AND 'https://www.site5'"),
+        format!("SELECT {sums} FROM art_par WHERE k > 'https://www.site3'"),
+        format!("SELECT {sums} FROM art_par WHERE k ^@ 'https://www.site2'"),
+        format!("SELECT {sums} FROM art_par WHERE k = ANY('{{{}}}'::text[])", probes.join(",")),
+        "SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM art_par WHERE k IS NULL".to_string(),
+    ];
+    let ordered = ["SELECT k FROM art_par WHERE k BETWEEN 'https://www.site4' AND 'https://www.site6' ORDER BY k"];
+    let split = ("SELECT count(*) FROM art_par WHERE k >= ''", 300_000 - 300_000 / 97);
+    gpuindex_tests::parallel_differential(&mut c, &queries, &ordered, split);
+    c.batch_execute("DROP TABLE art_par").unwrap();
 }

@@ -530,67 +530,16 @@ fn parallel_scans_equal_sequential_scans() {
     )
     .unwrap();
     c.batch_execute("VACUUM ANALYZE bt_par").unwrap();
-    let parallel = "SET enable_seqscan = off; SET enable_bitmapscan = off; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
-                    SET min_parallel_index_scan_size = 0; SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 3";
-    let serial = "RESET enable_seqscan; RESET enable_bitmapscan; SET enable_indexscan = off; SET enable_indexonlyscan = off;
-                  SET max_parallel_workers_per_gather = 0";
     let probes: Vec<String> = (0..20_000).map(|i| (i * 37 % 410_000 - 5_000).to_string()).collect();
     let probes = probes.join(",");
-    let queries: [&str; 4] = [
-        "SELECT count(*)::int8, coalesce(sum(k), 0)::int8 FROM bt_par WHERE k BETWEEN 1000 AND 350000",
-        "SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM bt_par WHERE k > 123456",
-        &format!("SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM bt_par WHERE k = ANY('{{{probes}}}'::int8[])"),
-        "SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM bt_par WHERE k IS NULL",
+    let queries = [
+        "SELECT count(*)::int8, coalesce(sum(k), 0)::int8 FROM bt_par WHERE k BETWEEN 1000 AND 350000".to_string(),
+        "SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM bt_par WHERE k > 123456".to_string(),
+        format!("SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM bt_par WHERE k = ANY('{{{probes}}}'::int8[])"),
+        "SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM bt_par WHERE k IS NULL".to_string(),
     ];
-    for q in queries {
-        c.batch_execute(serial).unwrap();
-        let r = c.query_one(q, &[]).unwrap();
-        let want: (i64, i64) = (r.get(0), r.get(1));
-        c.batch_execute("RESET enable_indexscan; RESET enable_indexonlyscan").unwrap();
-        c.batch_execute(parallel).unwrap();
-        let plan: Vec<String> = c.query(&format!("EXPLAIN {q}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
-        // Ranges are planned parallel here; `= ANY` and IS NULL may be or
-        // not (by the sampled statistics): equal either way.
-        let range = q.contains("BETWEEN") || q.contains('>');
-        assert!(!range || plan.iter().any(|l| l.contains("Parallel Index")), "not a parallel index scan: {q}\n{plan:#?}");
-        let r = c.query_one(q, &[]).unwrap();
-        assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), want, "{q}");
-    }
-    // Ordered both ways through Gather Merge (its comparisons made free,
-    // or the planner keeps one serial index scan).
-    for dir in ["", " DESC"] {
-        let q = format!("SELECT k FROM bt_par WHERE k BETWEEN 5000 AND 90000 ORDER BY k{dir}");
-        c.batch_execute(serial).unwrap();
-        let want: Vec<i64> = c.query(&q, &[]).unwrap().iter().map(|r| r.get(0)).collect();
-        c.batch_execute("RESET enable_indexscan; RESET enable_indexonlyscan").unwrap();
-        c.batch_execute(parallel).unwrap();
-        c.batch_execute("SET cpu_operator_cost = 0").unwrap();
-        let plan: Vec<String> = c.query(&format!("EXPLAIN {q}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
-        assert!(plan.iter().any(|l| l.contains("Gather Merge")) && plan.iter().any(|l| l.contains("Parallel Index")), "{q}\n{plan:#?}");
-        let got: Vec<i64> = c.query(&q, &[]).unwrap().iter().map(|r| r.get(0)).collect();
-        assert!(got == want, "{q}: {} rows, {} by the sequential scan", got.len(), want.len());
-    }
-    // The forward range is split: with the leader out, each worker returns
-    // rows (they take pages in turn).
-    c.batch_execute("SET parallel_leader_participation = off; SET max_parallel_workers_per_gather = 2").unwrap();
-    let plan: Vec<String> = c
-        .query("EXPLAIN (ANALYZE, VERBOSE, TIMING OFF, COSTS OFF) SELECT count(*) FROM bt_par WHERE k BETWEEN 0 AND 400000", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let scan = plan.iter().position(|l| l.contains("Parallel Index")).unwrap_or_else(|| panic!("{plan:#?}"));
-    let worker_rows: Vec<i64> = plan[scan..]
-        .iter()
-        .filter(|l| l.trim_start().starts_with("Worker "))
-        .filter_map(|l| l.split("rows=").nth(1)?.split_whitespace().next()?.parse().ok())
-        .collect();
-    if worker_rows.len() == 2 {
-        assert!(worker_rows.iter().all(|&r| r > 0), "a worker returned nothing: {plan:#?}");
-        assert_eq!(worker_rows.iter().sum::<i64>(), 600_000 - 600_000 / 97, "{plan:#?}");
-    } else {
-        // Fewer workers than asked (the server's pool was busy): nothing to split.
-        eprintln!("workers launched: {worker_rows:?}");
-    }
+    let ordered = ["SELECT k::text FROM bt_par WHERE k BETWEEN 5000 AND 90000 ORDER BY k"];
+    let split = ("SELECT count(*) FROM bt_par WHERE k BETWEEN 0 AND 400000", 600_000 - 600_000 / 97);
+    gpuindex_tests::parallel_differential(&mut c, &queries, &ordered, split);
     c.batch_execute("DROP TABLE bt_par").unwrap();
 }

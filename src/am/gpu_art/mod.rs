@@ -45,6 +45,7 @@ impl IndexAm for GpuArt {
         am.amcanbackward = true;
         am.amsearcharray = true;
         am.amsearchnulls = true;
+        crate::am::common::parallel::enable(am);
     }
 
     fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f64 {

@@ -10,12 +10,17 @@
 //! holds whole, so a sorted `= ANY` reads each leaf once; past the copy it
 //! descends again. Index-only scans keep the pin of the page their
 //! entries came from, so VACUUM cannot remove them meanwhile.
+//!
+//! Parallel scans (`common::parallel`, nbtree's scheme) split a forward
+//! scan of one interval (a range, a prefix, a key) page by page among the
+//! participants; any other scan is taken whole by the first of them.
 
 use super::keys::{self, KeyKind};
 use super::long;
 use super::mirror;
 use super::page::*;
 use super::tree::Tree;
+use crate::am::common::parallel::{Seized, Walk};
 use crate::am::common::scan::{Found, IndexScan};
 use crate::storage::Pins;
 use gpuindex_engine::art::keys::prefix_successor;
@@ -314,6 +319,9 @@ pub struct ScanState {
     /// the batch's name for `gpuindex_last_batch()`.
     hints: Option<Vec<u32>>,
     what: &'static str,
+    /// A parallel scan's shared walk, while this participant takes its
+    /// pages from it.
+    walk: Option<Walk>,
 }
 
 impl ScanState {
@@ -348,6 +356,7 @@ impl ScanState {
             pins: Pins::default(),
             hints: None,
             what: "gpu_art = ANY",
+            walk: None,
         }
     }
 
@@ -402,18 +411,55 @@ impl ScanState {
         self.set_range(forward);
     }
 
+    /// A parallel scan of one interval forward: copies the walk's next
+    /// page and hands its right link on; false when the walk is over.
+    fn take_shared(&mut self, tree: &Tree, w: Walk) -> bool {
+        let g = match w.seize() {
+            Seized::First => {
+                let lo = match &self.intervals[0].lo {
+                    Bound::Incl(l) | Bound::Excl(l) => l.clone(),
+                    Bound::Unbounded => Key::MIN.to_owned(),
+                };
+                tree.find_leaf(lo.key())
+            }
+            Seized::Page(block) => Shared::lock(tree.rel, block),
+            Seized::Done => return false,
+        };
+        // `from` serves only scans of several intervals.
+        self.take(tree, &g, (Key::INF.to_owned(), false));
+        let c = self.copy.as_ref().expect("a page");
+        w.release(c.continues_right(&self.intervals[0]).then_some(c.s.right));
+        self.set_range(true);
+        true
+    }
+
     /// The next entry in direction `forward`, as its position in the copy.
     fn step(&mut self, tree: &Tree, forward: bool) -> Option<usize> {
         if !self.started {
             self.started = true;
+            if let Some(w) = self.walk {
+                if !(forward && self.intervals.len() == 1) {
+                    // Not split: one participant takes it all, serially.
+                    self.walk = None;
+                    if !w.claim_all() {
+                        self.intervals.clear();
+                    }
+                }
+            }
             if self.intervals.is_empty() {
                 return None;
             }
-            self.iv = if forward { 0 } else { self.intervals.len() - 1 };
-            if forward && self.hints.is_none() && self.intervals.len() >= MIRROR_MIN_POINTS {
-                self.compute_hints(tree);
+            if let Some(w) = self.walk {
+                if !self.take_shared(tree, w) {
+                    return None;
+                }
+            } else {
+                self.iv = if forward { 0 } else { self.intervals.len() - 1 };
+                if forward && self.hints.is_none() && self.intervals.len() >= MIRROR_MIN_POINTS {
+                    self.compute_hints(tree);
+                }
+                self.start(tree, forward);
             }
-            self.start(tree, forward);
         }
         loop {
             if forward {
@@ -423,7 +469,12 @@ impl ScanState {
                 }
                 let c = self.copy.as_ref()?;
                 let iv = &self.intervals[self.iv];
-                if self.end == c.len() && c.continues_right(iv) {
+                if let Some(w) = self.walk {
+                    if !self.take_shared(tree, w) {
+                        self.cur = self.end as isize;
+                        return None;
+                    }
+                } else if self.end == c.len() && c.continues_right(iv) {
                     let from = (c.high.clone(), false);
                     let g = Shared::lock(tree.rel, c.s.right);
                     self.take(tree, &g, from);
@@ -472,10 +523,14 @@ impl IndexScan for ScanState {
         self.started = false;
         self.copy = None;
         self.hints = None;
+        self.walk = None;
         self.keep_pins = scan.xs_want_itup;
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
+        if !self.started {
+            self.walk = Walk::of(scan);
+        }
         let tree = self.tree(scan);
         let i = self.step(&tree, forward)?;
         let tid = self.copy.as_ref().expect("a page").entry(i).1;
