@@ -171,6 +171,18 @@ SELECT level, entries FROM gpu_art_check('gl_t') WHERE level = 0;
 SELECT count(*) FROM gpu_art_probe('gl_t', ARRAY[repeat('b', 700) || '7', repeat('c', 700) || '47' || repeat('-', 2297) || '2297', 'short8']);
 DROP TABLE gl;
 
+-- A run of one key fills its pages (inserts append to the run's end and
+-- split it nbtree's single-value way), whatever keys lie around it.
+CREATE TABLE gd (k text COLLATE "C");
+INSERT INTO gd SELECT 'k' || g FROM generate_series(1, 2000) g;
+CREATE INDEX gd_k ON gd USING gpu_art (k);
+INSERT INTO gd SELECT 'k5' FROM generate_series(1, 100000) g;
+INSERT INTO gd SELECT NULL FROM generate_series(1, 20000) g;
+SELECT pages, entries, pages < (entries * 16 / 8144 * 100 / 85) AS compact FROM gpu_art_check('gd_k') WHERE level = 0;
+SELECT count(*) FROM gd WHERE k = 'k5';
+SELECT count(*) FROM gd WHERE k >= 'k49' AND k <= 'k51';
+DROP TABLE gd;
+
 -- Errors.
 CREATE TABLE ga_err (t text COLLATE "POSIX", d text, n numeric);
 CREATE INDEX ON ga_err USING gpu_art (t);

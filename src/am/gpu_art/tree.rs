@@ -76,9 +76,12 @@ impl Tree {
     }
 
     /// The first page at `level` whose high key is >= q (every key < q of
-    /// that level lies to its left), locked shared or exclusive. `path`
-    /// receives the inner pages passed, top down.
-    fn descend(&self, q: Key, level: u32, exclusive: bool, path: &mut Vec<u32>) -> Locked {
+    /// that level lies to its left), locked shared or exclusive; `last`:
+    /// the last one whose high key is q, where an insert of q appends to
+    /// the run of its equals (as its parent saw it: a page split off since
+    /// is as good a place). `path` receives the inner pages passed, top
+    /// down.
+    fn descend(&self, q: Key, level: u32, exclusive: bool, last: bool, path: &mut Vec<u32>) -> Locked {
         let (mut block, mut at) = self.root(false);
         if at < level {
             (block, at) = self.root(true);
@@ -123,7 +126,10 @@ impl Tree {
                 return page;
             }
             let node = Node::new(page.page());
-            let j = node.search(self.rel, q, false);
+            let mut j = node.search(self.rel, q, last);
+            if last && j > 0 && long::compare(self.rel, node.stored(j - 1), q).is_eq() {
+                j -= 1;
+            }
             if j >= node.count() {
                 corrupted(format!("inner page {} has no child for a key", page.block()));
             }
@@ -150,7 +156,7 @@ impl Tree {
 
     /// The leaf where the first key >= q lies, if any (share-locked).
     pub fn find_leaf(&self, q: Key) -> Shared {
-        match self.descend(q, 0, false, &mut Vec::new()) {
+        match self.descend(q, 0, false, false, &mut Vec::new()) {
             Locked::S(g) => g,
             Locked::X(_) => unreachable!("shared descent"),
         }
@@ -167,7 +173,7 @@ impl Tree {
 
     /// The first page of `level` (share-locked).
     pub fn leftmost(&self, level: u32) -> Shared {
-        match self.descend(Key::MIN, level, false, &mut Vec::new()) {
+        match self.descend(Key::MIN, level, false, false, &mut Vec::new()) {
             Locked::S(g) => g,
             Locked::X(_) => unreachable!("shared descent"),
         }
@@ -211,7 +217,7 @@ impl Tree {
         let long = (key.bytes.len() > MAX_KEY).then(|| long::store(self.rel, key.bytes, None));
         let stored = long.as_ref().map_or(Stored::whole(key), |l| l.stored());
         let mut path = Vec::new();
-        let Locked::X(leaf) = self.descend(key, 0, true, &mut path) else { unreachable!("exclusive descent") };
+        let Locked::X(leaf) = self.descend(key, 0, true, true, &mut path) else { unreachable!("exclusive descent") };
         let (pos, fits) = {
             let n = Node::new(leaf.page());
             (n.search(self.rel, key, true), n.free() >= entry_size(stored.bytes.len()))
@@ -237,8 +243,24 @@ impl Tree {
         };
         entries.insert(pos, (key.to_owned(), tid));
         let sz = sizes(&entries);
+        // Inserts of a key go to the end of its run, on the last page whose
+        // high key it is, so a run grows right: appending to the index
+        // fills the left page to the fillfactor; a page of one key, to 96%
+        // (nbtree's single-value strategy: the next inserts go right); a
+        // run followed by other keys splits after the new entry (the run
+        // stays left with its next inserts, the other keys go right).
         let appending = s.flags & RIGHTMOST != 0 && pos + 1 == entries.len();
-        let target = if appending { CONTENT_BYTES * super::options::fillfactor(self.rel) / 100 } else { sz.iter().sum::<usize>() / 2 };
+        let extends_run = pos > 0 && entries[pos - 1].0 == entries[pos].0;
+        let half = sz.iter().sum::<usize>() / 2;
+        let target = if appending {
+            CONTENT_BYTES * super::options::fillfactor(self.rel) / 100
+        } else if extends_run && entries[0].0 == entries[pos].0 && pos + 1 == entries.len() {
+            CONTENT_BYTES * 96 / 100
+        } else if extends_run {
+            half.max(sz[..=pos].iter().sum())
+        } else {
+            half
+        };
         let m = split_point(&sz, true, high.as_ref().map_or(0, |h| entry_size(h.bytes.len())), target);
         let sep = long::copy(self.rel, entries[m - 1].0.stored());
         let right = new_page(self.rel);
@@ -293,7 +315,7 @@ impl Tree {
                 }
                 drop(meta);
                 let q = long::resolve(self.rel, sep.stored());
-                let Locked::X(p) = self.descend(q.key(), level + 1, true, &mut path) else { unreachable!() };
+                let Locked::X(p) = self.descend(q.key(), level + 1, true, false, &mut path) else { unreachable!() };
                 self.find_parent(p, child.block())
             }
         };
