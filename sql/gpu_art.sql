@@ -121,67 +121,68 @@ SELECT ord, count(*) FROM gpuindex_search('ga_u', '=(uuid,uuid)', ARRAY[md5('1')
 -- values over 8000 bytes (index-only scans return heap tuples), chains
 -- written by the build, by inserts and for split separators, freed by
 -- VACUUM and reused.
-CREATE TABLE gl (id int, t text COLLATE "C");
-INSERT INTO gl SELECT g, CASE WHEN g % 4 = 0 THEN 'short' || g
+CREATE TABLE ga_long (id int, t text COLLATE "C");
+INSERT INTO ga_long SELECT g, CASE WHEN g % 4 = 0 THEN 'short' || g
   ELSE repeat(chr(97 + g % 3), 300 + g % 5 * 200) || (g % 50) || repeat('-', g % 9000) || g END
 FROM generate_series(1, 1200) g;
-CREATE INDEX gl_t ON gl USING gpu_art (t);
-INSERT INTO gl SELECT g, CASE WHEN g % 4 = 0 THEN 'short' || g
+CREATE INDEX ga_long_t ON ga_long USING gpu_art (t);
+INSERT INTO ga_long SELECT g, CASE WHEN g % 4 = 0 THEN 'short' || g
   ELSE repeat(chr(97 + g % 3), 300 + g % 5 * 200) || (g % 50) || repeat('-', g % 9000) || g END
 FROM generate_series(1201, 2400) g;
-INSERT INTO gl SELECT 5000 + g, repeat('b', 700) || '7' FROM generate_series(1, 300) g;
-SELECT level, entries, missing_downlinks FROM gpu_art_check('gl_t') ORDER BY level;
-CREATE FUNCTION gl_got() RETURNS TABLE (q text, ids text) LANGUAGE sql AS $$
-SELECT '=' AS q, string_agg(id::text, ',' ORDER BY id) AS ids FROM gl WHERE t = repeat('b', 700) || '7'
-UNION ALL SELECT '= chain', string_agg(id::text, ',' ORDER BY id) FROM gl WHERE t = repeat('c', 700) || '47' || repeat('-', 2297) || '2297'
-UNION ALL SELECT '= none', string_agg(id::text, ',' ORDER BY id) FROM gl WHERE t = repeat('c', 700) || '47' || repeat('-', 2297) || '2298'
-UNION ALL SELECT '<', string_agg(id::text, ',' ORDER BY id) FROM gl WHERE t < repeat('a', 700) || '25'
-UNION ALL SELECT 'between', string_agg(id::text, ',' ORDER BY id) FROM gl WHERE t BETWEEN repeat('b', 900) || '1' AND repeat('b', 900) || '3-'
-UNION ALL SELECT '^@', string_agg(id::text, ',' ORDER BY id) FROM gl WHERE t ^@ (repeat('a', 1100) || '4')
-UNION ALL SELECT 'any', string_agg(id::text, ',' ORDER BY id) FROM gl WHERE t = ANY (ARRAY(SELECT t FROM gl WHERE id % 37 = 1))
-UNION ALL SELECT 'order', md5(string_agg(id::text || ':' || length(t), ',' ORDER BY t, id)) FROM gl
-UNION ALL SELECT 'order values', md5(string_agg(t, ',')) FROM (SELECT t FROM gl ORDER BY t) x
-UNION ALL SELECT 'desc values', md5(string_agg(t, ',')) FROM (SELECT t FROM gl WHERE t > repeat('b', 500) ORDER BY t DESC) x
+INSERT INTO ga_long SELECT 5000 + g, repeat('b', 700) || '7' FROM generate_series(1, 300) g;
+SELECT level, entries, missing_downlinks FROM gpu_art_check('ga_long_t') ORDER BY level;
+CREATE FUNCTION ga_long_got() RETURNS TABLE (q text, ids text) LANGUAGE sql AS $$
+SELECT '=' AS q, string_agg(id::text, ',' ORDER BY id) AS ids FROM ga_long WHERE t = repeat('b', 700) || '7'
+UNION ALL SELECT '= chain', string_agg(id::text, ',' ORDER BY id) FROM ga_long WHERE t = repeat('c', 700) || '47' || repeat('-', 2297) || '2297'
+UNION ALL SELECT '= none', string_agg(id::text, ',' ORDER BY id) FROM ga_long WHERE t = repeat('c', 700) || '47' || repeat('-', 2297) || '2298'
+UNION ALL SELECT '<', string_agg(id::text, ',' ORDER BY id) FROM ga_long WHERE t < repeat('a', 700) || '25'
+UNION ALL SELECT 'between', string_agg(id::text, ',' ORDER BY id) FROM ga_long WHERE t BETWEEN repeat('b', 900) || '1' AND repeat('b', 900) || '3-'
+UNION ALL SELECT '^@', string_agg(id::text, ',' ORDER BY id) FROM ga_long WHERE t ^@ (repeat('a', 1100) || '4')
+UNION ALL SELECT 'any', string_agg(id::text, ',' ORDER BY id) FROM ga_long WHERE t = ANY (ARRAY(SELECT t FROM ga_long WHERE id % 37 = 1))
+UNION ALL SELECT 'order', md5(string_agg(id::text || ':' || length(t), ',' ORDER BY t, id)) FROM ga_long
+UNION ALL SELECT 'order values', md5(string_agg(t, ',')) FROM (SELECT t FROM ga_long ORDER BY t) x
+UNION ALL SELECT 'desc values', md5(string_agg(t, ',')) FROM (SELECT t FROM ga_long WHERE t > repeat('b', 500) ORDER BY t DESC) x
 $$;
 SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
-CREATE TEMP TABLE gl_want AS SELECT * FROM gl_got();
+CREATE TEMP TABLE ga_long_want AS SELECT * FROM ga_long_got();
 RESET enable_indexscan; RESET enable_bitmapscan; RESET enable_indexonlyscan;
 SET enable_seqscan = off; SET enable_bitmapscan = off;
-EXPLAIN (COSTS OFF) SELECT t FROM gl ORDER BY t DESC;
-SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS index_scan_ok, w.ids IS NOT NULL AS found FROM gl_want w JOIN gl_got() g USING (q) ORDER BY w.q;
+EXPLAIN (COSTS OFF) SELECT t FROM ga_long ORDER BY t DESC;
+SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS index_scan_ok, w.ids IS NOT NULL AS found FROM ga_long_want w JOIN ga_long_got() g USING (q) ORDER BY w.q;
 SET enable_indexscan = off; SET enable_indexonlyscan = off; SET enable_bitmapscan = on;
-SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS bitmap_scan_ok FROM gl_want w JOIN gl_got() g USING (q) WHERE w.q NOT LIKE '%order%' AND w.q NOT LIKE '%values%' ORDER BY w.q;
+SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS bitmap_scan_ok FROM ga_long_want w JOIN ga_long_got() g USING (q) WHERE w.q NOT LIKE '%order%' AND w.q NOT LIKE '%values%' ORDER BY w.q;
 RESET enable_indexscan; RESET enable_indexonlyscan; RESET enable_bitmapscan; RESET enable_seqscan;
-SELECT pg_relation_size('gl_t') AS gl_size \gset
-DELETE FROM gl WHERE id % 2 = 0;
-VACUUM gl;
-INSERT INTO gl SELECT g, CASE WHEN g % 4 = 0 THEN 'short' || g
+SELECT pg_relation_size('ga_long_t') AS ga_long_size \gset
+DELETE FROM ga_long WHERE id % 2 = 0;
+VACUUM ga_long;
+INSERT INTO ga_long SELECT g, CASE WHEN g % 4 = 0 THEN 'short' || g
   ELSE repeat(chr(97 + g % 3), 300 + g % 5 * 200) || (g % 50) || repeat('-', g % 9000) || g END
 FROM generate_series(2, 2400, 2) g;
-SELECT pg_relation_size('gl_t') <= :gl_size * 1.05 AS freed_chains_reused;
-SELECT level, entries, missing_downlinks FROM gpu_art_check('gl_t') WHERE level = 0;
+SELECT pg_relation_size('ga_long_t') <= :ga_long_size * 1.05 AS freed_chains_reused;
+SELECT level, entries, missing_downlinks FROM gpu_art_check('ga_long_t') WHERE level = 0;
 SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
-CREATE TEMP TABLE gl_want2 AS SELECT * FROM gl_got();
+CREATE TEMP TABLE ga_long_want2 AS SELECT * FROM ga_long_got();
 RESET enable_indexscan; RESET enable_indexonlyscan;
 SET enable_seqscan = off;
-SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS after_vacuum_ok FROM gl_want2 w JOIN gl_got() g USING (q) ORDER BY w.q;
+SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS after_vacuum_ok FROM ga_long_want2 w JOIN ga_long_got() g USING (q) ORDER BY w.q;
 RESET enable_seqscan; RESET enable_bitmapscan;
-REINDEX INDEX gl_t;
-SELECT level, entries FROM gpu_art_check('gl_t') WHERE level = 0;
-SELECT count(*) FROM gpu_art_probe('gl_t', ARRAY[repeat('b', 700) || '7', repeat('c', 700) || '47' || repeat('-', 2297) || '2297', 'short8']);
-DROP TABLE gl;
+REINDEX INDEX ga_long_t;
+SELECT level, entries FROM gpu_art_check('ga_long_t') WHERE level = 0;
+SELECT count(*) FROM gpu_art_probe('ga_long_t', ARRAY[repeat('b', 700) || '7', repeat('c', 700) || '47' || repeat('-', 2297) || '2297', 'short8']);
+DROP TABLE ga_long;
+DROP FUNCTION ga_long_got();
 
 -- A run of one key fills its pages (inserts append to the run's end and
 -- split it nbtree's single-value way), whatever keys lie around it.
-CREATE TABLE gd (k text COLLATE "C");
-INSERT INTO gd SELECT 'k' || g FROM generate_series(1, 2000) g;
-CREATE INDEX gd_k ON gd USING gpu_art (k);
-INSERT INTO gd SELECT 'k5' FROM generate_series(1, 100000) g;
-INSERT INTO gd SELECT NULL FROM generate_series(1, 20000) g;
-SELECT pages, entries, pages < (entries * 16 / 8144 * 100 / 85) AS compact FROM gpu_art_check('gd_k') WHERE level = 0;
-SELECT count(*) FROM gd WHERE k = 'k5';
-SELECT count(*) FROM gd WHERE k >= 'k49' AND k <= 'k51';
-DROP TABLE gd;
+CREATE TABLE ga_dup (k text COLLATE "C");
+INSERT INTO ga_dup SELECT 'k' || g FROM generate_series(1, 2000) g;
+CREATE INDEX ga_dup_k ON ga_dup USING gpu_art (k);
+INSERT INTO ga_dup SELECT 'k5' FROM generate_series(1, 100000) g;
+INSERT INTO ga_dup SELECT NULL FROM generate_series(1, 20000) g;
+SELECT pages, entries, pages < (entries * 16 / 8144 * 100 / 85) AS compact FROM gpu_art_check('ga_dup_k') WHERE level = 0;
+SELECT count(*) FROM ga_dup WHERE k = 'k5';
+SELECT count(*) FROM ga_dup WHERE k >= 'k49' AND k <= 'k51';
+DROP TABLE ga_dup;
 
 -- Errors.
 CREATE TABLE ga_err (t text COLLATE "POSIX", d text, n numeric);
@@ -193,3 +194,4 @@ SELECT * FROM gpu_art_probe('ga_t', ARRAY[1]);
 SELECT * FROM gpuindex_search('ga_t', '<(text,text)', ARRAY['a']);
 DROP TABLE ga_err;
 DROP TABLE ga;
+DROP FUNCTION ga_got();
