@@ -121,10 +121,9 @@ fn errors_say_what_to_do() {
 }
 
 /// Parallel index scans: a forward scan of one interval (a range, a
-/// prefix, IS NULL) is split page by page among the participants, a
-/// forward `= ANY` chunk by chunk of its points; backward scans are taken
-/// whole by one of them. Every answer equals the sequential scan's,
-/// ordered ones (Gather Merge) in order.
+/// prefix) is split page by page among the participants; backward scans,
+/// `= ANY` and `IS NULL` are taken whole by one of them. Every answer
+/// equals the sequential scan's, ordered ones (Gather Merge) in order.
 #[test]
 fn parallel_scans_equal_sequential_scans() {
     let mut c = connect(DB);
@@ -139,19 +138,16 @@ fn parallel_scans_equal_sequential_scans() {
     )
     .unwrap();
     c.batch_execute("VACUUM ANALYZE art_par").unwrap();
-    // Several chunks of points (4096 a chunk).
-    let probes: Vec<String> = (0..20_000).map(|i| format!("\"https://www.site{}.org/{}\"", i % 700, i * 13 % 100_003)).collect();
-    let probes = probes.join(",");
+    let probes: Vec<String> = (0..5_000).map(|i| format!("\"https://www.site{}.org/{}\"", i % 700, i * 13 % 100_003)).collect();
     let sums = "count(*)::int8, coalesce(sum(payload + length(k)), 0)::int8";
     let queries = [
         format!("SELECT {sums} FROM art_par WHERE k BETWEEN 'https://www.site1' AND 'https://www.site5'"),
         format!("SELECT {sums} FROM art_par WHERE k > 'https://www.site3'"),
         format!("SELECT {sums} FROM art_par WHERE k ^@ 'https://www.site2'"),
-        format!("SELECT {sums} FROM art_par WHERE k = ANY('{{{probes}}}'::text[])"),
+        format!("SELECT {sums} FROM art_par WHERE k = ANY('{{{}}}'::text[])", probes.join(",")),
         "SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM art_par WHERE k IS NULL".to_string(),
     ];
-    let any_ordered = format!("SELECT k FROM art_par WHERE k = ANY('{{{probes}}}'::text[]) ORDER BY k");
-    let ordered = ["SELECT k FROM art_par WHERE k BETWEEN 'https://www.site4' AND 'https://www.site6' ORDER BY k", &any_ordered];
+    let ordered = ["SELECT k FROM art_par WHERE k BETWEEN 'https://www.site4' AND 'https://www.site6' ORDER BY k"];
     let split = ("SELECT count(*) FROM art_par WHERE k >= ''", 300_000 - 300_000 / 97);
     gpuindex_tests::parallel_differential(&mut c, &queries, &ordered, split);
     c.batch_execute("DROP TABLE art_par").unwrap();

@@ -17,8 +17,6 @@ const DONE: u64 = 2;
 const NEXT: u64 = 1 << 32;
 /// AGREED | value: a walk that shares a value (`agree`).
 const AGREED: u64 = 1 << 63;
-/// COUNTED | n: a walk that hands out 0, 1, 2, ... (`next_index`).
-const COUNTED: u64 = 1 << 62;
 
 #[repr(C)]
 pub struct SharedWalk {
@@ -98,15 +96,6 @@ impl Walk {
         match self.state().compare_exchange(NOT_STARTED, v, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => true,
             Err(s) => s == v,
-        }
-    }
-
-    /// For a walk used as a shared counter: the next index, each given to
-    /// one participant (chunks of a scan's work, taken in turn).
-    pub fn next_index(&self) -> u64 {
-        match self.state().compare_exchange(NOT_STARTED, COUNTED + 1, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => 0,
-            Err(_) => self.state().fetch_add(1, Ordering::AcqRel) - COUNTED,
         }
     }
 

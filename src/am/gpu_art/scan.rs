@@ -13,8 +13,7 @@
 //!
 //! Parallel scans (`common::parallel`, nbtree's scheme) split a forward
 //! scan of one interval (a range, a prefix, a key) page by page among the
-//! participants, and a forward `= ANY` chunk by chunk of its sorted
-//! points; a backward scan is taken whole by the first of them.
+//! participants; any other scan is taken whole by the first of them.
 
 use super::keys::{self, KeyKind};
 use super::long;
@@ -30,10 +29,6 @@ use gpuindex_engine::art::ByteKeys;
 /// From this many `= ANY` elements, their leaves come from the mirror in
 /// one batch (fewer are cheaper as descents).
 const MIRROR_MIN_POINTS: usize = 32;
-/// A parallel `= ANY` hands its sorted points out this many at a time;
-/// each participant walks the chunks it takes in order, so its rows come
-/// out sorted (for Gather Merge).
-const PARALLEL_CHUNK: usize = 4096;
 use pgrx::pg_sys;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -320,16 +315,13 @@ pub struct ScanState {
     cur: isize,
     keep_pins: bool,
     pins: Pins,
-    /// The starting leaf from the mirror of each interval from the first
-    /// (many points), and the batch's name for `gpuindex_last_batch()`.
-    hints: Option<(usize, Vec<u32>)>,
+    /// Each interval's starting leaf from the mirror (many points), and
+    /// the batch's name for `gpuindex_last_batch()`.
+    hints: Option<Vec<u32>>,
     what: &'static str,
     /// A parallel scan's shared walk, while this participant takes its
     /// pages from it.
     walk: Option<Walk>,
-    /// A parallel `= ANY`: the shared counter of its chunks, and the end
-    /// of the chunk this participant walks.
-    chunks: Option<(Walk, usize)>,
 }
 
 impl ScanState {
@@ -338,17 +330,16 @@ impl ScanState {
         ScanState { kind, intervals, what, ..ScanState::empty(kind) }
     }
 
-    /// Leaf hints for a forward walk over the points `ivs`, in one batch.
-    fn compute_hints(&mut self, tree: &Tree, ivs: std::ops::Range<usize>) {
-        self.hints = None;
+    /// Leaf hints for a forward walk over many points, in one batch.
+    fn compute_hints(&mut self, tree: &Tree) {
         let mut q = ByteKeys::new();
-        for iv in &self.intervals[ivs.clone()] {
+        for iv in &self.intervals {
             match &iv.lo {
                 Bound::Incl(k) if k.rank == RANK_VALUE => q.push(&k.bytes),
                 _ => return,
             }
         }
-        self.hints = Some((ivs.start, mirror::get(tree).hints(&q, self.what)));
+        self.hints = Some(mirror::get(tree).hints(&q, self.what));
     }
 
     fn empty(kind: KeyKind) -> ScanState {
@@ -366,7 +357,6 @@ impl ScanState {
             hints: None,
             what: "gpu_art = ANY",
             walk: None,
-            chunks: None,
         }
     }
 
@@ -405,7 +395,7 @@ impl ScanState {
                     Bound::Unbounded => Key::MIN.to_owned(),
                 };
                 let g = match &self.hints {
-                    Some((first, h)) => tree.move_right_from(mirror::hinted_leaf(tree, h[self.iv - first]), lo.key()),
+                    Some(h) => tree.move_right_from(mirror::hinted_leaf(tree, h[self.iv]), lo.key()),
                     None => tree.find_leaf(lo.key()),
                 };
                 self.take(tree, &g, (lo, true));
@@ -443,34 +433,12 @@ impl ScanState {
         true
     }
 
-    /// A parallel scan of many points: positions on the first point of
-    /// the next chunk the shared counter gives; false when none is left.
-    fn take_chunk(&mut self, tree: &Tree) -> bool {
-        let (w, _) = self.chunks.expect("a parallel = ANY");
-        let first = w.next_index() as usize * PARALLEL_CHUNK;
-        if first >= self.intervals.len() {
-            return false;
-        }
-        let end = (first + PARALLEL_CHUNK).min(self.intervals.len());
-        self.chunks = Some((w, end));
-        self.hints = None;
-        if end - first >= MIRROR_MIN_POINTS {
-            self.compute_hints(tree, first..end);
-        }
-        self.iv = first;
-        self.start(tree, true);
-        true
-    }
-
     /// The next entry in direction `forward`, as its position in the copy.
     fn step(&mut self, tree: &Tree, forward: bool) -> Option<usize> {
         if !self.started {
             self.started = true;
             if let Some(w) = self.walk {
-                if forward && self.intervals.len() > 1 {
-                    self.walk = None;
-                    self.chunks = Some((w, 0));
-                } else if !forward {
+                if !(forward && self.intervals.len() == 1) {
                     // Not split: one participant takes it all, serially.
                     self.walk = None;
                     if !w.claim_all() {
@@ -485,14 +453,10 @@ impl ScanState {
                 if !self.take_shared(tree, w) {
                     return None;
                 }
-            } else if self.chunks.is_some() {
-                if !self.take_chunk(tree) {
-                    return None;
-                }
             } else {
                 self.iv = if forward { 0 } else { self.intervals.len() - 1 };
                 if forward && self.hints.is_none() && self.intervals.len() >= MIRROR_MIN_POINTS {
-                    self.compute_hints(tree, 0..self.intervals.len());
+                    self.compute_hints(tree);
                 }
                 self.start(tree, forward);
             }
@@ -515,10 +479,10 @@ impl ScanState {
                     let g = Shared::lock(tree.rel, c.s.right);
                     self.take(tree, &g, from);
                     self.set_range(true);
-                } else if self.iv + 1 < self.chunks.map_or(self.intervals.len(), |c| c.1) {
+                } else if self.iv + 1 < self.intervals.len() {
                     self.iv += 1;
                     self.start(tree, true);
-                } else if self.chunks.is_none() || !self.take_chunk(tree) {
+                } else {
                     self.cur = self.end as isize;
                     return None;
                 }
@@ -560,7 +524,6 @@ impl IndexScan for ScanState {
         self.copy = None;
         self.hints = None;
         self.walk = None;
-        self.chunks = None;
         self.keep_pins = scan.xs_want_itup;
     }
 
