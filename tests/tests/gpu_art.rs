@@ -121,8 +121,8 @@ fn errors_say_what_to_do() {
 }
 
 /// Parallel index scans: a forward scan of one interval (a range, a
-/// prefix) is split page by page among the participants; backward scans,
-/// `= ANY` and `IS NULL` are taken whole by one of them. Every answer
+/// prefix, IS NULL) is split page by page among the participants;
+/// backward scans and `= ANY` are taken whole by one of them. Every answer
 /// equals the sequential scan's, ordered ones (Gather Merge) in order.
 #[test]
 fn parallel_scans_equal_sequential_scans() {

@@ -12,8 +12,9 @@
 //! entries came from, so VACUUM cannot remove them meanwhile.
 //!
 //! Parallel scans (`common::parallel`, nbtree's scheme) split a forward
-//! scan of one interval (a range, a prefix, a key) page by page among the
-//! participants; any other scan is taken whole by the first of them.
+//! scan of one interval (a range, a prefix, a key, IS NULL) page by page
+//! among the participants; any other scan is taken whole by the first of
+//! them.
 
 use super::keys::{self, KeyKind};
 use super::long;
