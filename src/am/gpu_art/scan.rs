@@ -65,6 +65,23 @@ impl Interval {
             Bound::Excl(h) => k < h.key(),
         }
     }
+    /// `above_lo` of an entry of a locked page (a long key's chain read
+    /// only if its prefix ties).
+    fn stored_above_lo(&self, rel: pg_sys::Relation, k: Stored) -> bool {
+        match &self.lo {
+            Bound::Unbounded => true,
+            Bound::Incl(l) => long::compare(rel, k, l.key()).is_ge(),
+            Bound::Excl(l) => long::compare(rel, k, l.key()).is_gt(),
+        }
+    }
+    /// `below_hi` of an entry of a locked page.
+    fn stored_below_hi(&self, rel: pg_sys::Relation, k: Stored) -> bool {
+        match &self.hi {
+            Bound::Unbounded => true,
+            Bound::Incl(h) => long::compare(rel, k, h.key()).is_le(),
+            Bound::Excl(h) => long::compare(rel, k, h.key()).is_lt(),
+        }
+    }
     fn is_empty(&self) -> bool {
         match (&self.lo, &self.hi) {
             (Bound::Incl(l), Bound::Incl(h)) => l > h,
@@ -191,11 +208,11 @@ pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Vec<Interval>
 }
 
 /// One leaf page, copied under its lock (its bytes: entries are read from
-/// the copy as they are needed, not parsed in advance; long keys whole,
-/// their chains read while the page is locked).
+/// the copy as they are needed, not parsed in advance; the long keys of
+/// its window whole, their chains read while the page is locked).
 struct PageCopy {
     image: Box<[u8]>,
-    /// The whole keys of long entries: (slot, key), by slot.
+    /// The whole keys of the window's long entries: (slot, key), by slot.
     longs: Vec<(usize, Box<[u8]>)>,
     block: u32,
     s: Special,
@@ -209,6 +226,26 @@ struct PageCopy {
     from: (OwnedKey, bool),
 }
 
+/// The first index in [from, to) failing `pred` (which holds for a
+/// prefix of them), or `to`.
+fn partition_by(from: usize, to: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (from, to);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// `partition_by` over the entries of a locked page.
+fn partition_locked(n: &Node, from: usize, to: usize, pred: impl Fn(Stored) -> bool) -> usize {
+    partition_by(from, to, |j| pred(n.stored(j)))
+}
+
 impl PageCopy {
     /// Copies the leaf `g` of index `rel` (its window: the entries of
     /// `only`, when given), reusing `old`'s buffer.
@@ -218,18 +255,19 @@ impl PageCopy {
         // SAFETY: the locked page is BLCKSZ bytes.
         image.copy_from_slice(unsafe { std::slice::from_raw_parts(g.page().as_ptr(), pg_sys::BLCKSZ as usize) });
         let n = Node::new(g.page());
+        let (w0, w1) = match only {
+            Some(iv) => {
+                let a = partition_locked(&n, 0, n.count(), |k| !iv.stored_above_lo(rel, k));
+                (a, partition_locked(&n, a, n.count(), |k| iv.stored_below_hi(rel, k)))
+            }
+            None => (0, n.count()),
+        };
         longs.clear();
         if n.s.flags & HAS_LONG != 0 {
-            let stored = (0..n.count()).map(|i| (i, n.stored(i))).filter(|(_, k)| k.long);
+            let stored = (w0..w1).map(|i| (i, n.stored(i))).filter(|(_, k)| k.long);
             longs.extend(stored.map(|(i, k)| (i, long::resolve(rel, k).bytes.into_boxed_slice())));
         }
-        let count = n.count();
-        let mut c = PageCopy { block: g.block(), s: n.s, high: long::resolve(rel, n.high()), w0: 0, w1: count, from, image, longs };
-        if let Some(iv) = only {
-            let a = c.partition(0, count, |k| !iv.above_lo(k));
-            (c.w0, c.w1) = (a, c.partition(a, count, |k| iv.below_hi(k)));
-        }
-        c
+        PageCopy { block: g.block(), s: n.s, high: long::resolve(rel, n.high()), w0, w1, from, image, longs }
     }
     fn node(&self) -> Node<'_> {
         // SAFETY: a copy of a whole page, alive as long as self, checked
@@ -257,19 +295,10 @@ impl PageCopy {
     fn key(&self, i: usize) -> Key<'_> {
         self.entry(i).0
     }
-    /// The first slot in [from, to) whose key fails `pred` (which holds
-    /// for a prefix of the sorted entries), or `to`.
+    /// The first slot in [from, to) of the window whose key fails `pred`
+    /// (which holds for a prefix of the sorted entries), or `to`.
     fn partition(&self, from: usize, to: usize, pred: impl Fn(Key) -> bool) -> usize {
-        let (mut lo, mut hi) = (from, to);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if pred(self.slot(mid).0) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        partition_by(from, to, |j| pred(self.slot(j).0))
     }
     /// The window's entries of `iv`: [a, end).
     fn range(&self, iv: &Interval) -> (usize, usize) {
