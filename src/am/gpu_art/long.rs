@@ -18,7 +18,7 @@
 //! (space, not rows).
 
 use super::page::*;
-use crate::storage::{new_page_in, Fork, Xlog};
+use crate::storage::{new_page_in, recycle, Fork, Xlog};
 use pgrx::pg_sys;
 use std::cmp::Ordering;
 
@@ -70,9 +70,9 @@ pub fn copy(rel: pg_sys::Relation, s: Stored) -> OwnedStored {
     }
 }
 
-/// Calls `f` with the bytes of each page of long entry `s`'s chain while
-/// it returns true.
-fn each_chunk(rel: pg_sys::Relation, s: Stored, mut f: impl FnMut(&[u8]) -> bool) {
+/// Calls `f` with the block and bytes of each page of long entry `s`'s
+/// chain while it returns true.
+fn each_chunk(rel: pg_sys::Relation, s: Stored, mut f: impl FnMut(u32, &[u8]) -> bool) {
     let (_, len, mut block) = s.long_parts();
     let mut left = len - LONG_PREFIX;
     while left > 0 {
@@ -83,7 +83,7 @@ fn each_chunk(rel: pg_sys::Relation, s: Stored, mut f: impl FnMut(&[u8]) -> bool
         if sp.page_id != PAGE_ID || sp.kind != KIND_OVERFLOW || n == 0 || n > left || (n < left && sp.right == NONE) {
             corrupted(format!("overflow page {block} (kind {}, {n} bytes) does not continue a {len}-byte key", sp.kind));
         }
-        if !f(p.front::<u8>(0, n)) {
+        if !f(block, p.front::<u8>(0, n)) {
             return;
         }
         left -= n;
@@ -99,7 +99,7 @@ pub fn resolve(rel: pg_sys::Relation, s: Stored) -> OwnedKey {
     let (prefix, len, _) = s.long_parts();
     let mut bytes = Vec::with_capacity(len);
     bytes.extend_from_slice(prefix);
-    each_chunk(rel, s, |c| {
+    each_chunk(rel, s, |_, c| {
         bytes.extend_from_slice(c);
         true
     });
@@ -124,7 +124,7 @@ pub fn compare(rel: pg_sys::Relation, s: Stored, q: Key) -> Ordering {
     }
     let mut rest = &q.bytes[LONG_PREFIX..];
     let mut out = Ordering::Equal;
-    each_chunk(rel, s, |c| {
+    each_chunk(rel, s, |_, c| {
         let m = c.len().min(rest.len());
         out = c[..m].cmp(&rest[..m]).then(if c.len() > m { Ordering::Greater } else { Ordering::Equal });
         rest = &rest[m..];
@@ -136,19 +136,12 @@ pub fn compare(rel: pg_sys::Relation, s: Stored, q: Key) -> Ordering {
 /// Frees long entry `s`'s chain (VACUUM, after its entry's removal): the
 /// pages go to the free space map (`vacuum_fsm` publishes them).
 pub fn free(rel: pg_sys::Relation, s: Stored) {
-    let (_, len, mut block) = s.long_parts();
-    let mut left = len - LONG_PREFIX;
-    while left > 0 && block != NONE {
-        let g = Exclusive::lock(rel, block);
-        let sp = g.page().special();
-        if sp.page_id != PAGE_ID || sp.kind != KIND_OVERFLOW || sp.count == 0 {
-            corrupted(format!("overflow page {block} (kind {}) in a chain being freed", sp.kind));
-        }
-        let x = Xlog::start(rel);
-        x.register(&g, true).init(special(KIND_FREE, 0, 0));
-        x.finish();
-        crate::storage::recycle::record_free(rel, block);
-        left = left.saturating_sub(sp.count as usize);
-        block = sp.right;
-    }
+    let mut blocks = Vec::new();
+    each_chunk(rel, s, |b, _| {
+        blocks.push(b);
+        true
+    });
+    // No reader can reach them any more: no safe xid to wait for.
+    recycle::free_pages(rel, &blocks, |p: &mut PageMut, _| p.init(special(KIND_FREE, 0, 0)));
+    blocks.iter().for_each(|&b| recycle::record_free(rel, b));
 }

@@ -19,6 +19,7 @@ use gpuindex_engine::art::gpu::{search_gpu, DeviceArt, Format, Op};
 use gpuindex_engine::art::{self, Art, ByteKeys};
 use gpuindex_engine::gpu::Schedule;
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 pub struct Mirror {
@@ -65,9 +66,13 @@ pub fn get(tree: &Tree) -> Arc<Mirror> {
                 if k.rank != RANK_VALUE {
                     break;
                 }
-                let k = super::long::resolve(tree.rel, k);
-                if keys.is_empty() || keys.get(keys.len() - 1) != k.bytes {
-                    keys.push(&k.bytes);
+                // A long key read whole (rare: a separator past 2000 bytes).
+                let whole = match k.as_key() {
+                    Some(k) => Cow::Borrowed(k.bytes),
+                    None => Cow::Owned(super::long::resolve(tree.rel, k).bytes),
+                };
+                if keys.is_empty() || keys.get(keys.len() - 1) != &whole[..] {
+                    keys.push(&whole);
                     blocks.push(child as u32);
                 }
             }
