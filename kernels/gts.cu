@@ -736,3 +736,136 @@ extern "C" __global__ void __launch_bounds__(256) gts_l2_recheck(
     __syncthreads();
     write_nearest(cd, cid, &count, k, q, out_d, out_id, out_n);
 }
+
+// ------------------------------------------------------------ build
+//
+// The tree of gts/tree.rs built level by level (gts/gpu_build.rs drives
+// it, as the paper's Alg. 1-3): each node's pivot by farthest-first
+// traversal, every position's distance to its node's pivot in one kernel,
+// then one global sort of the level by (node, distance, object): objects
+// scattered by number, then radix passes over the distance's bits, then
+// over the node's (sort.cu). The distances are the CPU's bit for bit, so
+// the tree is the CPU's (cosine's angle aside: acos may round otherwise).
+
+#define NONE32 0xffffffffu
+
+// The level's node holding position p: the last of its `count` nodes
+// whose offset is at most p (offsets ascend from 0; an empty node shares
+// its offset with the next non-empty one, which comes after it).
+__device__ __forceinline__ u32 node_at(const u64 *off, u32 count, u64 p) {
+    u32 lo = 0, hi = count;
+    while (hi - lo > 1) {
+        const u32 mid = (lo + hi) / 2;
+        if (off[mid] <= p) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// f64::total_cmp's order as u64 bits.
+__device__ __forceinline__ u64 order_bits(double x) {
+    const u64 b = (u64)__double_as_longlong(x);
+    return b >> 63 ? ~b : b | (1ull << 63);
+}
+
+// The root level's start: every object at its own position, no pivot yet.
+extern "C" __global__ void gts_build_init(u32 *__restrict__ order, double *__restrict__ nearest, u64 n) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        order[i] = (u32)i;
+        nearest[i] = INF;
+    }
+}
+
+// One block per node of the level: its pivot, the object farthest from
+// every ancestor pivot (the first such position on ties; the middle one
+// at the root), as an object number (piv) and a vector (pivots, zeros
+// for an empty node).
+extern "C" __global__ void __launch_bounds__(256) gts_build_pivots(const float *__restrict__ vectors, u32 dim,
+                                                                   const u32 *__restrict__ order, const double *__restrict__ nearest,
+                                                                   const u64 *__restrict__ off, const u64 *__restrict__ size, u32 root,
+                                                                   u32 *__restrict__ piv, float *__restrict__ pivots) {
+    __shared__ double bv[256];
+    __shared__ u64 bi[256];
+    __shared__ u32 obj;
+    const u32 node = blockIdx.x, t = threadIdx.x;
+    const u64 a = off[node], s = size[node], none = ~0ull;
+    double best = 0.0;
+    u64 at = none;
+    if (!root)
+        for (u64 i = t; i < s; i += blockDim.x) {
+            const double x = nearest[a + i];
+            if (at == none || x > best) best = x, at = i;
+        }
+    bv[t] = best, bi[t] = at;
+    __syncthreads();
+    for (u32 half = blockDim.x / 2; half > 0; half /= 2) {
+        if (t < half) {
+            const double v2 = bv[t + half];
+            const u64 i2 = bi[t + half];
+            if (i2 != none && (bi[t] == none || v2 > bv[t] || (v2 == bv[t] && i2 < bi[t]))) bv[t] = v2, bi[t] = i2;
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        obj = s == 0 ? NONE32 : order[a + (root ? s / 2 : bi[0])];
+        piv[node] = obj;
+    }
+    __syncthreads();
+    for (u32 j = t; j < dim; j += blockDim.x) pivots[(u64)node * dim + j] = obj == NONE32 ? 0.0f : vectors[(u64)obj * dim + j];
+}
+
+// Every position's tree-metric distance to its node's pivot (eight
+// threads a position; edit distance: one), which also lowers the
+// position's farthest-first distance; and the level's sort input: keys
+// (the distance's order bits) and values (the position) by object
+// number, so that a stable sort by key leaves ties in object order.
+extern "C" __global__ void gts_build_distances(const float *__restrict__ vectors, const double *__restrict__ norms, u32 dim,
+                                               u32 metric, const u32 *__restrict__ order, u64 n, const u64 *__restrict__ off,
+                                               u32 count, const u32 *__restrict__ piv, double *__restrict__ dist,
+                                               double *__restrict__ nearest, u64 *__restrict__ keys, u32 *__restrict__ vals) {
+    const bool own = metric == LEVENSHTEIN;
+    const u32 per = own ? 1 : 8, l = own ? 0 : threadIdx.x & 7, mask = own ? 0xffffffffu : 0xffu << (threadIdx.x & 24);
+    const u64 stride = (u64)gridDim.x * blockDim.x / per;
+    for (u64 p = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / per; p < n; p += stride) {
+        const u32 o = order[p], pv = piv[node_at(off, count, p)];
+        const bool cos = metric == COSINE;
+        const double d = to_metric(
+            metric, distance(metric, vectors + (u64)o * dim, cos ? norms[o] : 0.0, vectors + (u64)pv * dim, cos ? norms[pv] : 0.0, dim, l, mask));
+        if (l == 0) {
+            dist[p] = d;
+            nearest[p] = fmin(nearest[p], d);
+            keys[o] = order_bits(d);
+            vals[o] = (u32)p;
+        }
+    }
+}
+
+// keys[i] = the level's node of position vals[i] (the sort's last passes).
+extern "C" __global__ void gts_build_node_keys(const u32 *__restrict__ vals, u64 n, const u64 *__restrict__ off, u32 count,
+                                               u64 *__restrict__ keys) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) keys[i] = node_at(off, count, vals[i]);
+}
+
+// The level in its sorted order: position i takes what position perm[i] held.
+extern "C" __global__ void gts_build_gather(const u32 *__restrict__ perm, u64 n, const u32 *__restrict__ order,
+                                            const double *__restrict__ dist, const double *__restrict__ nearest,
+                                            u32 *__restrict__ order_out, double *__restrict__ pdist_out,
+                                            double *__restrict__ nearest_out) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const u32 p = perm[i];
+        order_out[i] = order[p];
+        pdist_out[i] = dist[p];
+        nearest_out[i] = nearest[p];
+    }
+}
+
+// Each child's ring: the distances of its first and last (sorted)
+// positions to the parent's pivot ([inf, -inf] when empty).
+extern "C" __global__ void gts_build_rings(const double *__restrict__ pdist, const u64 *__restrict__ off,
+                                           const u64 *__restrict__ size, u64 m, double *__restrict__ out) {
+    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < m; c += (u64)gridDim.x * blockDim.x) {
+        const u64 s = size[c];
+        out[2 * c] = s ? pdist[off[c]] : INF;
+        out[2 * c + 1] = s ? pdist[off[c] + s - 1] : -INF;
+    }
+}

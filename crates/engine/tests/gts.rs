@@ -369,3 +369,72 @@ fn bounded_brute_force_equals_the_tree() {
         assert_eq!(bounded::knn_l2(&objects, &norms, &qs[..v.dim], 10), knn(&tree.shape, &objects, &qs[..v.dim], 10), "{name}: one query");
     }
 }
+
+/// The GPU build is the CPU build bit for bit (nodes, rings, pivots,
+/// order, pivot distances) for L2, L1 and edit distance, on every shape,
+/// trees of every height, empty and undersized nodes; for cosine (acos may
+/// round otherwise on the GPU) the same layout, rings that hold every
+/// object, and searches equal to the CPU tree's.
+#[test]
+fn gpu_build_is_the_cpus_build() {
+    let Some(gpu) = common::gpu_or_skip("gpu_build_is_the_cpus_build") else { return };
+    use gpuindex_engine::gts::gpu_build::build_gpu;
+    let bits = |t: &Tree| {
+        let s = &t.shape;
+        let nodes: Vec<(u64, u64, u64, u64)> = s.nodes.iter().map(|x| (x.min.to_bits(), x.max.to_bits(), x.offset, x.size)).collect();
+        let pivots: Vec<u32> = s.pivots.iter().map(|x| x.to_bits()).collect();
+        let pdist: Vec<u64> = t.pdist.iter().map(|x| x.to_bits()).collect();
+        (s.height, nodes, pivots, t.order.clone(), pdist)
+    };
+    let mut sets: Vec<(String, Vectors, Vec<Metric>, usize)> = Vec::new();
+    for (shape, n, dim, fanout) in [
+        (Shape::Uniform, 0, 3, 4),
+        (Shape::Uniform, 15, 3, 4),
+        (Shape::Uniform, 16, 3, 4),
+        (Shape::Uniform, 401, 3, 4),
+        (Shape::Clustered, 4000, 8, 2),
+        (Shape::Uniform, 5000, 1, 20),
+        (Shape::Clustered, 5000, 17, 20),
+        (Shape::Duplicates, 50_000, 2, 20),
+        (Shape::Clustered, 20_000, 128, 20),
+        (Shape::Uniform, 200_000, 16, 8),
+    ] {
+        let v = vectors(shape, n, dim, n as u64 * 11 + dim as u64);
+        sets.push((format!("{shape:?} n={n} dim={dim} fanout={fanout}"), v, METRICS.to_vec(), fanout));
+    }
+    for (n, width, fanout) in [(3000, 16, 4), (20_000, 32, 20), (4000, MAX_CHARS, 10)] {
+        sets.push((format!("words n={n} width={width} fanout={fanout}"), words(n, width, n as u64 + 5), vec![Metric::Levenshtein], fanout));
+    }
+    for (what, v, metrics, fanout) in &sets {
+        for &m in metrics {
+            let what = format!("{what} {}", m.name());
+            let want = Tree::build(m, v, Params { fanout: *fanout });
+            let got = build_gpu(&gpu, m, v, Params { fanout: *fanout }).expect("gpu build");
+            if m != Metric::Cosine {
+                assert!(bits(&got) == bits(&want), "{what}: the GPU build differs from the CPU's");
+                continue;
+            }
+            let s = &got.shape;
+            assert_eq!((s.height, s.nodes.len()), (want.shape.height, want.shape.nodes.len()), "{what}: layout");
+            let mut seen = got.order.clone();
+            seen.sort_unstable();
+            assert!(seen.iter().copied().eq(0..v.len() as u32), "{what}: order is not a permutation");
+            for c in 1..s.nodes.len() {
+                let (node, parent) = (s.nodes[c], (c - 1) / s.fanout);
+                assert_eq!((node.offset, node.size), (want.shape.nodes[c].offset, want.shape.nodes[c].size), "{what}: node {c}");
+                for p in node.offset..node.offset + node.size {
+                    let d = m.metric_distance(v.get(got.order[p as usize] as usize), s.pivot(parent));
+                    assert!(
+                        d >= node.min - 1e-12 && d <= node.max + 1e-12,
+                        "{what}: node {c} ring [{}, {}] misses {d}",
+                        node.min,
+                        node.max
+                    );
+                }
+            }
+            let qs = vectors(Shape::Clustered, 20, v.dim, 77).data;
+            let (og, ow) = (Objects::of(&got, v), Objects::of(&want, v));
+            assert_eq!(knn(s, &og, &qs, 10), knn(&want.shape, &ow, &qs, 10), "{what}: kNN over the GPU-built tree");
+        }
+    }
+}

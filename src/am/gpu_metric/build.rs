@@ -1,4 +1,5 @@
-//! Building: the heap rows' vectors become a GTS tree (on all cores), each
+//! Building: the heap rows' vectors become a GTS tree (on the GPU or all
+//! cores, as `gpuindex.device` says), each
 //! leaf's entries a run of pages, then the nodes and pivots; NULL rows go
 //! to the NULL chain. The same writer serves rebuilds (`rebuild.rs`), which
 //! take pages from the free space map and WAL-log each one as it is done.
@@ -8,10 +9,18 @@ use super::page::{Exclusive, PageMut};
 use super::vector::{self, Form};
 use crate::am::common::HeapRows;
 use crate::storage::{new_page_in, Fork};
+use gpuindex_engine::gts::gpu_build::build_gpu;
 use gpuindex_engine::gts::{Metric, Params, Tree, Vectors};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::borrow::Cow;
+
+/// The tree of `v`, built on the device the GUCs pick (the same tree on
+/// either: see gpu_build.rs). Only CREATE INDEX and REINDEX build here;
+/// VACUUM's rebuilds stay on the CPU (`rebuild.rs`).
+fn build_tree(metric: Metric, v: &Vectors, params: Params) -> Tree {
+    crate::batch::run("gpu_metric build", v.len(), || Tree::build(metric, v, params), |g| build_gpu(g, metric, v, params))
+}
 
 /// The index's metric: its operator class's ordering strategy number
 /// (the class's input type: text for edit distance, real[] or pgvector's
@@ -121,8 +130,7 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
     let nulls_chain = w.entries(KIND_CHAIN, 0, nulls.iter().map(|&tid| (tid, 0.0, &[][..])));
     m.nulls = Chain { entries: nulls.len() as u64, ..nulls_chain };
     let indexed = v.len() + nulls.len();
-    crate::batch::ensure_cpu_pool();
-    write_tree(&w, &mut m, &Tree::build(metric, &v, params), &v);
+    write_tree(&w, &mut m, &build_tree(metric, &v, params), &v);
     let mut g = meta_page;
     {
         let mut p = g.page_mut_unlogged();

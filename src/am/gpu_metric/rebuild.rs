@@ -85,6 +85,10 @@ pub fn rebuild(index: pg_sys::Relation, fanout: usize) {
     }
     chain::for_run(index, dim, old.frozen.head, |e| v.push(e.v, e.tid));
     replaced.extend(chain::run_blocks(index, old.frozen.head));
+    // On the CPU even where there is a GPU: VACUUM (autovacuum's workers
+    // above all) should not create a CUDA context, hundreds of MB of
+    // device memory a process, for what all cores do in a fraction of a
+    // second per million rows.
     crate::batch::ensure_cpu_pool();
     let tree = Tree::build(shape::metric(&old), &v, Params { fanout });
     let mut new = old;

@@ -21,6 +21,7 @@ pub const SCAN: KernelSource = kernel!("scan");
 pub const GTS: KernelSource = kernel!("gts");
 pub const PGM: KernelSource = kernel!("pgm");
 pub const ART: KernelSource = kernel!("art");
+pub const SORT: KernelSource = kernel!("sort");
 
 /// Every kernel source, for `Gpu::compile_all`.
-pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE, GPICS, SCAN, GTS, PGM, ART];
+pub const ALL: &[KernelSource] = &[SORTED_LOOKUP, HBTREE, GPICS, SCAN, GTS, PGM, ART, SORT];

@@ -13,6 +13,7 @@ pub mod kernels;
 mod memory;
 mod pipeline;
 mod scan;
+pub mod sort;
 
 pub use detect::{DeviceInfo, MIN_COMPUTE_CAPABILITY, MIN_DRIVER_VERSION};
 pub use error::GpuError;

@@ -159,6 +159,35 @@ impl Gpu {
         result.map(|_| out)
     }
 
+    /// Copies `data` into a new device buffer through two pooled pinned
+    /// slots, each chunk spread over all cores into its slot while the one
+    /// before is on the bus (a plain pageable copy goes through the
+    /// driver's staging on one thread, at a fraction of the bus's speed).
+    pub fn upload_staged<T: Plain>(&self, data: &[T]) -> Result<DeviceBuffer<T>, GpuError> {
+        const CHUNK_BYTES: usize = 32 << 20;
+        let n = data.len();
+        let chunk = CHUNK_BYTES / std::mem::size_of::<T>();
+        if n <= chunk {
+            return self.upload(data);
+        }
+        let buf = self.alloc::<T>(n)?;
+        let mut slots = catch(|| self.take_slots(2, CHUNK_BYTES, 0))?;
+        let result = catch(|| {
+            let sync = |s: &Slot| s.stream.synchronize().map_err(super::driver_error("cuStreamSynchronize"));
+            for k in 0..n.div_ceil(chunk) {
+                let (at, len) = (k * chunk, chunk.min(n - k * chunk));
+                let s = &mut slots[k % 2];
+                // The slot's chunk before must be on the device first.
+                sync(s)?;
+                copy_parallel(cast_mut::<T>(s.host_in.as_mut_slice(), len), &data[at..at + len]);
+                buf.write_at_async(at, cast::<T>(s.host_in.as_slice(), len), &s.stream)?;
+            }
+            slots.iter().try_for_each(sync)
+        });
+        self.return_slots(slots);
+        result.map(|_| buf)
+    }
+
     /// Runs a batch through the pipeline: `launch(stream, queries, outputs,
     /// n)` enqueues the kernel for one chunk of `n` queries (device
     /// addresses), and `consume(offset, outputs)` receives each chunk's

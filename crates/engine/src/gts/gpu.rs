@@ -119,7 +119,7 @@ impl DeviceTree {
     pub fn upload(gpu: &Gpu, shape: &Shape, objects: &Objects) -> Result<DeviceTree, GpuError> {
         let n = objects.v.len();
         let stream = gpu.new_stream()?;
-        let vectors = gpu.upload(&objects.v.data)?;
+        let vectors = gpu.upload_staged(&objects.v.data)?;
         // Squared norms: cosine distances and L2 bounds use them.
         let norms = gpu.alloc::<f64>(n)?;
         let (vp, n64, dim, op) = (vectors.ptr(), n as u64, shape.dim as u32, norms.ptr());

@@ -14,6 +14,7 @@
 //!   exactly, on all cores (where the tree prunes little);
 //! - `gpu`: the same searches on the GPU, level by level over (query,
 //!   node) pairs;
+//! - `gpu_build`: the build on the GPU, the same tree;
 //! - `search`: exact k-nearest and range search, batched or one row at a
 //!   time in distance order, over leaves read through a trait (pages in
 //!   the extension, memory in tests).
@@ -21,6 +22,7 @@
 pub mod bounded;
 pub mod float4;
 pub mod gpu;
+pub mod gpu_build;
 pub mod metric;
 pub mod search;
 pub mod tree;

@@ -113,7 +113,7 @@ pub struct Tree {
 }
 
 /// Nodes above the last level of a complete tree.
-fn internal_nodes(fanout: usize, height: usize) -> usize {
+pub(super) fn internal_nodes(fanout: usize, height: usize) -> usize {
     (0..height).map(|l| fanout.pow(l as u32)).sum()
 }
 
@@ -131,7 +131,7 @@ pub fn height_for(n: usize, fanout: usize) -> usize {
 
 /// The sizes of `fanout` equal-count children of `size` objects (the first
 /// `size % fanout` one larger).
-fn child_sizes(size: u64, fanout: usize) -> impl Iterator<Item = u64> {
+pub(super) fn child_sizes(size: u64, fanout: usize) -> impl Iterator<Item = u64> {
     let (q, r) = (size / fanout as u64, size % fanout as u64);
     (0..fanout as u64).map(move |j| q + u64::from(j < r))
 }

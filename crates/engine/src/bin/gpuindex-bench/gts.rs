@@ -161,3 +161,75 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
         );
     }
 }
+
+/// `gts-build`: the tree built on all cores against the same tree built
+/// on the GPU (end to end: vectors up, order, distances and pivots down),
+/// L2 and cosine, for each --n (default 1e5,1e6,1e7) of --dim floats. The
+/// L2 trees are asserted equal bit for bit; cosine's are checked by the
+/// engine's tests (acos may round otherwise on the GPU).
+pub fn build_bench(args: &Args, gpu: Option<&Gpu>) {
+    use gpuindex_engine::gts::gpu_build::build_gpu;
+    use rayon::prelude::*;
+    let sizes = if args.n_given { args.n.clone() } else { vec![100_000, 1_000_000, 10_000_000] };
+    let set = args
+        .set
+        .as_deref()
+        .map_or(VectorSet::Clustered, |s| VectorSet::parse(s).unwrap_or_else(|| panic!("--set clustered|uniform, not {s}")));
+    let dim = args.dim;
+    let reps = args.reps.clamp(1, 3);
+    let mut rows = Vec::new();
+    if let Some(g) = gpu {
+        // Warm-up: the stream and the first allocations.
+        let v = Vectors { dim, ids: (0..1000).collect(), data: VectorSet::vectors(set, 1000, dim, 1) };
+        build_gpu(g, Metric::L2, &v, Params { fanout: 20 }).expect("gpu build");
+    }
+    for &n in &sizes {
+        // Generated in chunks on all cores (seeded by chunk).
+        let chunk = 100_000;
+        let data: Vec<f32> = (0..n.div_ceil(chunk))
+            .into_par_iter()
+            .flat_map_iter(|c| VectorSet::vectors(set, chunk.min(n - c * chunk), dim, 7 + c as u64))
+            .collect();
+        let v = Vectors { dim, ids: (0..n as u64).collect(), data };
+        for metric in [Metric::L2, Metric::Cosine] {
+            let params = Params { fanout: 20 };
+            let median = |f: &mut dyn FnMut() -> f64| {
+                let mut t: Vec<f64> = (0..reps).map(|_| f()).collect();
+                t.sort_by(f64::total_cmp);
+                t[reps / 2]
+            };
+            let mut cpu = None;
+            let cpu_s = median(&mut || secs(|| cpu = Some(Tree::build(metric, &v, params))));
+            let cpu = cpu.expect("built");
+            let gpu_s = gpu.map_or(f64::NAN, |g| {
+                let mut got = None;
+                let s = median(&mut || secs(|| got = Some(build_gpu(g, metric, &v, params).expect("gpu build"))));
+                let got = got.expect("built");
+                if metric != Metric::Cosine {
+                    let same = got.order == cpu.order
+                        && got.pdist.iter().zip(&cpu.pdist).all(|(a, b)| a.to_bits() == b.to_bits())
+                        && got.shape.pivots.iter().zip(&cpu.shape.pivots).all(|(a, b)| a.to_bits() == b.to_bits())
+                        && got.shape.nodes == cpu.shape.nodes;
+                    assert!(same, "n = {n}: the GPU-built {} tree differs from the CPU's", metric.name());
+                }
+                s
+            });
+            // What the build's copy of the vectors alone takes.
+            let up_s = gpu.map_or(f64::NAN, |g| median(&mut || secs(|| drop(g.upload_staged(&v.data).expect("upload")))));
+            rows.push(vec![
+                size_label(n),
+                metric.name().into(),
+                format!("{} / {}", cpu.shape.height, cpu.shape.leaves().len()),
+                format!("{cpu_s:.3}"),
+                if gpu_s.is_nan() { "-".into() } else { format!("{gpu_s:.3}") },
+                if up_s.is_nan() { "-".into() } else { format!("{up_s:.3}") },
+                ratio(cpu_s, gpu_s),
+            ]);
+        }
+    }
+    table(
+        &format!("GTS build, {} vectors of {dim} floats, fanout 20 (seconds, median of {reps})", set.name()),
+        &["n", "metric", "height / leaves", "CPU, all cores", "GPU (transfers included)", "of which vectors up", "GPU/CPU"],
+        &rows,
+    );
+}
