@@ -744,8 +744,10 @@ extern "C" __global__ void __launch_bounds__(256) gts_l2_recheck(
 // traversal, every position's distance to its node's pivot in one kernel,
 // then one global sort of the level by (node, distance, object): objects
 // scattered by number, then radix passes over the distance's bits, then
-// over the node's (sort.cu). The distances are the CPU's bit for bit, so
-// the tree is the CPU's (cosine's angle aside: acos may round otherwise).
+// over the node's (sort.cu). The distances are the CPU's bit for bit, in
+// the operator's units: for cosine the host turns them into angles (with
+// its own acos, which the GPU's may round otherwise; the angle orders as
+// 1 - cos does).
 
 #define NONE32 0xffffffffu
 
@@ -814,8 +816,8 @@ extern "C" __global__ void __launch_bounds__(256) gts_build_pivots(const float *
     for (u32 j = t; j < dim; j += blockDim.x) pivots[(u64)node * dim + j] = obj == NONE32 ? 0.0f : vectors[(u64)obj * dim + j];
 }
 
-// Every position's tree-metric distance to its node's pivot (eight
-// threads a position; edit distance: one), which also lowers the
+// Every position's distance to its node's pivot (eight threads a
+// position; edit distance: one), which also lowers the
 // position's farthest-first distance; and the level's sort input: keys
 // (the distance's order bits) and values (the position) by object
 // number, so that a stable sort by key leaves ties in object order.
@@ -829,8 +831,8 @@ extern "C" __global__ void gts_build_distances(const float *__restrict__ vectors
     for (u64 p = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / per; p < n; p += stride) {
         const u32 o = order[p], pv = piv[node_at(off, count, p)];
         const bool cos = metric == COSINE;
-        const double d = to_metric(
-            metric, distance(metric, vectors + (u64)o * dim, cos ? norms[o] : 0.0, vectors + (u64)pv * dim, cos ? norms[pv] : 0.0, dim, l, mask));
+        const double d =
+            distance(metric, vectors + (u64)o * dim, cos ? norms[o] : 0.0, vectors + (u64)pv * dim, cos ? norms[pv] : 0.0, dim, l, mask);
         if (l == 0) {
             dist[p] = d;
             nearest[p] = fmin(nearest[p], d);

@@ -253,3 +253,44 @@ fn in_memory_scans_equal_sequential_scans() {
     c.batch_execute(&format!("DELETE FROM {table} WHERE id % 7 = 2")).unwrap();
     all(&mut c);
 }
+
+/// CREATE INDEX under `gpuindex.device = gpu` builds the tree on the GPU:
+/// for every operator class the index passes `gpu_metric_check` (which
+/// recomputes every stored distance as the CPU does, bit for bit), has the
+/// CPU-built tree's shape, and answers as the sequential scan.
+#[test]
+fn trees_built_on_the_gpu_check_and_answer_exactly() {
+    let mut c = connect(DB);
+    if !server_has_gpu(&mut c) {
+        assert!(!gpu_missing_but_required(&mut c), "GPUINDEX_REQUIRE_GPU=1 but the server has no GPU");
+        eprintln!("no GPU on the server: skipping the GPU build");
+        return;
+    }
+    let table = "gm_gpu_build";
+    c.batch_execute(&format!("DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int, v real[])")).unwrap();
+    let mut rng = SplitMix64::new(44);
+    let first = vectors(&mut rng, Data::Clustered, 24, 20_000);
+    insert(&mut c, table, &first, 0);
+    insert(&mut c, table, &vectors(&mut rng, Data::Duplicates, 24, 2000), 20_000);
+    for (op, class) in OPS {
+        let mut shapes = Vec::new();
+        for device in ["cpu", "gpu"] {
+            let index = format!("{table}_{device}");
+            c.batch_execute(&format!("SET gpuindex.device = {device}; CREATE INDEX {index} ON {table} USING gpu_metric (v {class})")).unwrap();
+            let last = c.query_one("SELECT what, device FROM gpuindex_last_batch()", &[]).unwrap();
+            let (what, ran): (String, String) = (last.get(0), last.get(1));
+            assert_eq!((what.as_str(), ran.as_str()), ("gpu_metric build", device), "{class}: CREATE INDEX");
+            let row = c
+                .query_one(&format!("SELECT nodes, height, tree_entries FROM gpu_metric_check('{index}')"), &[])
+                .unwrap_or_else(|e| panic!("{class}, built on the {device}: {e}"));
+            shapes.push((row.get::<_, i64>(0), row.get::<_, i32>(1), row.get::<_, i64>(2)));
+        }
+        assert_eq!(shapes[0], shapes[1], "{class}: the trees built on the CPU and the GPU differ in shape");
+        c.batch_execute(&format!("DROP INDEX {table}_cpu; SET gpuindex.device = cpu")).unwrap();
+        for q in [literal(&first[7]), literal(&vectors(&mut rng, Data::Clustered, 24, 1)[0])] {
+            check(&mut c, table, op, &format!("{table}_gpu"), &q, "", "LIMIT 10");
+            check(&mut c, table, op, &format!("{table}_gpu"), &q, "WHERE id % 3 <> 0", "LIMIT 200");
+        }
+        c.batch_execute(&format!("DROP INDEX {table}_gpu")).unwrap();
+    }
+}

@@ -2,10 +2,17 @@
 //! level as the paper's Alg. 1-3: per level, one block per node picks its
 //! pivot (farthest-first), one kernel measures every object against its
 //! node's pivot, and one global stable sort by (node, distance, object)
-//! orders every node's range at once. It returns the tree `Tree::build`
-//! returns, bit for bit (distances are the CPU's; for cosine the angle's
-//! acos may round differently, and then ties may fall otherwise: still a
-//! valid tree, as searches loosen every bound by far more).
+//! orders every node's range at once. For L2, L1 and edit distance it
+//! returns the tree `Tree::build` returns, bit for bit (the distances are
+//! the CPU's).
+//!
+//! Cosine: the device works in the operator's units (1 - cos, the CPU's
+//! bits) and the host turns what it keeps (rings, pivot distances) into
+//! angles with the CPU's acos, which orders alike: the tree's stored
+//! values are what the CPU computes (`gpu_metric_check` recomputes them
+//! bit for bit), though where two distances share one angle their order
+//! (and so a pivot or a cut) may differ from the CPU build's. The GPU's
+//! own acos may round otherwise.
 //!
 //! The node layout (every node's offset and size) depends only on the
 //! number of objects, so the host lays it out first; the device fills in
@@ -17,6 +24,7 @@ use crate::gpu::kernels::GTS;
 use crate::gpu::sort::sort_pairs;
 use crate::gpu::{Gpu, GpuError};
 use crate::launch;
+use rayon::prelude::*;
 
 const BLOCK: usize = 256;
 
@@ -122,12 +130,18 @@ pub fn build_gpu(gpu: &Gpu, metric: Metric, v: &Vectors, params: Params) -> Resu
         let (cop, csp, rp, m64) = (coff.ptr(), csize.ptr(), rings.ptr(), m as u64);
         launch!(gpu, stream, GTS, "gts_build_rings", (grid(m, BLOCK, gpu), BLOCK, 0), [pdp, cop, csp, m64, rp])?;
         for (c, r) in nodes[first + count..first + count + m].iter_mut().zip(rings.download()?.chunks_exact(2)) {
-            (c.min, c.max) = (r[0], r[1]);
+            if c.size > 0 {
+                (c.min, c.max) = (metric.to_metric(r[0]), metric.to_metric(r[1]));
+            }
         }
         first += count;
     }
     let shape = Shape { metric, fanout, height, dim, nodes, pivots: gpu.download_staged(&pivots)? };
-    Ok(Tree { shape, order: gpu.download_staged(&order)?, pdist: gpu.download_staged(&pdist)? })
+    let mut pdist = gpu.download_staged(&pdist)?;
+    if metric == Metric::Cosine {
+        pdist.par_iter_mut().for_each(|d| *d = metric.to_metric(*d));
+    }
+    Ok(Tree { shape, order: gpu.download_staged(&order)?, pdist })
 }
 
 #[cfg(test)]
