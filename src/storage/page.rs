@@ -28,6 +28,7 @@ unsafe impl PageData for u8 {}
 unsafe impl PageData for u16 {}
 unsafe impl PageData for u32 {}
 unsafe impl PageData for u64 {}
+unsafe impl PageData for f32 {}
 unsafe impl PageData for pg_sys::ItemPointerData {}
 // SAFETY: repr(C): 4 f64 and 8 u32, every bit pattern valid.
 unsafe impl PageData for gpuindex_engine::gpics::tree::Node {}

@@ -276,7 +276,8 @@ fn trees_built_on_the_gpu_check_and_answer_exactly() {
         let mut shapes = Vec::new();
         for device in ["cpu", "gpu"] {
             let index = format!("{table}_{device}");
-            c.batch_execute(&format!("SET gpuindex.device = {device}; CREATE INDEX {index} ON {table} USING gpu_metric (v {class})")).unwrap();
+            c.batch_execute(&format!("SET gpuindex.device = {device}; CREATE INDEX {index} ON {table} USING gpu_metric (v {class})"))
+                .unwrap();
             let last = c.query_one("SELECT what, device FROM gpuindex_last_batch()", &[]).unwrap();
             let (what, ran): (String, String) = (last.get(0), last.get(1));
             assert_eq!((what.as_str(), ran.as_str()), ("gpu_metric build", device), "{class}: CREATE INDEX");

@@ -196,8 +196,9 @@ impl Writer {
         }
     }
 
-    /// Writes entries (TID, pivot distance, vector) as a run of pages;
-    /// returns the run (with no entries, one empty page).
+    /// Writes entries (TID, pivot distance, vector) as a run of pages (a
+    /// wide entry's continuation pages after its own); returns the run
+    /// (with no entries, one empty page).
     fn entries<'a>(&self, kind: u8, dim: usize, entries: impl Iterator<Item = (u64, f64, &'a [f32])>) -> Chain {
         let per_page = entries_per_page(dim);
         let mut run = Run::new(self);
@@ -208,6 +209,10 @@ impl Writer {
             }
             put_entry(&mut run.last_mut(), dim, i, &Entry { tid, pdist, v });
             i = (i + 1) % per_page;
+            // A wide entry's rest (then a page per entry: i stays 0).
+            for part in continued_parts(v) {
+                run.push(kind, |p| put_continued(p, part));
+            }
         }
         if run.pages == 0 {
             run.push(kind, |_| {});

@@ -7,6 +7,7 @@
 //! and the generic cost of the rows inside (the operator's selectivity)
 //! are all startup.
 
+use super::page::{continuation_pages, entries_per_page};
 use crate::am::common::Estimate;
 use pgrx::pg_sys;
 
@@ -25,7 +26,9 @@ pub fn estimate(path: &pg_sys::IndexPath, costs: &pg_sys::GenericCosts) -> Estim
     let per_distance = cpu_op * (m.dim.max(1) as f64 / 8.0).max(1.0);
     let leaf = m.tree_entries as f64 / (m.fanout.max(2) as f64).powi(m.height as i32);
     let distances = m.height as f64 * m.fanout as f64 + LEAVES_OPENED * leaf + m.delta.entries as f64;
-    let pages = LEAVES_OPENED * (leaf / super::page::entries_per_page(m.dim as usize) as f64).ceil() + m.delta.pages as f64;
+    let dim = m.dim as usize;
+    let leaf_pages = (leaf / entries_per_page(dim) as f64).ceil() * (1 + continuation_pages(dim)) as f64;
+    let pages = LEAVES_OPENED * leaf_pages + m.delta.pages as f64;
     let startup = distances * per_distance + pages * random_page_cost;
     let rest = costs.indexTotalCost + costs.numIndexTuples * per_distance;
     if path.indexorderbys.is_null() {

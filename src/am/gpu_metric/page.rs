@@ -5,7 +5,8 @@
 //!   generation (bumped by every rebuild: a cached shape is current while
 //!   it matches);
 //! - entry pages: entries of (heap TID, distance to the leaf's routing
-//!   pivot, the vector). Each leaf of the tree owns a run of entry pages
+//!   pivot, the vector; past 2,032 dimensions one entry a page, the rest
+//!   of its vector on the continuation pages after it). Each leaf of the tree owns a run of entry pages
 //!   linked by `right` (its node's `offset` is the run's first block), as
 //!   does each chain: the delta (rows inserted since the last rebuild, the
 //!   GTS cache list), the frozen delta of a rebuild in progress, and the
@@ -55,6 +56,8 @@ pub const KIND_PIVOTS: u8 = 5;
 
 /// A page no live structure reaches (see `freed_at`).
 pub const FREED: u8 = 1;
+/// A continuation page of a wide entry (see `continuation_pages`).
+pub const CONTINUED: u8 = 2;
 
 pub const NODE_CAPACITY: usize = CONTENT_BYTES / std::mem::size_of::<Node>();
 
@@ -64,13 +67,42 @@ pub const fn entry_bytes(dim: usize) -> usize {
     (16 + 4 * dim).next_multiple_of(8)
 }
 
-/// Entries of `dim` dimensions per page.
+/// Entries of `dim` dimensions per page (a wide entry's first page holds
+/// that one entry).
 pub const fn entries_per_page(dim: usize) -> usize {
-    CONTENT_BYTES / entry_bytes(dim)
+    CONTENT_BYTES / entry_bytes(head_floats(dim))
 }
 
-/// The most dimensions an index holds (one entry per page).
-pub const MAX_DIM: usize = (CONTENT_BYTES - 16) / 4;
+/// The most dimensions an index holds (pgvector's limit).
+pub const MAX_DIM: usize = 16_000;
+
+/// Floats of a wide entry on its own page, after its TID and distance,
+/// and on each continuation page.
+const HEAD_FLOATS: usize = (CONTENT_BYTES - 16) / 4;
+const CONTINUED_FLOATS: usize = CONTENT_BYTES / 4;
+const _: () = assert!(entry_bytes(HEAD_FLOATS) <= CONTENT_BYTES);
+
+/// The floats of an entry of `dim` dimensions on its own page.
+const fn head_floats(dim: usize) -> usize {
+    if dim < HEAD_FLOATS {
+        dim
+    } else {
+        HEAD_FLOATS
+    }
+}
+
+/// The pages each entry of `dim` dimensions takes after its own: 0 where
+/// entries fit a page. A wider (wide) entry is its own page, holding the
+/// TID, the distance and the first floats, then as many continuation
+/// pages (flagged CONTINUED, holding no entries) as the rest needs, next
+/// in the run.
+pub const fn continuation_pages(dim: usize) -> usize {
+    if dim <= HEAD_FLOATS {
+        0
+    } else {
+        (dim - HEAD_FLOATS).div_ceil(CONTINUED_FLOATS)
+    }
+}
 
 /// A run of entry pages linked by `right`.
 #[repr(C)]
@@ -172,18 +204,49 @@ pub struct Entry<'a> {
     pub v: &'a [f32],
 }
 
-/// The entries of a leaf, chain or pivot page of `dim` dimensions.
+/// The entries of a leaf, chain or pivot page of `dim` dimensions. The
+/// vector of a wide entry is only its first part (`chain::for_run` joins
+/// the rest); a continuation page has none.
 pub fn entries<'a>(page: PageRef<'a>, dim: usize) -> (impl Iterator<Item = Entry<'a>> + 'a, Special) {
     let s = expect_kind(&page, &[KIND_LEAF, KIND_CHAIN, KIND_PIVOTS]);
-    let words = entry_bytes(dim) / 8;
+    let floats = head_floats(dim);
+    let words = entry_bytes(floats) / 8;
     let raw: &'a [u64] = page.front(0, s.count as usize * words);
     let it = raw.chunks_exact(words).map(move |w| Entry {
         tid: w[0],
         pdist: f64::from_bits(w[1]),
-        // SAFETY: the vector follows the two words, 4-aligned, dim floats.
-        v: unsafe { std::slice::from_raw_parts(w[2..].as_ptr() as *const f32, dim) },
+        // SAFETY: the vector follows the two words, 4-aligned, `floats` floats.
+        v: unsafe { std::slice::from_raw_parts(w[2..].as_ptr() as *const f32, floats) },
     });
     (it, s)
+}
+
+/// The floats a continuation page holds, of the `left` its entry still needs.
+pub fn continued<'a>(page: PageRef<'a>, left: usize) -> (&'a [f32], Special) {
+    let s = expect_kind(&page, &[KIND_LEAF, KIND_CHAIN, KIND_PIVOTS]);
+    if s.flags & CONTINUED == 0 {
+        corrupted(format!("a wide entry goes on to a page that does not continue it (kind {})", s.kind));
+    }
+    (page.front(0, left.min(CONTINUED_FLOATS)), s)
+}
+
+/// Whether a page continues a wide entry.
+pub fn is_continued(page: &PageRef) -> bool {
+    page.special().flags & CONTINUED != 0
+}
+
+/// Makes a new page the continuation page holding `part` (the next floats
+/// of a wide entry).
+pub fn put_continued(page: &mut PageMut, part: &[f32]) {
+    assert!(part.len() <= CONTINUED_FLOATS);
+    page.front_mut::<f32>(0, part.len()).copy_from_slice(part);
+    page.update_special(|s| s.flags |= CONTINUED);
+    page.set_used(std::mem::size_of_val(part), 0);
+}
+
+/// The parts of a wide entry's vector for its continuation pages.
+pub fn continued_parts(v: &[f32]) -> std::slice::Chunks<'_, f32> {
+    v[head_floats(v.len())..].chunks(CONTINUED_FLOATS)
 }
 
 /// The number of entries on a page (any entry kind).
@@ -193,14 +256,16 @@ pub fn entry_count(page: &PageRef) -> usize {
 
 /// Writes entry `i` of a page of `dim` dimensions (within its capacity),
 /// and the page's count and bounds to cover it.
+/// Of a wide entry, the first part (its continuation pages hold the rest).
 pub fn put_entry(page: &mut PageMut, dim: usize, i: usize, e: &Entry) {
-    assert!(i < entries_per_page(dim) && e.v.len() == dim);
-    let words = entry_bytes(dim) / 8;
+    let floats = head_floats(dim);
+    assert!(i < entries_per_page(dim) && e.v.len() >= floats);
+    let words = entry_bytes(floats) / 8;
     let w = &mut page.front_mut::<u64>(i * words * 8, words)[..];
     w[0] = e.tid;
     w[1] = e.pdist.to_bits();
-    // SAFETY: dim floats fit the entry after its two words.
-    unsafe { std::ptr::copy_nonoverlapping(e.v.as_ptr(), w[2..].as_mut_ptr() as *mut f32, dim) };
+    // SAFETY: `floats` floats fit the entry after its two words.
+    unsafe { std::ptr::copy_nonoverlapping(e.v.as_ptr(), w[2..].as_mut_ptr() as *mut f32, floats) };
     let n = (i + 1).max(page.as_ref().special().count as usize);
     page.update_special(|s| s.count = n as u32);
     page.set_used(n * words * 8, 0);
@@ -209,7 +274,7 @@ pub fn put_entry(page: &mut PageMut, dim: usize, i: usize, e: &Entry) {
 /// Keeps the first `n` entries of a page.
 pub fn truncate(page: &mut PageMut, dim: usize, n: usize) {
     page.update_special(|s| s.count = n as u32);
-    page.set_used(n * entry_bytes(dim), 0);
+    page.set_used(n * entry_bytes(head_floats(dim)), 0);
 }
 
 /// The nodes of a node page.
