@@ -278,7 +278,7 @@ fn trees_built_on_the_gpu_check_and_answer_exactly() {
             let index = format!("{table}_{device}");
             c.batch_execute(&format!("SET gpuindex.device = {device}; CREATE INDEX {index} ON {table} USING gpu_metric (v {class})"))
                 .unwrap();
-            let last = c.query_one("SELECT what, device FROM gpuindex_last_batch()", &[]).unwrap();
+            let last = c.query_one("SELECT function, device FROM gpuindex_last_batch()", &[]).unwrap();
             let (what, ran): (String, String) = (last.get(0), last.get(1));
             assert_eq!((what.as_str(), ran.as_str()), ("gpu_metric build", device), "{class}: CREATE INDEX");
             let row = c
