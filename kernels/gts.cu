@@ -871,3 +871,108 @@ extern "C" __global__ void gts_build_rings(const double *__restrict__ pdist, con
         out[2 * c + 1] = s ? pdist[off[c] + s - 1] : -INF;
     }
 }
+
+// ------------------------------------------------------------ low dimensions
+//
+// A thread per query, as the CPU searches (gts/search.rs's knn_one, depth
+// first instead of best first): at each internal node the pivot's
+// distance, then the children whose ring bound (at least their parent's)
+// is within the k-th distance found so far, nearest first on a stack; at
+// a leaf its objects through the pivot-distance filter, each within the
+// bound kept among the k nearest by (distance, id). Where a search opens
+// a few small leaves (a few dimensions), this costs a query a few hundred
+// distances and no launch per level; the level-synchronous descent above
+// pays a scan and a launch per level and a block per query at the leaves.
+
+#define DEPTH_K 32       // gpu.rs's DEPTH_MAX_K
+#define DEPTH_STACK 128  // gpu.rs's DEPTH_STACK
+
+// metric.rs's lane_sum on one thread: eight accumulators summed in the
+// same tree, then the tail in order (the same bits as lane_sum).
+template <int OP>
+__device__ __forceinline__ double lane_sum_one(const float *a, const float *b, u32 dim) {
+    double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    const u32 chunks = dim / 8;
+    for (u32 c = 0; c < chunks; c++)
+#pragma unroll
+        for (u32 l = 0; l < 8; l++) acc[l] = __dadd_rn(acc[l], term<OP>(a[c * 8 + l], b[c * 8 + l]));
+    double s = __dadd_rn(__dadd_rn(__dadd_rn(acc[0], acc[1]), __dadd_rn(acc[2], acc[3])),
+                         __dadd_rn(__dadd_rn(acc[4], acc[5]), __dadd_rn(acc[6], acc[7])));
+    for (u32 i = chunks * 8; i < dim; i++) s = __dadd_rn(s, term<OP>(a[i], b[i]));
+    return s;
+}
+
+// Metric::distance on one thread (vectors only).
+__device__ __forceinline__ double distance_one(u32 metric, const float *q, double qn, const float *v, double vn, u32 dim) {
+    if (metric == L2) return __dsqrt_rn(lane_sum_one<0>(q, v, dim));
+    if (metric == L1) return lane_sum_one<1>(q, v, dim);
+    double c = __ddiv_rn(lane_sum_one<2>(q, v, dim), __dmul_rn(__dsqrt_rn(qn), __dsqrt_rn(vn)));
+    c = c < -1.0 ? -1.0 : (c > 1.0 ? 1.0 : c);
+    return __dsub_rn(1.0, c);
+}
+
+extern "C" __global__ void __launch_bounds__(128) gts_knn_depth(
+    const float *__restrict__ queries, const double *__restrict__ qnorms, u32 m, u32 dim, u32 metric,
+    const float *__restrict__ pivots, const Node *__restrict__ nodes, u32 fanout, u32 internal,
+    const float *__restrict__ vectors, const double *__restrict__ norms, const double *__restrict__ pdist,
+    const u64 *__restrict__ ids, u32 k, double *__restrict__ out_d, u64 *__restrict__ out_id, u32 *__restrict__ out_n) {
+    const u32 q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= m) return;
+    const bool cos = metric == COSINE;
+    const float *qv = queries + (u64)q * dim;
+    const double qn = cos ? qnorms[q] : 0.0;
+    double bd[DEPTH_K];
+    u64 bi[DEPTH_K];
+    u32 cnt = 0;
+    u32 sn[DEPTH_STACK];
+    double sk[DEPTH_STACK], sdp[DEPTH_STACK];
+    int top = 0;
+    sn[0] = 0, sk[0] = 0.0, sdp[0] = 0.0, top = 1;
+    while (top > 0) {
+        top--;
+        const u32 node = sn[top];
+        const double key = sk[top], dp = sdp[top];
+        if (key > (cnt < k ? INF : bd[k - 1])) continue;
+        if (node >= internal) {
+            const Node nd = nodes[node];
+            for (u64 o = nd.offset; o < nd.offset + nd.size; o++) {
+                const double bound = cnt < k ? INF : bd[k - 1];
+                // (The root as the only leaf has no routing pivot.)
+                if (node != 0) {
+                    const double pd = pdist[o];
+                    if (lower_bound(metric, fabs(pd - dp), pd + dp) > bound) continue;
+                }
+                const double d = distance_one(metric, qv, qn, vectors + o * dim, cos ? norms[o] : 0.0, dim);
+                const u64 id = ids[o];
+                if (cnt == k && !before(d, id, bd[k - 1], bi[k - 1])) continue;
+                // Insert in (distance, id) order, dropping the k-th when full.
+                u32 at = cnt < k ? cnt++ : k - 1;
+                while (at > 0 && before(d, id, bd[at - 1], bi[at - 1])) {
+                    bd[at] = bd[at - 1], bi[at] = bi[at - 1];
+                    at--;
+                }
+                bd[at] = d, bi[at] = id;
+            }
+            continue;
+        }
+        const float *p = pivots + (u64)node * dim;
+        const double dq = to_metric(metric, distance_one(metric, qv, qn, p, cos ? lane_sum_one<2>(p, p, dim) : 0.0, dim));
+        const double bound = cnt < k ? INF : bd[k - 1];
+        // Children within the bound, pushed farthest first (popped nearest first).
+        const int base = top;
+        for (u32 j = 0; j < fanout; j++) {
+            const u32 c = node * fanout + j + 1;
+            const Node nd = nodes[c];
+            const double ck = fmax(ring_bound(metric, dq, nd.min, nd.max), key);
+            if (nd.size == 0 || ck > bound) continue;
+            int at = top++;
+            while (at > base && sk[at - 1] < ck) {
+                sn[at] = sn[at - 1], sk[at] = sk[at - 1], sdp[at] = sdp[at - 1];
+                at--;
+            }
+            sn[at] = c, sk[at] = ck, sdp[at] = dq;
+        }
+    }
+    for (u32 i = 0; i < cnt; i++) out_d[(u64)q * k + i] = bd[i], out_id[(u64)q * k + i] = bi[i];
+    out_n[q] = cnt;
+}

@@ -173,7 +173,7 @@ fn the_build_is_balanced() {
 
 mod common;
 
-use gpuindex_engine::gts::gpu::{DeviceTree, Way, FILTER_MAX_K};
+use gpuindex_engine::gts::gpu::{DeviceTree, Way, DEPTH_MAX_K, FILTER_MAX_K};
 use gpuindex_engine::gts::Shape as TreeShape;
 
 /// The tree's objects less those `drop` picks, leaves remapped as the
@@ -210,6 +210,9 @@ fn check_gpu(gpu: &gpuindex_engine::gpu::Gpu, s: &TreeShape, objects: &Objects, 
         }
         if s.metric == Metric::L2 && k <= FILTER_MAX_K {
             assert_eq!(dev.knn_by(gpu, qs, k, Way::Filter).unwrap(), want, "{what}: gpu bounded brute force k={k}");
+        }
+        if s.metric != Metric::Levenshtein && k <= DEPTH_MAX_K && s.fanout * s.height.max(1) < 128 {
+            assert_eq!(dev.knn_by(gpu, qs, k, Way::Depth).unwrap(), want, "{what}: gpu per-query search k={k}");
         }
     }
     let dim = s.dim.max(1);

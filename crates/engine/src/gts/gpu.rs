@@ -44,6 +44,15 @@ const OVERFLOW: u32 = u32::MAX;
 /// FILTER_CAP must keep k and room for a warp's 32 more).
 pub const FILTER_MAX_K: usize = 16;
 
+/// gts.cu's DEPTH_K and DEPTH_STACK: the largest k of the per-query
+/// search, and its stack of nodes (a tree's fanout times height must stay
+/// below it).
+pub const DEPTH_MAX_K: usize = 32;
+const DEPTH_STACK: usize = 128;
+/// The most dimensions `Way::Auto` answers kNN by the per-query search
+/// (above, a search opens too many leaves for one thread).
+pub const DEPTH_MAX_DIM: usize = 16;
+
 /// Bytes of one (query, node) pair: query, node, parent distance, plus
 /// the pivot distances, count and offset made for it.
 const PAIR_BYTES: usize = 4 + 4 + 8 + 8 + 8 + 4 + 8;
@@ -193,6 +202,11 @@ impl DeviceTree {
             if way == Way::Filter && !self.filters(k) {
                 return Err(GpuError::Unavailable(format!("the bounded brute force is for L2 and k <= {FILTER_MAX_K}")));
             }
+            if way == Way::Depth && !self.depth_fits(k) {
+                return Err(GpuError::Unavailable(format!(
+                    "the per-query search is for vectors, k <= {DEPTH_MAX_K} and trees of fanout x height below {DEPTH_STACK}"
+                )));
+            }
             if k == 0 {
                 return Ok(vec![Vec::new(); m]);
             }
@@ -230,6 +244,10 @@ impl DeviceTree {
         self.metric == Metric::L2 && k <= FILTER_MAX_K
     }
 
+    fn depth_fits(&self, k: usize) -> bool {
+        self.metric != Metric::Levenshtein && k <= DEPTH_MAX_K && self.fanout * self.height.max(1) < DEPTH_STACK
+    }
+
     /// One query group; None when its pairs or answers would not fit
     /// `budget` bytes (a group of one query is always tried).
     fn group(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way, budget: usize) -> Result<Option<Answers>, GpuError> {
@@ -248,6 +266,8 @@ impl DeviceTree {
         let g = Group { host: queries, m, stream, queries: dq, qnorms };
         match (way, ask) {
             (Way::Filter, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget),
+            (Way::Depth, Ask::Knn(k)) => self.depth(gpu, &g, k),
+            (Way::Auto, Ask::Knn(k)) if self.dim <= DEPTH_MAX_DIM && self.depth_fits(k) => self.depth(gpu, &g, k),
             (Way::Naive, _) => self.leaves(gpu, &g, ask, None, budget),
             _ => {
                 // Auto: L2 kNN takes the bounded brute force where the
@@ -413,6 +433,30 @@ impl DeviceTree {
         }
     }
 
+    /// kNN by a thread per query descending the tree depth first (gts.cu's
+    /// gts_knn_depth): for low dimensions, where a search opens a few
+    /// small leaves.
+    fn depth(&self, gpu: &Gpu, g: &Group, k: usize) -> Result<Option<Answers>, GpuError> {
+        let (m, stream) = (g.m, &g.stream);
+        let out_d = gpu.alloc::<f64>(m * k)?;
+        let out_id = gpu.alloc::<u64>(m * k)?;
+        let out_n = gpu.alloc::<u32>(m)?;
+        let (qp, qnp, m32, dim, metric) = (g.queries.ptr(), g.qnorms.ptr(), m as u32, self.dim as u32, self.metric as u32);
+        let internal = super::tree::internal_nodes(self.fanout, self.height) as u32;
+        let (pp, nodep, fanout) = (self.pivots.ptr(), self.nodes.ptr(), self.fanout as u32);
+        let (vp, nop, pdp, idp, k32) = (self.vectors.ptr(), self.norms.ptr(), self.pdist.ptr(), self.ids.ptr(), k as u32);
+        let (odp, oip, onp) = (out_d.ptr(), out_id.ptr(), out_n.ptr());
+        launch!(
+            gpu,
+            stream,
+            GTS,
+            "gts_knn_depth",
+            (m.div_ceil(128), 128, 0),
+            [qp, qnp, m32, dim, metric, pp, nodep, fanout, internal, vp, nop, pdp, idp, k32, odp, oip, onp]
+        )?;
+        Ok(Some(nearest(gpu, &out_d, &out_id, &out_n, k)?.into_iter().map(Option::unwrap_or_default).collect()))
+    }
+
     /// kNN by L2 over every object, bounded then rechecked (gts.cu's
     /// gts_l2_filter and gts_l2_recheck); a query whose candidates
     /// overflowed (a bound too loose for the data's scale) is answered by
@@ -500,6 +544,9 @@ pub enum Way {
     /// L2 kNN over every object: a float4 matrix-multiply pass bounds each
     /// distance, an exact recheck decides among the few that may be in.
     Filter,
+    /// kNN (k <= `DEPTH_MAX_K`, vectors) by a thread per query descending
+    /// depth first; `Auto` takes it up to `DEPTH_MAX_DIM` dimensions.
+    Depth,
 }
 
 /// A query group on the device: its queries and their squared norms.
