@@ -874,7 +874,7 @@ extern "C" __global__ void gts_build_rings(const double *__restrict__ pdist, con
 
 // ------------------------------------------------------------ low dimensions
 //
-// A thread per query, as the CPU searches (gts/search.rs's knn_one, depth
+// A warp per query, as the CPU searches (gts/search.rs's knn_one, depth
 // first instead of best first): at each internal node the pivot's
 // distance, then the children whose ring bound (at least their parent's)
 // is within the k-th distance found so far, nearest first on a stack; at
@@ -911,68 +911,95 @@ __device__ __forceinline__ double distance_one(u32 metric, const float *q, doubl
     return __dsub_rn(1.0, c);
 }
 
+// Query q is warp q of the grid (four a block): the warp shares one
+// stack in shared memory (each entry a node, its key, its parent pivot's
+// distance); the k nearest so far lie across the lanes (lane i the i-th,
+// in (distance, id) order); at an internal node lane j measures child j
+// (fanout <= 32) and the children within the bound go on the stack
+// farthest first; at a leaf the lanes take 32 objects a round, and those
+// within the bound are inserted one at a time.
 extern "C" __global__ void __launch_bounds__(128) gts_knn_depth(
     const float *__restrict__ queries, const double *__restrict__ qnorms, u32 m, u32 dim, u32 metric,
     const float *__restrict__ pivots, const Node *__restrict__ nodes, u32 fanout, u32 internal,
     const float *__restrict__ vectors, const double *__restrict__ norms, const double *__restrict__ pdist,
     const u64 *__restrict__ ids, u32 k, double *__restrict__ out_d, u64 *__restrict__ out_id, u32 *__restrict__ out_n) {
-    const u32 q = blockIdx.x * blockDim.x + threadIdx.x;
-    if (q >= m) return;
+    __shared__ u32 sn[4][DEPTH_STACK];
+    __shared__ double sk[4][DEPTH_STACK], sdp[4][DEPTH_STACK];
+    const u32 w = threadIdx.x / 32, lane = threadIdx.x % 32, full = 0xffffffffu;
+    const u32 q = blockIdx.x * 4 + w;
+    if (q >= m) return;  // (a whole warp)
     const bool cos = metric == COSINE;
     const float *qv = queries + (u64)q * dim;
     const double qn = cos ? qnorms[q] : 0.0;
-    double bd[DEPTH_K];
-    u64 bi[DEPTH_K];
+    double bd = INF;  // lane i: the i-th nearest so far
+    u64 bi = ~0ull;
     u32 cnt = 0;
-    u32 sn[DEPTH_STACK];
-    double sk[DEPTH_STACK], sdp[DEPTH_STACK];
-    int top = 0;
-    sn[0] = 0, sk[0] = 0.0, sdp[0] = 0.0, top = 1;
+    int top = 1;
+    if (lane == 0) sn[w][0] = 0, sk[w][0] = 0.0, sdp[w][0] = 0.0;
+    __syncwarp();
     while (top > 0) {
         top--;
-        const u32 node = sn[top];
-        const double key = sk[top], dp = sdp[top];
-        if (key > (cnt < k ? INF : bd[k - 1])) continue;
+        const u32 node = sn[w][top];
+        const double key = sk[w][top], dp = sdp[w][top];
+        __syncwarp();
+        double bound = cnt < k ? INF : __shfl_sync(full, bd, k - 1);
+        if (key > bound) continue;
         if (node >= internal) {
             const Node nd = nodes[node];
-            for (u64 o = nd.offset; o < nd.offset + nd.size; o++) {
-                const double bound = cnt < k ? INF : bd[k - 1];
+            for (u64 base = 0; base < nd.size; base += 32) {
+                const u64 o = nd.offset + base + lane;
+                double d = INF;
+                u64 id = 0;
+                bool mine = base + lane < nd.size;
                 // (The root as the only leaf has no routing pivot.)
-                if (node != 0) {
+                if (mine && node != 0) {
                     const double pd = pdist[o];
-                    if (lower_bound(metric, fabs(pd - dp), pd + dp) > bound) continue;
+                    mine = lower_bound(metric, fabs(pd - dp), pd + dp) <= bound;
                 }
-                const double d = distance_one(metric, qv, qn, vectors + o * dim, cos ? norms[o] : 0.0, dim);
-                const u64 id = ids[o];
-                if (cnt == k && !before(d, id, bd[k - 1], bi[k - 1])) continue;
-                // Insert in (distance, id) order, dropping the k-th when full.
-                u32 at = cnt < k ? cnt++ : k - 1;
-                while (at > 0 && before(d, id, bd[at - 1], bi[at - 1])) {
-                    bd[at] = bd[at - 1], bi[at] = bi[at - 1];
-                    at--;
+                if (mine) {
+                    d = distance_one(metric, qv, qn, vectors + o * dim, cos ? norms[o] : 0.0, dim);
+                    id = ids[o];
+                    mine = d <= bound;
                 }
-                bd[at] = d, bi[at] = id;
+                // Each in turn into the lanes' sorted list.
+                for (u32 left = __ballot_sync(full, mine); left; left &= left - 1) {
+                    const u32 src = __ffs(left) - 1;
+                    const double x = __shfl_sync(full, d, src);
+                    const u64 xi = __shfl_sync(full, id, src);
+                    const u32 at = __popc(__ballot_sync(full, lane < cnt && before(bd, bi, x, xi)));
+                    const double up = __shfl_up_sync(full, bd, 1);
+                    const u64 upi = __shfl_up_sync(full, bi, 1);
+                    if (at < k) {
+                        if (lane == at) bd = x, bi = xi;
+                        else if (lane > at && lane < k) bd = up, bi = upi;
+                        cnt = min(cnt + 1, k);
+                    }
+                }
+                bound = cnt < k ? INF : __shfl_sync(full, bd, k - 1);
             }
             continue;
         }
         const float *p = pivots + (u64)node * dim;
         const double dq = to_metric(metric, distance_one(metric, qv, qn, p, cos ? lane_sum_one<2>(p, p, dim) : 0.0, dim));
-        const double bound = cnt < k ? INF : bd[k - 1];
-        // Children within the bound, pushed farthest first (popped nearest first).
-        const int base = top;
-        for (u32 j = 0; j < fanout; j++) {
-            const u32 c = node * fanout + j + 1;
-            const Node nd = nodes[c];
-            const double ck = fmax(ring_bound(metric, dq, nd.min, nd.max), key);
-            if (nd.size == 0 || ck > bound) continue;
-            int at = top++;
-            while (at > base && sk[at - 1] < ck) {
-                sn[at] = sn[at - 1], sk[at] = sk[at - 1], sdp[at] = sdp[at - 1];
-                at--;
-            }
-            sn[at] = c, sk[at] = ck, sdp[at] = dq;
+        double ck = INF;
+        bool pass = false;
+        if (lane < fanout) {
+            const Node nd = nodes[node * fanout + lane + 1];
+            ck = fmax(ring_bound(metric, dq, nd.min, nd.max), key);
+            pass = nd.size > 0 && ck <= bound;
         }
+        const u32 passing = __ballot_sync(full, pass);
+        // Farthest first: a child's place is the number of passing
+        // children farther than it (ties: the later child first).
+        u32 rank = 0;
+        for (u32 j = 0; j < fanout; j++) {
+            const double cj = __shfl_sync(full, ck, j);
+            rank += (passing >> j & 1) && (cj > ck || (cj == ck && j > lane));
+        }
+        if (pass) sn[w][top + rank] = node * fanout + lane + 1, sk[w][top + rank] = ck, sdp[w][top + rank] = dq;
+        top += __popc(passing);
+        __syncwarp();
     }
-    for (u32 i = 0; i < cnt; i++) out_d[(u64)q * k + i] = bd[i], out_id[(u64)q * k + i] = bi[i];
-    out_n[q] = cnt;
+    if (lane < cnt) out_d[(u64)q * k + lane] = bd, out_id[(u64)q * k + lane] = bi;
+    if (lane == 0) out_n[q] = cnt;
 }

@@ -204,7 +204,7 @@ impl DeviceTree {
             }
             if way == Way::Depth && !self.depth_fits(k) {
                 return Err(GpuError::Unavailable(format!(
-                    "the per-query search is for vectors, k <= {DEPTH_MAX_K} and trees of fanout x height below {DEPTH_STACK}"
+                    "the per-query search is for vectors, k <= {DEPTH_MAX_K}, fanout <= 32 and fanout x height below {DEPTH_STACK}"
                 )));
             }
             if k == 0 {
@@ -245,7 +245,7 @@ impl DeviceTree {
     }
 
     fn depth_fits(&self, k: usize) -> bool {
-        self.metric != Metric::Levenshtein && k <= DEPTH_MAX_K && self.fanout * self.height.max(1) < DEPTH_STACK
+        self.metric != Metric::Levenshtein && k <= DEPTH_MAX_K && self.fanout <= 32 && self.fanout * self.height.max(1) < DEPTH_STACK
     }
 
     /// One query group; None when its pairs or answers would not fit
@@ -433,7 +433,7 @@ impl DeviceTree {
         }
     }
 
-    /// kNN by a thread per query descending the tree depth first (gts.cu's
+    /// kNN by a warp per query descending the tree depth first (gts.cu's
     /// gts_knn_depth): for low dimensions, where a search opens a few
     /// small leaves.
     fn depth(&self, gpu: &Gpu, g: &Group, k: usize) -> Result<Option<Answers>, GpuError> {
@@ -451,7 +451,7 @@ impl DeviceTree {
             stream,
             GTS,
             "gts_knn_depth",
-            (m.div_ceil(128), 128, 0),
+            (m.div_ceil(4), 128, 0),
             [qp, qnp, m32, dim, metric, pp, nodep, fanout, internal, vp, nop, pdp, idp, k32, odp, oip, onp]
         )?;
         Ok(Some(nearest(gpu, &out_d, &out_id, &out_n, k)?.into_iter().map(Option::unwrap_or_default).collect()))
@@ -526,7 +526,7 @@ fn nearest(
     k: usize,
 ) -> Result<Vec<Option<Vec<(u64, f64)>>>, GpuError> {
     let (d, id, n) = (gpu.download_staged(d)?, gpu.download_staged(id)?, gpu.download_staged(n)?);
-    Ok(n.iter()
+    Ok(n.par_iter()
         .enumerate()
         .map(|(q, &c)| (c != OVERFLOW).then(|| (0..c as usize).map(|i| (id[q * k + i], d[q * k + i])).collect()))
         .collect())
@@ -544,8 +544,9 @@ pub enum Way {
     /// L2 kNN over every object: a float4 matrix-multiply pass bounds each
     /// distance, an exact recheck decides among the few that may be in.
     Filter,
-    /// kNN (k <= `DEPTH_MAX_K`, vectors) by a thread per query descending
-    /// depth first; `Auto` takes it up to `DEPTH_MAX_DIM` dimensions.
+    /// kNN (k <= `DEPTH_MAX_K`, vectors, fanout <= 32) by a warp per query
+    /// descending depth first; `Auto` takes it up to `DEPTH_MAX_DIM`
+    /// dimensions.
     Depth,
 }
 

@@ -2,7 +2,8 @@
 //! search against the same tree searched on all cores and against exact
 //! brute force on the GPU (the floor: every distance in float8 by the leaf
 //! kernel, and bounded by a float4 matrix-multiply pass then rechecked),
-//! for batches of 1 to 100K queries. "engine" is what `DeviceTree::knn`
+//! for batches of 1 to 100K queries. "GTS GPU" is the level-synchronous
+//! search, "warp per query" the depth-first one (`Way::Depth`). "engine" is what `DeviceTree::knn`
 //! picks. Every GPU answer is checked: GTS on the GPU against the CPU's on
 //! a prefix of each batch, every other GPU way against GTS on the GPU.
 //!
@@ -100,6 +101,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             let both = cpu_bn.min(cpu_n);
             assert_eq!(cpu_bounded[..both], cpu_knn[..both], "{}: CPU bounded brute force != CPU GTS (m = {m})", set.name());
             let (mut g_tree, mut g_filter, mut g_naive, mut g_auto, mut g_range) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN);
+            let mut g_depth = f64::NAN;
             let mut visited = String::from("-");
             if let (Some(g), Some(d)) = (gpu, &dev) {
                 let _ = d.knn(g, &qs[..dim], k); // warm-up (kernels compiled, pools made)
@@ -109,6 +111,12 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 let mut got = Vec::new();
                 g_filter = secs(|| got = d.knn_by(g, &qs, k, Way::Filter).expect("gpu bounded brute force"));
                 assert_eq!(got, tree, "{}: GPU bounded brute force != GPU GTS (m = {m})", set.name());
+                let mut depth = None;
+                g_depth = secs(|| depth = d.knn_by(g, &qs, k, Way::Depth).ok());
+                match depth {
+                    Some(got) => assert_eq!(got, tree, "{}: GPU warp-per-query kNN != GPU GTS (m = {m})", set.name()),
+                    None => g_depth = f64::NAN,
+                }
                 g_auto = secs(|| got = d.knn(g, &qs, k).expect("gpu knn"));
                 assert_eq!(got, tree, "{}: GPU kNN (auto) != GPU GTS (m = {m})", set.name());
                 let bm = m.min(BRUTE_MAX);
@@ -128,6 +136,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 rate(cq),
                 rate(cb),
                 rate(q(g_tree)),
+                rate(q(g_depth)),
                 rate(q(g_naive)),
                 rate(q(g_filter)),
                 rate(q(g_auto)),
@@ -145,6 +154,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 "GTS CPU",
                 "bounded brute force CPU",
                 "GTS GPU",
+                "GTS GPU, warp per query",
                 "brute force GPU",
                 "bounded brute force GPU",
                 "engine GPU",
