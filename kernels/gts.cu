@@ -1003,3 +1003,71 @@ extern "C" __global__ void __launch_bounds__(128) gts_knn_depth(
     if (lane < cnt) out_d[(u64)q * k + lane] = bd, out_id[(u64)q * k + lane] = bi;
     if (lane == 0) out_n[q] = cnt;
 }
+
+// Every object within radius[q] of query q, warp q of the grid (four a
+// block) walking the tree depth first as gts_knn_depth does (the children
+// whose ring bound is within the radius, in any order); the answers go
+// out as gts_range_leaves's do, a warp's round of them at one cursor add.
+extern "C" __global__ void __launch_bounds__(128) gts_range_depth(
+    const float *__restrict__ queries, const double *__restrict__ qnorms, u32 m, u32 dim, u32 metric,
+    const float *__restrict__ pivots, const Node *__restrict__ nodes, u32 fanout, u32 internal,
+    const float *__restrict__ vectors, const double *__restrict__ norms, const double *__restrict__ pdist,
+    const u64 *__restrict__ ids, const double *__restrict__ radius, u64 cap, u64 *__restrict__ cursor,
+    u32 *__restrict__ out_q, u64 *__restrict__ out_id, double *__restrict__ out_d) {
+    __shared__ u32 sn[4][DEPTH_STACK];
+    __shared__ double sdp[4][DEPTH_STACK];
+    const u32 w = threadIdx.x / 32, lane = threadIdx.x % 32, full = 0xffffffffu;
+    const u32 q = blockIdx.x * 4 + w;
+    if (q >= m) return;  // (a whole warp)
+    const bool cos = metric == COSINE;
+    const float *qv = queries + (u64)q * dim;
+    const double qn = cos ? qnorms[q] : 0.0, r = radius[q];
+    int top = 1;
+    if (lane == 0) sn[w][0] = 0, sdp[w][0] = 0.0;
+    __syncwarp();
+    while (top > 0) {
+        top--;
+        const u32 node = sn[w][top];
+        const double dp = sdp[w][top];
+        __syncwarp();
+        if (node >= internal) {
+            const Node nd = nodes[node];
+            for (u64 base = 0; base < nd.size; base += 32) {
+                const u64 o = nd.offset + base + lane;
+                bool mine = base + lane < nd.size;
+                double d = INF;
+                // (The root as the only leaf has no routing pivot.)
+                if (mine && node != 0) {
+                    const double pd = pdist[o];
+                    mine = lower_bound(metric, fabs(pd - dp), pd + dp) <= r;
+                }
+                if (mine) {
+                    d = distance_one(metric, qv, qn, vectors + o * dim, cos ? norms[o] : 0.0, dim);
+                    mine = d <= r;
+                }
+                const u32 found = __ballot_sync(full, mine);
+                if (!found) continue;
+                u64 first = 0;
+                if (lane == 0) first = atomicAdd(cursor, (u64)__popc(found));
+                first = __shfl_sync(full, first, 0);
+                const u64 slot = first + __popc(found & ((1u << lane) - 1));
+                if (mine && slot < cap) out_q[slot] = q, out_id[slot] = ids[o], out_d[slot] = d;
+            }
+            continue;
+        }
+        const float *p = pivots + (u64)node * dim;
+        const double dq = to_metric(metric, distance_one(metric, qv, qn, p, cos ? lane_sum_one<2>(p, p, dim) : 0.0, dim));
+        bool pass = false;
+        if (lane < fanout) {
+            const Node nd = nodes[node * fanout + lane + 1];
+            pass = nd.size > 0 && ring_bound(metric, dq, nd.min, nd.max) <= r;
+        }
+        const u32 passing = __ballot_sync(full, pass);
+        if (pass) {
+            const int at = top + __popc(passing & ((1u << lane) - 1));
+            sn[w][at] = node * fanout + lane + 1, sdp[w][at] = dq;
+        }
+        top += __popc(passing);
+        __syncwarp();
+    }
+}

@@ -220,7 +220,13 @@ fn check_gpu(gpu: &gpuindex_engine::gpu::Gpu, s: &TreeShape, objects: &Objects, 
         let q0 = &qs[..dim];
         let all = knn(s, objects, q0, objects.v.len().max(1));
         let r = all[0].get((all[0].len() as f64 * frac) as usize).map_or(1.0, |h| h.1);
-        assert_eq!(dev.range(gpu, qs, r).unwrap(), range(s, objects, qs, r), "{what}: gpu range r={r}");
+        let want = range(s, objects, qs, r);
+        assert_eq!(dev.range(gpu, qs, r).unwrap(), want, "{what}: gpu range r={r}");
+        let radii = vec![r; qs.len() / dim];
+        assert_eq!(dev.range_each_by(gpu, qs, &radii, Way::Tree).unwrap(), want, "{what}: gpu range by the tree r={r}");
+        if s.metric != Metric::Levenshtein && s.fanout <= 32 && s.fanout * s.height.max(1) < 128 {
+            assert_eq!(dev.range_each_by(gpu, qs, &radii, Way::Depth).unwrap(), want, "{what}: gpu range per query r={r}");
+        }
     }
     // A radius of its own for each query.
     let all = knn(s, objects, &qs[..dim], objects.v.len().max(1));

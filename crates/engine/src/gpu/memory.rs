@@ -54,14 +54,23 @@ impl<T: Copy> DeviceBuffer<T> {
     /// Copies the whole buffer back, after all work queued on any stream of
     /// the context (it synchronises the context first).
     pub fn download(&self) -> Result<Vec<T>, GpuError> {
-        let mut out = Vec::with_capacity(self.len);
+        self.download_first(self.len)
+    }
+
+    /// Copies the first `n` values back, as `download`.
+    pub fn download_first(&self, n: usize) -> Result<Vec<T>, GpuError> {
+        assert!(n <= self.len, "device buffer too small");
+        let mut out = Vec::with_capacity(n);
+        if n == 0 {
+            return Ok(out);
+        }
         self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
         self.ctx.synchronize().map_err(driver("cuCtxSynchronize"))?;
-        // SAFETY: the spare capacity has room for len values; the copy writes all of them.
+        // SAFETY: the spare capacity has room for n values; the copy writes all of them.
         unsafe {
-            let dst = std::slice::from_raw_parts_mut(out.as_mut_ptr(), self.len);
+            let dst = std::slice::from_raw_parts_mut(out.as_mut_ptr(), n);
             result::memcpy_dtoh_sync(dst, self.ptr).map_err(driver("cuMemcpyDtoH"))?;
-            out.set_len(self.len);
+            out.set_len(n);
         }
         Ok(out)
     }

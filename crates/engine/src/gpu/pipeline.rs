@@ -125,11 +125,15 @@ impl Gpu {
     /// vector ran at ~1 GB/s on the H100 host: the driver's own staging and
     /// page faults on one thread.)
     pub fn download_staged<T: Plain>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>, GpuError> {
+        self.download_staged_first(buf, buf.len())
+    }
+
+    /// The first `n` values of a device buffer, as `download_staged`.
+    pub fn download_staged_first<T: Plain>(&self, buf: &DeviceBuffer<T>, n: usize) -> Result<Vec<T>, GpuError> {
         const CHUNK_BYTES: usize = 32 << 20;
-        let n = buf.len();
         let chunk = CHUNK_BYTES / std::mem::size_of::<T>();
         if n <= chunk {
-            return buf.download();
+            return buf.download_first(n);
         }
         let mut out = vec![T::default(); n];
         let mut slots = catch(|| self.take_slots(2, 0, CHUNK_BYTES))?;

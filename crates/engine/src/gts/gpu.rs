@@ -190,7 +190,12 @@ impl DeviceTree {
 
     /// Every object within `radii[i]` of query i, as `search::range_each`.
     pub fn range_each(&self, gpu: &Gpu, queries: &[f32], radii: &[f64]) -> Result<Answers, GpuError> {
-        self.batch(gpu, queries, Ask::Range(radii), Way::Tree)
+        self.batch(gpu, queries, Ask::Range(radii), Way::Auto)
+    }
+
+    /// The same, by one way only (`Tree` or `Depth`; benchmarks and tests).
+    pub fn range_each_by(&self, gpu: &Gpu, queries: &[f32], radii: &[f64], way: Way) -> Result<Answers, GpuError> {
+        self.batch(gpu, queries, Ask::Range(radii), way)
     }
 
     fn batch(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way) -> Result<Answers, GpuError> {
@@ -202,14 +207,17 @@ impl DeviceTree {
             if way == Way::Filter && !self.filters(k) {
                 return Err(GpuError::Unavailable(format!("the bounded brute force is for L2 and k <= {FILTER_MAX_K}")));
             }
-            if way == Way::Depth && !self.depth_fits(k) {
-                return Err(GpuError::Unavailable(format!(
-                    "the per-query search is for vectors, k <= {DEPTH_MAX_K}, fanout <= 32 and fanout x height below {DEPTH_STACK}"
-                )));
+            if way == Way::Depth && k > DEPTH_MAX_K {
+                return Err(GpuError::Unavailable(format!("the per-query search is for k <= {DEPTH_MAX_K}")));
             }
             if k == 0 {
                 return Ok(vec![Vec::new(); m]);
             }
+        }
+        if way == Way::Depth && !self.walks_depth() {
+            return Err(GpuError::Unavailable(format!(
+                "the per-query search is for vectors, fanout <= 32 and fanout x height below {DEPTH_STACK}"
+            )));
         }
         if self.empty || m == 0 {
             return Ok(vec![Vec::new(); m]);
@@ -244,8 +252,15 @@ impl DeviceTree {
         self.metric == Metric::L2 && k <= FILTER_MAX_K
     }
 
-    fn depth_fits(&self, k: usize) -> bool {
-        self.metric != Metric::Levenshtein && k <= DEPTH_MAX_K && self.fanout <= 32 && self.fanout * self.height.max(1) < DEPTH_STACK
+    /// Whether the warp-per-query searches can walk this tree.
+    fn walks_depth(&self) -> bool {
+        self.metric != Metric::Levenshtein && self.fanout <= 32 && self.fanout * self.height.max(1) < DEPTH_STACK
+    }
+
+    /// Whether `Way::Auto` takes the warp-per-query search for kNN of `k`
+    /// (or a range search, k None).
+    fn auto_depth(&self, k: Option<usize>) -> bool {
+        self.dim <= DEPTH_MAX_DIM && self.walks_depth() && k.is_none_or(|k| k <= DEPTH_MAX_K)
     }
 
     /// One query group; None when its pairs or answers would not fit
@@ -267,7 +282,9 @@ impl DeviceTree {
         match (way, ask) {
             (Way::Filter, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget),
             (Way::Depth, Ask::Knn(k)) => self.depth(gpu, &g, k),
-            (Way::Auto, Ask::Knn(k)) if self.dim <= DEPTH_MAX_DIM && self.depth_fits(k) => self.depth(gpu, &g, k),
+            (Way::Depth, Ask::Range(radii)) => self.depth_range(gpu, &g, radii, budget),
+            (Way::Auto, Ask::Knn(k)) if self.auto_depth(Some(k)) => self.depth(gpu, &g, k),
+            (Way::Auto, Ask::Range(radii)) if self.auto_depth(None) => self.depth_range(gpu, &g, radii, budget),
             (Way::Naive, _) => self.leaves(gpu, &g, ask, None, budget),
             _ => {
                 // Auto: L2 kNN takes the bounded brute force where the
@@ -399,38 +416,81 @@ impl DeviceTree {
             Ask::Range(radii) => {
                 let radii = gpu.upload(radii)?;
                 let rp = radii.ptr();
-                let room = budget / (4 + 8 + 8);
-                let mut cap = room.min(m.saturating_mul(64)).max(1024);
-                loop {
-                    let cursor = gpu.upload(&[0u64])?;
-                    let (out_q, out_id, out_d) = (gpu.alloc::<u32>(cap)?, gpu.alloc::<u64>(cap)?, gpu.alloc::<f64>(cap)?);
-                    let (cap64, curp, oqp, oip, odp) = (cap as u64, cursor.ptr(), out_q.ptr(), out_id.ptr(), out_d.ptr());
+                self.gather_range(gpu, m, budget, |cap, curp, oqp, oip, odp| {
                     launch!(
                         gpu,
                         stream,
                         GTS,
                         "gts_range_leaves",
                         (m, BLOCK, 0),
-                        [qp, qnp, dim, metric, vp, nop, pdp, idp, nodep, pnp, pdpp, segp, objects, rp, cap64, curp, oqp, oip, odp]
-                    )?;
-                    let total = cursor.download()?[0] as usize;
-                    if total > cap {
-                        if total > room {
-                            return Ok(None);
-                        }
-                        cap = total;
-                        continue;
-                    }
-                    let (q, id, d) = (gpu.download_staged(&out_q)?, gpu.download_staged(&out_id)?, gpu.download_staged(&out_d)?);
-                    let mut answers: Answers = vec![Vec::new(); m];
-                    for i in 0..total {
-                        answers[q[i] as usize].push((id[i], d[i]));
-                    }
-                    answers.par_iter_mut().for_each(|a| a.sort_unstable_by_key(|x| x.0));
-                    return Ok(Some(answers));
-                }
+                        [qp, qnp, dim, metric, vp, nop, pdp, idp, nodep, pnp, pdpp, segp, objects, rp, cap, curp, oqp, oip, odp]
+                    )
+                })
             }
         }
+    }
+
+    /// A range search's answers, written by `launch(cap, cursor, out_q,
+    /// out_id, out_d)` at a cursor (up to cap of them; the cursor counts
+    /// all): run again with room for all when they did not fit, None when
+    /// they would not fit `budget`.
+    fn gather_range(
+        &self,
+        gpu: &Gpu,
+        m: usize,
+        budget: usize,
+        launch: impl Fn(u64, u64, u64, u64, u64) -> Result<(), GpuError>,
+    ) -> Result<Option<Answers>, GpuError> {
+        let room = budget / (4 + 8 + 8);
+        let mut cap = room.min(m.saturating_mul(64)).max(1024);
+        loop {
+            let cursor = gpu.upload(&[0u64])?;
+            let (out_q, out_id, out_d) = (gpu.alloc::<u32>(cap)?, gpu.alloc::<u64>(cap)?, gpu.alloc::<f64>(cap)?);
+            launch(cap as u64, cursor.ptr(), out_q.ptr(), out_id.ptr(), out_d.ptr())?;
+            let total = cursor.download()?[0] as usize;
+            if total > cap {
+                if total > room {
+                    return Ok(None);
+                }
+                cap = total;
+                continue;
+            }
+            let q = gpu.download_staged_first(&out_q, total)?;
+            let id = gpu.download_staged_first(&out_id, total)?;
+            let d = gpu.download_staged_first(&out_d, total)?;
+            // By query then id, on all cores; then each query's run.
+            let mut rows: Vec<(u32, u64, f64)> = (0..total).into_par_iter().map(|i| (q[i], id[i], d[i])).collect();
+            rows.par_sort_unstable_by_key(|r| (r.0, r.1));
+            let answers = (0..m as u32)
+                .into_par_iter()
+                .map(|qq| {
+                    let (a, b) = (rows.partition_point(|r| r.0 < qq), rows.partition_point(|r| r.0 <= qq));
+                    rows[a..b].iter().map(|r| (r.1, r.2)).collect()
+                })
+                .collect();
+            return Ok(Some(answers));
+        }
+    }
+
+    /// Range search by a warp per query walking the tree depth first
+    /// (gts.cu's gts_range_depth): for low dimensions.
+    fn depth_range(&self, gpu: &Gpu, g: &Group, radii: &[f64], budget: usize) -> Result<Option<Answers>, GpuError> {
+        let (m, stream) = (g.m, &g.stream);
+        let radii = gpu.upload(radii)?;
+        let (qp, qnp, m32, dim, metric, rp) = (g.queries.ptr(), g.qnorms.ptr(), m as u32, self.dim as u32, self.metric as u32, radii.ptr());
+        let internal = super::tree::internal_nodes(self.fanout, self.height) as u32;
+        let (pp, nodep, fanout) = (self.pivots.ptr(), self.nodes.ptr(), self.fanout as u32);
+        let (vp, nop, pdp, idp) = (self.vectors.ptr(), self.norms.ptr(), self.pdist.ptr(), self.ids.ptr());
+        self.gather_range(gpu, m, budget, |cap, curp, oqp, oip, odp| {
+            launch!(
+                gpu,
+                stream,
+                GTS,
+                "gts_range_depth",
+                (m.div_ceil(4), 128, 0),
+                [qp, qnp, m32, dim, metric, pp, nodep, fanout, internal, vp, nop, pdp, idp, rp, cap, curp, oqp, oip, odp]
+            )
+        })
     }
 
     /// kNN by a warp per query descending the tree depth first (gts.cu's

@@ -101,7 +101,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             let both = cpu_bn.min(cpu_n);
             assert_eq!(cpu_bounded[..both], cpu_knn[..both], "{}: CPU bounded brute force != CPU GTS (m = {m})", set.name());
             let (mut g_tree, mut g_filter, mut g_naive, mut g_auto, mut g_range) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN);
-            let mut g_depth = f64::NAN;
+            let (mut g_depth, mut g_range_tree) = (f64::NAN, f64::NAN);
             let mut visited = String::from("-");
             if let (Some(g), Some(d)) = (gpu, &dev) {
                 let _ = d.knn(g, &qs[..dim], k); // warm-up (kernels compiled, pools made)
@@ -124,6 +124,9 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 assert_eq!(got[..], tree[..bm], "{}: GPU brute force != GPU GTS (m = {m})", set.name());
                 let mut within = Vec::new();
                 g_range = secs(|| within = d.range(g, &qs, r).expect("gpu range"));
+                let mut levels = Vec::new();
+                g_range_tree = secs(|| levels = d.range_each_by(g, &qs, &vec![r; m], Way::Tree).expect("gpu range by the tree"));
+                assert_eq!(levels, within, "{}: GPU range by the tree != GPU range (m = {m})", set.name());
                 assert_eq!(within[..cpu_rn], cpu_range[..], "{}: GPU range != CPU range (m = {m})", set.name());
                 visited = format!("{:.1}", within.iter().map(|w| w.len()).sum::<usize>() as f64 / m as f64);
             }
@@ -145,7 +148,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 format!("{cpu_n} / {cpu_bn}"),
             ]);
             let (cr, gr) = (cpu_rn as f64 / cpu_rs, m as f64 / g_range);
-            range_rows.push(vec![m.to_string(), format!("{r:.3}"), visited, rate(cr), rate(gr), ratio(gr, cr)]);
+            range_rows.push(vec![m.to_string(), format!("{r:.3}"), visited, rate(cr), rate(q(g_range_tree)), rate(gr), ratio(gr, cr)]);
         }
         table(
             &format!("kNN, k = {k} (queries/s; transfers included)"),
@@ -166,7 +169,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
         );
         table(
             "range, radius = median 10th-neighbour distance (queries/s)",
-            &["batch", "radius", "answers/query", "GTS CPU", "GTS GPU", "GPU/CPU"],
+            &["batch", "radius", "answers/query", "GTS CPU", "GTS GPU, level by level", "engine GPU", "engine/CPU"],
             &range_rows,
         );
     }
