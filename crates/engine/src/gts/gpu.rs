@@ -13,6 +13,10 @@
 //!    distances (the CPU's bit for bit), the k nearest by (distance, id) or
 //!    all within the radius.
 //!
+//! In few dimensions (up to `DEPTH_MAX_DIM`) a search opens a few small
+//! leaves and that costs more than it saves: there a warp per query walks
+//! the tree depth first instead (`Way::Depth`), as the CPU does.
+//!
 //! Memory (the paper's two-stage scheme): the whole batch goes down level
 //! by level while the next level's pairs fit `pair_budget`; a level that
 //! would not fit sends the batch back as query groups, each small enough,
@@ -49,8 +53,9 @@ pub const FILTER_MAX_K: usize = 16;
 /// below it).
 pub const DEPTH_MAX_K: usize = 32;
 const DEPTH_STACK: usize = 128;
-/// The most dimensions `Way::Auto` answers kNN by the per-query search
-/// (above, a search opens too many leaves for one thread).
+/// The most dimensions `Way::Auto` answers by the warp-per-query
+/// searches (from 32 on, a kNN search opens so many leaves that the
+/// bounded brute force is faster: docs/bench/gts-2d-1e7-h100.md).
 pub const DEPTH_MAX_DIM: usize = 16;
 
 /// Bytes of one (query, node) pair: query, node, parent distance, plus
@@ -604,9 +609,9 @@ pub enum Way {
     /// L2 kNN over every object: a float4 matrix-multiply pass bounds each
     /// distance, an exact recheck decides among the few that may be in.
     Filter,
-    /// kNN (k <= `DEPTH_MAX_K`, vectors, fanout <= 32) by a warp per query
-    /// descending depth first; `Auto` takes it up to `DEPTH_MAX_DIM`
-    /// dimensions.
+    /// kNN (k <= `DEPTH_MAX_K`) or range search by a warp per query
+    /// walking the tree depth first (vectors, fanout <= 32); `Auto` takes
+    /// it up to `DEPTH_MAX_DIM` dimensions.
     Depth,
 }
 
