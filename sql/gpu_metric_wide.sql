@@ -13,6 +13,9 @@ CREATE FUNCTION gmw_vec(g int, dim int) RETURNS real[] AS $$
 $$ LANGUAGE sql IMMUTABLE;
 CREATE TABLE gmw (id int, v real[]);
 INSERT INTO gmw SELECT g, gmw_vec(g, 3000) FROM generate_series(1, 400) g;
+-- 30 copies of one row, and a far outlier.
+INSERT INTO gmw SELECT 1000 + g, gmw_vec(5, 3000) FROM generate_series(1, 30) g;
+INSERT INTO gmw SELECT 2000, array_agg(1e6::real) FROM generate_series(1, 3000);
 INSERT INTO gmw VALUES (-1, NULL);
 CREATE INDEX gmw_l2 ON gmw USING gpu_metric (v) WITH (node_capacity = 4, delta_limit = 1);
 CREATE INDEX gmw_l1 ON gmw USING gpu_metric (v real_l1_ops) WITH (node_capacity = 4);

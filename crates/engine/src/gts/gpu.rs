@@ -32,7 +32,7 @@ use cudarc::driver::CudaStream;
 use rayon::prelude::*;
 use std::sync::Arc;
 
-const BLOCK: usize = 256;
+pub(super) const BLOCK: usize = 256;
 /// The largest k the leaf kernel keeps in shared memory (its CAP / 2).
 pub const MAX_GPU_K: usize = 1024;
 /// gts.cu's CAP, PER_ROUND, FQ, FO, FCAP and OVERFLOW.
@@ -88,7 +88,7 @@ pub struct DeviceTree {
 /// first, ties by id; range by id), as `search::knn` / `search::range`.
 pub type Answers = Vec<Vec<(u64, f64)>>;
 
-fn grid(n: usize, per_block: usize, gpu: &Gpu) -> usize {
+pub(super) fn grid(n: usize, per_block: usize, gpu: &Gpu) -> usize {
     n.div_ceil(per_block).clamp(1, gpu.info().multiprocessors as usize * 32)
 }
 
@@ -477,15 +477,21 @@ impl DeviceTree {
         }
     }
 
+    /// The tree's arguments of the warp-per-query kernels: internal nodes,
+    /// pivots, nodes, fanout, vectors, norms, pivot distances, ids.
+    fn walk_args(&self) -> (u32, u64, u64, u32, u64, u64, u64, u64) {
+        let internal = super::tree::internal_nodes(self.fanout, self.height) as u32;
+        let tree = (self.pivots.ptr(), self.nodes.ptr(), self.fanout as u32);
+        (internal, tree.0, tree.1, tree.2, self.vectors.ptr(), self.norms.ptr(), self.pdist.ptr(), self.ids.ptr())
+    }
+
     /// Range search by a warp per query walking the tree depth first
     /// (gts.cu's gts_range_depth): for low dimensions.
     fn depth_range(&self, gpu: &Gpu, g: &Group, radii: &[f64], budget: usize) -> Result<Option<Answers>, GpuError> {
         let (m, stream) = (g.m, &g.stream);
         let radii = gpu.upload(radii)?;
         let (qp, qnp, m32, dim, metric, rp) = (g.queries.ptr(), g.qnorms.ptr(), m as u32, self.dim as u32, self.metric as u32, radii.ptr());
-        let internal = super::tree::internal_nodes(self.fanout, self.height) as u32;
-        let (pp, nodep, fanout) = (self.pivots.ptr(), self.nodes.ptr(), self.fanout as u32);
-        let (vp, nop, pdp, idp) = (self.vectors.ptr(), self.norms.ptr(), self.pdist.ptr(), self.ids.ptr());
+        let (internal, pp, nodep, fanout, vp, nop, pdp, idp) = self.walk_args();
         self.gather_range(gpu, m, budget, |cap, curp, oqp, oip, odp| {
             launch!(
                 gpu,
@@ -507,9 +513,8 @@ impl DeviceTree {
         let out_id = gpu.alloc::<u64>(m * k)?;
         let out_n = gpu.alloc::<u32>(m)?;
         let (qp, qnp, m32, dim, metric) = (g.queries.ptr(), g.qnorms.ptr(), m as u32, self.dim as u32, self.metric as u32);
-        let internal = super::tree::internal_nodes(self.fanout, self.height) as u32;
-        let (pp, nodep, fanout) = (self.pivots.ptr(), self.nodes.ptr(), self.fanout as u32);
-        let (vp, nop, pdp, idp, k32) = (self.vectors.ptr(), self.norms.ptr(), self.pdist.ptr(), self.ids.ptr(), k as u32);
+        let (internal, pp, nodep, fanout, vp, nop, pdp, idp) = self.walk_args();
+        let k32 = k as u32;
         let (odp, oip, onp) = (out_d.ptr(), out_id.ptr(), out_n.ptr());
         launch!(
             gpu,

@@ -18,6 +18,7 @@
 //! number of objects, so the host lays it out first; the device fills in
 //! the pivots and the rings.
 
+use super::gpu::{grid, BLOCK};
 use super::metric::Metric;
 use super::tree::{child_sizes, height_for, internal_nodes, Node, Params, Shape, Tree, Vectors};
 use crate::gpu::kernels::GTS;
@@ -25,12 +26,6 @@ use crate::gpu::sort::sort_pairs;
 use crate::gpu::{Gpu, GpuError};
 use crate::launch;
 use rayon::prelude::*;
-
-const BLOCK: usize = 256;
-
-fn grid(n: usize, per_block: usize, gpu: &Gpu) -> usize {
-    n.div_ceil(per_block).clamp(1, gpu.info().multiprocessors as usize * 32)
-}
 
 /// Every node's offset and size, as the CPU build leaves them (rings
 /// unset: [0, 0] at the root, [inf, -inf] for empty nodes).
@@ -85,13 +80,15 @@ pub fn build_gpu(gpu: &Gpu, metric: Metric, v: &Vectors, params: Params) -> Resu
     let dist = gpu.alloc::<f64>(n)?;
     let piv = gpu.alloc::<u32>(fanout.pow(height as u32 - 1))?;
     let (mut order2, mut nearest2) = (gpu.alloc::<u32>(n)?, gpu.alloc::<f64>(n)?);
+    // Every node's offset and size, once: a level's nodes, and the next
+    // level's (their children), are slices of them.
+    let offsets = gpu.upload(&nodes.iter().map(|x| x.offset).collect::<Vec<_>>())?;
+    let sizes = gpu.upload(&nodes.iter().map(|x| x.size).collect::<Vec<_>>())?;
+    let at = |buf: &crate::gpu::DeviceBuffer<u64>, node: usize| buf.ptr() + (node * 8) as u64;
     let mut first = 0;
     for level in 0..height {
         let count = fanout.pow(level as u32);
-        let level_nodes = &nodes[first..first + count];
-        let off = gpu.upload(&level_nodes.iter().map(|x| x.offset).collect::<Vec<_>>())?;
-        let size = gpu.upload(&level_nodes.iter().map(|x| x.size).collect::<Vec<_>>())?;
-        let (op, sp, ordp, nearp, pp) = (off.ptr(), size.ptr(), order.ptr(), nearest.ptr(), piv.ptr());
+        let (op, sp, ordp, nearp, pp) = (at(&offsets, first), at(&sizes, first), order.ptr(), nearest.ptr(), piv.ptr());
         let pivp = pivots.ptr() + (first * dim * 4) as u64;
         let root = u32::from(level == 0);
         launch!(gpu, stream, GTS, "gts_build_pivots", (count, BLOCK, 0), [vp, dim32, ordp, nearp, op, sp, root, pp, pivp])?;
@@ -122,12 +119,9 @@ pub fn build_gpu(gpu: &Gpu, metric: Metric, v: &Vectors, params: Params) -> Resu
         std::mem::swap(&mut order, &mut order2);
         std::mem::swap(&mut nearest, &mut nearest2);
         // The children's rings, from the sorted distances.
-        let children = &nodes[first + count..first + count + count * fanout];
-        let m = children.len();
-        let coff = gpu.upload(&children.iter().map(|x| x.offset).collect::<Vec<_>>())?;
-        let csize = gpu.upload(&children.iter().map(|x| x.size).collect::<Vec<_>>())?;
+        let m = count * fanout;
         let rings = gpu.alloc::<f64>(2 * m)?;
-        let (cop, csp, rp, m64) = (coff.ptr(), csize.ptr(), rings.ptr(), m as u64);
+        let (cop, csp, rp, m64) = (at(&offsets, first + count), at(&sizes, first + count), rings.ptr(), m as u64);
         launch!(gpu, stream, GTS, "gts_build_rings", (grid(m, BLOCK, gpu), BLOCK, 0), [pdp, cop, csp, m64, rp])?;
         for (c, r) in nodes[first + count..first + count + m].iter_mut().zip(rings.download()?.chunks_exact(2)) {
             if c.size > 0 {
