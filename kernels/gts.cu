@@ -447,26 +447,32 @@ extern "C" __global__ void gts_range_leaves(const float *__restrict__ queries, c
 #define FCAP 64    // candidates a block keeps per query
 #define OVERFLOW 0xffffffffu
 
-__device__ __forceinline__ double bound_e(u32 dim, double qsq, double osq) {
-    return (double)(dim + 16) * (1.1920928955078125e-07 * (qsq + osq) + 2.350988701644575e-38);
+// E = rel (|q|^2 + |o|^2) + ab, the kernel's own (the host passes it:
+// float4 products give rel = (n + 16) 2^-23, ab = (n + 16) 2^-125).
+struct Bound {
+    double rel, ab;
+};
+
+__device__ __forceinline__ double bound_e(Bound b, double qsq, double osq) {
+    return b.rel * (qsq + osq) + b.ab;
 }
 
-__device__ __forceinline__ double lower(float a, u32 dim, double qsq, double osq) {
-    return isnan(a) ? -INF : (double)a - bound_e(dim, qsq, osq);
+__device__ __forceinline__ double lower(float a, Bound b, double qsq, double osq) {
+    return isnan(a) ? -INF : (double)a - bound_e(b, qsq, osq);
 }
 
-__device__ __forceinline__ double upper(float a, u32 dim, double qsq, double osq) {
-    return isnan(a) ? INF : (double)a + bound_e(dim, qsq, osq);
+__device__ __forceinline__ double upper(float a, Bound b, double qsq, double osq) {
+    return isnan(a) ? INF : (double)a + bound_e(b, qsq, osq);
 }
 
 // A warp's query: the k-th smallest upper bound a + E of its candidates
 // (infinite below k), then only those whose lower bound a - E is within
 // it are kept. Ranks by counting (at most FCAP^2 comparisons a flush).
-__device__ void warp_flush(float *cd, u32 *co, u32 *cnt, double *thr, double *scratch, u32 k, u32 dim, double qsq,
+__device__ void warp_flush(float *cd, u32 *co, u32 *cnt, double *thr, double *scratch, u32 k, Bound bd, double qsq,
                            const double *osq) {
     const u32 lane = threadIdx.x & 31;
     const u32 c = *cnt;
-    for (u32 i = lane; i < c; i += 32) scratch[i] = upper(cd[i], dim, qsq, osq[co[i]]);
+    for (u32 i = lane; i < c; i += 32) scratch[i] = upper(cd[i], bd, qsq, osq[co[i]]);
     __syncwarp();
     double t = *thr;
     if (c >= k) {
@@ -488,7 +494,7 @@ __device__ void warp_flush(float *cd, u32 *co, u32 *cnt, double *thr, double *sc
         if (i < c) {
             d = cd[i];
             o = co[i];
-            keep = lower(d, dim, qsq, osq[o]) <= t;
+            keep = lower(d, bd, qsq, osq[o]) <= t;
         }
         const u32 ballot = __ballot_sync(0xffffffffu, keep);
         __syncwarp();
@@ -507,109 +513,50 @@ __device__ void warp_flush(float *cd, u32 *co, u32 *cnt, double *thr, double *sc
     __syncwarp();
 }
 
-// Block b: query tile b / slices (FQ queries) against the objects of
-// slice b % slices ([s * slice, (s + 1) * slice)). Out: for each (query, slice), up to FCAP
-// candidate positions with their approximate squared distances, and their
-// number (OVERFLOW when more than FCAP - 32 stayed uncertain: the host
-// answers that query another way).
-extern "C" __global__ void __launch_bounds__(256) gts_l2_filter(
-    const float *__restrict__ queries, const double *__restrict__ qsq, u32 m, const float *__restrict__ vectors,
-    const double *__restrict__ osq, u64 n, u32 dim, u64 slice, u32 slices, u32 k, float *__restrict__ out_d,
-    u32 *__restrict__ out_o, u32 *__restrict__ out_n, double *__restrict__ out_t) {
-    __shared__ __align__(16) float qs[FD][FQ];
-    __shared__ __align__(16) float os[FD][FO + 4];  // reused as the tile of a, [FQ][FO + 4]
-    __shared__ float cd[FQ][FCAP];
-    __shared__ u32 co[FQ][FCAP];
-    __shared__ u32 cnt[FQ];
-    __shared__ double thr[FQ];
-    __shared__ double scratch[8][FCAP + 1];
-    const u32 t = threadIdx.x, tx = t & 31, ty = t >> 5, warp = t >> 5, lane = t & 31;
-    const u32 q0 = blockIdx.x / slices * FQ, sl = blockIdx.x % slices;
-    const u64 start = (u64)sl * slice, end = min(n, start + slice);
-    if (t < FQ) {
-        cnt[t] = 0;
-        thr[t] = INF;
+// One round of warp admission for a query: lane's candidate (d, o), if
+// `valid`, goes into the query's list (cd, co, *cnt) when its lower bound
+// is within *thr; a full list is flushed first (tightening *thr). False
+// once the query overflowed (more than FCAP - 32 stayed uncertain).
+__device__ __forceinline__ bool admit(float d, u32 o, bool valid, double on, float *cd, u32 *co, u32 *cnt, double *thr,
+                                      double *scratch, u32 k, Bound bd, double qn, const double *osq) {
+    const u32 lane = threadIdx.x & 31;
+    bool in = valid && lower(d, bd, qn, on) <= *thr;
+    u32 ballot = __ballot_sync(0xffffffffu, in);
+    if (!ballot) return true;
+    if (*cnt + __popc(ballot) > FCAP) {
+        warp_flush(cd, co, cnt, thr, scratch, k, bd, qn, osq);
+        // Again against the tightened bound.
+        in = in && lower(d, bd, qn, on) <= *thr;
+        ballot = __ballot_sync(0xffffffffu, in);
+        if (*cnt + __popc(ballot) > FCAP) {
+            if (lane == 0) *cnt = OVERFLOW;
+            __syncwarp();
+            return false;
+        }
     }
-    for (u64 tile = start; tile < end; tile += FO) {
-        float acc[4][4] = {{0}};
-        for (u32 c = 0; c < dim; c += FD) {
-            // A warp stores one dimension of 32 queries: conflict-free (by
-            // dimensions, all 32 stores of a warp hit one bank).
-            for (u32 e = t; e < FD * FQ; e += 256) {
-                const u32 q = e % FQ, d = e / FQ;
-                qs[d][q] = (q0 + q < m && c + d < dim) ? queries[(u64)(q0 + q) * dim + c + d] : 0.0f;
-            }
-            for (u32 e = t; e < FD * FO; e += 256) {
-                const u32 o = e / FD, d = e % FD;
-                os[d][o] = (tile + o < end && c + d < dim) ? vectors[(tile + o) * dim + c + d] : 0.0f;
-            }
-            __syncthreads();
-#pragma unroll 8
-            for (u32 d = 0; d < FD; d++) {
-                const float4 b = *reinterpret_cast<const float4 *>(&os[d][tx * 4]);
-                // One 16-byte load each (shared-memory loads, not FMAs,
-                // bound this loop).
-                const float4 q4 = *reinterpret_cast<const float4 *>(&qs[d][ty * 4]);
-                const float a[4] = {q4.x, q4.y, q4.z, q4.w};
-                for (int i = 0; i < 4; i++) {
-                    acc[i][0] += a[i] * b.x;
-                    acc[i][1] += a[i] * b.y;
-                    acc[i][2] += a[i] * b.z;
-                    acc[i][3] += a[i] * b.w;
-                }
-            }
-            __syncthreads();
-        }
-        // The tile of a, over the object tile's memory.
-        float(*a)[FO + 4] = reinterpret_cast<float(*)[FO + 4]>(&os[0][0]);
-        for (int i = 0; i < 4; i++) {
-            const u32 q = ty * 4 + i;
-            const double qn = q0 + q < m ? qsq[q0 + q] : 0.0;
-            for (int j = 0; j < 4; j++) {
-                const u64 o = tile + tx * 4 + j;
-                const double v = qn + (o < end ? osq[o] : 0.0) - 2.0 * (double)acc[i][j];
-                a[q][tx * 4 + j] = isfinite(acc[i][j]) && v <= 3.4028234663852886e38 ? (float)v : __int_as_float(0x7fc00000);
-            }
-        }
-        __syncthreads();
-        // Warp w admits candidates for queries w, w + 8, w + 16, w + 24.
-        for (u32 q = warp; q < FQ; q += 8) {
-            if (q0 + q >= m || cnt[q] == OVERFLOW) continue;
-            const double qn = qsq[q0 + q];
-            for (u32 base = 0; base < FO; base += 32) {
-                const u64 o = tile + base + lane;
-                const float d = a[q][base + lane];
-                bool in = o < end && lower(d, dim, qn, osq[o]) <= thr[q];
-                u32 ballot = __ballot_sync(0xffffffffu, in);
-                if (!ballot) continue;
-                if (cnt[q] + __popc(ballot) > FCAP) {
-                    warp_flush(cd[q], co[q], &cnt[q], &thr[q], scratch[warp], k, dim, qn, osq);
-                    // Again against the tightened bound.
-                    in = in && lower(d, dim, qn, osq[o]) <= thr[q];
-                    ballot = __ballot_sync(0xffffffffu, in);
-                    if (cnt[q] + __popc(ballot) > FCAP) {
-                        if (lane == 0) cnt[q] = OVERFLOW;
-                        __syncwarp();
-                        break;
-                    }
-                }
-                const u32 at = cnt[q] + __popc(ballot & ((1u << lane) - 1));
-                __syncwarp();
-                if (in) {
-                    cd[q][at] = d;
-                    co[q][at] = (u32)o;
-                }
-                __syncwarp();
-                if (lane == 0) cnt[q] += __popc(ballot);
-                __syncwarp();
-            }
-        }
-        __syncthreads();
+    const u32 at = *cnt + __popc(ballot & ((1u << lane) - 1));
+    __syncwarp();
+    if (in) {
+        cd[at] = d;
+        co[at] = o;
     }
+    __syncwarp();
+    if (lane == 0) *cnt += __popc(ballot);
+    __syncwarp();
+    return true;
+}
+
+// A filter block's end: each query's list flushed and written to its
+// (query, slice) slot with its count and threshold.
+__device__ __forceinline__ void write_slots(float (*cd)[FCAP], u32 (*co)[FCAP], u32 *cnt, double *thr,
+                                            double (*scratch)[FCAP + 1], u32 q0, u32 m, u32 sl, u32 slices, u32 k,
+                                            Bound bd, const double *qsq, const double *osq, float *out_d, u32 *out_o,
+                                            u32 *out_n, double *out_t) {
+    const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (u32 q = warp; q < FQ; q += 8) {
         if (q0 + q >= m) continue;
         const u64 slot = (u64)(q0 + q) * slices + sl;
-        if (cnt[q] != OVERFLOW) warp_flush(cd[q], co[q], &cnt[q], &thr[q], scratch[warp], k, dim, qsq[q0 + q], osq);
+        if (cnt[q] != OVERFLOW) warp_flush(cd[q], co[q], &cnt[q], &thr[q], scratch[warp], k, bd, qsq[q0 + q], osq);
         const u32 c = cnt[q];
         for (u32 i = lane; c != OVERFLOW && i < c; i += 32) {
             out_d[slot * FCAP + i] = cd[q][i];
@@ -622,6 +569,299 @@ extern "C" __global__ void __launch_bounds__(256) gts_l2_filter(
     }
 }
 
+// Four consecutive floats of row `row` (of `dim`) from dimension d, zero
+// past the row's end: one 16-byte load where rows are 16-byte aligned.
+__device__ __forceinline__ float4 load4(const float *__restrict__ rows, u64 row, u32 dim, u32 d) {
+    const float *p = rows + row * dim + d;
+    if ((dim & 3) == 0 && d < dim) return *reinterpret_cast<const float4 *>(p);
+    return make_float4(d < dim ? p[0] : 0.0f, d + 1 < dim ? p[1] : 0.0f, d + 2 < dim ? p[2] : 0.0f, d + 3 < dim ? p[3] : 0.0f);
+}
+
+// Block b: query tile b % tiles (FQ queries) against the objects of slice
+// b / tiles ([s * slice, (s + 1) * slice); the tiles of one slice run side
+// by side and share its objects in L2). Out: for each (query, slice), up to
+// FCAP candidate positions with their approximate squared distances, and
+// their number (OVERFLOW when more than FCAP - 32 stayed uncertain: the
+// host answers that query another way).
+//
+// Thread (warp w, lane l) sums the dot products of queries 4w..4w+3 with
+// objects 4l..4l+3 of each object tile, and warp w admits its own four
+// queries' candidates straight from those registers. Warps whose queries
+// are all past m (a small batch) only help load the tiles.
+extern "C" __global__ void __launch_bounds__(256) gts_l2_filter(
+    const float *__restrict__ queries, const double *__restrict__ qsq, u32 m, const float *__restrict__ vectors,
+    const double *__restrict__ osq, u64 n, u32 dim, u64 slice, u32 slices, u32 k, double rel, double ab,
+    float *__restrict__ out_d, u32 *__restrict__ out_o, u32 *__restrict__ out_n, double *__restrict__ out_t) {
+    const Bound bd = {rel, ab};
+    __shared__ __align__(16) float qs[FD][FQ];
+    __shared__ __align__(16) float os[FD][FO + 4];
+    __shared__ float cd[FQ][FCAP];
+    __shared__ u32 co[FQ][FCAP];
+    __shared__ u32 cnt[FQ];
+    __shared__ double thr[FQ];
+    __shared__ double scratch[8][FCAP + 1];
+    const u32 t = threadIdx.x, warp = t >> 5, lane = t & 31;
+    const u32 tiles = (m + FQ - 1) / FQ;
+    const u32 q0 = blockIdx.x % tiles * FQ, sl = blockIdx.x / tiles;
+    const u64 start = (u64)sl * slice, end = min(n, start + slice);
+    // Whether this warp has a query of the batch.
+    const bool mine = q0 + warp * 4 < m;
+    if (t < FQ) {
+        cnt[t] = 0;
+        thr[t] = INF;
+    }
+    for (u64 tile = start; tile < end; tile += FO) {
+        float acc[4][4] = {{0}};
+        for (u32 c = 0; c < dim; c += FD) {
+            // Warp w stores dimensions 4w..4w+3 of the 32 queries, lanes
+            // on consecutive queries (conflict-free).
+            {
+                const float4 v = q0 + lane < m ? load4(queries, q0 + lane, dim, c + 4 * warp) : make_float4(0, 0, 0, 0);
+                qs[4 * warp][lane] = v.x;
+                qs[4 * warp + 1][lane] = v.y;
+                qs[4 * warp + 2][lane] = v.z;
+                qs[4 * warp + 3][lane] = v.w;
+            }
+            // Lanes on consecutive objects, four dimensions each.
+#pragma unroll
+            for (u32 e = t; e < FO * (FD / 4); e += 256) {
+                const u32 o = e % FO, d = 4 * (e / FO);
+                const float4 v = tile + o < end ? load4(vectors, tile + o, dim, c + d) : make_float4(0, 0, 0, 0);
+                os[d][o] = v.x;
+                os[d + 1][o] = v.y;
+                os[d + 2][o] = v.z;
+                os[d + 3][o] = v.w;
+            }
+            __syncthreads();
+            if (mine) {
+#pragma unroll 8
+                for (u32 d = 0; d < FD; d++) {
+                    // One 16-byte load each (shared-memory loads, not
+                    // FMAs, bound this loop; the queries' is a broadcast).
+                    const float4 b = *reinterpret_cast<const float4 *>(&os[d][lane * 4]);
+                    const float4 q4 = *reinterpret_cast<const float4 *>(&qs[d][warp * 4]);
+                    const float a[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        acc[i][0] += a[i] * b.x;
+                        acc[i][1] += a[i] * b.y;
+                        acc[i][2] += a[i] * b.z;
+                        acc[i][3] += a[i] * b.w;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        if (!mine) continue;
+        double on[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const u64 o = tile + lane * 4 + j;
+            on[j] = o < end ? osq[o] : 0.0;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const u32 q = warp * 4 + i;
+            if (q0 + q >= m || cnt[q] == OVERFLOW) continue;
+            const double qn = qsq[q0 + q];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const u64 o = tile + lane * 4 + j;
+                const double v = qn + on[j] - 2.0 * (double)acc[i][j];
+                const float d = isfinite(acc[i][j]) && v <= 3.4028234663852886e38 ? (float)v : __int_as_float(0x7fc00000);
+                if (!admit(d, (u32)o, o < end, on[j], cd[q], co[q], &cnt[q], &thr[q], scratch[warp], k, bd, qn, osq)) break;
+            }
+        }
+    }
+    __syncthreads();
+    write_slots(cd, co, cnt, thr, scratch, q0, m, sl, slices, k, bd, qsq, osq, out_d, out_o, out_n, out_t);
+}
+
+// The same filter on FP64 tensor cores (sm_90: mma m16n8k8 in f64), for
+// Hopper. The float4 inputs are exact in float8 and each multiply-add of
+// the instruction rounds as a float8 fused multiply-add (PTX ISA, mma,
+// "Precision and rounding"), so the dot product is off by at most
+// gamma_n |q||o| with u = 2^-53, and a is float8 until it is stored as
+// float4: E = 2^-22 (|q|^2 + |o|^2) (twice the float4 rounding of a <=
+// 2 (|q|^2 + |o|^2), which dwarfs the rest for n <= 16,000) plus 2^-140
+// for a stored as a denormal. The host passes it as (rel, ab); the recheck
+// uses the same. A bound 72 times tighter than the float4 kernel's at 128
+// dimensions, and the multiply-adds at the tensor cores' rate.
+//
+// Warp w multiplies the block's 32 queries with objects 16w..16w+15 of each
+// object tile (2 x 2 mma tiles a step of 8 dimensions); lane (g, t) holds
+// queries g + 8i and objects 2t, 2t + 1, 8 + 2t, 9 + 2t. A quick test in
+// registers (lower bound within the query's threshold, with twice E to
+// cover a's float4 rounding; thresholds only fall, so a stale one admits
+// more, never fewer) finds the tiles with candidates; only those write
+// their a into shared memory for the warps' admission.
+#define MQ_PAD 36   // doubles per query row (conflict-free A fragments)
+#define MO_PAD 36   // floats per object row (conflict-free B fragments)
+#define MA_PAD 136  // floats per row of the tile of a (conflict-free pairs)
+
+__device__ __forceinline__ void mma_f64(double *c, const double *a, const double *b) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+                 : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+#endif
+}
+
+// The MMA filter's admission of a tile of a ([FQ][MA_PAD], objects from
+// `tile`): warp w takes queries w, w + 8, .. that had a hit. Out of line:
+// it runs on few tiles, and inlined its registers would crowd the
+// multiply's.
+__device__ __noinline__ void admit_tile(const float *at, const u32 *hit, u64 tile, u64 end, u32 q0, float (*cd)[FCAP],
+                                        u32 (*co)[FCAP], u32 *cnt, double *thr, double (*scratch)[FCAP + 1], u32 k,
+                                        Bound bd, const double *qsq, const double *osq) {
+    const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (u32 q = warp; q < FQ; q += 8) {
+        if (!hit[q] || cnt[q] == OVERFLOW) continue;
+        const double qn = qsq[q0 + q];
+        for (u32 base = 0; base < FO; base += 32) {
+            const u64 o = tile + base + lane;
+            const double on = o < end ? osq[o] : 0.0;
+            if (!admit(at[q * MA_PAD + base + lane], (u32)o, o < end, on, cd[q], co[q], &cnt[q], &thr[q], scratch[warp], k, bd, qn,
+                       osq))
+                break;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) gts_l2_filter_mma(
+    const float *__restrict__ queries, const double *__restrict__ qsq, u32 m, const float *__restrict__ vectors,
+    const double *__restrict__ osq, u64 n, u32 dim, u64 slice, u32 slices, u32 k, double rel, double ab,
+    float *__restrict__ out_d, u32 *__restrict__ out_o, u32 *__restrict__ out_n, double *__restrict__ out_t) {
+#if __CUDA_ARCH__ >= 900
+    const Bound bd = {rel, ab};
+    __shared__ __align__(16) double qs[FQ][MQ_PAD];
+    // The object tile [FO][MO_PAD], then the tile of a [FQ][MA_PAD].
+    __shared__ __align__(16) float tb[FO * MO_PAD];
+    __shared__ float cd[FQ][FCAP];
+    __shared__ u32 co[FQ][FCAP];
+    __shared__ u32 cnt[FQ], hit[FQ];
+    __shared__ double thr[FQ];
+    __shared__ double scratch[8][FCAP + 1];
+    const u32 t = threadIdx.x, warp = t >> 5, lane = t & 31, g = lane >> 2, tg = lane & 3;
+    const u32 tiles = (m + FQ - 1) / FQ;
+    const u32 q0 = blockIdx.x % tiles * FQ, sl = blockIdx.x / tiles;
+    const u64 start = (u64)sl * slice, end = min(n, start + slice);
+    if (t < FQ) {
+        cnt[t] = 0;
+        hit[t] = 0;
+        thr[t] = INF;
+    }
+    double qn[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) qn[i] = q0 + g + 8 * i < m ? qsq[q0 + g + 8 * i] : 0.0;
+    // The next chunk's queries and objects, loaded into registers while the
+    // tensor cores work on this one: a float4 of query t / 8, dimensions
+    // 4 (t % 8).., and four of objects (t + 256 r) / 8, eight lanes a row.
+    float4 pq, po[4];
+    auto fetch = [&](u64 tile, u32 c) {
+        const u32 q = t >> 3, d = 4 * (t & 7);
+        pq = q0 + q < m ? load4(queries, q0 + q, dim, c + d) : make_float4(0, 0, 0, 0);
+#pragma unroll
+        for (u32 r = 0; r < 4; r++) {
+            const u32 o = (t + 256 * r) >> 3;
+            po[r] = tile + o < end ? load4(vectors, tile + o, dim, c + d) : make_float4(0, 0, 0, 0);
+        }
+    };
+    if (start < end) fetch(start, 0);
+    for (u64 tile = start; tile < end; tile += FO) {
+        double acc[2][2][4] = {};
+        for (u32 c = 0; c < dim; c += FD) {
+            {
+                const u32 q = t >> 3, d = 4 * (t & 7);
+                *reinterpret_cast<double2 *>(&qs[q][d]) = make_double2(pq.x, pq.y);
+                *reinterpret_cast<double2 *>(&qs[q][d + 2]) = make_double2(pq.z, pq.w);
+#pragma unroll
+                for (u32 r = 0; r < 4; r++) *reinterpret_cast<float4 *>(&tb[((t + 256 * r) >> 3) * MO_PAD + d]) = po[r];
+            }
+            __syncthreads();
+            if (c + FD < dim) fetch(tile, c + FD);
+            else if (tile + FO < end) fetch(tile + FO, 0);
+#pragma unroll 1
+            for (u32 ks = 0; ks < FD; ks += 8) {
+                double a[2][4], b[2][2];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    a[mt][0] = qs[mt * 16 + g][ks + tg];
+                    a[mt][1] = qs[mt * 16 + g + 8][ks + tg];
+                    a[mt][2] = qs[mt * 16 + g][ks + tg + 4];
+                    a[mt][3] = qs[mt * 16 + g + 8][ks + tg + 4];
+                }
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+                    const float *row = &tb[(warp * 16 + nt * 8 + g) * MO_PAD + ks];
+                    b[nt][0] = row[tg];
+                    b[nt][1] = row[tg + 4];
+                }
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < 2; nt++) mma_f64(acc[mt][nt], a[mt], b[nt]);
+            }
+            __syncthreads();
+        }
+        // acc[mt][nt][r]: query g + 8 (2 mt + r / 2), object
+        // 16 warp + 8 nt + 2 tg + r % 2 of the tile.
+        double on[2][2], th[4];
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const u64 o = tile + warp * 16 + nt * 8 + 2 * tg + j;
+                on[nt][j] = o < end ? osq[o] : 0.0;
+            }
+#pragma unroll
+        for (int i = 0; i < 4; i++) th[i] = thr[g + 8 * i];
+        bool any = false;
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    const int i = mt * 2 + r / 2, j = r % 2;
+                    const u64 o = tile + warp * 16 + nt * 8 + 2 * tg + j;
+                    const double v = qn[i] + on[nt][j] - 2.0 * acc[mt][nt][r];
+                    const bool pass = o < end && q0 + g + 8 * i < m &&
+                                      (!(v <= 3.4028234663852886e38) || v - 2.0 * bound_e(bd, qn[i], on[nt][j]) <= th[i]);
+                    if (pass) {
+                        hit[g + 8 * i] = 1;
+                        any = true;
+                    }
+                }
+        if (!__syncthreads_or(any)) continue;
+        float *at = tb;  // every warp is past its last read of the objects
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int i = mt * 2 + h;
+                    float f[2];
+#pragma unroll
+                    for (int j = 0; j < 2; j++) {
+                        const double v = qn[i] + on[nt][j] - 2.0 * acc[mt][nt][2 * h + j];
+                        f[j] = v <= 3.4028234663852886e38 ? (float)v : __int_as_float(0x7fc00000);
+                    }
+                    *reinterpret_cast<float2 *>(&at[(g + 8 * i) * MA_PAD + warp * 16 + nt * 8 + 2 * tg]) = make_float2(f[0], f[1]);
+                }
+        __syncthreads();
+        admit_tile(at, hit, tile, end, q0, cd, co, cnt, thr, scratch, k, bd, qsq, osq);
+        __syncthreads();
+        if (t < FQ) hit[t] = 0;
+    }
+    __syncthreads();
+    write_slots(cd, co, cnt, thr, scratch, q0, m, sl, slices, k, bd, qsq, osq, out_d, out_o, out_n, out_t);
+#else
+    __trap();  // the host takes this kernel on sm_90 only
+#endif
+}
+
 // One block per query: the candidates of all its slices whose lower bound
 // is within the smallest of the slices' thresholds (each slice's is the
 // k-th smallest upper bound of k of its objects, so the k-th nearest lies
@@ -632,8 +872,9 @@ extern "C" __global__ void __launch_bounds__(256) gts_l2_filter(
 extern "C" __global__ void __launch_bounds__(256) gts_l2_recheck(
     const float *__restrict__ queries, const double *__restrict__ qsq, u32 dim, const float *__restrict__ vectors,
     const double *__restrict__ osq, const u64 *__restrict__ ids, u32 slices, const float *__restrict__ in_d,
-    const u32 *__restrict__ in_o, const u32 *__restrict__ in_n, const double *__restrict__ in_t, u32 k,
-    double *__restrict__ out_d, u64 *__restrict__ out_id, u32 *__restrict__ out_n) {
+    const u32 *__restrict__ in_o, const u32 *__restrict__ in_n, const double *__restrict__ in_t, u32 k, double rel,
+    double ab, double *__restrict__ out_d, u64 *__restrict__ out_id, u32 *__restrict__ out_n) {
+    const Bound bd = {rel, ab};
     __shared__ double cd[CAP];
     __shared__ u64 cid[CAP];
     __shared__ u32 count, overflow;
@@ -682,10 +923,10 @@ extern "C" __global__ void __launch_bounds__(256) gts_l2_recheck(
             const u64 slot = first + i;
             const float a = in_d[slot];
             const double on = osq[in_o[slot]];
-            if (lower(a, dim, qn, on) <= t0) {
+            if (lower(a, bd, qn, on) <= t0) {
                 const u32 at = atomicAdd(&count, 1u);
                 if (at < CAP) {
-                    cd[at] = upper(a, dim, qn, on);
+                    cd[at] = upper(a, bd, qn, on);
                     cid[at] = slot;
                 }
             }
@@ -710,7 +951,7 @@ extern "C" __global__ void __launch_bounds__(256) gts_l2_recheck(
         bool keep = false;
         if (i < total) {
             o = in_o[cid[i]];
-            keep = lower(in_d[cid[i]], dim, qn, osq[o]) <= t;
+            keep = lower(in_d[cid[i]], bd, qn, osq[o]) <= t;
         }
         __syncthreads();
         if (keep) cid[atomicAdd(&count, 1u)] = o;

@@ -210,6 +210,7 @@ fn check_gpu(gpu: &gpuindex_engine::gpu::Gpu, s: &TreeShape, objects: &Objects, 
         }
         if s.metric == Metric::L2 && k <= FILTER_MAX_K {
             assert_eq!(dev.knn_by(gpu, qs, k, Way::Filter).unwrap(), want, "{what}: gpu bounded brute force k={k}");
+            assert_eq!(dev.knn_by(gpu, qs, k, Way::FilterFloat4).unwrap(), want, "{what}: gpu float4 bounded brute force k={k}");
         }
         if s.metric != Metric::Levenshtein && k <= DEPTH_MAX_K && s.fanout <= 32 && s.fanout * s.height.max(1) < 128 {
             assert_eq!(dev.knn_by(gpu, qs, k, Way::Depth).unwrap(), want, "{what}: gpu per-query search k={k}");
@@ -314,6 +315,7 @@ fn gpu_bounded_brute_force_on_small_batches() {
             for k in [1, 10, FILTER_MAX_K] {
                 let want = knn(&tree.shape, &objects, q, k);
                 assert_eq!(dev.knn_by(&gpu, q, k, Way::Filter).unwrap(), want, "{shape:?} n={n} m={m} k={k}");
+                assert_eq!(dev.knn_by(&gpu, q, k, Way::FilterFloat4).unwrap(), want, "{shape:?} n={n} m={m} k={k}: float4");
             }
         }
     }

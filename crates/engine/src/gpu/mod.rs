@@ -146,6 +146,16 @@ impl Gpu {
         Ok(f)
     }
 
+    /// How many blocks of `block` threads of kernel `name` the whole device
+    /// holds at once (its multiprocessors times the kernel's occupancy).
+    pub fn resident_blocks(&self, k: &KernelSource, name: &'static str, block: u32) -> Result<usize, GpuError> {
+        let f = self.function(k, name)?;
+        let per_sm = catch(|| {
+            f.occupancy_max_active_blocks_per_multiprocessor(block, 0, None).map_err(driver("cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+        })?;
+        Ok(per_sm.max(1) as usize * self.info.multiprocessors.max(1) as usize)
+    }
+
     /// Uploads `data` to a new device buffer.
     pub fn upload<T: Copy>(&self, data: &[T]) -> Result<DeviceBuffer<T>, GpuError> {
         catch(|| DeviceBuffer::upload(&self.ctx, data))

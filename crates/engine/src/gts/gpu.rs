@@ -32,21 +32,17 @@ use cudarc::driver::CudaStream;
 use rayon::prelude::*;
 use std::sync::Arc;
 
+mod filter;
+pub use filter::FILTER_MAX_K;
+use filter::{filter_kernel, float4_filter, Space, SMALL_BATCH};
+
 pub(super) const BLOCK: usize = 256;
 /// The largest k the leaf kernel keeps in shared memory (its CAP / 2).
 pub const MAX_GPU_K: usize = 1024;
-/// gts.cu's CAP, PER_ROUND, FQ, FO, FCAP and OVERFLOW.
+/// gts.cu's CAP, PER_ROUND and OVERFLOW.
 const CAP: usize = 2048;
 const PER_ROUND: usize = 32;
-const FILTER_QUERIES: usize = 32;
-const FILTER_OBJECTS: usize = 128;
-const FILTER_CAP: usize = 64;
-/// The fewest objects a slice of the bounded brute force gets.
-const FILTER_MIN_SLICE: usize = 1024;
 const OVERFLOW: u32 = u32::MAX;
-/// The largest k of the bounded brute force (its per-query buffer of
-/// FILTER_CAP must keep k and room for a warp's 32 more).
-pub const FILTER_MAX_K: usize = 16;
 
 /// gts.cu's DEPTH_K and DEPTH_STACK: the largest k of the per-query
 /// search, and its stack of nodes (a tree's fanout times height must stay
@@ -82,6 +78,8 @@ pub struct DeviceTree {
     /// Bytes a query group's pairs or answers may take (None: a quarter of
     /// the device memory free when the batch starts).
     budget: Option<usize>,
+    /// The bounded brute force's buffers for small batches.
+    space: parking_lot::Mutex<Option<Space>>,
 }
 
 /// A batch's answers: for each query, (id, distance) pairs (kNN nearest
@@ -156,6 +154,7 @@ impl DeviceTree {
             ids: gpu.upload(&objects.v.ids)?,
             norms,
             budget: None,
+            space: parking_lot::Mutex::new(None),
         })
     }
 
@@ -209,7 +208,7 @@ impl DeviceTree {
             if k > MAX_GPU_K {
                 return Err(GpuError::Unavailable(format!("k = {k} is above the GPU search's limit of {MAX_GPU_K}")));
             }
-            if way == Way::Filter && !self.filters(k) {
+            if matches!(way, Way::Filter | Way::FilterFloat4) && !self.filters(k) {
                 return Err(GpuError::Unavailable(format!("the bounded brute force is for L2 and k <= {FILTER_MAX_K}")));
             }
             if way == Way::Depth && k > DEPTH_MAX_K {
@@ -226,6 +225,16 @@ impl DeviceTree {
         }
         if self.empty || m == 0 {
             return Ok(vec![Vec::new(); m]);
+        }
+        if let (Way::Filter | Way::FilterFloat4, Ask::Knn(k)) = (way, ask) {
+            let filter = if way == Way::Filter { filter_kernel(gpu, self.dim) } else { float4_filter(self.dim) };
+            // (An explicit budget, tests' way to force query groups, keeps
+            // to the way that honours it.)
+            if m <= SMALL_BATCH && self.budget.is_none() {
+                if let Some(answers) = self.filtered_small(gpu, queries, k, filter)? {
+                    return Ok(answers);
+                }
+            }
         }
         let (free, _) = gpu.memory()?;
         // A quarter of what is free for the pairs of one level and the
@@ -285,7 +294,8 @@ impl DeviceTree {
         launch!(gpu, stream, GTS, "gts_norms", (grid(m, BLOCK / 8, gpu), BLOCK, 0), [qp, m64, dim, np])?;
         let g = Group { host: queries, m, stream, queries: dq, qnorms };
         match (way, ask) {
-            (Way::Filter, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget),
+            (Way::Filter, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget, filter_kernel(gpu, self.dim)),
+            (Way::FilterFloat4, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget, float4_filter(self.dim)),
             (Way::Depth, Ask::Knn(k)) => self.depth(gpu, &g, k),
             (Way::Depth, Ask::Range(radii)) => self.depth_range(gpu, &g, radii, budget),
             (Way::Auto, Ask::Knn(k)) if self.auto_depth(Some(k)) => self.depth(gpu, &g, k),
@@ -297,9 +307,11 @@ impl DeviceTree {
                 // leave too much, or too many pairs to hold.
                 let brute = |k| way == Way::Auto && self.filters(k);
                 match (self.descend(gpu, &g, ask, budget)?, ask) {
-                    (Some(d), Ask::Knn(k)) if brute(k) && !self.prunes_well(&g, &d) => self.filtered(gpu, &g, k, budget),
+                    (Some(d), Ask::Knn(k)) if brute(k) && !self.prunes_well(&g, &d) => {
+                        self.filtered(gpu, &g, k, budget, filter_kernel(gpu, self.dim))
+                    }
                     (Some(d), _) => self.leaves(gpu, &g, ask, Some(&d), budget),
-                    (None, Ask::Knn(k)) if brute(k) => self.filtered(gpu, &g, k, budget),
+                    (None, Ask::Knn(k)) if brute(k) => self.filtered(gpu, &g, k, budget, filter_kernel(gpu, self.dim)),
                     (None, _) => Ok(None),
                 }
             }
@@ -526,64 +538,6 @@ impl DeviceTree {
         )?;
         Ok(Some(nearest(gpu, &out_d, &out_id, &out_n, k)?.into_iter().map(Option::unwrap_or_default).collect()))
     }
-
-    /// kNN by L2 over every object, bounded then rechecked (gts.cu's
-    /// gts_l2_filter and gts_l2_recheck); a query whose candidates
-    /// overflowed (a bound too loose for the data's scale) is answered by
-    /// the tree instead.
-    fn filtered(&self, gpu: &Gpu, g: &Group, k: usize, budget: usize) -> Result<Option<Answers>, GpuError> {
-        let (m, stream) = (g.m, &g.stream);
-        let tiles = m.div_ceil(FILTER_QUERIES);
-        // Enough blocks to fill the device four times (a small batch is
-        // one tile: 32 slices, the old cap, left 3/4 of an H100 idle and
-        // took 5.8 ms), slices of whole object tiles and at least
-        // FILTER_MIN_SLICE objects (each slice ends with a flush).
-        let want = (4 * gpu.info().multiprocessors as usize).div_ceil(tiles).max(1);
-        let slice = self.objects.div_ceil(want).max(FILTER_MIN_SLICE).next_multiple_of(FILTER_OBJECTS);
-        let slices = self.objects.div_ceil(slice);
-        if m.saturating_mul(slices * (FILTER_CAP * 8 + 16)) > budget {
-            return Ok(None);
-        }
-        let cand_d = gpu.alloc::<f32>(m * slices * FILTER_CAP)?;
-        let cand_o = gpu.alloc::<u32>(m * slices * FILTER_CAP)?;
-        let cand_n = gpu.alloc::<u32>(m * slices)?;
-        let cand_t = gpu.alloc::<f64>(m * slices)?;
-        let (qp, qnp, m32, vp, osp, n64, dim) =
-            (g.queries.ptr(), g.qnorms.ptr(), m as u32, self.vectors.ptr(), self.norms.ptr(), self.objects as u64, self.dim as u32);
-        let (slice64, slices32, k32, cdp, cop, cnp, ctp) =
-            (slice as u64, slices as u32, k as u32, cand_d.ptr(), cand_o.ptr(), cand_n.ptr(), cand_t.ptr());
-        launch!(
-            gpu,
-            stream,
-            GTS,
-            "gts_l2_filter",
-            (tiles * slices, BLOCK, 0),
-            [qp, qnp, m32, vp, osp, n64, dim, slice64, slices32, k32, cdp, cop, cnp, ctp]
-        )?;
-        let out_d = gpu.alloc::<f64>(m * k)?;
-        let out_id = gpu.alloc::<u64>(m * k)?;
-        let out_n = gpu.alloc::<u32>(m)?;
-        let (idp, odp, oip, onp) = (self.ids.ptr(), out_d.ptr(), out_id.ptr(), out_n.ptr());
-        launch!(
-            gpu,
-            stream,
-            GTS,
-            "gts_l2_recheck",
-            (m, BLOCK, 0),
-            [qp, qnp, dim, vp, osp, idp, slices32, cdp, cop, cnp, ctp, k32, odp, oip, onp]
-        )?;
-        let found = nearest(gpu, &out_d, &out_id, &out_n, k)?;
-        let overflowed: Vec<usize> = (0..m).filter(|&q| found[q].is_none()).collect();
-        let mut answers: Answers = found.into_iter().map(Option::unwrap_or_default).collect();
-        if !overflowed.is_empty() {
-            let qs: Vec<f32> = overflowed.iter().flat_map(|&q| &g.host[q * self.dim..(q + 1) * self.dim]).copied().collect();
-            let again = self.batch(gpu, &qs, Ask::Knn(k), Way::Tree)?;
-            for (q, a) in overflowed.into_iter().zip(again) {
-                answers[q] = a;
-            }
-        }
-        Ok(Some(answers))
-    }
 }
 
 /// Each query's k nearest as the kernels wrote them (None: the query's
@@ -611,9 +565,13 @@ pub enum Way {
     Tree,
     /// Every object through the leaf kernel (the plain floor).
     Naive,
-    /// L2 kNN over every object: a float4 matrix-multiply pass bounds each
-    /// distance, an exact recheck decides among the few that may be in.
+    /// L2 kNN over every object: a matrix-multiply pass bounds each
+    /// distance (float8 products on sm_90's tensor cores, float4 products
+    /// elsewhere), an exact recheck decides among the few that may be in.
     Filter,
+    /// `Filter` with the float4 kernel whatever the GPU (tests and
+    /// benchmarks: on an H100 it is the one other GPUs run).
+    FilterFloat4,
     /// kNN (k <= `DEPTH_MAX_K`) or range search by a warp per query
     /// walking the tree depth first (vectors, fanout <= 32); `Auto` takes
     /// it up to `DEPTH_MAX_DIM` dimensions.

@@ -76,7 +76,7 @@ fn bottom_points(keys: &[u64], start: usize, end: usize) -> impl Iterator<Item =
 fn run_end_point(x: u64, i: u64, next: Option<u64>) -> Option<(u64, u64)> {
     let last = next != Some(x);
     let gap = x < u64::MAX && next != Some(x + 1);
-    (last && gap).then_some((x + 1, i + 1))
+    (last && gap).then(|| (x + 1, i + 1))
 }
 
 /// The model fitted as sorted keys stream in, one at a time (one core,

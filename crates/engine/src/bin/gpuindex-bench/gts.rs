@@ -246,3 +246,46 @@ pub fn build_bench(args: &Args, gpu: Option<&Gpu>) {
         &rows,
     );
 }
+
+/// `gts-small`: the service's case, small batches of L2 kNN (k = 10) by
+/// the bounded brute force on the GPU (`Way::FilterFloat4`, and
+/// `Way::Filter`, the engine's kernel for the GPU): median and 90th
+/// percentile of --reps calls (default 5; use 50 or more) per batch size
+/// (default 1,8,16,32,40,48,64,128,1000), on --n (1e6) vectors of --dim
+/// floats, each answer checked against the CPU's bounded brute force.
+pub fn small_bench(args: &Args, gpu: Option<&Gpu>) {
+    let Some(g) = gpu else {
+        println!("gts-small needs a GPU");
+        return;
+    };
+    let n = if args.n_given { args.n[0] } else { 1_000_000 };
+    let batches = if args.batch_given { args.batch.clone() } else { vec![1, 8, 16, 32, 40, 48, 64, 128, 1000] };
+    let (dim, k, set) = (args.dim, 10, args.set.as_deref().and_then(VectorSet::parse).unwrap_or(VectorSet::Clustered));
+    println!("\n## Bounded brute force on the GPU, {n} vectors of {dim} floats, {}, k = {k}, {} calls each", set.name(), args.reps);
+    let v = Vectors { dim, ids: (0..n as u64).collect(), data: VectorSet::vectors(set, n, dim, 1) };
+    let (_, objects, dev) = build_tree(Metric::L2, &v, Some(g));
+    let (dev, norms) = (dev.expect("device tree"), bounded::norms(&objects));
+    let mut rows = Vec::new();
+    for &m in &batches {
+        let qs = VectorSet::vectors(set, m, dim, 1000 + m as u64);
+        let want = bounded::knn_l2(&objects, &norms, &qs, k);
+        let mut row = vec![m.to_string()];
+        for way in [Way::FilterFloat4, Way::Filter] {
+            let mut times: Vec<f64> = (0..args.reps.max(1) + 1)
+                .map(|_| {
+                    let mut got = Vec::new();
+                    let t = secs(|| got = dev.knn_by(g, &qs, k, way).expect("gpu bounded brute force"));
+                    assert_eq!(got, want, "GPU bounded brute force ({way:?}) != CPU (m = {m})");
+                    t
+                })
+                .skip(1) // warm-up
+                .collect();
+            times.sort_by(f64::total_cmp);
+            let (p50, p90) = (times[times.len() / 2], times[times.len() * 9 / 10]);
+            row.extend([format!("{:.3}", p50 * 1e3), format!("{:.3}", p90 * 1e3), rate(m as f64 / p50)]);
+        }
+        rows.push(row);
+    }
+    let head = ["batch", "float4 p50 ms", "p90 ms", "queries/s", "engine p50 ms", "p90 ms", "queries/s"];
+    table("one call (ms) and queries/s at the median: the float4 kernel and the engine's (float8 tensor cores on sm_90)", &head, &rows);
+}
