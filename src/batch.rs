@@ -60,6 +60,7 @@ pub fn ensure_cpu_pool() {
 /// Records a batch the GPU service ran in epoch `epoch` of
 /// `epoch_queries` queries, on its GPU or (`cpu_reason`) its CPU.
 pub fn record_service(what: &'static str, queries: usize, cpu_reason: Option<&str>, epoch: u64, epoch_queries: u32, started: Instant) {
+    crate::service::explain::note_answer(queries, epoch, epoch_queries, cpu_reason.is_some(), started);
     let batch = LastBatch {
         what,
         queries,

@@ -220,6 +220,7 @@ fn not_answered(sh: &Shared, why: String) -> Option<Vec<Vec<(u64, f64)>>> {
         );
     }
     sh.stats.fallbacks.fetch_add(1, Relaxed);
+    super::explain::note_fallback();
     None
 }
 

@@ -8,11 +8,13 @@
 //! - `client`: the backend's side (post, wait, withdraw, ship an image);
 //! - `worker`: the worker's loop and its epochs;
 //! - `images`: shipped images and the worker's store of them;
-//! - `stats`: counters and `gpuindex_service_stats()`.
+//! - `stats`: counters and `gpuindex_service_stats()`;
+//! - `explain`: EXPLAIN ANALYZE's line on the service.
 //!
 //! Served now: gpu_metric kNN (index scans' `ORDER BY v <op> q LIMIT k`).
 
 pub mod client;
+pub mod explain;
 pub mod images;
 pub mod segment;
 pub mod shmem;
@@ -30,6 +32,7 @@ pub fn register() {
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         shmem::request();
         worker::register();
+        explain::install();
         // SAFETY: _PG_init, once, in the postmaster (backends inherit it).
         unsafe {
             PREV_OBJECT_ACCESS = pg_sys::object_access_hook;

@@ -464,3 +464,87 @@ fn dropped_indexes_release_their_images() {
     }
     c.batch_execute("DROP TABLE IF EXISTS sv_drop").unwrap();
 }
+
+/// SIGKILL of the worker mid-epoch: PostgreSQL treats a child killed so
+/// as a crash and restarts every backend, so the waiting session loses
+/// its connection (no hung backend); once the server is back, the service
+/// comes back, no request slot is busy, and answers are right.
+#[test]
+fn a_killed_service_is_a_crash_restart_and_serves_again() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    let (_table, sql) = table_for_faults(&mut c);
+    set_seq_only(&mut c);
+    let want = rows(&mut c, &sql);
+    set_index_only(&mut c, false);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    same(&rows(&mut c, &sql), &want, "before the kill");
+    let worker = stats(&mut c, "pid") as i32;
+    set_system(&mut c, "gpuindex.debug_service_delay", Some("2000"));
+    let mut asker = connect(DB);
+    set_index_only(&mut asker, false);
+    asker.batch_execute("SET gpuindex.service = on").unwrap();
+    let sql2 = sql.clone();
+    let waiting = std::thread::spawn(move || asker.query(&sql2, &[]).is_err());
+    // The worker holds the request in its (delayed) epoch.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stats(&mut c, "busy_slots") == 0 {
+        assert!(Instant::now() < deadline, "the request did not reach the service");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: plain kill(2) of the server's worker process.
+    assert_eq!(unsafe { libc_kill(worker, 9) }, 0, "kill -9 {worker}");
+    assert!(waiting.join().unwrap(), "the waiting session's query ended with the crash");
+    // Back after recovery: ALTER SYSTEM survives it, so reset the delay.
+    let mut c = (0..300)
+        .find_map(|_| {
+            std::thread::sleep(Duration::from_millis(200));
+            std::panic::catch_unwind(|| connect(DB)).ok()
+        })
+        .expect("the server came back");
+    set_system(&mut c, "gpuindex.debug_service_delay", None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stats(&mut c, "running::int") != 1 {
+        assert!(Instant::now() < deadline, "the service did not come back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let again = stats(&mut c, "pid") as i32;
+    assert_ne!(again, worker);
+    no_busy_slots(&mut c);
+    set_index_only(&mut c, false);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    same(&rows(&mut c, &sql), &want, "after the crash restart (image shipped again)");
+    assert!(service_epoch(&mut c).is_some());
+    no_busy_slots(&mut c);
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// EXPLAIN ANALYZE names the service, the epoch and the device after the
+/// plan (text format); the other formats stay well-formed.
+#[test]
+fn explain_analyze_names_the_service() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    let (_table, sql) = table_for_faults(&mut c);
+    set_index_only(&mut c, false);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    rows(&mut c, &sql); // ships the image
+    let text = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF) {sql}"));
+    let line = text.lines().find(|l| l.starts_with("GPU Service: ")).unwrap_or_else(|| panic!("no service line in:\n{text}"));
+    assert!(line.contains("1 request of 1 query, answered in epoch "), "{line}");
+    let device = if stats(&mut c, "(device = 'gpu')::int") == 1 { "on the GPU" } else { "on the service's CPU" };
+    assert!(line.contains(device), "{line}");
+    // Without ANALYZE nothing runs, and nothing is said.
+    let plain = gpuindex_tests::explain(&mut c, &format!("(COSTS OFF) {sql}"));
+    assert!(!plain.contains("GPU Service"), "{plain}");
+    let yaml = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF, FORMAT YAML) {sql}"));
+    assert!(yaml.trim_end().lines().last().unwrap_or_default().contains("Execution Time") && !yaml.contains("GPU Service"), "{yaml}");
+    // Searched in the session (service off): no line.
+    c.batch_execute("SET gpuindex.service = off").unwrap();
+    let off = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF) {sql}"));
+    assert!(!off.contains("GPU Service"), "{off}");
+}
