@@ -63,6 +63,11 @@ pub struct Stats {
     pub run_us: Histogram,
     /// Queries per epoch.
     pub epoch_queries: Histogram,
+    /// Microseconds of all epochs' runs, and of their searches (GPU or
+    /// CPU) within them: against the wall clock, how busy the worker was
+    /// and with what.
+    pub run_us_total: AtomicU64,
+    pub search_us_total: AtomicU64,
 }
 
 fn device_name(d: u32) -> Option<String> {
@@ -81,7 +86,8 @@ fn device_name(d: u32) -> Option<String> {
                    requests bigint, queries bigint, queries_per_epoch_p50 float8, queries_per_epoch_max float8,
                    wait_us_p50 float8, wait_us_p99 float8, run_us_p50 float8, run_us_p99 float8,
                    loads bigint, failed bigint, abandoned bigint, restarted bigint, fallbacks bigint,
-                   images int, image_host_bytes bigint, image_device_bytes bigint, busy_slots int)
+                   images int, image_host_bytes bigint, image_device_bytes bigint, busy_slots int,
+                   run_ms_total float8, search_ms_total float8)
     VOLATILE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 #[allow(clippy::type_complexity)]
@@ -111,6 +117,8 @@ fn gpuindex_service_stats() -> TableIterator<
         name!(image_host_bytes, i64),
         name!(image_device_bytes, i64),
         name!(busy_slots, i32),
+        name!(run_ms_total, f64),
+        name!(search_ms_total, f64),
     ),
 > {
     let Some(sh) = shmem::shared() else {
@@ -148,6 +156,8 @@ fn gpuindex_service_stats() -> TableIterator<
         images.iter().map(|i| i.host_bytes as i64).sum(),
         images.iter().map(|i| i.device_bytes as i64).sum(),
         sh.slots().iter().filter(|s| s.state.load(Relaxed) != shmem::FREE).count() as i32,
+        s.run_us_total.load(Relaxed) as f64 / 1e3,
+        s.search_us_total.load(Relaxed) as f64 / 1e3,
     ))
 }
 

@@ -2,9 +2,9 @@
 //! copy of each index image, takes the backends' requests in posting
 //! order, closes an epoch when its requests hold
 //! `gpuindex.epoch_max_queries` queries or `gpuindex.epoch_us` after the
-//! first (on the GPU also at once when it holds more than a tile of 32
-//! queries: it takes whole tiles, `epoch_limit`), and runs one batch per
-//! image for the whole epoch.
+//! first (on the GPU also at once when it holds whole tiles of 32
+//! queries, taking no more than whole tiles once it has more than one:
+//! `epoch_limit`), and runs one batch per image for the whole epoch.
 //!
 //! Only the worker's own thread calls PostgreSQL (latches, logging,
 //! configuration); the batches run on the rayon pool or the GPU over
@@ -87,7 +87,7 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
         }
         let tile = if gpu.is_some() { GPU_TILE } else { 1 };
         let mut jobs = Vec::new();
-        let mut full = take(sh, &mut jobs, max, tile);
+        let mut full = take(sh, &mut jobs, max, tile) || whole_tiles(&jobs, tile);
         if jobs.is_empty() {
             running = wait(1000);
             continue;
@@ -95,8 +95,8 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
         // The epoch opened with its first request.
         let window = Duration::from_micros(guc::EPOCH_US.get().max(0) as u64);
         let opened = Instant::now();
-        // (An epoch cut at whole tiles runs at once: waiting would only
-        // grow what it left.)
+        // (An epoch of whole tiles runs at once: waiting could only add a
+        // tile that is mostly empty, or grow what it left.)
         while running && !full && queries(&jobs) < max && opened.elapsed() < window {
             let left = window.saturating_sub(opened.elapsed());
             if left >= Duration::from_millis(2) {
@@ -105,7 +105,7 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
             } else {
                 std::thread::sleep(left.min(Duration::from_micros(20)));
             }
-            full = take(sh, &mut jobs, max, tile);
+            full = take(sh, &mut jobs, max, tile) || whole_tiles(&jobs, tile);
         }
         run_epoch(sh, &mut store, gpu.as_deref(), jobs);
     }
@@ -165,6 +165,12 @@ fn epoch_limit(requests: usize, tile: usize, max: usize) -> usize {
     } else {
         max
     }
+}
+
+/// Whether `jobs` fill whole tiles of more than one query.
+fn whole_tiles(jobs: &[Job], tile: usize) -> bool {
+    let n = queries(jobs);
+    tile > 1 && n >= tile && n.is_multiple_of(tile)
 }
 
 /// The queries of a GPU epoch's tile (gts.cu's FQ).
@@ -272,6 +278,7 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, mut jobs: Vec<Jo
         };
         let k = members.iter().map(|&j| jobs[j].head.k as usize).max().unwrap_or(1);
         let qs: Vec<f32> = members.iter().flat_map(|&j| jobs[j].queries.iter().copied()).collect();
+        let searched = Instant::now();
         let found = gpu
             .filter(|_| gpu_pays(&img, k, n))
             .and_then(|g| match img.knn_gpu(g, &qs, k) {
@@ -283,6 +290,7 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, mut jobs: Vec<Jo
             })
             .inspect(|_| on_gpu = true)
             .unwrap_or_else(|| img.knn_cpu(&qs, k));
+        sh.stats.search_us_total.fetch_add(searched.elapsed().as_micros() as u64, Relaxed);
         let mut found = found.into_iter();
         for &j in &members {
             let mut mine: Vec<Vec<(u64, f64)>> = found.by_ref().take(jobs[j].head.queries as usize).collect();
@@ -304,6 +312,7 @@ fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, mut jobs: Vec<Jo
     s.queries.fetch_add(total as u64, Relaxed);
     s.epoch_queries.add(total as f64);
     s.run_us.add(started.elapsed().as_secs_f64() * 1e6);
+    s.run_us_total.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
     sh.publish_images(&store.rows());
 }
 

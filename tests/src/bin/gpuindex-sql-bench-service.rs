@@ -172,7 +172,7 @@ fn main() {
     // where there is one, else its CPU).
     c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
     let batch_sql = "SELECT count(*) FROM gpu_metric_knn('bench_svc_v', (SELECT array_agg(v ORDER BY id) FROM bench_svc_q), 10)";
-    let s = time(3, || {
+    let s = time(5, || {
         c.query_one(batch_sql, &[]).unwrap();
     });
     let ran: String = c.query_one("SELECT device FROM gpuindex_last_batch()", &[]).unwrap().get(0);
@@ -186,11 +186,17 @@ fn main() {
         let cpu = pgbench(&a, clients, "-c gpuindex.device=cpu -c gpuindex.service=off", || {});
         let epochs_before: f64 = stat(&mut c, "epochs").parse().unwrap_or(0.0);
         let queries_before: f64 = stat(&mut c, "queries").parse().unwrap_or(0.0);
+        let run_before: f64 = stat(&mut c, "run_ms_total").parse().unwrap_or(0.0);
+        let search_before: f64 = stat(&mut c, "search_ms_total").parse().unwrap_or(0.0);
+        let wall = Instant::now();
         let svc = pgbench(&a, clients, "-c gpuindex.service=on", || {
             if clients == *a.clients.iter().max().unwrap() {
                 memory = gpu_memory();
             }
         });
+        let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
+        let run_ms = stat(&mut c, "run_ms_total").parse::<f64>().unwrap_or(0.0) - run_before;
+        let search_ms = stat(&mut c, "search_ms_total").parse::<f64>().unwrap_or(0.0) - search_before;
         let epochs = stat(&mut c, "epochs").parse::<f64>().unwrap_or(0.0) - epochs_before;
         let queries = stat(&mut c, "queries").parse::<f64>().unwrap_or(0.0) - queries_before;
         for (path, r) in [("CPU in each backend", &cpu), ("GPU service", &svc)] {
@@ -204,7 +210,13 @@ fn main() {
                 100.0 * r.tps / batch_qps
             );
         }
-        println!("|  | (service: {:.1} queries per epoch) | | | | | | |", queries / epochs.max(1.0));
+        println!(
+            "|  | (service: {:.1} queries per epoch; an epoch ran {:.0} us, {:.0} us of it searching; the worker ran epochs {:.0}% of the time) | | | | | | |",
+            queries / epochs.max(1.0),
+            1e3 * run_ms / epochs.max(1.0),
+            1e3 * search_ms / epochs.max(1.0),
+            100.0 * run_ms / wall_ms
+        );
     }
     println!(
         "\nservice: epochs {}, queries per epoch p50 {}, wait p50 {} us, p99 {} us, run p50 {} us; images {} ({} MiB on the device)",
