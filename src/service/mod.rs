@@ -6,7 +6,9 @@
 //!
 //! - `shmem`: the shared state and the request slots' protocol;
 //! - `client`: the backend's side (post, wait, withdraw, ship an image);
-//! - `worker`: the worker's loop and its epochs;
+//! - `worker`: the worker's loop: requests taken, epochs closed;
+//! - `epoch`: an epoch prepared, searched (on a thread of its own, while
+//!   the worker answers the epoch before) and answered;
 //! - `images`: shipped images and the worker's store of them;
 //! - `stats`: counters and `gpuindex_service_stats()`;
 //! - `explain`: EXPLAIN ANALYZE's line on the service.
@@ -14,6 +16,7 @@
 //! Served now: gpu_metric kNN (index scans' `ORDER BY v <op> q LIMIT k`).
 
 pub mod client;
+pub mod epoch;
 pub mod explain;
 pub mod images;
 pub mod segment;

@@ -12,19 +12,16 @@
 //! the postmaster starts it again a second later; the new incarnation
 //! answers what the old one held as lost (`ST_RESTARTED`).
 
+use super::epoch::{self, Epoch, Searcher};
 use super::images::{self, Store};
 use super::segment::Segment;
 use super::shmem::{self, *};
-use crate::am::gpu_metric::image::Image;
 use crate::guc;
 use gpuindex_engine::executor::Policy;
 use gpuindex_engine::gpu::{self, Gpu};
-use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
-use gpuindex_engine::gts::Metric;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,15 +38,15 @@ pub fn register() {
 }
 
 /// A request taken from its slot.
-struct Job {
-    slot: usize,
-    generation: u32,
-    head: Head,
-    queries: Vec<f32>,
-    path: String,
+pub(super) struct Job {
+    pub slot: usize,
+    pub generation: u32,
+    pub head: Head,
+    pub queries: Vec<f32>,
+    pub path: String,
     /// The requester's segment (a batch larger than a slot), mapped until
     /// the answer is written.
-    segment: Option<Segment>,
+    pub segment: Option<Segment>,
 }
 
 /// The worker's entry point (the postmaster finds it by name).
@@ -75,6 +72,9 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
         gpu.as_ref().map_or("CPU".to_string(), |g| format!("GPU {}", g.info().name))
     );
     let mut store = Store::default();
+    let mut searcher = Searcher::start(gpu.clone());
+    // The epoch whose searches run while the next one fills.
+    let mut in_flight: Option<Epoch> = None;
     let mut running = true;
     while running {
         let max = guc::EPOCH_MAX_QUERIES.get().max(1) as usize;
@@ -89,17 +89,23 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
         let mut jobs = Vec::new();
         let mut full = take(sh, &mut jobs, max, tile) || whole_tiles(&jobs, tile);
         if jobs.is_empty() {
-            running = wait(1000);
+            // Nothing new: answer the epoch in flight, else sleep.
+            match in_flight.take() {
+                Some(e) => epoch::finish(sh, &store, &mut searcher, e),
+                None => running = wait(1000),
+            }
             continue;
         }
-        // The epoch opened with its first request.
+        // The epoch opened with its first request. (An epoch of whole
+        // tiles runs at once: waiting could only add a tile that is mostly
+        // empty, or grow what it left; and one whose predecessor is done
+        // goes at once too, so that the predecessor's answers wait for
+        // nothing.)
         let window = Duration::from_micros(guc::EPOCH_US.get().max(0) as u64);
         let opened = Instant::now();
-        // (An epoch of whole tiles runs at once: waiting could only add a
-        // tile that is mostly empty, or grow what it left.)
-        while running && !full && queries(&jobs) < max && opened.elapsed() < window {
+        while running && !full && queries(&jobs) < max && opened.elapsed() < window && !(in_flight.is_some() && searcher.ready()) {
             let left = window.saturating_sub(opened.elapsed());
-            if left >= Duration::from_millis(2) {
+            if left >= Duration::from_millis(2) && in_flight.is_none() {
                 // Backends set the latch when they post.
                 running = wait(left.as_millis() as i64 - 1);
             } else {
@@ -107,7 +113,16 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
             }
             full = take(sh, &mut jobs, max, tile) || whole_tiles(&jobs, tile);
         }
-        run_epoch(sh, &mut store, gpu.as_deref(), jobs);
+        let mut next = epoch::prepare(sh, &mut store, gpu.as_deref(), jobs);
+        if let Some(e) = in_flight.take() {
+            epoch::finish(sh, &store, &mut searcher, e);
+        }
+        searcher.send(&mut next);
+        in_flight = Some(next);
+    }
+    // The epoch in hand is answered before the worker goes.
+    if let Some(e) = in_flight.take() {
+        epoch::finish(sh, &store, &mut searcher, e);
     }
     // Exit code 1: the postmaster restarts the worker (an operator's
     // SIGTERM restarts the service; a shutdown does not).
@@ -225,150 +240,6 @@ fn take(sh: &Shared, jobs: &mut Vec<Job>, max: usize, tile: usize) -> bool {
         jobs.push(job);
     }
     false
-}
-
-/// An answer to write back.
-enum Answer {
-    Status(u32),
-    Failed(String),
-    Knn(Vec<Vec<(u64, f64)>>),
-}
-
-fn run_epoch(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, mut jobs: Vec<Job>) {
-    let delay = guc::DEBUG_SERVICE_DELAY.get();
-    if delay > 0 {
-        std::thread::sleep(Duration::from_millis(delay as u64));
-    }
-    let started = Instant::now();
-    let epoch = sh.stats.epochs.fetch_add(1, Relaxed) + 1;
-    let total = queries(&jobs);
-    let budget = (guc::SERVICE_MEMORY.get().max(1) as usize) << 20;
-    let mut answers: Vec<Option<Answer>> = jobs.iter().map(|_| None).collect();
-    for (j, job) in jobs.iter().enumerate().filter(|(_, j)| j.head.op == OP_LOAD) {
-        sh.stats.loads.fetch_add(1, Relaxed);
-        answers[j] = Some(match store.load(&job.head.key, job.path.as_ref(), gpu, budget) {
-            Ok(()) => Answer::Status(ST_OK),
-            Err(e) => Answer::Failed(e),
-        });
-    }
-    let mut groups: HashMap<ImageKey, Vec<usize>> = HashMap::new();
-    for (j, job) in jobs.iter().enumerate().filter(|(_, j)| j.head.op == OP_KNN) {
-        if job.queries.len() != job.head.queries as usize * job.head.dim as usize {
-            // Its segment is gone (the requester withdrew) or short.
-            answers[j] = Some(Answer::Failed("the request's queries did not arrive".into()));
-            continue;
-        }
-        groups.entry(job.head.key).or_default().push(j);
-    }
-    let mut on_gpu = false;
-    for (key, members) in groups {
-        let n: usize = members.iter().map(|&j| jobs[j].head.queries as usize).sum();
-        let Some(img) = store.get(&key, n) else {
-            if let Some(why) = store.refused(&key).map(str::to_string) {
-                for &j in &members {
-                    answers[j] = Some(Answer::Failed(why.clone()));
-                }
-                continue;
-            }
-            for &j in &members {
-                let ship = store.ask_to_ship(&key, jobs[j].head.owner_pid);
-                answers[j] = Some(Answer::Status(if ship { ST_NO_IMAGE } else { ST_LOADING }));
-            }
-            continue;
-        };
-        let k = members.iter().map(|&j| jobs[j].head.k as usize).max().unwrap_or(1);
-        let qs: Vec<f32> = members.iter().flat_map(|&j| jobs[j].queries.iter().copied()).collect();
-        let searched = Instant::now();
-        let found = gpu
-            .filter(|_| gpu_pays(&img, k, n))
-            .and_then(|g| match img.knn_gpu(g, &qs, k) {
-                Ok(a) => Some(a),
-                Err(e) => {
-                    warning!("gpuindex service: GPU search failed, searching on the CPU: {e}");
-                    None
-                }
-            })
-            .inspect(|_| on_gpu = true)
-            .unwrap_or_else(|| img.knn_cpu(&qs, k));
-        sh.stats.search_us_total.fetch_add(searched.elapsed().as_micros() as u64, Relaxed);
-        let mut found = found.into_iter();
-        for &j in &members {
-            let mut mine: Vec<Vec<(u64, f64)>> = found.by_ref().take(jobs[j].head.queries as usize).collect();
-            for q in &mut mine {
-                q.truncate(jobs[j].head.k as usize);
-            }
-            answers[j] = Some(Answer::Knn(mine));
-        }
-    }
-    let device = if on_gpu { DEVICE_GPU } else { DEVICE_CPU };
-    for (job, answer) in jobs.iter_mut().zip(answers) {
-        answer_job(sh, job, answer.unwrap_or(Answer::Failed("unknown request".into())), device, epoch, total);
-    }
-    let s = &sh.stats;
-    if on_gpu {
-        s.gpu_epochs.fetch_add(1, Relaxed);
-    }
-    s.requests.fetch_add(jobs.len() as u64, Relaxed);
-    s.queries.fetch_add(total as u64, Relaxed);
-    s.epoch_queries.add(total as f64);
-    s.run_us.add(started.elapsed().as_secs_f64() * 1e6);
-    s.run_us_total.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
-    sh.publish_images(&store.rows());
-}
-
-/// Whether a kNN batch of `n` queries for `k` runs on the GPU: within its
-/// limit; for L2 on trees that prune little (high dimensions) only where
-/// the GPU's bounded brute force answers it (k up to `FILTER_MAX_K`): its
-/// tree search opens most leaves there and is slower than the CPU's
-/// bounded brute force on all cores; for edit distance from
-/// `EDIT_GPU_MIN` queries: the GPU's leaf search is a block per query, 6 ms
-/// for 1 to 32 queries over 104K words on the H100, where the worker's 16
-/// cores on one query take 2.4 ms (docs/bench/gts-words-h100.md).
-fn gpu_pays(img: &Image, k: usize, n: usize) -> bool {
-    let m = img.shape.metric;
-    k <= MAX_GPU_K && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little()) && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
-}
-
-/// The smallest epoch of edit-distance queries the GPU takes.
-const EDIT_GPU_MIN: usize = 4;
-
-/// Writes `answer` into the job's slot and wakes its backend, or frees
-/// the slot when the backend withdrew meanwhile.
-fn answer_job(sh: &Shared, job: &mut Job, answer: Answer, device: u32, epoch: u64, epoch_queries: usize) {
-    let slot = &sh.slots()[job.slot];
-    if slot.generation.load(Acquire) != job.generation {
-        return;
-    }
-    // SAFETY: TAKEN (or ABANDONED): the worker owns the contents.
-    let (head, data) = unsafe { (&mut *slot.head.get(), &mut *slot.data.get()) };
-    head.device = device;
-    head.epoch = epoch;
-    head.epoch_queries = epoch_queries as u32;
-    head.status = match answer {
-        Answer::Status(s) => s,
-        Answer::Failed(msg) => {
-            sh.stats.failed.fetch_add(1, Relaxed);
-            let b = msg.as_bytes();
-            let n = b.len().min(SLOT_DATA);
-            data[..n].copy_from_slice(&b[..n]);
-            head.bytes = n as u32;
-            ST_FAILED
-        }
-        Answer::Knn(rows) => {
-            // The client sized its segment for these answers.
-            super::client::encode_answers(&rows, job.segment.as_mut().map_or(&mut data[..], |seg| seg.bytes()));
-            ST_OK
-        }
-    };
-    match slot.state.compare_exchange(TAKEN, DONE, AcqRel, Acquire) {
-        // SAFETY: the requester's latch, in shared memory.
-        Ok(_) => unsafe { pg_sys::SetLatch(head.owner_latch as *mut pg_sys::Latch) },
-        Err(ABANDONED) => {
-            sh.stats.abandoned.fetch_add(1, Relaxed);
-            slot.state.store(FREE, Release);
-        }
-        Err(s) => warning!("gpuindex service: slot {} in state {s} at answer", job.slot),
-    }
 }
 
 /// At start: requests a previous incarnation took are answered as lost;

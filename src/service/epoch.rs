@@ -1,0 +1,278 @@
+//! An epoch's work, in three steps so that the searches of one epoch run
+//! while the worker answers the one before and takes the one after:
+//!
+//! - `prepare` (worker thread): loads shipped images, groups the kNN
+//!   requests by image, answers what needs no search (a missing image,
+//!   a refused one);
+//! - `Searcher` (its own thread): each group's search, on the GPU where it
+//!   pays, else on the CPU pool; no PostgreSQL call;
+//! - `finish` (worker thread): answers every request, wakes its backend,
+//!   counts.
+//!
+//! Measured before the split (H100 host, 1M x 128, 64 clients): an epoch
+//! of 32 queries ran 1,041 us, 713 us of it searching, and the worker
+//! spent the rest (answers, wake-ups, the next epoch's requests) with the
+//! GPU idle.
+
+use super::images::Store;
+use super::shmem::*;
+use super::worker::Job;
+use crate::am::gpu_metric::image::Image;
+use crate::guc;
+use gpuindex_engine::gpu::Gpu;
+use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
+use gpuindex_engine::gts::Metric;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// An answer to write back.
+pub(super) enum Answer {
+    Status(u32),
+    Failed(String),
+    Knn(Vec<Vec<(u64, f64)>>),
+}
+
+/// One image's search in an epoch: the queries of its requests, the
+/// largest k they ask.
+struct Search {
+    image: Arc<Image>,
+    queries: Vec<f32>,
+    n: usize,
+    k: usize,
+}
+
+/// A search's answers, and whether the GPU gave them (else why not, when
+/// it failed).
+struct Found {
+    rows: Vec<Vec<(u64, f64)>>,
+    on_gpu: bool,
+    gpu_failure: Option<String>,
+}
+
+/// An epoch, closed and prepared: its requests, the answers decided
+/// already, and for each search the requests it answers.
+pub(super) struct Epoch {
+    number: u64,
+    jobs: Vec<Job>,
+    answers: Vec<Option<Answer>>,
+    members: Vec<Vec<usize>>,
+    searches: Vec<Search>,
+    /// Whether its searches went to the searcher.
+    sent: bool,
+    started: Instant,
+}
+
+/// Loads, groups and the answers that need no search.
+pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: Vec<Job>) -> Epoch {
+    let delay = guc::DEBUG_SERVICE_DELAY.get();
+    if delay > 0 {
+        std::thread::sleep(Duration::from_millis(delay as u64));
+    }
+    let started = Instant::now();
+    let number = sh.stats.epochs.fetch_add(1, Relaxed) + 1;
+    let budget = (guc::SERVICE_MEMORY.get().max(1) as usize) << 20;
+    let mut answers: Vec<Option<Answer>> = jobs.iter().map(|_| None).collect();
+    for (j, job) in jobs.iter().enumerate().filter(|(_, j)| j.head.op == OP_LOAD) {
+        sh.stats.loads.fetch_add(1, Relaxed);
+        answers[j] = Some(match store.load(&job.head.key, job.path.as_ref(), gpu, budget) {
+            Ok(()) => Answer::Status(ST_OK),
+            Err(e) => Answer::Failed(e),
+        });
+    }
+    let mut groups: HashMap<ImageKey, Vec<usize>> = HashMap::new();
+    for (j, job) in jobs.iter().enumerate().filter(|(_, j)| j.head.op == OP_KNN) {
+        if job.queries.len() != job.head.queries as usize * job.head.dim as usize {
+            // Its segment is gone (the requester withdrew) or short.
+            answers[j] = Some(Answer::Failed("the request's queries did not arrive".into()));
+            continue;
+        }
+        groups.entry(job.head.key).or_default().push(j);
+    }
+    let (mut members, mut searches) = (Vec::new(), Vec::new());
+    for (key, group) in groups {
+        let n: usize = group.iter().map(|&j| jobs[j].head.queries as usize).sum();
+        let Some(image) = store.get(&key, n) else {
+            if let Some(why) = store.refused(&key).map(str::to_string) {
+                for &j in &group {
+                    answers[j] = Some(Answer::Failed(why.clone()));
+                }
+                continue;
+            }
+            for &j in &group {
+                let ship = store.ask_to_ship(&key, jobs[j].head.owner_pid);
+                answers[j] = Some(Answer::Status(if ship { ST_NO_IMAGE } else { ST_LOADING }));
+            }
+            continue;
+        };
+        let k = group.iter().map(|&j| jobs[j].head.k as usize).max().unwrap_or(1);
+        let queries: Vec<f32> = group.iter().flat_map(|&j| jobs[j].queries.iter().copied()).collect();
+        searches.push(Search { image, queries, n, k });
+        members.push(group);
+    }
+    Epoch { number, jobs, answers, members, searches, sent: false, started }
+}
+
+/// The thread that runs epochs' searches, one epoch at a time.
+pub(super) struct Searcher {
+    to: mpsc::Sender<Vec<Search>>,
+    /// Each epoch's answers, with the microseconds its searches took.
+    from: mpsc::Receiver<(Vec<Found>, u64)>,
+    done: Option<(Vec<Found>, u64)>,
+}
+
+impl Searcher {
+    pub(super) fn start(gpu: Option<Arc<Gpu>>) -> Searcher {
+        let (to, rx) = mpsc::channel::<Vec<Search>>();
+        let (tx, from) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("gpuindex-searcher".into())
+            .spawn(move || {
+                // PostgreSQL's signals stay with the worker's own thread.
+                // SAFETY: plain libc calls on this thread's signal mask.
+                unsafe {
+                    let mut all: libc::sigset_t = std::mem::zeroed();
+                    libc::sigfillset(&mut all);
+                    libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+                }
+                for searches in rx {
+                    let t = Instant::now();
+                    let found = searches.iter().map(|s| search(gpu.as_deref(), s)).collect();
+                    if tx.send((found, t.elapsed().as_micros() as u64)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .expect("the gpuindex search thread starts");
+        Searcher { to, from, done: None }
+    }
+
+    /// Starts the searches of `epoch`, if it has any (the searcher must
+    /// be idle: the epoch before finished).
+    pub(super) fn send(&mut self, epoch: &mut Epoch) {
+        if !epoch.searches.is_empty() {
+            self.to.send(std::mem::take(&mut epoch.searches)).expect("the gpuindex search thread runs");
+            epoch.sent = true;
+        }
+    }
+
+    /// Whether the searches sent last are done.
+    pub(super) fn ready(&mut self) -> bool {
+        if self.done.is_none() {
+            self.done = self.from.try_recv().ok();
+        }
+        self.done.is_some()
+    }
+
+    fn wait(&mut self) -> (Vec<Found>, u64) {
+        self.done.take().unwrap_or_else(|| self.from.recv().expect("the gpuindex search thread runs"))
+    }
+}
+
+/// One search: on the GPU where it pays, else (or when it fails) on the
+/// CPU pool.
+fn search(gpu: Option<&Gpu>, s: &Search) -> Found {
+    match gpu.filter(|_| gpu_pays(&s.image, s.k, s.n)).map(|g| s.image.knn_gpu(g, &s.queries, s.k)) {
+        Some(Ok(rows)) => Found { rows, on_gpu: true, gpu_failure: None },
+        Some(Err(e)) => Found { rows: s.image.knn_cpu(&s.queries, s.k), on_gpu: false, gpu_failure: Some(e.to_string()) },
+        None => Found { rows: s.image.knn_cpu(&s.queries, s.k), on_gpu: false, gpu_failure: None },
+    }
+}
+
+/// Answers every request of `epoch` (its searches, sent to `searcher`,
+/// first waited for) and counts it.
+pub(super) fn finish(sh: &Shared, store: &Store, searcher: &mut Searcher, mut epoch: Epoch) {
+    let mut on_gpu = false;
+    if epoch.sent {
+        let (found, us) = searcher.wait();
+        sh.stats.search_us_total.fetch_add(us, Relaxed);
+        for (group, found) in epoch.members.iter().zip(found) {
+            if let Some(e) = &found.gpu_failure {
+                warning!("gpuindex service: GPU search failed, searching on the CPU: {e}");
+            }
+            on_gpu |= found.on_gpu;
+            let mut rows = found.rows.into_iter();
+            for &j in group {
+                let job = &epoch.jobs[j];
+                let mut mine: Vec<Vec<(u64, f64)>> = rows.by_ref().take(job.head.queries as usize).collect();
+                for q in &mut mine {
+                    q.truncate(job.head.k as usize);
+                }
+                epoch.answers[j] = Some(Answer::Knn(mine));
+            }
+        }
+    }
+    let total: usize = epoch.jobs.iter().map(|j| j.head.queries as usize).sum();
+    let device = if on_gpu { DEVICE_GPU } else { DEVICE_CPU };
+    for (job, answer) in epoch.jobs.iter_mut().zip(epoch.answers) {
+        answer_job(sh, job, answer.unwrap_or(Answer::Failed("unknown request".into())), device, epoch.number, total);
+    }
+    let s = &sh.stats;
+    if on_gpu {
+        s.gpu_epochs.fetch_add(1, Relaxed);
+    }
+    s.requests.fetch_add(epoch.jobs.len() as u64, Relaxed);
+    s.queries.fetch_add(total as u64, Relaxed);
+    s.epoch_queries.add(total as f64);
+    s.run_us.add(epoch.started.elapsed().as_secs_f64() * 1e6);
+    s.run_us_total.fetch_add(epoch.started.elapsed().as_micros() as u64, Relaxed);
+    sh.publish_images(&store.rows());
+}
+
+/// Whether a kNN batch of `n` queries for `k` runs on the GPU: within its
+/// limit; for L2 on trees that prune little (high dimensions) only where
+/// the GPU's bounded brute force answers it (k up to `FILTER_MAX_K`): its
+/// tree search opens most leaves there and is slower than the CPU's
+/// bounded brute force on all cores; for edit distance from
+/// `EDIT_GPU_MIN` queries: the GPU's leaf search is a block per query, 6 ms
+/// for 1 to 32 queries over 104K words on the H100, where the worker's 16
+/// cores on one query take 2.4 ms (docs/bench/gts-words-h100.md).
+fn gpu_pays(img: &Image, k: usize, n: usize) -> bool {
+    let m = img.shape.metric;
+    k <= MAX_GPU_K && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little()) && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
+}
+
+/// The smallest epoch of edit-distance queries the GPU takes.
+const EDIT_GPU_MIN: usize = 4;
+
+/// Writes `answer` into the job's slot and wakes its backend, or frees
+/// the slot when the backend withdrew meanwhile.
+pub(super) fn answer_job(sh: &Shared, job: &mut Job, answer: Answer, device: u32, epoch: u64, epoch_queries: usize) {
+    let slot = &sh.slots()[job.slot];
+    if slot.generation.load(Acquire) != job.generation {
+        return;
+    }
+    // SAFETY: TAKEN (or ABANDONED): the worker owns the contents.
+    let (head, data) = unsafe { (&mut *slot.head.get(), &mut *slot.data.get()) };
+    head.device = device;
+    head.epoch = epoch;
+    head.epoch_queries = epoch_queries as u32;
+    head.status = match answer {
+        Answer::Status(s) => s,
+        Answer::Failed(msg) => {
+            sh.stats.failed.fetch_add(1, Relaxed);
+            let b = msg.as_bytes();
+            let n = b.len().min(SLOT_DATA);
+            data[..n].copy_from_slice(&b[..n]);
+            head.bytes = n as u32;
+            ST_FAILED
+        }
+        Answer::Knn(rows) => {
+            // The client sized its segment for these answers.
+            super::client::encode_answers(&rows, job.segment.as_mut().map_or(&mut data[..], |seg| seg.bytes()));
+            ST_OK
+        }
+    };
+    match slot.state.compare_exchange(TAKEN, DONE, AcqRel, Acquire) {
+        // SAFETY: the requester's latch, in shared memory.
+        Ok(_) => unsafe { pg_sys::SetLatch(head.owner_latch as *mut pg_sys::Latch) },
+        Err(ABANDONED) => {
+            sh.stats.abandoned.fetch_add(1, Relaxed);
+            slot.state.store(FREE, Release);
+        }
+        Err(s) => warning!("gpuindex service: slot {} in state {s} at answer", job.slot),
+    }
+}
