@@ -151,12 +151,13 @@ impl Searcher {
     }
 
     /// Starts the searches of `epoch`, if it has any (the searcher must
-    /// be idle: the epoch before finished).
-    pub(super) fn send(&mut self, epoch: &mut Epoch) {
+    /// be idle: the epoch before finished); whether it had.
+    pub(super) fn send(&mut self, epoch: &mut Epoch) -> bool {
         if !epoch.searches.is_empty() {
             self.to.send(std::mem::take(&mut epoch.searches)).expect("the gpuindex search thread runs");
             epoch.sent = true;
         }
+        epoch.sent
     }
 
     /// Whether the searches sent last are done.

@@ -117,8 +117,12 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
         if let Some(e) = in_flight.take() {
             epoch::finish(sh, &store, &mut searcher, e);
         }
-        searcher.send(&mut next);
-        in_flight = Some(next);
+        // (One with no search, loads only, is answered at once.)
+        if searcher.send(&mut next) {
+            in_flight = Some(next);
+        } else {
+            epoch::finish(sh, &store, &mut searcher, next);
+        }
     }
     // The epoch in hand is answered before the worker goes.
     if let Some(e) = in_flight.take() {

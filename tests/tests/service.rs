@@ -165,6 +165,26 @@ fn set_system(c: &mut Client, setting: &str, value: Option<&str>) {
     std::thread::sleep(Duration::from_millis(1500));
 }
 
+/// A session that sends its searches to the service.
+fn service_session() -> Client {
+    let mut c = connect(DB);
+    set_index_only(&mut c, false);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    c
+}
+
+/// The faults' table and query, with the sequential scan's answer, in
+/// `c` set to search through the service (the image shipped).
+fn faults_setup(c: &mut Client) -> (String, Vec<(i32, f64)>) {
+    let (_table, sql) = table_for_faults(c);
+    set_seq_only(c);
+    let want = rows(c, &sql);
+    set_index_only(c, false);
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    same(&rows(c, &sql), &want, "through the service");
+    (sql, want)
+}
+
 fn table_for_faults(c: &mut Client) -> (String, String) {
     let table = "sv_faults";
     c.batch_execute(&format!("DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int, v real[])")).unwrap();
@@ -226,12 +246,7 @@ fn concurrent_backends_share_epochs() {
 fn faults_leave_no_request_behind() {
     let _serial = serial();
     let mut c = connect(DB);
-    let (_table, sql) = table_for_faults(&mut c);
-    set_seq_only(&mut c);
-    let want = rows(&mut c, &sql);
-    set_index_only(&mut c, false);
-    c.batch_execute("SET gpuindex.service = on").unwrap();
-    same(&rows(&mut c, &sql), &want, "before faults");
+    let (sql, want) = faults_setup(&mut c);
     set_system(&mut c, "gpuindex.debug_service_delay", Some("400"));
 
     // statement_timeout while the service holds the request.
@@ -249,9 +264,7 @@ fn faults_leave_no_request_behind() {
     c.batch_execute("RESET gpuindex.service_timeout").unwrap();
 
     // A backend terminated while it waits.
-    let mut victim = connect(DB);
-    set_index_only(&mut victim, false);
-    victim.batch_execute("SET gpuindex.service = on").unwrap();
+    let mut victim = service_session();
     let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
     let sql2 = sql.clone();
     let waiting = std::thread::spawn(move || victim.query(&sql2, &[]).is_err());
@@ -260,9 +273,7 @@ fn faults_leave_no_request_behind() {
     assert!(waiting.join().unwrap(), "the terminated backend's query failed");
 
     // A cancel from another session.
-    let mut victim = connect(DB);
-    set_index_only(&mut victim, false);
-    victim.batch_execute("SET gpuindex.service = on").unwrap();
+    let mut victim = service_session();
     let pid: i32 = victim.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
     let sql2 = sql.clone();
     let waiting = std::thread::spawn(move || {
@@ -281,9 +292,7 @@ fn faults_leave_no_request_behind() {
     // answered (the worker finishes its epoch) or fails with a clear
     // ERROR, and the new incarnation serves the next one.
     let incarnation = stats(&mut c, "incarnation");
-    let mut asker = connect(DB);
-    set_index_only(&mut asker, false);
-    asker.batch_execute("SET gpuindex.service = on").unwrap();
+    let mut asker = service_session();
     let (sql2, want2) = (sql.clone(), want.clone());
     let waiting = std::thread::spawn(move || match asker.query(&sql2, &[]) {
         Ok(r) => {
@@ -473,17 +482,10 @@ fn dropped_indexes_release_their_images() {
 fn a_killed_service_is_a_crash_restart_and_serves_again() {
     let _serial = serial();
     let mut c = connect(DB);
-    let (_table, sql) = table_for_faults(&mut c);
-    set_seq_only(&mut c);
-    let want = rows(&mut c, &sql);
-    set_index_only(&mut c, false);
-    c.batch_execute("SET gpuindex.service = on").unwrap();
-    same(&rows(&mut c, &sql), &want, "before the kill");
+    let (sql, want) = faults_setup(&mut c);
     let worker = stats(&mut c, "pid") as i32;
     set_system(&mut c, "gpuindex.debug_service_delay", Some("2000"));
-    let mut asker = connect(DB);
-    set_index_only(&mut asker, false);
-    asker.batch_execute("SET gpuindex.service = on").unwrap();
+    let mut asker = service_session();
     let sql2 = sql.clone();
     let waiting = std::thread::spawn(move || asker.query(&sql2, &[]).is_err());
     // The worker holds the request in its (delayed) epoch.
@@ -529,10 +531,7 @@ extern "C" {
 fn explain_analyze_names_the_service() {
     let _serial = serial();
     let mut c = connect(DB);
-    let (_table, sql) = table_for_faults(&mut c);
-    set_index_only(&mut c, false);
-    c.batch_execute("SET gpuindex.service = on").unwrap();
-    rows(&mut c, &sql); // ships the image
+    let (sql, _) = faults_setup(&mut c);
     let text = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF) {sql}"));
     let line = text.lines().find(|l| l.starts_with("GPU Service: ")).unwrap_or_else(|| panic!("no service line in:\n{text}"));
     assert!(line.contains("1 request of 1 query, answered in epoch "), "{line}");
