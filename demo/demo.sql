@@ -224,6 +224,8 @@ SELECT running, device FROM gpuindex_service_stats();
 SET gpuindex.service = on;
 SELECT id, round((v <-> (SELECT v FROM q))::numeric, 4) AS distance FROM items ORDER BY v <-> (SELECT v FROM q) LIMIT 5;
 SELECT function, device, service IS NOT NULL AS by_the_service FROM gpuindex_last_batch();
+\echo 'EXPLAIN ANALYZE ends with what the statement asked of the service:'
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT id FROM items ORDER BY v <-> (SELECT v FROM q) LIMIT 5;
 RESET gpuindex.service;
 SELECT requests > 0 AS served, loads, images, busy_slots FROM gpuindex_service_stats();
 
