@@ -43,18 +43,20 @@ pub fn cuda_allowed_here() -> bool {
 pub fn ensure_cpu_pool() {
     static POOL: Once = Once::new();
     POOL.call_once(|| {
-        let _ = rayon::ThreadPoolBuilder::new()
-            .thread_name(|i| format!("gpuindex-cpu-{i}"))
-            .start_handler(|_| {
-                // SAFETY: plain libc calls on a thread-local signal mask.
-                unsafe {
-                    let mut all: libc::sigset_t = std::mem::zeroed();
-                    libc::sigfillset(&mut all);
-                    libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-                }
-            })
-            .build_global();
+        let _ =
+            rayon::ThreadPoolBuilder::new().thread_name(|i| format!("gpuindex-cpu-{i}")).start_handler(|_| block_signals()).build_global();
     });
+}
+
+/// Blocks every signal on the calling thread (one of gpuindex's own), so
+/// that PostgreSQL's handlers run on the backend's or worker's thread.
+pub fn block_signals() {
+    // SAFETY: plain libc calls on a thread-local signal mask.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
 }
 
 /// Records a batch the GPU service ran in epoch `epoch` of

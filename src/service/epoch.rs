@@ -131,13 +131,7 @@ impl Searcher {
         std::thread::Builder::new()
             .name("gpuindex-searcher".into())
             .spawn(move || {
-                // PostgreSQL's signals stay with the worker's own thread.
-                // SAFETY: plain libc calls on this thread's signal mask.
-                unsafe {
-                    let mut all: libc::sigset_t = std::mem::zeroed();
-                    libc::sigfillset(&mut all);
-                    libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-                }
+                crate::batch::block_signals();
                 for searches in rx {
                     let t = Instant::now();
                     let found = searches.iter().map(|s| search(gpu.as_deref(), s)).collect();

@@ -266,3 +266,13 @@ pub fn check_join(c: &mut Client, sql: &str) -> usize {
     .unwrap();
     want.len()
 }
+
+/// kill -9 of a server process (this machine's): whether it was sent.
+pub fn kill_9(pid: i32) -> bool {
+    extern "C" {
+        #[link_name = "kill"]
+        fn libc_kill(pid: i32, sig: i32) -> i32;
+    }
+    // SAFETY: plain kill(2); the callers pass server processes they test.
+    unsafe { libc_kill(pid, 9) == 0 }
+}

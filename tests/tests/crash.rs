@@ -107,8 +107,7 @@ fn crash_recovery() {
     let vacuuming = in_index(&mut c);
     let pm = postmaster_pid(&mut c);
     let victim = if start.is_some() { pm } else { *children(pm).iter().max().unwrap() };
-    // SAFETY: plain kill(2) of a server process of this test.
-    assert_eq!(unsafe { libc_kill(victim, 9) }, 0, "kill -9 {victim}");
+    assert!(gpuindex_tests::kill_9(victim), "kill -9 {victim}");
     if let Some(start) = &start {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !children(pm).is_empty() || std::path::Path::new(&format!("/proc/{pm}")).exists() {
@@ -186,9 +185,4 @@ fn check_deleting_vacuum(c: &mut Client, vacuuming: bool) {
     c.batch_execute("INSERT INTO crash_del SELECT -g, g FROM generate_series(1, 300000, 7) g").unwrap();
     compare(c, "after inserts into recycled pages");
     c.batch_execute("DROP TABLE crash_del").unwrap();
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }

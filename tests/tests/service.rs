@@ -494,8 +494,7 @@ fn a_killed_service_is_a_crash_restart_and_serves_again() {
         assert!(Instant::now() < deadline, "the request did not reach the service");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: plain kill(2) of the server's worker process.
-    assert_eq!(unsafe { libc_kill(worker, 9) }, 0, "kill -9 {worker}");
+    assert!(gpuindex_tests::kill_9(worker), "kill -9 {worker}");
     assert!(waiting.join().unwrap(), "the waiting session's query ended with the crash");
     // Back after recovery: ALTER SYSTEM survives it, so reset the delay.
     let mut c = (0..300)
@@ -518,11 +517,6 @@ fn a_killed_service_is_a_crash_restart_and_serves_again() {
     same(&rows(&mut c, &sql), &want, "after the crash restart (image shipped again)");
     assert!(service_epoch(&mut c).is_some());
     no_busy_slots(&mut c);
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
 /// EXPLAIN ANALYZE names the service, the epoch and the device after the
