@@ -226,12 +226,11 @@ impl DeviceTree {
         if self.empty || m == 0 {
             return Ok(vec![Vec::new(); m]);
         }
+        // (An explicit budget, tests' way to force query groups, keeps to
+        // the way that honours it.)
         if let (Way::Filter | Way::FilterFloat4, Ask::Knn(k)) = (way, ask) {
-            let filter = if way == Way::Filter { filter_kernel(gpu, self.dim) } else { float4_filter(self.dim) };
-            // (An explicit budget, tests' way to force query groups, keeps
-            // to the way that honours it.)
             if m <= SMALL_BATCH && self.budget.is_none() {
-                if let Some(answers) = self.filtered_small(gpu, queries, k, filter)? {
+                if let Some(answers) = self.filtered_small(gpu, queries, k, self.filter(gpu, way))? {
                     return Ok(answers);
                 }
             }
@@ -260,6 +259,16 @@ impl DeviceTree {
             }
         }
         Ok(out)
+    }
+
+    /// The bounded brute force's kernel for `way` (`FilterFloat4`: the
+    /// float4 one; else the one for this GPU).
+    fn filter(&self, gpu: &Gpu, way: Way) -> filter::Filter {
+        if way == Way::FilterFloat4 {
+            float4_filter(self.dim)
+        } else {
+            filter_kernel(gpu, self.dim)
+        }
     }
 
     fn filters(&self, k: usize) -> bool {
@@ -294,8 +303,7 @@ impl DeviceTree {
         launch!(gpu, stream, GTS, "gts_norms", (grid(m, BLOCK / 8, gpu), BLOCK, 0), [qp, m64, dim, np])?;
         let g = Group { host: queries, m, stream, queries: dq, qnorms };
         match (way, ask) {
-            (Way::Filter, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget, filter_kernel(gpu, self.dim)),
-            (Way::FilterFloat4, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget, float4_filter(self.dim)),
+            (Way::Filter | Way::FilterFloat4, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget, self.filter(gpu, way)),
             (Way::Depth, Ask::Knn(k)) => self.depth(gpu, &g, k),
             (Way::Depth, Ask::Range(radii)) => self.depth_range(gpu, &g, radii, budget),
             (Way::Auto, Ask::Knn(k)) if self.auto_depth(Some(k)) => self.depth(gpu, &g, k),
@@ -308,10 +316,10 @@ impl DeviceTree {
                 let brute = |k| way == Way::Auto && self.filters(k);
                 match (self.descend(gpu, &g, ask, budget)?, ask) {
                     (Some(d), Ask::Knn(k)) if brute(k) && !self.prunes_well(&g, &d) => {
-                        self.filtered(gpu, &g, k, budget, filter_kernel(gpu, self.dim))
+                        self.filtered(gpu, &g, k, budget, self.filter(gpu, way))
                     }
                     (Some(d), _) => self.leaves(gpu, &g, ask, Some(&d), budget),
-                    (None, Ask::Knn(k)) if brute(k) => self.filtered(gpu, &g, k, budget, filter_kernel(gpu, self.dim)),
+                    (None, Ask::Knn(k)) if brute(k) => self.filtered(gpu, &g, k, budget, self.filter(gpu, way)),
                     (None, _) => Ok(None),
                 }
             }
