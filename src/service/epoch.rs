@@ -144,8 +144,8 @@ impl Searcher {
         Searcher { to, from, done: None }
     }
 
-    /// Starts the searches of `epoch`, if it has any (the searcher must
-    /// be idle: the epoch before finished); whether it had.
+    /// Queues the searches of `epoch`, if it has any, behind those sent
+    /// before (they run in order, one epoch at a time); whether it had.
     pub(super) fn send(&mut self, epoch: &mut Epoch) -> bool {
         if !epoch.searches.is_empty() {
             self.to.send(std::mem::take(&mut epoch.searches)).expect("the gpuindex search thread runs");
@@ -154,7 +154,7 @@ impl Searcher {
         epoch.sent
     }
 
-    /// Whether the searches sent last are done.
+    /// Whether the searches of the oldest epoch not yet answered are done.
     pub(super) fn ready(&mut self) -> bool {
         if self.done.is_none() {
             self.done = self.from.try_recv().ok();

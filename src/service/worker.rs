@@ -4,7 +4,9 @@
 //! `gpuindex.epoch_max_queries` queries or `gpuindex.epoch_us` after the
 //! first (on the GPU also at once when it holds whole tiles of 32
 //! queries, taking no more than whole tiles once it has more than one:
-//! `epoch_limit`), and runs one batch per image for the whole epoch.
+//! `epoch_limit`), and runs one batch per image for the whole epoch. Up
+//! to two epochs are in flight: one searching, the next queued behind it,
+//! each answered as soon as its search is done.
 //!
 //! Only the worker's own thread calls PostgreSQL (latches, logging,
 //! configuration); the batches run on the rayon pool or the GPU over
@@ -23,6 +25,7 @@ use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,8 +76,10 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
     );
     let mut store = Store::default();
     let mut searcher = Searcher::start(gpu.clone());
-    // The epoch whose searches run while the next one fills.
-    let mut in_flight: Option<Epoch> = None;
+    // Epochs whose searches run or wait on the searcher, oldest first: at
+    // most `QUEUED` (the next one's tiles queue behind the one running,
+    // so the GPU never waits for the worker).
+    let mut flight: VecDeque<Epoch> = VecDeque::new();
     let mut running = true;
     while running {
         let max = guc::EPOCH_MAX_QUERIES.get().max(1) as usize;
@@ -87,45 +92,58 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
         }
         let tile = if gpu.is_some() { GPU_TILE } else { 1 };
         let mut jobs = Vec::new();
+        answer_done(sh, &store, &mut searcher, &mut flight);
         let mut full = take(sh, &mut jobs, max, tile) || whole_tiles(&jobs, tile);
         if jobs.is_empty() {
-            // Nothing new: answer the epoch in flight, else sleep.
-            match in_flight.take() {
+            // Nothing new: answer the oldest epoch in flight, else sleep.
+            match flight.pop_front() {
                 Some(e) => epoch::finish(sh, &store, &mut searcher, e),
                 None => running = wait(1000),
             }
             continue;
         }
-        // The epoch opened with its first request. (An epoch of whole
-        // tiles runs at once: waiting could only add a tile that is mostly
-        // empty, or grow what it left; and one whose predecessor is done
-        // goes at once too, so that the predecessor's answers wait for
-        // nothing.)
+        // The epoch opened with its first request. It closes when full
+        // (whole tiles: waiting could only add a tile that is mostly
+        // empty, or grow what it left) while fewer than `QUEUED` are in
+        // flight; when the searcher is idle and either its window is over
+        // or an epoch was in flight (the GPU must not wait for company
+        // that its own answers will bring); or at `max`.
         let window = Duration::from_micros(guc::EPOCH_US.get().max(0) as u64);
         let opened = Instant::now();
-        while running && !full && queries(&jobs) < max && opened.elapsed() < window && !(in_flight.is_some() && searcher.ready()) {
+        let had_flight = !flight.is_empty();
+        loop {
+            // Answers go out as soon as they are found: their backends
+            // post their next queries into this epoch.
+            answer_done(sh, &store, &mut searcher, &mut flight);
+            let idle = flight.is_empty();
+            if !running
+                || (full && flight.len() < QUEUED)
+                || queries(&jobs) >= max
+                || (idle && (had_flight || opened.elapsed() >= window))
+            {
+                break;
+            }
             let left = window.saturating_sub(opened.elapsed());
-            if left >= Duration::from_millis(2) && in_flight.is_none() {
+            if left >= Duration::from_millis(2) && idle {
                 // Backends set the latch when they post.
                 running = wait(left.as_millis() as i64 - 1);
             } else {
-                std::thread::sleep(left.min(Duration::from_micros(20)));
+                // (Polled: WaitLatch counts milliseconds.)
+                let step = Duration::from_micros(20);
+                std::thread::sleep(if left.is_zero() { step } else { left.min(step) });
             }
             full = take(sh, &mut jobs, max, tile) || whole_tiles(&jobs, tile);
         }
         let mut next = epoch::prepare(sh, &mut store, gpu.as_deref(), jobs);
-        if let Some(e) = in_flight.take() {
-            epoch::finish(sh, &store, &mut searcher, e);
-        }
         // (One with no search, loads only, is answered at once.)
         if searcher.send(&mut next) {
-            in_flight = Some(next);
+            flight.push_back(next);
         } else {
             epoch::finish(sh, &store, &mut searcher, next);
         }
     }
-    // The epoch in hand is answered before the worker goes.
-    if let Some(e) = in_flight.take() {
+    // The epochs in hand are answered before the worker goes.
+    while let Some(e) = flight.pop_front() {
         epoch::finish(sh, &store, &mut searcher, e);
     }
     // Exit code 1: the postmaster restarts the worker (an operator's
@@ -191,6 +209,17 @@ fn whole_tiles(jobs: &[Job], tile: usize) -> bool {
     let n = queries(jobs);
     tile > 1 && n >= tile && n.is_multiple_of(tile)
 }
+
+/// Answers the epochs in flight whose searches are done, oldest first.
+fn answer_done(sh: &Shared, store: &Store, searcher: &mut Searcher, flight: &mut VecDeque<Epoch>) {
+    while !flight.is_empty() && searcher.ready() {
+        let e = flight.pop_front().expect("an epoch in flight");
+        epoch::finish(sh, store, searcher, e);
+    }
+}
+
+/// Epochs in flight at most: one searching, one queued behind it.
+const QUEUED: usize = 2;
 
 /// The queries of a GPU epoch's tile (gts.cu's FQ).
 const GPU_TILE: usize = 32;
