@@ -46,6 +46,20 @@ fn strict() -> bool {
     guc::SERVICE.get() == ServiceSetting::On
 }
 
+/// Whether a search that would keep this backend's CPU busy `cpu_us`
+/// microseconds goes to the service (called after `wanted`): under `on`
+/// always; under `auto` when the service's expected round trip is
+/// shorter (else the backend keeps it, counted as declined). A cheap
+/// query gains nothing from a trip it must wait for.
+pub fn pays(cpu_us: f64) -> bool {
+    let Some(sh) = shmem::shared() else { return false };
+    if strict() || cpu_us > sh.stats.expected_wait_us() {
+        return true;
+    }
+    sh.stats.declined.fetch_add(1, Relaxed);
+    false
+}
+
 /// Writes answers into a slot's data: one u32 count per query (padded to
 /// 8 bytes), then (id, distance) pairs. Callers checked `fits`.
 pub fn encode_answers(rows: &[Vec<(u64, f64)>], data: &mut [u8]) {
@@ -85,6 +99,10 @@ fn decode_answers(queries: usize, data: &[u8]) -> Vec<Vec<(u64, f64)>> {
 fn bytes(queries: usize, dim: usize, k: usize) -> usize {
     (queries * dim * 4).max((queries * 4).next_multiple_of(8) + queries * k * 16)
 }
+
+/// Requests of up to this many queries measure the round trip `pays`
+/// expects (a tile of the GPU's bounded brute force).
+const SMALL_REQUEST: usize = 32;
 
 /// Why a GPU service ran a batch on its CPU (`worker::gpu_pays`).
 pub const CPU_BY_CHOICE: &str =
@@ -260,6 +278,7 @@ pub fn knn(
             seg.bytes()[..request.len()].copy_from_slice(&request);
             head.segment = seg.handle();
         }
+        let asked = Instant::now();
         let (head, data) = match ask(sh, head, if inline { &request } else { &[] }) {
             Reply::Done { head, data } => (head, data),
             Reply::TimedOut => return not_answered(sh, "no answer within gpuindex.service_timeout".into()),
@@ -273,6 +292,9 @@ pub fn knn(
                     _ => Some("the GPU service has no GPU"),
                 };
                 crate::batch::record_service(what, n, cpu_reason, head.epoch, head.epoch_queries, started);
+                if n <= SMALL_REQUEST {
+                    sh.stats.note_wait(asked.elapsed().as_secs_f64() * 1e6);
+                }
                 return Some(match &mut segment {
                     Some(seg) => decode_answers(n, seg.bytes()),
                     None => decode_answers(n, &data),

@@ -7,7 +7,7 @@
 
 use super::shmem::{self, DEVICE_CPU, DEVICE_GPU};
 use pgrx::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 const BUCKETS: usize = 160;
 
@@ -68,6 +68,48 @@ pub struct Stats {
     /// and with what.
     pub run_us_total: AtomicU64,
     pub search_us_total: AtomicU64,
+    /// Searches that backends kept under `auto` because their own CPU
+    /// would answer sooner than the service (`client::pays`).
+    pub declined: AtomicU64,
+    /// The recent round trip of small requests (microseconds, an
+    /// exponential average, as f64 bits) and when it was last measured
+    /// (a TimestampTz).
+    pub recent_wait: AtomicU64,
+    pub recent_at: AtomicI64,
+}
+
+/// What an idle service's round trip for one query costs beyond its
+/// window: the 1-client run of gpuindex-sql-bench-service on the H100
+/// host answered in 1.06 ms (p50) with a 200 us window, the query's
+/// executor included.
+const IDLE_ROUND_TRIP_US: f64 = 800.0;
+
+/// A measured round trip older than this says nothing of the service now.
+const RECENT_US: i64 = 1_000_000;
+
+impl Stats {
+    /// Notes the round trip of a small request.
+    pub fn note_wait(&self, us: f64) {
+        let old = f64::from_bits(self.recent_wait.load(Relaxed));
+        // (Racing backends may lose each other's samples: an estimate.)
+        let new = if old > 0.0 { 0.9 * old + 0.1 * us } else { us };
+        self.recent_wait.store(new.to_bits(), Relaxed);
+        // SAFETY: reads the clock.
+        self.recent_at.store(unsafe { pgrx::pg_sys::GetCurrentTimestamp() }, Relaxed);
+    }
+
+    /// The round trip a small request can expect now: the recent one,
+    /// or with none in the last second an idle service's.
+    pub fn expected_wait_us(&self) -> f64 {
+        // SAFETY: reads the clock.
+        let now = unsafe { pgrx::pg_sys::GetCurrentTimestamp() };
+        let recent = f64::from_bits(self.recent_wait.load(Relaxed));
+        if recent > 0.0 && now - self.recent_at.load(Relaxed) < RECENT_US {
+            recent
+        } else {
+            crate::guc::EPOCH_US.get().max(0) as f64 + IDLE_ROUND_TRIP_US
+        }
+    }
 }
 
 fn device_name(d: u32) -> Option<String> {
@@ -87,7 +129,7 @@ fn device_name(d: u32) -> Option<String> {
                    wait_us_p50 float8, wait_us_p99 float8, run_us_p50 float8, run_us_p99 float8,
                    loads bigint, failed bigint, abandoned bigint, restarted bigint, fallbacks bigint,
                    images int, image_host_bytes bigint, image_device_bytes bigint, busy_slots int,
-                   run_ms_total float8, search_ms_total float8)
+                   run_ms_total float8, search_ms_total float8, declined bigint, expected_wait_us float8)
     VOLATILE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 #[allow(clippy::type_complexity)]
@@ -119,6 +161,8 @@ fn gpuindex_service_stats() -> TableIterator<
         name!(busy_slots, i32),
         name!(run_ms_total, f64),
         name!(search_ms_total, f64),
+        name!(declined, i64),
+        name!(expected_wait_us, f64),
     ),
 > {
     let Some(sh) = shmem::shared() else {
@@ -158,6 +202,8 @@ fn gpuindex_service_stats() -> TableIterator<
         sh.slots().iter().filter(|s| s.state.load(Relaxed) != shmem::FREE).count() as i32,
         s.run_us_total.load(Relaxed) as f64 / 1e3,
         s.search_us_total.load(Relaxed) as f64 / 1e3,
+        n(&s.declined),
+        s.expected_wait_us(),
     ))
 }
 

@@ -24,8 +24,8 @@ use gpuindex_engine::gpu::{self, Gpu};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,10 +116,7 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
             // post their next queries into this epoch.
             answer_done(sh, &store, &mut searcher, &mut flight);
             let idle = flight.is_empty();
-            if !running
-                || (full && flight.len() < QUEUED)
-                || queries(&jobs) >= max
-                || (idle && (had_flight || opened.elapsed() >= window))
+            if !running || (full && flight.len() < QUEUED) || queries(&jobs) >= max || (idle && (had_flight || opened.elapsed() >= window))
             {
                 break;
             }

@@ -319,24 +319,48 @@ fn faults_leave_no_request_behind() {
     no_busy_slots(&mut c);
 }
 
-/// `auto` searches in the session when the service is slow; only on a
-/// GPU service (auto does not send searches to a CPU service).
+/// `auto` sends a search to the service only where the trip pays (a tiny
+/// index stays in the session, counted as declined), and searches in the
+/// session when the service is slow; only on a GPU service (auto does not
+/// send searches to a CPU service).
 #[test]
-fn auto_falls_back_when_the_service_does_not_answer() {
+fn auto_sends_what_pays_and_falls_back_when_the_service_does_not_answer() {
     let _serial = serial();
     let mut c = connect(DB);
     if stats(&mut c, "(device = 'gpu')::int") != 1 {
-        eprintln!("auto fallback test skipped: the service has no GPU");
+        eprintln!("auto test skipped: the service has no GPU");
         return;
     }
     assert!(server_has_gpu(&mut c));
-    let (_table, sql) = table_for_faults(&mut c);
+    // A round trip measured by earlier tests' delayed epochs says nothing
+    // after a second.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (_small, small_sql) = table_for_faults(&mut c);
     set_seq_only(&mut c);
+    let small_want = rows(&mut c, &small_sql);
+    // 40,000 rows of 1,024 floats: ~2 ms of a backend's CPU a query,
+    // above an idle service's round trip (~1 ms).
+    c.batch_execute(
+        "DROP TABLE IF EXISTS sv_wide; CREATE TABLE sv_wide (id int, v real[]);
+         SELECT setseed(0.25);
+         INSERT INTO sv_wide SELECT g, array(SELECT random()::real FROM generate_series(1, 1024) WHERE g > 0) FROM generate_series(1, 40000) g;
+         CREATE INDEX ON sv_wide USING gpu_metric (v);",
+    )
+    .unwrap();
+    let q: String = c.query_one("SELECT v::text FROM sv_wide WHERE id = 7", &[]).unwrap().get(0);
+    let sql = format!("SELECT id, v <-> '{q}'::real[] FROM sv_wide ORDER BY v <-> '{q}'::real[] LIMIT 10");
     let want = rows(&mut c, &sql);
     set_index_only(&mut c, false);
     c.batch_execute("SET gpuindex.service = auto").unwrap();
+    let declined = stats(&mut c, "declined");
+    same(&rows(&mut c, &small_sql), &small_want, "auto on a tiny index");
+    assert!(service_epoch(&mut c).is_none(), "auto sent a tiny index's scan to the service");
+    assert!(stats(&mut c, "declined") > declined, "the tiny index's scan was not counted as declined");
     same(&rows(&mut c, &sql), &want, "auto through the service");
-    assert!(service_epoch(&mut c).is_some(), "auto on a GPU service sends scans to it");
+    assert!(service_epoch(&mut c).is_some(), "auto on a GPU service sends scans that pay to it");
+    // (The first trip, the image's upload and kernels' compilation in it,
+    // must not decline the next: it is forgotten after a second.)
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     set_system(&mut c, "gpuindex.debug_service_delay", Some("400"));
     let fallbacks = stats(&mut c, "fallbacks");
     c.batch_execute("SET gpuindex.service_timeout = 50").unwrap();

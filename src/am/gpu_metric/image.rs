@@ -133,13 +133,20 @@ pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
     cache::store(rel, "rows", Image::new(m.generation, m.vacuums, shape, objects))
 }
 
+/// Microseconds a backend spends per tree row and query float on a
+/// search of its own copy: one query of 128 floats over 1M rows took
+/// 7.2 ms (p50, H100 host, 16 cores; docs/bench/sql-service-1e6-h100.md).
+/// Trees that prune well take less; the estimate only decides whether the
+/// service's round trip is worth it (`client::pays`).
+const SESSION_US_PER_ROW_FLOAT: f64 = 5.6e-5;
+
 /// The `k` nearest tree rows of each query (rows of `queries`) from the
 /// GPU service, shipping it the tree's rows if it lacks them; None where
-/// this backend searches itself (`gpuindex.service`, or the service
-/// declined or failed under `auto`).
+/// this backend searches itself (`gpuindex.service`; under `auto` also
+/// where this backend would answer sooner, or the service failed).
 pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[f32], k: usize, what: &'static str) -> Option<Vec<Vec<(u64, f64)>>> {
     use crate::service::{client, images, shmem::ImageKey};
-    if !client::wanted() {
+    if !client::wanted() || !client::pays(queries.len() as f64 * m.tree_entries as f64 * SESSION_US_PER_ROW_FLOAT) {
         return None;
     }
     let key = ImageKey {

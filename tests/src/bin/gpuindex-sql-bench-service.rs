@@ -7,7 +7,12 @@
 //! function call.
 //!
 //!   gpuindex-sql-bench-service [--rows 1e6] [--dim 128] [--queries 1e4] [--set clustered|uniform]
-//!                              [--clients 1,8,32,64] [--secs 15] [--warmup 5]
+//!                              [--clients 1,8,32,64] [--secs 15] [--warmup 5] [--protocol simple|prepared]
+//!   gpuindex-sql-bench-service --kind others [--rows 1e6] [--clients ..] [--secs ..] [--protocol ..]
+//!
+//! `--kind others` runs single gpu_spatial kNN and box queries and
+//! gpu_btree lookups with the service running and the defaults, against
+//! `gpuindex.device = cpu` (the service must decline what does not pay).
 //!
 //! Throughput counts the transactions that end after `--warmup` seconds
 //! (each new backend first builds what it searches: its own copy of the
@@ -29,11 +34,36 @@ struct Args {
     clients: Vec<usize>,
     secs: u64,
     warmup: u64,
+    /// pgbench's -M: simple (parsed and planned each time) or prepared.
+    protocol: String,
+    kind: Kind,
+}
+
+/// What the clients run.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// Single exact kNN on gpu_metric, service (`on`) against CPU and one
+    /// batch call.
+    Metric,
+    /// Single kNN (k = 10), single boxes and single key lookups on
+    /// gpu_spatial and gpu_btree with the service running and every
+    /// setting at its default, against `gpuindex.device = cpu`: the
+    /// service must decline what does not pay.
+    Others,
 }
 
 fn args() -> Args {
-    let mut a =
-        Args { rows: 1_000_000, dim: 128, queries: 10_000, set: VectorSet::Clustered, clients: vec![1, 8, 32, 64], secs: 15, warmup: 5 };
+    let mut a = Args {
+        rows: 1_000_000,
+        dim: 128,
+        queries: 10_000,
+        set: VectorSet::Clustered,
+        clients: vec![1, 8, 32, 64],
+        secs: 15,
+        warmup: 5,
+        protocol: "simple".into(),
+        kind: Kind::Metric,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
@@ -46,8 +76,16 @@ fn args() -> Args {
             "--warmup" => a.warmup = num() as u64,
             "--clients" => a.clients = v.split(',').map(|c| c.parse().expect("--clients 1,8,32")).collect(),
             "--set" => a.set = VectorSet::parse(&v).expect("--set clustered|uniform"),
+            "--protocol" => a.protocol = v,
+            "--kind" => {
+                a.kind = match v.as_str() {
+                    "metric" => Kind::Metric,
+                    "others" => Kind::Others,
+                    _ => panic!("--kind metric|others"),
+                }
+            }
             _ => panic!(
-                "usage: gpuindex-sql-bench-service [--rows N] [--dim N] [--queries N] [--set NAME] [--clients A,B] [--secs S] [--warmup S]"
+                "usage: gpuindex-sql-bench-service [--kind metric|others] [--rows N] [--dim N] [--queries N] [--set NAME] [--clients A,B] [--secs S] [--warmup S] [--protocol simple|prepared]"
             ),
         }
     }
@@ -65,17 +103,17 @@ struct Run {
 
 /// Runs pgbench with `clients` clients under `options`; throughput over
 /// the transactions ending after the warm-up.
-fn pgbench(a: &Args, clients: usize, options: &str, mut during: impl FnMut()) -> Run {
+fn pgbench(a: &Args, script_text: &str, clients: usize, options: &str, mut during: impl FnMut()) -> Run {
     let dir = std::env::temp_dir().join(format!("gpuindex-bench-service-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let script = dir.join("knn.sql");
-    std::fs::write(&script, format!("\\set i random(1, {})\n{QUERY}\n", a.queries)).unwrap();
+    std::fs::write(&script, script_text).unwrap();
     let bin = std::env::var("PGBENCH").unwrap_or_else(|_| "pgbench".into());
     let db = std::env::var("PGDATABASE").unwrap_or_else(|_| "postgres".into());
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     let mut child = Command::new(bin)
-        .args(["-n", "-c", &clients.to_string(), "-j", &clients.min(16).to_string(), "-T"])
+        .args(["-n", "-M", &a.protocol, "-c", &clients.to_string(), "-j", &clients.min(16).to_string(), "-T"])
         .arg((a.warmup + a.secs).to_string())
         .arg("-f")
         .arg(&script)
@@ -136,13 +174,21 @@ fn gpu_memory() -> String {
 
 fn main() {
     let a = args();
+    match a.kind {
+        Kind::Metric => metric(&a),
+        Kind::Others => others(&a),
+    }
+}
+
+fn metric(a: &Args) {
     let (n, dim) = (a.rows, a.dim);
     let mut c = connect();
     println!(
-        "# gpuindex-sql-bench-service: {n} vectors of {dim} floats ({}), single kNN (k = 10) per transaction, {} s after {} s warm-up",
+        "# gpuindex-sql-bench-service: {n} vectors of {dim} floats ({}), single kNN (k = 10) per transaction, {} s after {} s warm-up, pgbench -M {}",
         a.set.name(),
         a.secs,
-        a.warmup
+        a.warmup,
+        a.protocol
     );
     println!("\n{}", describe_server(&mut c));
     let load = load_vectors(&mut c, "bench_svc", a.set, n, dim);
@@ -182,14 +228,15 @@ fn main() {
     println!("\n| clients | path | queries/s | p50 ms | p99 ms | transactions | vs CPU | vs one batch call |");
     println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     let mut memory = String::new();
+    let script = format!("\\set i random(1, {})\n{QUERY}\n", a.queries);
     for &clients in &a.clients {
-        let cpu = pgbench(&a, clients, "-c gpuindex.device=cpu -c gpuindex.service=off", || {});
+        let cpu = pgbench(a, &script, clients, "-c gpuindex.device=cpu -c gpuindex.service=off", || {});
         let epochs_before: f64 = stat(&mut c, "epochs").parse().unwrap_or(0.0);
         let queries_before: f64 = stat(&mut c, "queries").parse().unwrap_or(0.0);
         let run_before: f64 = stat(&mut c, "run_ms_total").parse().unwrap_or(0.0);
         let search_before: f64 = stat(&mut c, "search_ms_total").parse().unwrap_or(0.0);
         let wall = Instant::now();
-        let svc = pgbench(&a, clients, "-c gpuindex.service=on", || {
+        let svc = pgbench(a, &script, clients, "-c gpuindex.service=on", || {
             if clients == *a.clients.iter().max().unwrap() {
                 memory = gpu_memory();
             }
@@ -229,4 +276,62 @@ fn main() {
         stat(&mut c, "image_device_bytes >> 20"),
     );
     println!("GPU processes during the largest service run (nvidia-smi): {memory}");
+}
+
+/// gpu_spatial and gpu_btree single queries with the service running and
+/// the defaults (`gpuindex.device = auto`, `gpuindex.service = auto`)
+/// against `gpuindex.device = cpu`, on `--rows` uniform points in
+/// [0, 1000)^2 and keys 1..rows.
+fn others(a: &Args) {
+    let n = a.rows;
+    let mut c = connect();
+    println!(
+        "# gpuindex-sql-bench-service --kind others: {n} rows, single queries per transaction, {} s after {} s warm-up, pgbench -M {}",
+        a.secs, a.warmup, a.protocol
+    );
+    println!("\n{}", describe_server(&mut c));
+    let t = Instant::now();
+    c.batch_execute(&format!(
+        "SELECT setseed(0.5);
+         DROP TABLE IF EXISTS bench_svc_pt; CREATE TABLE bench_svc_pt (id int, p point);
+         INSERT INTO bench_svc_pt SELECT g, point(random() * 1000, random() * 1000) FROM generate_series(1, {n}) g;
+         CREATE INDEX bench_svc_pt_p ON bench_svc_pt USING gpu_spatial (p);
+         DROP TABLE IF EXISTS bench_svc_k; CREATE TABLE bench_svc_k (k int8, v int);
+         INSERT INTO bench_svc_k SELECT g, g % 1000 FROM generate_series(1, {n}) g;
+         CREATE INDEX bench_svc_k_k ON bench_svc_k USING gpu_btree (k);"
+    ))
+    .unwrap();
+    c.batch_execute("VACUUM ANALYZE bench_svc_pt").unwrap();
+    c.batch_execute("VACUUM ANALYZE bench_svc_k").unwrap();
+    println!("\ntables and indexes {:.1} s", t.elapsed().as_secs_f64());
+    let point = "\\set x random(0, 994)\n\\set y random(0, 994)\n";
+    let kinds = [
+        ("gpu_spatial kNN (k = 10)", format!("{point}SELECT id FROM bench_svc_pt ORDER BY p <-> point(:x, :y) LIMIT 10;\n")),
+        (
+            "gpu_spatial box (5 x 5, ~25 rows)",
+            format!("{point}\\set x2 :x + 5\n\\set y2 :y + 5\nSELECT count(*) FROM bench_svc_pt WHERE p <@ box(point(:x, :y), point(:x2, :y2));\n"),
+        ),
+        ("gpu_btree lookup", format!("\\set k random(1, {n})\nSELECT v FROM bench_svc_k WHERE k = :k;\n")),
+    ];
+    println!("\n| queries | clients | path | queries/s | p50 ms | p99 ms | vs CPU | sent to the service |");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|");
+    for (what, script) in &kinds {
+        for &clients in &a.clients {
+            let cpu = pgbench(a, script, clients, "-c gpuindex.device=cpu -c gpuindex.service=off", || {});
+            let (requests, declined) = (stat(&mut c, "requests"), stat(&mut c, "declined"));
+            let svc = pgbench(a, script, clients, "", || {});
+            let sent = stat(&mut c, "requests").parse::<f64>().unwrap_or(0.0) - requests.parse::<f64>().unwrap_or(0.0);
+            let declined = stat(&mut c, "declined").parse::<f64>().unwrap_or(0.0) - declined.parse::<f64>().unwrap_or(0.0);
+            for (path, r) in [("CPU (gpuindex.device = cpu)", &cpu), ("defaults, service running", &svc)] {
+                let sent = if std::ptr::eq(r, &svc) { format!("{sent:.0} (declined {declined:.0})") } else { "-".into() };
+                println!(
+                    "| {what} | {clients} | {path} | {:.0} | {:.3} | {:.3} | {:.2}x | {sent} |",
+                    r.tps,
+                    r.p50_ms,
+                    r.p99_ms,
+                    r.tps / cpu.tps
+                );
+            }
+        }
+    }
 }
