@@ -46,18 +46,31 @@ fn strict() -> bool {
     guc::SERVICE.get() == ServiceSetting::On
 }
 
-/// Whether a search that would keep this backend's CPU busy `cpu_us`
-/// microseconds goes to the service (called after `wanted`): under `on`
-/// always; under `auto` when the service's expected round trip is
-/// shorter (else the backend keeps it, counted as declined). A cheap
+/// Whether a search goes to the service (called after `wanted`): under
+/// `on` always; under `auto` when this backend would take longer
+/// (`session_us`: its own search, and reading its copy of the index where
+/// it holds none) than the service's expected round trip plus its search
+/// (`service_us`); else the backend keeps it, counted as declined. A cheap
 /// query gains nothing from a trip it must wait for.
-pub fn pays(cpu_us: f64) -> bool {
+pub fn pays(session_us: f64, service_us: f64) -> bool {
     let Some(sh) = shmem::shared() else { return false };
-    if strict() || cpu_us > sh.stats.expected_wait_us() {
+    if strict() || session_us > sh.stats.expected_wait_us() + service_us {
         return true;
     }
     sh.stats.declined.fetch_add(1, Relaxed);
     false
+}
+
+/// The key of the image of index `rel` at the metapage's counters.
+pub fn key_of(rel: pg_sys::Relation, generation: u64, vacuums: u64) -> ImageKey {
+    ImageKey {
+        // SAFETY: a process global; a field of an open relation.
+        database: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        index: unsafe { (*rel).rd_id }.to_u32(),
+        file: crate::compat::relfilenode(rel).to_u32(),
+        generation,
+        vacuums,
+    }
 }
 
 /// Writes answers into a slot's data: one u32 count per query (padded to

@@ -15,13 +15,11 @@
 //! GPU idle.
 
 use super::images::Store;
+use super::served::{Found, Served};
 use super::shmem::*;
 use super::worker::Job;
-use crate::am::gpu_metric::image::Image;
 use crate::guc;
 use gpuindex_engine::gpu::Gpu;
-use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
-use gpuindex_engine::gts::Metric;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashMap;
@@ -39,18 +37,10 @@ pub(super) enum Answer {
 /// One image's search in an epoch: the queries of its requests, the
 /// largest k they ask.
 struct Search {
-    image: Arc<Image>,
+    image: Arc<Served>,
     queries: Vec<f32>,
     n: usize,
     k: usize,
-}
-
-/// A search's answers, and whether the GPU gave them (else why not, when
-/// it failed).
-struct Found {
-    rows: Vec<Vec<(u64, f64)>>,
-    on_gpu: bool,
-    gpu_failure: Option<String>,
 }
 
 /// An epoch, closed and prepared: its requests, the answers decided
@@ -170,11 +160,7 @@ impl Searcher {
 /// One search: on the GPU where it pays, else (or when it fails) on the
 /// CPU pool.
 fn search(gpu: Option<&Gpu>, s: &Search) -> Found {
-    match gpu.filter(|_| gpu_pays(&s.image, s.k, s.n)).map(|g| s.image.knn_gpu(g, &s.queries, s.k)) {
-        Some(Ok(rows)) => Found { rows, on_gpu: true, gpu_failure: None },
-        Some(Err(e)) => Found { rows: s.image.knn_cpu(&s.queries, s.k), on_gpu: false, gpu_failure: Some(e.to_string()) },
-        None => Found { rows: s.image.knn_cpu(&s.queries, s.k), on_gpu: false, gpu_failure: None },
-    }
+    s.image.knn(gpu, &s.queries, s.n, s.k)
 }
 
 /// Answers every request of `epoch` (its searches, sent to `searcher`,
@@ -216,22 +202,6 @@ pub(super) fn finish(sh: &Shared, store: &Store, searcher: &mut Searcher, mut ep
     s.run_us_total.fetch_add(epoch.started.elapsed().as_micros() as u64, Relaxed);
     sh.publish_images(&store.rows());
 }
-
-/// Whether a kNN batch of `n` queries for `k` runs on the GPU: within its
-/// limit; for L2 on trees that prune little (high dimensions) only where
-/// the GPU's bounded brute force answers it (k up to `FILTER_MAX_K`): its
-/// tree search opens most leaves there and is slower than the CPU's
-/// bounded brute force on all cores; for edit distance from
-/// `EDIT_GPU_MIN` queries: the GPU's leaf search is a block per query, 6 ms
-/// for 1 to 32 queries over 104K words on the H100, where the worker's 16
-/// cores on one query take 2.4 ms (docs/bench/gts-words-h100.md).
-fn gpu_pays(img: &Image, k: usize, n: usize) -> bool {
-    let m = img.shape.metric;
-    k <= MAX_GPU_K && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little()) && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
-}
-
-/// The smallest epoch of edit-distance queries the GPU takes.
-const EDIT_GPU_MIN: usize = 4;
 
 /// Writes `answer` into the job's slot and wakes its backend, or frees
 /// the slot when the backend withdrew meanwhile.

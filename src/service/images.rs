@@ -6,8 +6,10 @@
 //! `gpuindex.service_memory`, and when a newer image of the same index
 //! arrives).
 
+use super::served::Served;
 use super::shmem::{ImageKey, ImageRow};
-use crate::am::gpu_metric::image::Image;
+use crate::am::{gpu_metric, gpu_spatial};
+use gpuindex_engine::gpics::{Params, Points, QuadTree};
 use gpuindex_engine::gpu::Gpu;
 use gpuindex_engine::gts::search::Objects;
 use gpuindex_engine::gts::{Metric, Node, Shape, Vectors};
@@ -20,7 +22,8 @@ use std::time::{Duration, Instant};
 /// The directory of shipped images, in the data directory (every
 /// PostgreSQL process runs there).
 pub const DIR: &str = "pg_gpuindex";
-const MAGIC: &[u8; 8] = b"GPUIMG01";
+const METRIC: &[u8; 8] = b"GPUIMG01";
+const SPATIAL: &[u8; 8] = b"GPUSPT01";
 
 /// Where this backend ships an image.
 pub fn ship_path(key: &ImageKey) -> PathBuf {
@@ -46,11 +49,16 @@ fn get<T: Copy>(r: &mut impl Read) -> std::io::Result<Vec<T>> {
     Ok(v)
 }
 
-/// Writes `img` to `path`.
-pub fn write(path: &Path, img: &Image) -> std::io::Result<()> {
+fn create(path: &Path, magic: &[u8; 8]) -> std::io::Result<BufWriter<std::fs::File>> {
     std::fs::create_dir_all(DIR)?;
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    w.write_all(MAGIC)?;
+    w.write_all(magic)?;
+    Ok(w)
+}
+
+/// Writes gpu_metric's `img` to `path`.
+pub fn write_metric(path: &Path, img: &gpu_metric::image::Image) -> std::io::Result<()> {
+    let mut w = create(path, METRIC)?;
     let s = &img.shape;
     put(&mut w, &[s.metric as u8 as u64, s.fanout as u64, s.height as u64, s.dim as u64, img.objects.v.dim as u64])?;
     put(&mut w, &s.nodes)?;
@@ -61,13 +69,41 @@ pub fn write(path: &Path, img: &Image) -> std::io::Result<()> {
     w.flush()
 }
 
-/// Reads what `write` wrote.
-fn read(path: &Path, key: &ImageKey) -> std::io::Result<Image> {
+/// Writes gpu_spatial's `img` to `path`.
+pub fn write_spatial(path: &Path, img: &gpu_spatial::image::Image) -> std::io::Result<()> {
+    let mut w = create(path, SPATIAL)?;
+    let t = &img.tree;
+    put(&mut w, &[t.params.mc as u64, t.params.mh as u64])?;
+    put(&mut w, &t.nodes)?;
+    for p in [&t.pts, &t.odd] {
+        put(&mut w, &p.x)?;
+        put(&mut w, &p.y)?;
+        put(&mut w, &p.id)?;
+    }
+    w.flush()
+}
+
+/// Reads what `write_metric` or `write_spatial` wrote.
+fn read(path: &Path, key: &ImageKey) -> std::io::Result<Served> {
     let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {what}", path.display()));
     let mut r = BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
     let mut magic = [0u8; 8];
     r.read_exact(&mut magic)?;
-    if &magic != MAGIC {
+    if &magic == SPATIAL {
+        let h: Vec<u64> = get(&mut r)?;
+        let [mc, mh] = h[..] else { return Err(bad("short header")) };
+        let nodes: Vec<gpuindex_engine::gpics::tree::Node> = get(&mut r)?;
+        let mut points = || -> std::io::Result<Points> { Ok(Points { x: get(&mut r)?, y: get(&mut r)?, id: get(&mut r)? }) };
+        let (pts, odd) = (points()?, points()?);
+        if [&pts, &odd].iter().any(|p| p.x.len() != p.id.len() || p.y.len() != p.id.len())
+            || nodes.iter().any(|n| n.is_leaf() && n.start as usize + n.count as usize > pts.len())
+        {
+            return Err(bad("inconsistent sizes"));
+        }
+        let tree = QuadTree::from_parts(Params { mc: mc as usize, mh: mh as usize }, nodes, pts, odd);
+        return Ok(Served::Spatial(gpu_spatial::image::Image::new(key.generation, key.vacuums, tree)));
+    }
+    if &magic != METRIC {
         return Err(bad("not an image"));
     }
     let h: Vec<u64> = get(&mut r)?;
@@ -83,11 +119,11 @@ fn read(path: &Path, key: &ImageKey) -> std::io::Result<Image> {
     }
     let shape = Shape { metric, fanout: fanout as usize, height: height as usize, dim: dim as usize, nodes, pivots };
     let objects = Objects { v: Vectors { dim: vdim as usize, data, ids }, pdist };
-    Ok(Image::new(key.generation, key.vacuums, shape, objects))
+    Ok(Served::Metric(gpu_metric::image::Image::new(key.generation, key.vacuums, shape, objects)))
 }
 
 struct Held {
-    image: Arc<Image>,
+    image: Arc<Served>,
     used: u64,
     queries: u64,
 }
@@ -114,7 +150,7 @@ fn alive(pid: i32) -> bool {
 
 impl Store {
     /// The image of `key`, marked used by `queries` more queries.
-    pub fn get(&mut self, key: &ImageKey, queries: usize) -> Option<Arc<Image>> {
+    pub fn get(&mut self, key: &ImageKey, queries: usize) -> Option<Arc<Served>> {
         self.clock += 1;
         let h = self.held.get_mut(key)?;
         h.used = self.clock;
@@ -157,7 +193,7 @@ impl Store {
         let image = read.map_err(|e| format!("could not read the shipped image: {e}"))?;
         // Older images of the same index are never asked for again.
         self.held.retain(|k, _| (k.database, k.index) != (key.database, key.index));
-        let bytes = crate::am::common::cache::Image::host_bytes(&image);
+        let bytes = image.host_bytes();
         if bytes > budget {
             return Err(format!("the image takes {} MB, more than gpuindex.service_memory = {} MB", bytes >> 20, budget >> 20));
         }
@@ -166,7 +202,7 @@ impl Store {
             self.held.remove(&oldest);
         }
         if let Some(g) = gpu {
-            image.device(g).map_err(|e| format!("could not upload the image: {e}"))?;
+            image.upload(g).map_err(|e| format!("could not upload the image: {e}"))?;
         }
         self.clock += 1;
         self.held.insert(*key, Held { image: Arc::new(image), used: self.clock, queries: 0 });
@@ -182,12 +218,11 @@ impl Store {
     }
 
     fn host_bytes(&self) -> usize {
-        self.held.values().map(|h| crate::am::common::cache::Image::host_bytes(h.image.as_ref())).sum()
+        self.held.values().map(|h| h.image.host_bytes()).sum()
     }
 
     /// What `gpuindex_service_images()` lists.
     pub fn rows(&self) -> Vec<ImageRow> {
-        use crate::am::common::cache::Image as _;
         let mut rows: Vec<ImageRow> = self
             .held
             .iter()

@@ -10,16 +10,21 @@
 //! - `epoch`: an epoch prepared, searched (on a thread of its own, while
 //!   the worker answers the epoch before) and answered;
 //! - `images`: shipped images and the worker's store of them;
+//! - `served`: the kinds of image served and their searches;
 //! - `stats`: counters and `gpuindex_service_stats()`;
 //! - `explain`: EXPLAIN ANALYZE's line on the service.
 //!
-//! Served now: gpu_metric kNN (index scans' `ORDER BY v <op> q LIMIT k`).
+//! Served now: kNN on gpu_metric (index scans' `ORDER BY v <op> q LIMIT
+//! k`, `gpu_metric_knn`, the batched join's chunks) and on gpu_spatial
+//! (`gpu_spatial_knn`, `gpuindex_nearest`), each where it pays
+//! (`client::pays`).
 
 pub mod client;
 pub mod epoch;
 pub mod explain;
 pub mod images;
 pub mod segment;
+pub mod served;
 pub mod shmem;
 pub mod stats;
 pub mod worker;

@@ -141,6 +141,91 @@ fn scans_through_the_service_equal_sequential_scans() {
     assert!(after[0] > before[0], "VACUUM rebuilt the tree: generation {before:?} -> {after:?}");
 }
 
+/// `gpu_spatial_knn` through the service equals the session's own search
+/// and the sequential scan: skewed points (a dense cluster, duplicates, a
+/// far outlier), through inserts, deletes and VACUUM; `auto` keeps a batch
+/// in the session that holds its copy of the tree.
+#[test]
+fn spatial_knn_batches_through_the_service_equal_the_sessions() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    c.batch_execute(
+        "DROP TABLE IF EXISTS sv_pts; CREATE TABLE sv_pts (id int, p point);
+         SELECT setseed(0.75);
+         INSERT INTO sv_pts SELECT g, point(random() * 1000, random() * 1000) FROM generate_series(1, 15000) g;
+         INSERT INTO sv_pts SELECT 20000 + g, point(500 + random(), 500 + random()) FROM generate_series(1, 3000) g;
+         INSERT INTO sv_pts SELECT 30000 + g, point(250, 750) FROM generate_series(1, 500) g;
+         INSERT INTO sv_pts VALUES (40000, point(-1e15, 1e15)), (40001, NULL);
+         CREATE INDEX sv_pts_p ON sv_pts USING gpu_spatial (p);",
+    )
+    .unwrap();
+    let centres = "ARRAY[point(500.5, 500.5), point(250, 750), point(0, 0), point(999, 1), point(-1e15, 1e15), point(1e300, -1e300), point(250.001, 750)]";
+    let batch = |c: &mut Client, k: i32| -> Vec<(i64, String, f64)> {
+        c.query(
+            &format!("SELECT ord, ctid::text, distance FROM gpu_spatial_knn('sv_pts_p', {centres}, {k}) ORDER BY ord, distance, ctid"),
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+    };
+    let seq = |c: &mut Client, k: i32| -> Vec<(i64, String, f64)> {
+        c.query(
+            &format!(
+                "SELECT q.ord, n.ctid::text, n.d FROM unnest({centres}) WITH ORDINALITY q(c, ord)
+                 CROSS JOIN LATERAL (SELECT ctid, p <-> q.c AS d FROM sv_pts WHERE p IS NOT NULL ORDER BY p <-> q.c, ctid LIMIT {k}) n
+                 ORDER BY 1, 3, 2"
+            ),
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+    };
+    let check = |c: &mut Client, when: &str| {
+        for k in [1, 10, 700] {
+            set_seq_only(c);
+            let want = seq(c, k);
+            set_index_only(c, false);
+            c.batch_execute("SET gpuindex.service = off").unwrap();
+            let own = batch(c, k);
+            c.batch_execute("SET gpuindex.service = on").unwrap();
+            let served = batch(c, k);
+            assert!(service_epoch(c).is_some(), "{when}, k = {k}: gpu_spatial_knn not through the service");
+            c.batch_execute("RESET gpuindex.service").unwrap();
+            // Ties at the k-th distance may pick different rows: compare
+            // distances by rank, and rows where no tie crosses the cut.
+            let ranks = |r: &[(i64, String, f64)]| r.iter().map(|x| (x.0, x.2.to_bits())).collect::<Vec<_>>();
+            assert_eq!(ranks(&served), ranks(&want), "{when}, k = {k}: service against the sequential scan");
+            assert_eq!(served, own, "{when}, k = {k}: service against the session");
+        }
+    };
+    check(&mut c, "built");
+    c.batch_execute(
+        "INSERT INTO sv_pts SELECT 50000 + g, point(random() * 1000, random() * 1000) FROM generate_series(1, 800) g;
+         DELETE FROM sv_pts WHERE id % 4 = 1 OR id BETWEEN 30000 AND 30400;",
+    )
+    .unwrap();
+    check(&mut c, "after inserts and deletes");
+    c.batch_execute("VACUUM sv_pts").unwrap();
+    check(&mut c, "after VACUUM");
+    // A session holding its copy searches it under auto (the service's
+    // round trip buys nothing there), counted as declined.
+    if stats(&mut c, "(device = 'gpu')::int") == 1 {
+        c.batch_execute("SET gpuindex.service = off").unwrap();
+        batch(&mut c, 10);
+        c.batch_execute("SET gpuindex.service = auto").unwrap();
+        let declined = stats(&mut c, "declined");
+        batch(&mut c, 10);
+        assert!(service_epoch(&mut c).is_none(), "auto sent a batch the session could answer as soon");
+        assert!(stats(&mut c, "declined") > declined);
+        c.batch_execute("RESET gpuindex.service").unwrap();
+    }
+    no_busy_slots(&mut c);
+}
+
 fn stats(c: &mut Client, column: &str) -> i64 {
     c.query_one(&format!("SELECT ({column})::bigint FROM gpuindex_service_stats()"), &[]).unwrap().get::<_, Option<i64>>(0).unwrap_or(0)
 }

@@ -136,34 +136,35 @@ pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
 /// Microseconds a backend spends per tree row and query float on a
 /// search of its own copy: one query of 128 floats over 1M rows took
 /// 7.2 ms (p50, H100 host, 16 cores; docs/bench/sql-service-1e6-h100.md).
-/// Trees that prune well take less; the estimate only decides whether the
+/// Trees that prune well take less; the estimates only decide whether the
 /// service's round trip is worth it (`client::pays`).
 const SESSION_US_PER_ROW_FLOAT: f64 = 5.6e-5;
+/// The same on the service's GPU: 10^4 queries of 128 floats over 1M rows
+/// at 1.1e5 queries/s (docs/bench/gts-small-h100.md).
+const SERVICE_US_PER_ROW_FLOAT: f64 = 7e-8;
+/// Microseconds per row float of reading a backend's copy of the tree
+/// from the index's pages (about half a second for 1M x 128).
+const COPY_US_PER_ROW_FLOAT: f64 = 4e-3;
 
 /// The `k` nearest tree rows of each query (rows of `queries`) from the
 /// GPU service, shipping it the tree's rows if it lacks them; None where
 /// this backend searches itself (`gpuindex.service`; under `auto` also
 /// where this backend would answer sooner, or the service failed).
 pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[f32], k: usize, what: &'static str) -> Option<Vec<Vec<(u64, f64)>>> {
-    use crate::service::{client, images, shmem::ImageKey};
-    if !client::wanted() || !client::pays(queries.len() as f64 * m.tree_entries as f64 * SESSION_US_PER_ROW_FLOAT) {
+    use crate::service::{client, images};
+    let rows = m.tree_entries as f64;
+    let copy = if cached(rel, m).is_some() { 0.0 } else { rows * m.dim.max(1) as f64 * COPY_US_PER_ROW_FLOAT };
+    let work = queries.len() as f64 * rows;
+    if !client::wanted() || !client::pays(copy + work * SESSION_US_PER_ROW_FLOAT, work * SERVICE_US_PER_ROW_FLOAT) {
         return None;
     }
-    let key = ImageKey {
-        // SAFETY: a process global; a field of an open relation.
-        database: unsafe { pg_sys::MyDatabaseId }.to_u32(),
-        index: unsafe { (*rel).rd_id }.to_u32(),
-        file: crate::compat::relfilenode(rel).to_u32(),
-        generation: m.generation,
-        vacuums: m.vacuums,
-    };
     let ship = |path: &std::path::Path| {
-        let written = images::write(path, &tree(rel, m));
+        let written = images::write_metric(path, &tree(rel, m));
         // The service holds it now; this backend need not.
         cache::remove(rel, "rows");
         written
     };
-    client::knn(key, m.dim as usize, queries, k, &ship, what)
+    client::knn(client::key_of(rel, m.generation, m.vacuums), m.dim as usize, queries, k, &ship, what)
 }
 
 /// The delta's rows (and a frozen delta's).

@@ -106,16 +106,22 @@ type Cand = (u64, Tid, f64);
 fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static str) -> Hits {
     let rel = open.index;
     let m = shape::meta(rel);
-    let img = image::tree(rel, &m);
+    // The tree's copy in this backend, read when the GPU service does not
+    // answer.
+    let img = std::cell::OnceCell::new();
     let delta = image::delta(rel, &m);
-    let total = img.tree.len() + delta.len();
+    // At least the distinct rows (entries a merge cut short left in both
+    // the tree and the frozen delta count twice).
+    let total = m.tree_entries as usize + delta.len();
     let mut done: Vec<Vec<(pg_sys::ItemPointerData, f64)>> = vec![Vec::new(); centers.len()];
     let mut pending: Vec<usize> = (0..centers.len()).collect();
-    let mut want = k;
+    let mut want = k.min(total.max(1));
     while !pending.is_empty() {
         let pts: Vec<(f64, f64)> = pending.iter().map(|&i| centers[i].1).collect();
-        let tree = &img.tree;
-        let a = crate::batch::run(what, pts.len(), || tree.knn_cpu(&pts, want), |g| tree.knn_gpu(g, &pts, want));
+        let a = image::knn_by_service(rel, &m, &pts, want, what).unwrap_or_else(|| {
+            let tree = &img.get_or_init(|| image::tree(rel, &m)).tree;
+            crate::batch::run(what, pts.len(), || tree.knn_cpu(&pts, want), |g| tree.knn_gpu(g, &pts, want))
+        });
         let b = delta.knn_cpu(&pts, want);
         let mut cands: Vec<Vec<Cand>> = Vec::with_capacity(pending.len());
         let mut matches: Vec<(Tid, i64)> = Vec::new();

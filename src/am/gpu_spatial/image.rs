@@ -7,7 +7,7 @@
 use super::page::*;
 use super::shape;
 use crate::am::common::cache;
-use gpuindex_engine::gpics::{Params, Points, QuadTree};
+use gpuindex_engine::gpics::{Neighbors, Params, Points, QuadTree};
 use pgrx::pg_sys;
 use std::sync::Arc;
 
@@ -15,6 +15,12 @@ pub struct Image {
     generation: u64,
     vacuums: u64,
     pub tree: QuadTree,
+}
+
+impl Image {
+    pub fn new(generation: u64, vacuums: u64, tree: QuadTree) -> Image {
+        Image { generation, vacuums, tree }
+    }
 }
 
 impl cache::Image for Image {
@@ -33,12 +39,15 @@ fn params(m: &Meta) -> Params {
     Params { mc: m.mc as usize, mh: m.mh as usize }
 }
 
+/// The copy of `m`'s tree this backend holds already, if it is current.
+fn cached(rel: pg_sys::Relation, m: &Meta) -> Option<Arc<Image>> {
+    cache::lookup::<Image>(rel, "points").filter(|i| i.generation == m.generation && i.vacuums == m.vacuums)
+}
+
 /// The tree part of the index `m` describes.
 pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
-    if let Some(i) = cache::lookup::<Image>(rel, "points") {
-        if i.generation == m.generation && i.vacuums == m.vacuums {
-            return i;
-        }
+    if let Some(i) = cached(rel, m) {
+        return i;
     }
     // Drop the stale copy first: two full copies need not coexist.
     cache::remove(rel, "points");
@@ -80,4 +89,42 @@ pub fn delta(rel: pg_sys::Relation, m: &Meta) -> QuadTree {
         }
     });
     QuadTree::build_cpu(&pts, params(m))
+}
+
+/// Microseconds a kNN (k = 10) centre costs on all cores, in a backend or
+/// on the service's GPU alike: 1.3e5 and 1.4e5 centres/s in batches of
+/// 16K over 16M points (docs/bench/gpics-h100.md; G-PICS finds each
+/// radius on the CPU). So the service pays only where this backend would
+/// first read its own copy of the tree.
+const KNN_US_PER_CENTRE: f64 = 7.5;
+/// Microseconds per point of reading a backend's copy of the tree from
+/// the index's pages.
+const COPY_US_PER_POINT: f64 = 0.1;
+
+/// The `k` nearest tree points of each centre from the GPU service,
+/// shipping it the tree if it lacks it; None where this backend searches
+/// itself (`gpuindex.service`; under `auto` also where this backend would
+/// answer as soon, or the service failed).
+pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k: usize, what: &'static str) -> Option<Neighbors> {
+    use crate::service::{client, images, served};
+    let copy = if cached(rel, m).is_some() { 0.0 } else { m.tree_entries as f64 * COPY_US_PER_POINT };
+    let work = centres.len() as f64 * KNN_US_PER_CENTRE;
+    if !client::wanted() || !client::pays(copy + work, work) {
+        return None;
+    }
+    let ship = |path: &std::path::Path| {
+        let written = images::write_spatial(path, &tree(rel, m));
+        // The service holds it now; this backend need not.
+        cache::remove(rel, "points");
+        written
+    };
+    let key = client::key_of(rel, m.generation, m.vacuums);
+    let rows = client::knn(key, served::CENTRE_WORDS, &served::centre_words(centres), k, &ship, what)?;
+    let mut n = Neighbors { offsets: vec![0], ..Default::default() };
+    for r in rows {
+        n.ids.extend(r.iter().map(|p| p.0));
+        n.dists.extend(r.iter().map(|p| p.1));
+        n.offsets.push(n.ids.len());
+    }
+    Some(n)
 }

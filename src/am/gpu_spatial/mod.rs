@@ -13,7 +13,7 @@ mod chain;
 pub mod check;
 mod cost;
 pub mod functions;
-mod image;
+pub mod image;
 mod interlock;
 mod knn;
 pub mod merge;

@@ -1,0 +1,145 @@
+//! What the service holds of an index and how it answers a kNN batch on
+//! it: gpu_metric's tree rows (queries of `dim` floats) or gpu_spatial's
+//! G-PICS tree (queries are centres: two float8s, four words). A request's
+//! queries travel as 4-byte words either way; the image decides how to read
+//! them.
+
+use crate::am::common::cache::Image as _;
+use crate::am::{gpu_metric, gpu_spatial};
+use crate::guc;
+use gpuindex_engine::gpics::Neighbors;
+use gpuindex_engine::gpu::{Gpu, GpuError};
+use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
+use gpuindex_engine::gts::Metric;
+
+pub enum Served {
+    Metric(gpu_metric::image::Image),
+    Spatial(gpu_spatial::image::Image),
+}
+
+/// Words (4 bytes) of a gpu_spatial centre.
+pub const CENTRE_WORDS: usize = 4;
+
+/// One batch's answers: per query, (row id, distance) nearest first.
+pub type Rows = Vec<Vec<(u64, f64)>>;
+
+/// A batch's answers, and whether the GPU gave them (else why not, when
+/// it failed).
+pub struct Found {
+    pub rows: Rows,
+    pub on_gpu: bool,
+    pub gpu_failure: Option<String>,
+}
+
+impl Served {
+    pub fn host_bytes(&self) -> usize {
+        match self {
+            Served::Metric(i) => i.host_bytes(),
+            Served::Spatial(i) => i.host_bytes(),
+        }
+    }
+
+    pub fn device_bytes(&self) -> usize {
+        match self {
+            Served::Metric(i) => i.device_bytes(),
+            Served::Spatial(i) => i.device_bytes(),
+        }
+    }
+
+    /// Puts the image on `gpu` (at load: the first epoch need not wait).
+    pub fn upload(&self, gpu: &Gpu) -> Result<(), GpuError> {
+        match self {
+            Served::Metric(i) => i.device(gpu).map(drop),
+            Served::Spatial(i) => i.tree.device_image(gpu).map(drop),
+        }
+    }
+
+    /// The `k` nearest rows of each of `n` queries (`words`), on the GPU
+    /// where it pays, else (or when it fails) on the CPU pool.
+    pub fn knn(&self, gpu: Option<&Gpu>, words: &[f32], n: usize, k: usize) -> Found {
+        let on = gpu.filter(|_| self.gpu_pays(k, n));
+        match self {
+            Served::Metric(img) => found(on.map(|g| img.knn_gpu(g, words, k)), || img.knn_cpu(words, k)),
+            Served::Spatial(img) => {
+                let (c, tree) = (centres(words), &img.tree);
+                found(on.map(|g| tree.knn_gpu(g, &c, k).map(rows)), || rows(tree.knn_cpu(&c, k)))
+            }
+        }
+    }
+
+    /// Whether a kNN batch of `n` queries for `k` runs on the GPU.
+    ///
+    /// gpu_metric: within the GPU's limit; for L2 on trees that prune
+    /// little (high dimensions) only where the GPU's bounded brute force
+    /// answers it (k up to `FILTER_MAX_K`): its tree search opens most
+    /// leaves there and is slower than the CPU's bounded brute force on all
+    /// cores; for edit distance from `EDIT_GPU_MIN` queries: the GPU's leaf
+    /// search is a block per query, 6 ms for 1 to 32 queries over 104K
+    /// words on the H100, where the worker's 16 cores on one query take
+    /// 2.4 ms (docs/bench/gts-words-h100.md).
+    ///
+    /// gpu_spatial: from `gpuindex.gpu_min_batch` centres, as in a session
+    /// (G-PICS's kNN finds each radius on the CPU and then runs one
+    /// within-distance batch, which pays on the GPU for large batches).
+    fn gpu_pays(&self, k: usize, n: usize) -> bool {
+        match self {
+            Served::Metric(img) => {
+                let m = img.shape.metric;
+                k <= MAX_GPU_K
+                    && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little())
+                    && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
+            }
+            Served::Spatial(_) => n >= guc::GPU_MIN_BATCH.get().max(1) as usize,
+        }
+    }
+}
+
+/// The smallest batch of edit-distance queries the GPU takes.
+const EDIT_GPU_MIN: usize = 4;
+
+/// Centres as words: x then y, each a float8's native bytes.
+pub fn centre_words(centres: &[(f64, f64)]) -> Vec<f32> {
+    let bytes: Vec<u8> = centres.iter().flat_map(|&(x, y)| x.to_ne_bytes().into_iter().chain(y.to_ne_bytes())).collect();
+    bytes.chunks_exact(4).map(|b| f32::from_ne_bytes(b.try_into().unwrap())).collect()
+}
+
+fn centres(words: &[f32]) -> Vec<(f64, f64)> {
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let f = |b: &[u8]| f64::from_ne_bytes(b.try_into().unwrap());
+    bytes.chunks_exact(16).map(|c| (f(&c[..8]), f(&c[8..]))).collect()
+}
+
+fn found(tried: Option<Result<Rows, GpuError>>, cpu: impl FnOnce() -> Rows) -> Found {
+    match tried {
+        Some(Ok(rows)) => Found { rows, on_gpu: true, gpu_failure: None },
+        Some(Err(e)) => Found { rows: cpu(), on_gpu: false, gpu_failure: Some(e.to_string()) },
+        None => Found { rows: cpu(), on_gpu: false, gpu_failure: None },
+    }
+}
+
+/// Neighbours as per-query rows.
+pub fn rows(n: Neighbors) -> Rows {
+    (0..n.offsets.len().saturating_sub(1))
+        .map(|q| {
+            let (ids, ds) = n.of(q);
+            ids.iter().copied().zip(ds.iter().copied()).collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn centres_survive_words() {
+        let c = vec![(1.5, -2.25), (f64::MAX, f64::MIN_POSITIVE), (-0.0, 1e300)];
+        let w = centre_words(&c);
+        assert_eq!(w.len(), c.len() * CENTRE_WORDS);
+        let back = centres(&w);
+        assert_eq!(
+            back.iter().map(|p| (p.0.to_bits(), p.1.to_bits())).collect::<Vec<_>>(),
+            c.iter().map(|p| (p.0.to_bits(), p.1.to_bits())).collect::<Vec<_>>()
+        );
+    }
+}
