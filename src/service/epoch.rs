@@ -39,8 +39,9 @@ pub(super) enum Answer {
 struct Search {
     image: Arc<Served>,
     queries: Vec<f32>,
-    n: usize,
     k: usize,
+    /// Whether it runs on the GPU (`Served::gpu_pays`).
+    on_gpu: bool,
 }
 
 /// An epoch, closed and prepared: its requests, the answers decided
@@ -100,7 +101,9 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
         };
         let k = group.iter().map(|&j| jobs[j].head.k as usize).max().unwrap_or(1);
         let queries: Vec<f32> = group.iter().flat_map(|&j| jobs[j].queries.iter().copied()).collect();
-        searches.push(Search { image, queries, n, k });
+        // (Decided here: the searcher's thread must not read GUCs.)
+        let on_gpu = gpu.is_some() && image.gpu_pays(k, n, guc::GPU_MIN_BATCH.get().max(1) as usize);
+        searches.push(Search { image, queries, k, on_gpu });
         members.push(group);
     }
     Epoch { number, jobs, answers, members, searches, sent: false, started }
@@ -160,7 +163,7 @@ impl Searcher {
 /// One search: on the GPU where it pays, else (or when it fails) on the
 /// CPU pool.
 fn search(gpu: Option<&Gpu>, s: &Search) -> Found {
-    s.image.knn(gpu, &s.queries, s.n, s.k)
+    s.image.knn(gpu.filter(|_| s.on_gpu), &s.queries, s.k)
 }
 
 /// Answers every request of `epoch` (its searches, sent to `searcher`,

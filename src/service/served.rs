@@ -6,7 +6,6 @@
 
 use crate::am::common::cache::Image as _;
 use crate::am::{gpu_metric, gpu_spatial};
-use crate::guc;
 use gpuindex_engine::gpics::Neighbors;
 use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
@@ -54,10 +53,10 @@ impl Served {
         }
     }
 
-    /// The `k` nearest rows of each of `n` queries (`words`), on the GPU
-    /// where it pays, else (or when it fails) on the CPU pool.
-    pub fn knn(&self, gpu: Option<&Gpu>, words: &[f32], n: usize, k: usize) -> Found {
-        let on = gpu.filter(|_| self.gpu_pays(k, n));
+    /// The `k` nearest rows of each query (`words`), on `gpu` if given
+    /// (the caller asked `gpu_pays`), else (or when it fails) on the CPU
+    /// pool.
+    pub fn knn(&self, on: Option<&Gpu>, words: &[f32], k: usize) -> Found {
         match self {
             Served::Metric(img) => found(on.map(|g| img.knn_gpu(g, words, k)), || img.knn_cpu(words, k)),
             Served::Spatial(img) => {
@@ -78,10 +77,11 @@ impl Served {
     /// words on the H100, where the worker's 16 cores on one query take
     /// 2.4 ms (docs/bench/gts-words-h100.md).
     ///
-    /// gpu_spatial: from `gpuindex.gpu_min_batch` centres, as in a session
-    /// (G-PICS's kNN finds each radius on the CPU and then runs one
-    /// within-distance batch, which pays on the GPU for large batches).
-    fn gpu_pays(&self, k: usize, n: usize) -> bool {
+    /// gpu_spatial: from `min_batch` centres (`gpuindex.gpu_min_batch`),
+    /// as in a session (G-PICS's kNN finds each radius on the CPU and then
+    /// runs one within-distance batch, which pays on the GPU for large
+    /// batches).
+    pub fn gpu_pays(&self, k: usize, n: usize, min_batch: usize) -> bool {
         match self {
             Served::Metric(img) => {
                 let m = img.shape.metric;
@@ -89,7 +89,7 @@ impl Served {
                     && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little())
                     && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
             }
-            Served::Spatial(_) => n >= guc::GPU_MIN_BATCH.get().max(1) as usize,
+            Served::Spatial(_) => n >= min_batch,
         }
     }
 }
