@@ -73,9 +73,38 @@ pub fn key_of(rel: pg_sys::Relation, generation: u64, vacuums: u64) -> ImageKey 
     }
 }
 
-/// Writes answers into a slot's data: one u32 count per query (padded to
-/// 8 bytes), then (id, distance) pairs. Callers checked `fits`.
-pub fn encode_answers(rows: &[Vec<(u64, f64)>], data: &mut [u8]) {
+/// What a request asks, and so how its answer is laid out.
+#[derive(Clone, Copy, Debug)]
+pub enum Ask {
+    /// The k nearest rows of each query, with their distances.
+    Knn(usize),
+    /// Every matching row of each query (ids only), with room for this
+    /// many rows in all.
+    Range(usize),
+}
+
+impl Ask {
+    fn op(self) -> u32 {
+        match self {
+            Ask::Knn(_) => OP_KNN,
+            Ask::Range(_) => OP_RANGE,
+        }
+    }
+
+    /// Bytes of an answer to `queries` queries (at most).
+    fn answer_bytes(self, queries: usize) -> usize {
+        (queries * 4).next_multiple_of(8)
+            + match self {
+                Ask::Knn(k) => queries * k * 16,
+                Ask::Range(room) => room * 8,
+            }
+    }
+}
+
+/// Writes answers into a slot's data or a segment: one u32 count per
+/// query (padded to 8 bytes), then each row's id and, with `distances`,
+/// its distance. The requester sized the space (`Ask::answer_bytes`).
+pub fn encode_answers(rows: &[Vec<(u64, f64)>], distances: bool, data: &mut [u8]) {
     let mut at = 0;
     for r in rows {
         data[at..at + 4].copy_from_slice(&(r.len() as u32).to_ne_bytes());
@@ -84,33 +113,39 @@ pub fn encode_answers(rows: &[Vec<(u64, f64)>], data: &mut [u8]) {
     at = at.next_multiple_of(8);
     for &(id, d) in rows.iter().flatten() {
         data[at..at + 8].copy_from_slice(&id.to_ne_bytes());
-        data[at + 8..at + 16].copy_from_slice(&d.to_ne_bytes());
-        at += 16;
+        at += 8;
+        if distances {
+            data[at..at + 8].copy_from_slice(&d.to_ne_bytes());
+            at += 8;
+        }
     }
 }
 
-fn decode_answers(queries: usize, data: &[u8]) -> Vec<Vec<(u64, f64)>> {
+fn decode_answers(queries: usize, distances: bool, data: &[u8]) -> Vec<Vec<(u64, f64)>> {
     let counts: Vec<usize> = (0..queries).map(|i| u32::from_ne_bytes(data[i * 4..i * 4 + 4].try_into().unwrap()) as usize).collect();
     let mut at = (queries * 4).next_multiple_of(8);
+    let mut word = || {
+        let w = u64::from_ne_bytes(data[at..at + 8].try_into().unwrap());
+        at += 8;
+        w
+    };
     counts
         .iter()
         .map(|&n| {
             (0..n)
                 .map(|_| {
-                    let id = u64::from_ne_bytes(data[at..at + 8].try_into().unwrap());
-                    let d = f64::from_ne_bytes(data[at + 8..at + 16].try_into().unwrap());
-                    at += 16;
-                    (id, d)
+                    let id = word();
+                    (id, if distances { f64::from_bits(word()) } else { 0.0 })
                 })
                 .collect()
         })
         .collect()
 }
 
-/// The bytes `queries` queries of `dim` floats, and then their answers
-/// (up to `k` each), take in a slot or segment.
-fn bytes(queries: usize, dim: usize, k: usize) -> usize {
-    (queries * dim * 4).max((queries * 4).next_multiple_of(8) + queries * k * 16)
+/// The bytes a request of `queries` queries of `dim` words, and then its
+/// answer, take in a slot or segment.
+fn bytes(queries: usize, dim: usize, ask: Ask) -> usize {
+    (queries * dim * 4).max(ask.answer_bytes(queries))
 }
 
 /// Requests of up to this many queries measure the round trip `pays`
@@ -172,7 +207,7 @@ unsafe extern "C-unwind" fn backend_exit(_code: i32, _arg: pg_sys::Datum) {
 
 /// Posts a request and waits for its answer (up to
 /// `gpuindex.service_timeout`).
-fn ask(sh: &Shared, mut head: Head, request: &[u8]) -> Reply {
+fn ask_service(sh: &Shared, mut head: Head, request: &[u8]) -> Reply {
     // SAFETY: this backend's own globals; a static callback.
     unsafe {
         if !EXIT_CALLBACK {
@@ -242,7 +277,7 @@ fn ask(sh: &Shared, mut head: Head, request: &[u8]) -> Reply {
 
 /// Why the service did not answer: an ERROR under `on`, a search in the
 /// backend under `auto` (counted as a fallback).
-fn not_answered(sh: &Shared, why: String) -> Option<Vec<Vec<(u64, f64)>>> {
+fn not_answered<T>(sh: &Shared, why: String) -> Option<T> {
     if strict() {
         crate::error::raise(
             PgSqlErrorCode::ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
@@ -255,7 +290,7 @@ fn not_answered(sh: &Shared, why: String) -> Option<Vec<Vec<(u64, f64)>>> {
     None
 }
 
-/// The `k` nearest rows of each query (`dim` floats each) in the image
+/// The `k` nearest rows of each query (`dim` words each) in the image
 /// `key`, from the service, or None when this backend should search
 /// itself (`auto` only: declined, failed, another backend shipping the
 /// image). `ship` writes the image to the path it is given, when the
@@ -270,29 +305,84 @@ pub fn knn(
     ship: &dyn Fn(&Path) -> std::io::Result<()>,
     what: &'static str,
 ) -> Option<Vec<Vec<(u64, f64)>>> {
-    let sh = shmem::shared()?;
     let dim = dim.max(1);
-    let n = queries.len() / dim;
-    let per_part = (super::segment::MAX_BYTES / bytes(1, dim, k)).max(1);
-    if n > per_part {
-        let mut out = Vec::with_capacity(n);
-        for part in queries.chunks(per_part * dim) {
-            out.extend(knn(key, dim, part, k, ship, what)?);
+    let per_part = (super::segment::MAX_BYTES / bytes(1, dim, Ask::Knn(k))).max(1);
+    let mut out = Vec::with_capacity(queries.len() / dim);
+    for part in queries.chunks(per_part * dim) {
+        match request(key, dim, part, Ask::Knn(k), ship, what)? {
+            Ok(rows) => out.extend(rows),
+            Err(_) => unreachable!("kNN answers have a known size"),
         }
-        return Some(out);
     }
+    Some(out)
+}
+
+/// Every row of the image `key` matching each query (`dim` words each),
+/// ids only; None as for `knn`. The answer's room starts at what a slot
+/// holds (16 rows a query at least); an answer that
+/// needs more is asked again with room for it, one that needs more than
+/// a segment's part is not answered (the session searches itself under
+/// `auto`).
+pub fn range(
+    key: ImageKey,
+    dim: usize,
+    queries: &[f32],
+    ship: &dyn Fn(&Path) -> std::io::Result<()>,
+    what: &'static str,
+) -> Option<Vec<Vec<u64>>> {
+    let dim = dim.max(1);
+    let per_part = (super::segment::MAX_BYTES / 2 / (dim * 4 + 4)).max(1);
+    let mut out = Vec::with_capacity(queries.len() / dim);
+    for part in queries.chunks(per_part * dim) {
+        let n = part.len() / dim;
+        // At first what a slot holds besides the counts (no segment to
+        // make), or 16 rows a query.
+        let mut room = (n * 16).max(SLOT_DATA.saturating_sub((n * 4).next_multiple_of(8)) / 8);
+        loop {
+            match request(key, dim, part, Ask::Range(room), ship, what)? {
+                Ok(rows) => {
+                    out.extend(rows.into_iter().map(|r| r.into_iter().map(|p| p.0).collect::<Vec<u64>>()));
+                    break;
+                }
+                Err(need) if Ask::Range(need).answer_bytes(n) <= super::segment::MAX_BYTES && need > room => room = need,
+                Err(need) => {
+                    let sh = shmem::shared()?;
+                    return not_answered(sh, format!("the answer holds {need} rows, more than a request can carry"));
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// One request (its queries within a part); `Err(rows)` when a range
+/// answer needs room for `rows` rows.
+fn request(
+    key: ImageKey,
+    dim: usize,
+    queries: &[f32],
+    ask: Ask,
+    ship: &dyn Fn(&Path) -> std::io::Result<()>,
+    what: &'static str,
+) -> Option<Result<Vec<Vec<(u64, f64)>>, usize>> {
+    let sh = shmem::shared()?;
+    let n = queries.len() / dim;
     let started = Instant::now();
     let request: Vec<u8> = queries.iter().flat_map(|f| f.to_ne_bytes()).collect();
-    let mut head = Head { op: OP_KNN, key, dim: dim as u32, queries: n as u32, k: k as u32, ..Head::default() };
-    let inline = bytes(n, dim, k) <= SLOT_DATA;
+    let room = match ask {
+        Ask::Knn(k) | Ask::Range(k) => k,
+    };
+    let mut head = Head { op: ask.op(), key, dim: dim as u32, queries: n as u32, k: room as u32, ..Head::default() };
+    let inline = bytes(n, dim, ask) <= SLOT_DATA;
+    let distances = matches!(ask, Ask::Knn(_));
     loop {
-        let mut segment = (!inline).then(|| super::segment::Segment::create(bytes(n, dim, k)));
+        let mut segment = (!inline).then(|| super::segment::Segment::create(bytes(n, dim, ask)));
         if let Some(seg) = &mut segment {
             seg.bytes()[..request.len()].copy_from_slice(&request);
             head.segment = seg.handle();
         }
         let asked = Instant::now();
-        let (head, data) = match ask(sh, head, if inline { &request } else { &[] }) {
+        let (head, data) = match ask_service(sh, head, if inline { &request } else { &[] }) {
             Reply::Done { head, data } => (head, data),
             Reply::TimedOut => return not_answered(sh, "no answer within gpuindex.service_timeout".into()),
             Reply::NoSlot => return not_answered(sh, "no free request slot".into()),
@@ -308,14 +398,15 @@ pub fn knn(
                 if n <= SMALL_REQUEST {
                     sh.stats.note_wait(asked.elapsed().as_secs_f64() * 1e6);
                 }
-                return Some(match &mut segment {
-                    Some(seg) => decode_answers(n, seg.bytes()),
-                    None => decode_answers(n, &data),
-                });
+                return Some(Ok(match &mut segment {
+                    Some(seg) => decode_answers(n, distances, seg.bytes()),
+                    None => decode_answers(n, distances, &data),
+                }));
             }
+            ST_TOO_SMALL => return Some(Err(head.k as usize)),
             ST_NO_IMAGE => {
                 if let Some(answer) = load(sh, key, ship) {
-                    return answer;
+                    return answer.map(Ok);
                 }
             }
             ST_LOADING if !strict() => return not_answered(sh, String::new()),
@@ -335,14 +426,14 @@ pub fn knn(
 
 /// Ships the image of `key`; None when it arrived (ask again), else what
 /// `knn` returns.
-fn load(sh: &Shared, key: ImageKey, ship: &dyn Fn(&Path) -> std::io::Result<()>) -> Option<Option<Vec<Vec<(u64, f64)>>>> {
+fn load<T>(sh: &Shared, key: ImageKey, ship: &dyn Fn(&Path) -> std::io::Result<()>) -> Option<Option<T>> {
     let path = super::images::ship_path(&key);
     if let Err(e) = ship(&path) {
         let _ = std::fs::remove_file(&path);
         return Some(not_answered(sh, format!("could not write the index image {}: {e}", path.display())));
     }
     let request = path.to_string_lossy().into_owned().into_bytes();
-    let reply = ask(sh, Head { op: OP_LOAD, key, ..Head::default() }, &request);
+    let reply = ask_service(sh, Head { op: OP_LOAD, key, ..Head::default() }, &request);
     // The worker has read it, or will find it gone (the request was
     // withdrawn); either way the file is done with.
     let _ = std::fs::remove_file(&path);

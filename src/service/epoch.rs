@@ -31,7 +31,13 @@ use std::time::{Duration, Instant};
 pub(super) enum Answer {
     Status(u32),
     Failed(String),
-    Knn(Vec<Vec<(u64, f64)>>),
+    /// Per query its rows; with their distances (kNN) or not (ranges).
+    Rows {
+        rows: Vec<Vec<(u64, f64)>>,
+        distances: bool,
+    },
+    /// A range answer of this many rows, more than the request has room for.
+    TooSmall(usize),
 }
 
 /// One image's search in an epoch: the queries of its requests, the
@@ -40,6 +46,8 @@ struct Search {
     image: Arc<Served>,
     queries: Vec<f32>,
     k: usize,
+    /// Every match (`OP_RANGE`) rather than the k nearest.
+    range: bool,
     /// Whether it runs on the GPU (`Served::gpu_pays`).
     on_gpu: bool,
 }
@@ -74,17 +82,18 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
             Err(e) => Answer::Failed(e),
         });
     }
-    let mut groups: HashMap<ImageKey, Vec<usize>> = HashMap::new();
-    for (j, job) in jobs.iter().enumerate().filter(|(_, j)| j.head.op == OP_KNN) {
+    // One search per image and kind of question.
+    let mut groups: HashMap<(ImageKey, u32), Vec<usize>> = HashMap::new();
+    for (j, job) in jobs.iter().enumerate().filter(|(_, j)| matches!(j.head.op, OP_KNN | OP_RANGE)) {
         if job.queries.len() != job.head.queries as usize * job.head.dim as usize {
             // Its segment is gone (the requester withdrew) or short.
             answers[j] = Some(Answer::Failed("the request's queries did not arrive".into()));
             continue;
         }
-        groups.entry(job.head.key).or_default().push(j);
+        groups.entry((job.head.key, job.head.op)).or_default().push(j);
     }
     let (mut members, mut searches) = (Vec::new(), Vec::new());
-    for (key, group) in groups {
+    for ((key, op), group) in groups {
         let n: usize = group.iter().map(|&j| jobs[j].head.queries as usize).sum();
         let Some(image) = store.get(&key, n) else {
             if let Some(why) = store.refused(&key).map(str::to_string) {
@@ -99,11 +108,18 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
             }
             continue;
         };
-        let k = group.iter().map(|&j| jobs[j].head.k as usize).max().unwrap_or(1);
+        let range = op == OP_RANGE;
+        if range && !image.answers_ranges() {
+            for &j in &group {
+                answers[j] = Some(Answer::Failed("this index's image answers nearest-neighbour requests only".into()));
+            }
+            continue;
+        }
+        let k = if range { 0 } else { group.iter().map(|&j| jobs[j].head.k as usize).max().unwrap_or(1) };
         let queries: Vec<f32> = group.iter().flat_map(|&j| jobs[j].queries.iter().copied()).collect();
         // (Decided here: the searcher's thread must not read GUCs.)
-        let on_gpu = gpu.is_some() && image.gpu_pays(k, n, guc::GPU_MIN_BATCH.get().max(1) as usize);
-        searches.push(Search { image, queries, k, on_gpu });
+        let on_gpu = gpu.is_some() && image.gpu_pays(range, k, n, guc::GPU_MIN_BATCH.get().max(1) as usize);
+        searches.push(Search { image, queries, k, range, on_gpu });
         members.push(group);
     }
     Epoch { number, jobs, answers, members, searches, sent: false, started }
@@ -163,7 +179,12 @@ impl Searcher {
 /// One search: on the GPU where it pays, else (or when it fails) on the
 /// CPU pool.
 fn search(gpu: Option<&Gpu>, s: &Search) -> Found {
-    s.image.knn(gpu.filter(|_| s.on_gpu), &s.queries, s.k)
+    let gpu = gpu.filter(|_| s.on_gpu);
+    if s.range {
+        s.image.range(gpu, &s.queries)
+    } else {
+        s.image.knn(gpu, &s.queries, s.k)
+    }
 }
 
 /// Answers every request of `epoch` (its searches, sent to `searcher`,
@@ -180,12 +201,21 @@ pub(super) fn finish(sh: &Shared, store: &Store, searcher: &mut Searcher, mut ep
             on_gpu |= found.on_gpu;
             let mut rows = found.rows.into_iter();
             for &j in group {
-                let job = &epoch.jobs[j];
-                let mut mine: Vec<Vec<(u64, f64)>> = rows.by_ref().take(job.head.queries as usize).collect();
-                for q in &mut mine {
-                    q.truncate(job.head.k as usize);
-                }
-                epoch.answers[j] = Some(Answer::Knn(mine));
+                let head = &epoch.jobs[j].head;
+                let mut mine: Vec<Vec<(u64, f64)>> = rows.by_ref().take(head.queries as usize).collect();
+                epoch.answers[j] = Some(if head.op == OP_RANGE {
+                    let total: usize = mine.iter().map(Vec::len).sum();
+                    if total > head.k as usize {
+                        Answer::TooSmall(total)
+                    } else {
+                        Answer::Rows { rows: mine, distances: false }
+                    }
+                } else {
+                    for q in &mut mine {
+                        q.truncate(head.k as usize);
+                    }
+                    Answer::Rows { rows: mine, distances: true }
+                });
             }
         }
     }
@@ -228,10 +258,14 @@ pub(super) fn answer_job(sh: &Shared, job: &mut Job, answer: Answer, device: u32
             head.bytes = n as u32;
             ST_FAILED
         }
-        Answer::Knn(rows) => {
-            // The client sized its segment for these answers.
-            super::client::encode_answers(&rows, job.segment.as_mut().map_or(&mut data[..], |seg| seg.bytes()));
+        Answer::Rows { rows, distances } => {
+            // The client sized its space for these answers.
+            super::client::encode_answers(&rows, distances, job.segment.as_mut().map_or(&mut data[..], |seg| seg.bytes()));
             ST_OK
+        }
+        Answer::TooSmall(rows) => {
+            head.k = rows.min(u32::MAX as usize) as u32;
+            ST_TOO_SMALL
         }
     };
     match slot.state.compare_exchange(TAKEN, DONE, AcqRel, Acquire) {

@@ -1,12 +1,12 @@
-//! What the service holds of an index and how it answers a kNN batch on
-//! it: gpu_metric's tree rows (queries of `dim` floats) or gpu_spatial's
-//! G-PICS tree (queries are centres: two float8s, four words). A request's
-//! queries travel as 4-byte words either way; the image decides how to read
-//! them.
+//! What the service holds of an index and how it answers a batch on it:
+//! gpu_metric's tree rows (kNN; queries of `dim` floats) or gpu_spatial's
+//! G-PICS tree (kNN of centres: two float8s, four words; ranges: boxes,
+//! circles and points, ten words). A request's queries travel as 4-byte
+//! words either way; the image decides how to read them.
 
 use crate::am::common::cache::Image as _;
 use crate::am::{gpu_metric, gpu_spatial};
-use gpuindex_engine::gpics::Neighbors;
+use gpuindex_engine::gpics::{Hits, Neighbors, Query, Rect};
 use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
 use gpuindex_engine::gts::Metric;
@@ -66,7 +66,24 @@ impl Served {
         }
     }
 
-    /// Whether a kNN batch of `n` queries for `k` runs on the GPU.
+    /// Whether it answers `OP_RANGE` requests (`range`).
+    pub fn answers_ranges(&self) -> bool {
+        matches!(self, Served::Spatial(_))
+    }
+
+    /// Every point matching each query (`QUERY_WORDS` words each: G-PICS
+    /// boxes, circles, points), on `gpu` if given, else (or when it fails)
+    /// on the CPU pool; ids only (distances 0). Callers checked
+    /// `answers_ranges`.
+    pub fn range(&self, on: Option<&Gpu>, words: &[f32]) -> Found {
+        let Served::Spatial(img) = self else { unreachable!("range requests go to gpu_spatial images (checked)") };
+        let (qs, tree) = (queries(words), &img.tree);
+        let rows = |h: Hits| -> Rows { (0..h.queries()).map(|q| h.of(q).iter().map(|&id| (id, 0.0)).collect()).collect() };
+        found(on.map(|g| tree.search_gpu(g, &qs).map(rows)), || rows(tree.search_cpu(&qs)))
+    }
+
+    /// Whether a kNN (or with `range`, range) batch of `n` queries for `k`
+    /// runs on the GPU.
     ///
     /// gpu_metric: within the GPU's limit; for L2 on trees that prune
     /// little (high dimensions) only where the GPU's bounded brute force
@@ -77,12 +94,13 @@ impl Served {
     /// words on the H100, where the worker's 16 cores on one query take
     /// 2.4 ms (docs/bench/gts-words-h100.md).
     ///
-    /// gpu_spatial: from `min_batch` centres (`gpuindex.gpu_min_batch`),
+    /// gpu_spatial: from `min_batch` queries (`gpuindex.gpu_min_batch`),
     /// as in a session (G-PICS's kNN finds each radius on the CPU and then
-    /// runs one within-distance batch, which pays on the GPU for large
-    /// batches).
-    pub fn gpu_pays(&self, k: usize, n: usize, min_batch: usize) -> bool {
+    /// runs one within-distance batch; both pay on the GPU for large
+    /// batches only).
+    pub fn gpu_pays(&self, range: bool, k: usize, n: usize, min_batch: usize) -> bool {
         match self {
+            _ if range => n >= min_batch,
             Served::Metric(img) => {
                 let m = img.shape.metric;
                 k <= MAX_GPU_K
@@ -97,16 +115,48 @@ impl Served {
 /// The smallest batch of edit-distance queries the GPU takes.
 const EDIT_GPU_MIN: usize = 4;
 
-/// Centres as words: x then y, each a float8's native bytes.
-pub fn centre_words(centres: &[(f64, f64)]) -> Vec<f32> {
-    let bytes: Vec<u8> = centres.iter().flat_map(|&(x, y)| x.to_ne_bytes().into_iter().chain(y.to_ne_bytes())).collect();
+/// Words (4 bytes) of a gpu_spatial range query: its kind, then four
+/// float8s.
+pub const QUERY_WORDS: usize = 10;
+
+/// Range queries as words: kind (0 box, 1 circle, 2 point) and four
+/// float8s (lx ly hx hy; x y r 0; x y 0 0), each a float8's native bytes.
+pub fn query_words(qs: &[Query]) -> Vec<f32> {
+    words(qs.iter().flat_map(|q| match *q {
+        Query::Range(r) => [0.0, r.lx, r.ly, r.hx, r.hy],
+        Query::Within { x, y, r } => [1.0, x, y, r, 0.0],
+        Query::Point { x, y } => [2.0, x, y, 0.0, 0.0],
+    }))
+}
+
+fn queries(w: &[f32]) -> Vec<Query> {
+    float8s(w)
+        .chunks_exact(5)
+        .map(|f| match f[0] as u8 {
+            0 => Query::Range(Rect { lx: f[1], ly: f[2], hx: f[3], hy: f[4] }),
+            1 => Query::Within { x: f[1], y: f[2], r: f[3] },
+            _ => Query::Point { x: f[1], y: f[2] },
+        })
+        .collect()
+}
+
+fn words(f: impl Iterator<Item = f64>) -> Vec<f32> {
+    let bytes: Vec<u8> = f.flat_map(f64::to_ne_bytes).collect();
     bytes.chunks_exact(4).map(|b| f32::from_ne_bytes(b.try_into().unwrap())).collect()
 }
 
-fn centres(words: &[f32]) -> Vec<(f64, f64)> {
+fn float8s(words: &[f32]) -> Vec<f64> {
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
-    let f = |b: &[u8]| f64::from_ne_bytes(b.try_into().unwrap());
-    bytes.chunks_exact(16).map(|c| (f(&c[..8]), f(&c[8..]))).collect()
+    bytes.chunks_exact(8).map(|b| f64::from_ne_bytes(b.try_into().unwrap())).collect()
+}
+
+/// Centres as words: x then y, each a float8's native bytes.
+pub fn centre_words(centres: &[(f64, f64)]) -> Vec<f32> {
+    words(centres.iter().flat_map(|&(x, y)| [x, y]))
+}
+
+fn centres(w: &[f32]) -> Vec<(f64, f64)> {
+    float8s(w).chunks_exact(2).map(|c| (c[0], c[1])).collect()
 }
 
 fn found(tried: Option<Result<Rows, GpuError>>, cpu: impl FnOnce() -> Rows) -> Found {
@@ -141,5 +191,17 @@ mod tests {
             back.iter().map(|p| (p.0.to_bits(), p.1.to_bits())).collect::<Vec<_>>(),
             c.iter().map(|p| (p.0.to_bits(), p.1.to_bits())).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn range_queries_survive_words() {
+        let qs = vec![
+            Query::Range(Rect { lx: -1.0, ly: 2.0, hx: 1e300, hy: f64::INFINITY }),
+            Query::Within { x: 0.5, y: -0.25, r: 3.0 },
+            Query::Point { x: f64::MIN_POSITIVE, y: -0.0 },
+        ];
+        let w = query_words(&qs);
+        assert_eq!(w.len(), qs.len() * QUERY_WORDS);
+        assert_eq!(format!("{:?}", queries(&w)), format!("{qs:?}"));
     }
 }

@@ -37,6 +37,8 @@ pub const LISTED_IMAGES: usize = 64;
 /// What a request asks.
 pub const OP_KNN: u32 = 1;
 pub const OP_LOAD: u32 = 2;
+/// Every row matching each query (gpu_spatial: boxes, circles, points).
+pub const OP_RANGE: u32 = 3;
 
 /// How the worker answered.
 pub const ST_OK: u32 = 1;
@@ -48,6 +50,9 @@ pub const ST_LOADING: u32 = 3;
 pub const ST_FAILED: u32 = 4;
 /// The service restarted while it held the request.
 pub const ST_RESTARTED: u32 = 5;
+/// The answer of an `OP_RANGE` request holds more rows than its space
+/// (`k`, in rows); `k` now says how many.
+pub const ST_TOO_SMALL: u32 = 6;
 
 /// Which index image a request reads: the database, the index, its file
 /// (a rewrite gives a new one) and the metapage's counters.
@@ -74,6 +79,8 @@ pub struct Head {
     pub key: ImageKey,
     pub dim: u32,
     pub queries: u32,
+    /// `OP_KNN`: the rows a query asks; `OP_RANGE`: the rows the answer
+    /// has room for, all queries together.
     pub k: u32,
     /// Bytes of `data` the request uses.
     pub bytes: u32,

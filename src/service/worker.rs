@@ -255,7 +255,7 @@ fn take(sh: &Shared, jobs: &mut Vec<Job>, max: usize, tile: usize) -> bool {
             Job { slot: i, generation: slot.generation.load(Acquire), head, queries: Vec::new(), path: String::new(), segment: None };
         let floats = |b: &[u8]| b.chunks_exact(4).map(|b| f32::from_ne_bytes(b.try_into().unwrap())).collect();
         match head.op {
-            OP_KNN if head.segment != 0 => {
+            OP_KNN | OP_RANGE if head.segment != 0 => {
                 // None: the requester is gone (and the answer with it).
                 job.segment = Segment::attach(head.segment);
                 if let Some(seg) = &mut job.segment {
@@ -264,7 +264,7 @@ fn take(sh: &Shared, jobs: &mut Vec<Job>, max: usize, tile: usize) -> bool {
                     job.queries = floats(&b[..want.min(b.len())]);
                 }
             }
-            OP_KNN => job.queries = floats(&data[..bytes]),
+            OP_KNN | OP_RANGE => job.queries = floats(&data[..bytes]),
             _ => job.path = String::from_utf8_lossy(&data[..bytes]).into_owned(),
         }
         jobs.push(job);

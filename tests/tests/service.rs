@@ -141,12 +141,13 @@ fn scans_through_the_service_equal_sequential_scans() {
     assert!(after[0] > before[0], "VACUUM rebuilt the tree: generation {before:?} -> {after:?}");
 }
 
-/// `gpu_spatial_knn` through the service equals the session's own search
-/// and the sequential scan: skewed points (a dense cluster, duplicates, a
-/// far outlier), through inserts, deletes and VACUUM; `auto` keeps a batch
-/// in the session that holds its copy of the tree.
+/// `gpu_spatial_knn`, `gpu_spatial_range` and `gpu_spatial_within`
+/// through the service equal the session's own search and the sequential
+/// scan: skewed points (a dense cluster, duplicates, a far outlier),
+/// through inserts, deletes and VACUUM; `auto` keeps a kNN batch in the
+/// session that holds its copy of the tree.
 #[test]
-fn spatial_knn_batches_through_the_service_equal_the_sessions() {
+fn spatial_batches_through_the_service_equal_the_sessions() {
     let _serial = serial();
     let mut c = connect(DB);
     c.batch_execute(
@@ -202,15 +203,47 @@ fn spatial_knn_batches_through_the_service_equal_the_sessions() {
             assert_eq!(served, own, "{when}, k = {k}: service against the session");
         }
     };
+    // Ranges: a box holding every point answers more rows than the
+    // request has room for at first (asked again with room for them).
+    let ranges = |c: &mut Client, when: &str| {
+        for (f, arg, op) in [
+            (
+                "gpu_spatial_range",
+                "ARRAY[box(point(400, 400), point(600, 600)), box(point(-1e16, -1e16), point(1e16, 1e16)), box(point(250, 750), point(250, 750)), box(point(2000, 2000), point(3000, 3000))]",
+                "<@",
+            ),
+            ("gpu_spatial_within", "ARRAY[circle(point(500.5, 500.5), 0.3), circle(point(0, 0), 40), circle(point(-1e15, 1e15), 1)]", "<@"),
+        ] {
+            let q = |c: &mut Client, sql: &str| -> Vec<(i64, String)> {
+                c.query(sql, &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect()
+            };
+            set_seq_only(c);
+            let want = q(c, &format!("SELECT q.ord, t.ctid::text FROM unnest({arg}) WITH ORDINALITY q(s, ord) JOIN sv_pts t ON t.p {op} q.s ORDER BY 1, 2"));
+            set_index_only(c, false);
+            let sql = format!("SELECT ord, ctid::text FROM {f}('sv_pts_p', {arg}) ORDER BY 1, 2");
+            c.batch_execute("SET gpuindex.service = off").unwrap();
+            let own = q(c, &sql);
+            c.batch_execute("SET gpuindex.service = on").unwrap();
+            let served = q(c, &sql);
+            assert!(service_epoch(c).is_some(), "{when}: {f} not through the service");
+            c.batch_execute("RESET gpuindex.service").unwrap();
+            assert!(f != "gpu_spatial_range" || want.len() > 8_192, "{when}: {f}: {} rows, within the first room", want.len());
+            assert_eq!(served, want, "{when}: {f} through the service against the sequential scan");
+            assert_eq!(own, want, "{when}: {f} in the session against the sequential scan");
+        }
+    };
     check(&mut c, "built");
+    ranges(&mut c, "built");
     c.batch_execute(
         "INSERT INTO sv_pts SELECT 50000 + g, point(random() * 1000, random() * 1000) FROM generate_series(1, 800) g;
          DELETE FROM sv_pts WHERE id % 4 = 1 OR id BETWEEN 30000 AND 30400;",
     )
     .unwrap();
     check(&mut c, "after inserts and deletes");
+    ranges(&mut c, "after inserts and deletes");
     c.batch_execute("VACUUM sv_pts").unwrap();
     check(&mut c, "after VACUUM");
+    ranges(&mut c, "after VACUUM");
     // A session holding its copy searches it under auto (the service's
     // round trip buys nothing there), counted as declined.
     if stats(&mut c, "(device = 'gpu')::int") == 1 {

@@ -80,10 +80,11 @@ fn point_of(d: pg_sys::Datum) -> (f64, f64) {
 fn matches(open: &OpenIndex, qs: &[(i64, Query)], what: &'static str) -> Vec<(i64, pg_sys::ItemPointerData)> {
     let rel = open.index;
     let m = shape::meta(rel);
-    let img = image::tree(rel, &m);
     let queries: Vec<Query> = qs.iter().map(|q| q.1).collect();
-    let tree = &img.tree;
-    let hits = crate::batch::run(what, queries.len(), || tree.search_cpu(&queries), |g| tree.search_gpu(g, &queries));
+    let hits = image::range_by_service(rel, &m, &queries, what).unwrap_or_else(|| {
+        let tree = &image::tree(rel, &m).tree;
+        crate::batch::run(what, queries.len(), || tree.search_cpu(&queries), |g| tree.search_gpu(g, &queries))
+    });
     let delta = image::delta(rel, &m);
     let delta_hits = delta.search_cpu(&queries);
     let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(hits.ids.len() + delta_hits.ids.len());

@@ -7,7 +7,7 @@
 use super::page::*;
 use super::shape;
 use crate::am::common::cache;
-use gpuindex_engine::gpics::{Neighbors, Params, Points, QuadTree};
+use gpuindex_engine::gpics::{Hits, Neighbors, Params, Points, QuadTree, Query};
 use pgrx::pg_sys;
 use std::sync::Arc;
 
@@ -101,25 +101,54 @@ const KNN_US_PER_CENTRE: f64 = 7.5;
 /// the index's pages.
 const COPY_US_PER_POINT: f64 = 0.1;
 
+/// Microseconds a range query (a box, circle or point, some tens of
+/// rows) costs in a backend on all cores, and on the service's GPU:
+/// 4e6 and 4e7 queries/s in batches of 256K over 16M points
+/// (docs/bench/gpics-h100.md).
+const RANGE_US_PER_QUERY: f64 = 0.25;
+const RANGE_US_PER_QUERY_GPU: f64 = 0.025;
+
+/// Every tree point matching each query, from the GPU service (shipping
+/// it the tree if it lacks it); None where this backend searches itself,
+/// as for `knn_by_service`.
+pub fn range_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[Query], what: &'static str) -> Option<Hits> {
+    use crate::service::{client, served};
+    let copy = if cached(rel, m).is_some() { 0.0 } else { m.tree_entries as f64 * COPY_US_PER_POINT };
+    let n = queries.len() as f64;
+    if !client::wanted() || !client::pays(copy + n * RANGE_US_PER_QUERY, n * RANGE_US_PER_QUERY_GPU) {
+        return None;
+    }
+    let key = client::key_of(rel, m.generation, m.vacuums);
+    let rows = client::range(key, served::QUERY_WORDS, &served::query_words(queries), &|path| ship(rel, m, path), what)?;
+    let mut h = Hits { offsets: vec![0], ids: Vec::new() };
+    for r in rows {
+        h.ids.extend(r);
+        h.offsets.push(h.ids.len());
+    }
+    Some(h)
+}
+
+/// Writes the tree for the service, which holds it from then on (this
+/// backend's copy is dropped).
+fn ship(rel: pg_sys::Relation, m: &Meta, path: &std::path::Path) -> std::io::Result<()> {
+    let written = crate::service::images::write_spatial(path, &tree(rel, m));
+    cache::remove(rel, "points");
+    written
+}
+
 /// The `k` nearest tree points of each centre from the GPU service,
 /// shipping it the tree if it lacks it; None where this backend searches
 /// itself (`gpuindex.service`; under `auto` also where this backend would
 /// answer as soon, or the service failed).
 pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k: usize, what: &'static str) -> Option<Neighbors> {
-    use crate::service::{client, images, served};
+    use crate::service::{client, served};
     let copy = if cached(rel, m).is_some() { 0.0 } else { m.tree_entries as f64 * COPY_US_PER_POINT };
     let work = centres.len() as f64 * KNN_US_PER_CENTRE;
     if !client::wanted() || !client::pays(copy + work, work) {
         return None;
     }
-    let ship = |path: &std::path::Path| {
-        let written = images::write_spatial(path, &tree(rel, m));
-        // The service holds it now; this backend need not.
-        cache::remove(rel, "points");
-        written
-    };
     let key = client::key_of(rel, m.generation, m.vacuums);
-    let rows = client::knn(key, served::CENTRE_WORDS, &served::centre_words(centres), k, &ship, what)?;
+    let rows = client::knn(key, served::CENTRE_WORDS, &served::centre_words(centres), k, &|path| ship(rel, m, path), what)?;
     let mut n = Neighbors { offsets: vec![0], ..Default::default() };
     for r in rows {
         n.ids.extend(r.iter().map(|p| p.0));

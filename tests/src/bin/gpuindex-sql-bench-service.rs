@@ -318,7 +318,12 @@ fn others(a: &Args) {
     // Each pair runs CPU, defaults, defaults, CPU (the host drifts by
     // tens of percent between runs of seconds); throughput is the mean of
     // the two, latency from the first.
-    let mean = |x: &Run, y: &Run| Run { tps: (x.tps + y.tps) / 2.0, p50_ms: x.p50_ms, p99_ms: x.p99_ms, transactions: x.transactions + y.transactions };
+    let mean = |x: &Run, y: &Run| Run {
+        tps: (x.tps + y.tps) / 2.0,
+        p50_ms: x.p50_ms,
+        p99_ms: x.p99_ms,
+        transactions: x.transactions + y.transactions,
+    };
     for (what, script) in &kinds {
         for &clients in &a.clients {
             let cpu_options = "-c gpuindex.device=cpu -c gpuindex.service=off";
@@ -330,8 +335,17 @@ fn others(a: &Args) {
             let declined = stat(&mut c, "declined").parse::<f64>().unwrap_or(0.0) - declined.parse::<f64>().unwrap_or(0.0);
             let cpu2 = pgbench(a, script, clients, cpu_options, || {});
             let (cpu, svc) = (mean(&cpu1, &cpu2), mean(&svc1, &svc2));
-            for (path, r, sent) in [("CPU (gpuindex.device = cpu)", &cpu, "-".to_string()), ("defaults, service running", &svc, format!("{sent:.0} (declined {declined:.0})"))] {
-                println!("| {what} | {clients} | {path} | {:.0} | {:.3} | {:.3} | {:.2}x | {sent} |", r.tps, r.p50_ms, r.p99_ms, r.tps / cpu.tps);
+            for (path, r, sent) in [
+                ("CPU (gpuindex.device = cpu)", &cpu, "-".to_string()),
+                ("defaults, service running", &svc, format!("{sent:.0} (declined {declined:.0})")),
+            ] {
+                println!(
+                    "| {what} | {clients} | {path} | {:.0} | {:.3} | {:.3} | {:.2}x | {sent} |",
+                    r.tps,
+                    r.p50_ms,
+                    r.p99_ms,
+                    r.tps / cpu.tps
+                );
             }
         }
     }
