@@ -350,25 +350,32 @@ fn others(a: &Args) {
         }
     }
 
-    // One batch of kNN centres: in this session (its own copy, its own
-    // GPU context under auto) and through the service.
-    let centres = 10_000;
-    let sql = format!(
-        "SELECT count(*) FROM gpu_spatial_knn('bench_svc_pt_p', (SELECT array_agg(point(((g * 7919) % 1000)::float8 + 0.5, ((g * 104729) % 1000)::float8 + 0.25)) FROM generate_series(1, {centres}) g), 10)"
+    // Batches: in this session (its own copy, its own GPU context under
+    // auto) and through the service.
+    let n = 100_000;
+    let centres = format!("(SELECT array_agg(point(((g::int8 * 7919) % 1000)::float8 + 0.5, ((g::int8 * 104729) % 1000)::float8 + 0.25)) FROM generate_series(1, {n}) g)");
+    let boxes = format!(
+        "(SELECT array_agg(box(point((g::int8 * 7919) % 995, (g::int8 * 104729) % 995), point((g::int8 * 7919) % 995 + 5, (g::int8 * 104729) % 995 + 5))) FROM generate_series(1, {n}) g)"
     );
-    println!("\none gpu_spatial_knn call of {centres} centres, k = 10 (median of 5):\n");
-    println!("| path | ms | device | service epoch |");
-    println!("|---|---:|---|---|");
-    let mut answers = Vec::new();
-    for (path, setting) in [("this session", "off"), ("GPU service", "on")] {
-        c.batch_execute(&format!("SET gpuindex.service = {setting}")).unwrap();
-        let mut n = 0i64;
-        let s = time(5, || n = c.query_one(&sql, &[]).unwrap().get(0));
-        answers.push(n);
-        let row = c.query_one("SELECT device, coalesce(service, '-') FROM gpuindex_last_batch()", &[]).unwrap();
-        let (device, epoch): (String, String) = (row.get(0), row.get(1));
-        println!("| {path} | {:.1} | {device} | {epoch} |", s * 1e3);
+    let batches = [
+        (format!("gpu_spatial_knn, {n} centres, k = 10"), format!("SELECT count(*) FROM gpu_spatial_knn('bench_svc_pt_p', {centres}, 10)")),
+        (format!("gpu_spatial_range, {n} boxes of 5 x 5"), format!("SELECT count(*) FROM gpu_spatial_range('bench_svc_pt_p', {boxes})")),
+    ];
+    println!("\none batch function call (median of 5):\n");
+    println!("| call | path | ms | rows | device | service epoch |");
+    println!("|---|---|---:|---:|---|---|");
+    for (what, sql) in &batches {
+        let mut answers = Vec::new();
+        for (path, setting) in [("this session", "off"), ("GPU service", "on")] {
+            c.batch_execute(&format!("SET gpuindex.service = {setting}")).unwrap();
+            let mut rows = 0i64;
+            let s = time(5, || rows = c.query_one(sql.as_str(), &[]).unwrap().get(0));
+            answers.push(rows);
+            let row = c.query_one("SELECT device, coalesce(service, '-') FROM gpuindex_last_batch()", &[]).unwrap();
+            let (device, epoch): (String, String) = (row.get(0), row.get(1));
+            println!("| {what} | {path} | {:.1} | {rows} | {device} | {epoch} |", s * 1e3);
+        }
+        assert_eq!(answers[0], answers[1], "{what}: the session and the service found different numbers of rows");
     }
     c.batch_execute("RESET gpuindex.service").unwrap();
-    assert_eq!(answers[0], answers[1], "the session and the service found different numbers of rows");
 }
