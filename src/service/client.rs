@@ -152,9 +152,9 @@ fn bytes(queries: usize, dim: usize, ask: Ask) -> usize {
 /// expects (a tile of the GPU's bounded brute force).
 const SMALL_REQUEST: usize = 32;
 
-/// Why a GPU service ran a batch on its CPU (`worker::gpu_pays`).
-pub const CPU_BY_CHOICE: &str =
-    "the GPU service searched on its CPU: k is above the GPU's bounded brute force (16) on a tree that prunes little";
+/// Why a GPU service ran a batch on its CPU (`Served::gpu_pays`).
+pub const CPU_BY_CHOICE: &str = "the GPU service searched on its CPU: k is above the GPU's bounded brute force (16) on a tree that \
+     prunes little, or a gpu_spatial batch holds fewer queries than gpuindex.gpu_min_batch";
 
 /// What came back.
 enum Reply {

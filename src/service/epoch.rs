@@ -1,9 +1,9 @@
 //! An epoch's work, in three steps so that the searches of one epoch run
 //! while the worker answers the one before and takes the one after:
 //!
-//! - `prepare` (worker thread): loads shipped images, groups the kNN
-//!   requests by image, answers what needs no search (a missing image,
-//!   a refused one);
+//! - `prepare` (worker thread): loads shipped images, groups the requests
+//!   by image and kind (kNN, range), answers what needs no search (a
+//!   missing image, a refused one), decides GPU or CPU for each search;
 //! - `Searcher` (its own thread): each group's search, on the GPU where it
 //!   pays, else on the CPU pool; no PostgreSQL call;
 //! - `finish` (worker thread): answers every request, wakes its backend,
@@ -40,8 +40,8 @@ pub(super) enum Answer {
     TooSmall(usize),
 }
 
-/// One image's search in an epoch: the queries of its requests, the
-/// largest k they ask.
+/// One image's search in an epoch: the queries of its requests of one
+/// kind, and for kNN the largest k they ask.
 struct Search {
     image: Arc<Served>,
     queries: Vec<f32>,

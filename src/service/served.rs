@@ -168,7 +168,7 @@ fn found(tried: Option<Result<Rows, GpuError>>, cpu: impl FnOnce() -> Rows) -> F
 }
 
 /// Neighbours as per-query rows.
-pub fn rows(n: Neighbors) -> Rows {
+fn rows(n: Neighbors) -> Rows {
     (0..n.offsets.len().saturating_sub(1))
         .map(|q| {
             let (ids, ds) = n.of(q);
