@@ -90,6 +90,15 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
             answers[j] = Some(Answer::Failed("the request's queries did not arrive".into()));
             continue;
         }
+        if job.head.op == OP_RANGE {
+            // Asked again with room for the answer found before.
+            let hash = super::images::queries_hash(&job.queries);
+            if let Some(rows) = store.held_answer(job.head.owner_pid, job.head.key, hash, job.head.k as usize) {
+                sh.stats.answers_kept.fetch_add(1, Relaxed);
+                answers[j] = Some(Answer::Rows { rows, distances: false });
+                continue;
+            }
+        }
         groups.entry((job.head.key, job.head.op)).or_default().push(j);
     }
     let (mut members, mut searches) = (Vec::new(), Vec::new());
@@ -189,7 +198,7 @@ fn search(gpu: Option<&Gpu>, s: &Search) -> Found {
 
 /// Answers every request of `epoch` (its searches, sent to `searcher`,
 /// first waited for) and counts it.
-pub(super) fn finish(sh: &Shared, store: &Store, searcher: &mut Searcher, mut epoch: Epoch) {
+pub(super) fn finish(sh: &Shared, store: &mut Store, searcher: &mut Searcher, mut epoch: Epoch) {
     let mut on_gpu = false;
     if epoch.sent {
         let (found, us) = searcher.wait();
@@ -201,11 +210,13 @@ pub(super) fn finish(sh: &Shared, store: &Store, searcher: &mut Searcher, mut ep
             on_gpu |= found.on_gpu;
             let mut rows = found.rows.into_iter();
             for &j in group {
-                let head = &epoch.jobs[j].head;
+                let (head, queries) = (&epoch.jobs[j].head, &epoch.jobs[j].queries);
                 let mut mine: Vec<Vec<(u64, f64)>> = rows.by_ref().take(head.queries as usize).collect();
                 epoch.answers[j] = Some(if head.op == OP_RANGE {
                     let total: usize = mine.iter().map(Vec::len).sum();
                     if total > head.k as usize {
+                        // Kept for the ask again, which then needs no search.
+                        store.hold_answer(head.owner_pid, head.key, super::images::queries_hash(queries), mine);
                         Answer::TooSmall(total)
                     } else {
                         Answer::Rows { rows: mine, distances: false }

@@ -140,7 +140,25 @@ pub struct Store {
     /// Images that could not be loaded, and why: asked again, they fail at
     /// once rather than being shipped again.
     refused: HashMap<ImageKey, String>,
+    /// Range answers that outgrew their request's room, kept for the
+    /// requester's ask again (by its pid, the image and its queries' hash)
+    /// so that it is not searched twice.
+    answers: HashMap<(i32, ImageKey, u64), (Vec<Vec<(u64, f64)>>, Instant)>,
     clock: u64,
+}
+
+/// How long a held answer waits for its ask again, and how many wait.
+const HELD_FOR: Duration = Duration::from_secs(10);
+const HELD_MOST: usize = 8;
+
+/// The hash a held answer is found by: its request's queries.
+pub fn queries_hash(queries: &[f32]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for q in queries {
+        q.to_bits().hash(&mut h);
+    }
+    h.finish()
 }
 
 fn alive(pid: i32) -> bool {
@@ -156,6 +174,26 @@ impl Store {
         h.used = self.clock;
         h.queries += queries as u64;
         Some(h.image.clone())
+    }
+
+    /// Keeps a range answer for the ask again of `pid` (`held_answer`).
+    pub fn hold_answer(&mut self, pid: i32, key: ImageKey, hash: u64, rows: Vec<Vec<(u64, f64)>>) {
+        self.answers.retain(|_, (_, at)| at.elapsed() < HELD_FOR);
+        while self.answers.len() >= HELD_MOST {
+            let oldest = *self.answers.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k).expect("not empty");
+            self.answers.remove(&oldest);
+        }
+        self.answers.insert((pid, key, hash), (rows, Instant::now()));
+    }
+
+    /// The answer held for `pid`'s request of these queries, if it fits
+    /// `room` rows now (it is given once).
+    pub fn held_answer(&mut self, pid: i32, key: ImageKey, hash: u64, room: usize) -> Option<Vec<Vec<(u64, f64)>>> {
+        let fits = self
+            .answers
+            .get(&(pid, key, hash))
+            .is_some_and(|(rows, at)| at.elapsed() < HELD_FOR && rows.iter().map(Vec::len).sum::<usize>() <= room);
+        fits.then(|| self.answers.remove(&(pid, key, hash)).expect("found above").0)
     }
 
     /// Why the image of `key` was refused, if it was.

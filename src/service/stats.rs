@@ -71,6 +71,9 @@ pub struct Stats {
     /// Searches that backends kept under `auto` because their own CPU
     /// would answer sooner than the service (`client::pays`).
     pub declined: AtomicU64,
+    /// Range answers that outgrew their room and were given from the
+    /// worker's keeping when asked again (no second search).
+    pub answers_kept: AtomicU64,
     /// The recent round trip of small requests (microseconds, an
     /// exponential average, as f64 bits) and when it was last measured
     /// (a TimestampTz).
@@ -129,7 +132,7 @@ fn device_name(d: u32) -> Option<String> {
                    wait_us_p50 float8, wait_us_p99 float8, run_us_p50 float8, run_us_p99 float8,
                    loads bigint, failed bigint, abandoned bigint, restarted bigint, fallbacks bigint,
                    images int, image_host_bytes bigint, image_device_bytes bigint, busy_slots int,
-                   run_ms_total float8, search_ms_total float8, declined bigint, expected_wait_us float8)
+                   run_ms_total float8, search_ms_total float8, declined bigint, expected_wait_us float8, answers_kept bigint)
     VOLATILE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 #[allow(clippy::type_complexity)]
@@ -163,6 +166,7 @@ fn gpuindex_service_stats() -> TableIterator<
         name!(search_ms_total, f64),
         name!(declined, i64),
         name!(expected_wait_us, f64),
+        name!(answers_kept, i64),
     ),
 > {
     let Some(sh) = shmem::shared() else {
@@ -204,6 +208,7 @@ fn gpuindex_service_stats() -> TableIterator<
         s.search_us_total.load(Relaxed) as f64 / 1e3,
         n(&s.declined),
         s.expected_wait_us(),
+        n(&s.answers_kept),
     ))
 }
 

@@ -92,12 +92,12 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
         }
         let tile = if gpu.is_some() { GPU_TILE } else { 1 };
         let mut jobs = Vec::new();
-        answer_done(sh, &store, &mut searcher, &mut flight);
+        answer_done(sh, &mut store, &mut searcher, &mut flight);
         let mut full = take(sh, &mut jobs, max, tile) || whole_tiles(&jobs, tile);
         if jobs.is_empty() {
             // Nothing new: answer the oldest epoch in flight, else sleep.
             match flight.pop_front() {
-                Some(e) => epoch::finish(sh, &store, &mut searcher, e),
+                Some(e) => epoch::finish(sh, &mut store, &mut searcher, e),
                 None => running = wait(1000),
             }
             continue;
@@ -114,7 +114,7 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
         loop {
             // Answers go out as soon as they are found: their backends
             // post their next queries into this epoch.
-            answer_done(sh, &store, &mut searcher, &mut flight);
+            answer_done(sh, &mut store, &mut searcher, &mut flight);
             let idle = flight.is_empty();
             if !running || (full && flight.len() < QUEUED) || queries(&jobs) >= max || (idle && (had_flight || opened.elapsed() >= window))
             {
@@ -136,12 +136,12 @@ pub extern "C-unwind" fn gpuindex_service_main(_arg: pg_sys::Datum) {
         if searcher.send(&mut next) {
             flight.push_back(next);
         } else {
-            epoch::finish(sh, &store, &mut searcher, next);
+            epoch::finish(sh, &mut store, &mut searcher, next);
         }
     }
     // The epochs in hand are answered before the worker goes.
     while let Some(e) = flight.pop_front() {
-        epoch::finish(sh, &store, &mut searcher, e);
+        epoch::finish(sh, &mut store, &mut searcher, e);
     }
     // Exit code 1: the postmaster restarts the worker (an operator's
     // SIGTERM restarts the service; a shutdown does not).
@@ -208,7 +208,7 @@ fn whole_tiles(jobs: &[Job], tile: usize) -> bool {
 }
 
 /// Answers the epochs in flight whose searches are done, oldest first.
-fn answer_done(sh: &Shared, store: &Store, searcher: &mut Searcher, flight: &mut VecDeque<Epoch>) {
+fn answer_done(sh: &Shared, store: &mut Store, searcher: &mut Searcher, flight: &mut VecDeque<Epoch>) {
     while !flight.is_empty() && searcher.ready() {
         let e = flight.pop_front().expect("an epoch in flight");
         epoch::finish(sh, store, searcher, e);

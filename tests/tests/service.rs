@@ -224,8 +224,12 @@ fn spatial_batches_through_the_service_equal_the_sessions() {
             c.batch_execute("SET gpuindex.service = off").unwrap();
             let own = q(c, &sql);
             c.batch_execute("SET gpuindex.service = on").unwrap();
+            let kept = stats(c, "answers_kept");
             let served = q(c, &sql);
             assert!(service_epoch(c).is_some(), "{when}: {f} not through the service");
+            if f == "gpu_spatial_range" {
+                assert!(stats(c, "answers_kept") > kept, "{when}: the answer past its room was searched again");
+            }
             c.batch_execute("RESET gpuindex.service").unwrap();
             assert!(f != "gpu_spatial_range" || want.len() > 8_192, "{when}: {f}: {} rows, within the first room", want.len());
             assert_eq!(served, want, "{when}: {f} through the service against the sequential scan");
