@@ -62,6 +62,8 @@ pub(super) struct Epoch {
     searches: Vec<Search>,
     /// Whether its searches went to the searcher.
     sent: bool,
+    /// Whether answers kept from an epoch before came from the GPU.
+    kept_on_gpu: bool,
     started: Instant,
 }
 
@@ -83,6 +85,7 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
         });
     }
     // One search per image and kind of question.
+    let mut kept_on_gpu = false;
     let mut groups: HashMap<(ImageKey, u32), Vec<usize>> = HashMap::new();
     for (j, job) in jobs.iter().enumerate().filter(|(_, j)| matches!(j.head.op, OP_KNN | OP_RANGE)) {
         if job.queries.len() != job.head.queries as usize * job.head.dim as usize {
@@ -93,8 +96,9 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
         if job.head.op == OP_RANGE {
             // Asked again with room for the answer found before.
             let hash = super::images::queries_hash(&job.queries);
-            if let Some(rows) = store.held_answer(job.head.owner_pid, job.head.key, hash, job.head.k as usize) {
+            if let Some((rows, on_gpu)) = store.held_answer(job.head.owner_pid, job.head.key, hash, job.head.k as usize) {
                 sh.stats.answers_kept.fetch_add(1, Relaxed);
+                kept_on_gpu |= on_gpu;
                 answers[j] = Some(Answer::Rows { rows, distances: false });
                 continue;
             }
@@ -131,7 +135,7 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
         searches.push(Search { image, queries, k, range, on_gpu });
         members.push(group);
     }
-    Epoch { number, jobs, answers, members, searches, sent: false, started }
+    Epoch { number, jobs, answers, members, searches, sent: false, kept_on_gpu, started }
 }
 
 /// The thread that runs epochs' searches, one epoch at a time.
@@ -199,7 +203,7 @@ fn search(gpu: Option<&Gpu>, s: &Search) -> Found {
 /// Answers every request of `epoch` (its searches, sent to `searcher`,
 /// first waited for) and counts it.
 pub(super) fn finish(sh: &Shared, store: &mut Store, searcher: &mut Searcher, mut epoch: Epoch) {
-    let mut on_gpu = false;
+    let mut on_gpu = epoch.kept_on_gpu;
     if epoch.sent {
         let (found, us) = searcher.wait();
         sh.stats.search_us_total.fetch_add(us, Relaxed);
@@ -216,7 +220,7 @@ pub(super) fn finish(sh: &Shared, store: &mut Store, searcher: &mut Searcher, mu
                     let total: usize = mine.iter().map(Vec::len).sum();
                     if total > head.k as usize {
                         // Kept for the ask again, which then needs no search.
-                        store.hold_answer(head.owner_pid, head.key, super::images::queries_hash(queries), mine);
+                        store.hold_answer(head.owner_pid, head.key, super::images::queries_hash(queries), (mine, found.on_gpu));
                         Answer::TooSmall(total)
                     } else {
                         Answer::Rows { rows: mine, distances: false }

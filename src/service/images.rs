@@ -143,9 +143,13 @@ pub struct Store {
     /// Range answers that outgrew their request's room, kept for the
     /// requester's ask again (by its pid, the image and its queries' hash)
     /// so that it is not searched twice.
-    answers: HashMap<(i32, ImageKey, u64), (Vec<Vec<(u64, f64)>>, Instant)>,
+    answers: HashMap<(i32, ImageKey, u64), (Kept, Instant)>,
     clock: u64,
 }
+
+/// A kept range answer: its rows per query, and whether the GPU found
+/// them.
+pub type Kept = (Vec<Vec<(u64, f64)>>, bool);
 
 /// How long a held answer waits for its ask again, and how many wait.
 const HELD_FOR: Duration = Duration::from_secs(10);
@@ -177,22 +181,22 @@ impl Store {
     }
 
     /// Keeps a range answer for the ask again of `pid` (`held_answer`).
-    pub fn hold_answer(&mut self, pid: i32, key: ImageKey, hash: u64, rows: Vec<Vec<(u64, f64)>>) {
+    pub fn hold_answer(&mut self, pid: i32, key: ImageKey, hash: u64, kept: Kept) {
         self.answers.retain(|_, (_, at)| at.elapsed() < HELD_FOR);
         while self.answers.len() >= HELD_MOST {
             let oldest = *self.answers.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k).expect("not empty");
             self.answers.remove(&oldest);
         }
-        self.answers.insert((pid, key, hash), (rows, Instant::now()));
+        self.answers.insert((pid, key, hash), (kept, Instant::now()));
     }
 
     /// The answer held for `pid`'s request of these queries, if it fits
     /// `room` rows now (it is given once).
-    pub fn held_answer(&mut self, pid: i32, key: ImageKey, hash: u64, room: usize) -> Option<Vec<Vec<(u64, f64)>>> {
+    pub fn held_answer(&mut self, pid: i32, key: ImageKey, hash: u64, room: usize) -> Option<Kept> {
         let fits = self
             .answers
             .get(&(pid, key, hash))
-            .is_some_and(|(rows, at)| at.elapsed() < HELD_FOR && rows.iter().map(Vec::len).sum::<usize>() <= room);
+            .is_some_and(|((rows, _), at)| at.elapsed() < HELD_FOR && rows.iter().map(Vec::len).sum::<usize>() <= room);
         fits.then(|| self.answers.remove(&(pid, key, hash)).expect("found above").0)
     }
 
