@@ -220,14 +220,14 @@ SELECT l.qid, s.id, round(s.d::numeric, 4) AS distance FROM lookups l
 \echo
 \echo '10. The GPU service: one background worker owns the GPU; searches of all sessions become one batch per epoch'
 SELECT running, device FROM gpuindex_service_stats();
-\echo 'a kNN index scan sent to the service (gpuindex.service = on; auto does so when the service has a GPU):'
+\echo 'a kNN index scan sent to the service (gpuindex.service = on; auto does so when the service has a GPU and the trip pays by cost):'
 SET gpuindex.service = on;
 SELECT id, round((v <-> (SELECT v FROM q))::numeric, 4) AS distance FROM items ORDER BY v <-> (SELECT v FROM q) LIMIT 5;
 SELECT function, device, service IS NOT NULL AS by_the_service FROM gpuindex_last_batch();
 \echo 'EXPLAIN ANALYZE ends with what the statement asked of the service:'
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT id FROM items ORDER BY v <-> (SELECT v FROM q) LIMIT 5;
 RESET gpuindex.service;
-SELECT requests > 0 AS served, loads, images, busy_slots FROM gpuindex_service_stats();
+SELECT requests > 0 AS served, loads, images, busy_slots, declined FROM gpuindex_service_stats();
 
 DROP TABLE items, orders, customers;
 
