@@ -95,8 +95,7 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
         }
         if job.head.op == OP_RANGE {
             // Asked again with room for the answer found before.
-            let hash = super::images::queries_hash(&job.queries);
-            if let Some((rows, on_gpu)) = store.held_answer(job.head.owner_pid, job.head.key, hash, job.head.k as usize) {
+            if let Some((rows, on_gpu)) = store.held_answer(job.head.owner_pid, job.head.key, &job.queries, job.head.k as usize) {
                 sh.stats.answers_kept.fetch_add(1, Relaxed);
                 kept_on_gpu |= on_gpu;
                 answers[j] = Some(Answer::Rows { rows, distances: false });
@@ -220,7 +219,7 @@ pub(super) fn finish(sh: &Shared, store: &mut Store, searcher: &mut Searcher, mu
                     let total: usize = mine.iter().map(Vec::len).sum();
                     if total > head.k as usize {
                         // Kept for the ask again, which then needs no search.
-                        store.hold_answer(head.owner_pid, head.key, super::images::queries_hash(queries), (mine, found.on_gpu));
+                        store.hold_answer(head.owner_pid, head.key, queries, (mine, found.on_gpu));
                         Answer::TooSmall(total)
                     } else {
                         Answer::Rows { rows: mine, distances: false }

@@ -141,9 +141,9 @@ pub struct Store {
     /// once rather than being shipped again.
     refused: HashMap<ImageKey, String>,
     /// Range answers that outgrew their request's room, kept for the
-    /// requester's ask again (by its pid, the image and its queries' hash)
-    /// so that it is not searched twice.
-    answers: HashMap<(i32, ImageKey, u64), (Kept, Instant)>,
+    /// requester's ask again (by its pid and the image; the same queries,
+    /// compared bit for bit) so that it is not searched twice.
+    answers: HashMap<(i32, ImageKey), (Vec<f32>, Kept, Instant)>,
     clock: u64,
 }
 
@@ -154,16 +154,6 @@ pub type Kept = (Vec<Vec<(u64, f64)>>, bool);
 /// How long a held answer waits for its ask again, and how many wait.
 const HELD_FOR: Duration = Duration::from_secs(10);
 const HELD_MOST: usize = 8;
-
-/// The hash a held answer is found by: its request's queries.
-pub fn queries_hash(queries: &[f32]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for q in queries {
-        q.to_bits().hash(&mut h);
-    }
-    h.finish()
-}
 
 fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
@@ -180,24 +170,26 @@ impl Store {
         Some(h.image.clone())
     }
 
-    /// Keeps a range answer for the ask again of `pid` (`held_answer`).
-    pub fn hold_answer(&mut self, pid: i32, key: ImageKey, hash: u64, kept: Kept) {
-        self.answers.retain(|_, (_, at)| at.elapsed() < HELD_FOR);
+    /// Keeps the range answer to `pid`'s `queries` for its ask again
+    /// (`held_answer`).
+    pub fn hold_answer(&mut self, pid: i32, key: ImageKey, queries: &[f32], kept: Kept) {
+        self.answers.retain(|_, (_, _, at)| at.elapsed() < HELD_FOR);
         while self.answers.len() >= HELD_MOST {
-            let oldest = *self.answers.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k).expect("not empty");
+            let oldest = *self.answers.iter().min_by_key(|(_, (_, _, at))| *at).map(|(k, _)| k).expect("not empty");
             self.answers.remove(&oldest);
         }
-        self.answers.insert((pid, key, hash), (kept, Instant::now()));
+        self.answers.insert((pid, key), (queries.to_vec(), kept, Instant::now()));
     }
 
-    /// The answer held for `pid`'s request of these queries, if it fits
-    /// `room` rows now (it is given once).
-    pub fn held_answer(&mut self, pid: i32, key: ImageKey, hash: u64, room: usize) -> Option<Kept> {
+    /// The answer kept for `pid`'s request of the same `queries`, if it
+    /// fits `room` rows now (it is given once).
+    pub fn held_answer(&mut self, pid: i32, key: ImageKey, queries: &[f32], room: usize) -> Option<Kept> {
+        let same = |q: &[f32]| q.len() == queries.len() && q.iter().zip(queries).all(|(a, b)| a.to_bits() == b.to_bits());
         let fits = self
             .answers
-            .get(&(pid, key, hash))
-            .is_some_and(|((rows, _), at)| at.elapsed() < HELD_FOR && rows.iter().map(Vec::len).sum::<usize>() <= room);
-        fits.then(|| self.answers.remove(&(pid, key, hash)).expect("found above").0)
+            .get(&(pid, key))
+            .is_some_and(|(q, (rows, _), at)| at.elapsed() < HELD_FOR && same(q) && rows.iter().map(Vec::len).sum::<usize>() <= room);
+        fits.then(|| self.answers.remove(&(pid, key)).expect("found above").1)
     }
 
     /// Why the image of `key` was refused, if it was.
