@@ -46,13 +46,20 @@ fn strict() -> bool {
     guc::SERVICE.get() == ServiceSetting::On
 }
 
+/// The key of index `rel`'s image (at the metapage's `generation` and
+/// `vacuums`) where a search of it goes to the service: when the service
+/// is `wanted`, and then under `on` always, under `auto` where it `pays`.
+pub fn worth_asking(rel: pg_sys::Relation, generation: u64, vacuums: u64, session_us: f64, service_us: f64) -> Option<ImageKey> {
+    (wanted() && pays(session_us, service_us)).then(|| key_of(rel, generation, vacuums))
+}
+
 /// Whether a search goes to the service (called after `wanted`): under
 /// `on` always; under `auto` when this backend would take longer
 /// (`session_us`: its own search, and reading its copy of the index where
 /// it holds none) than the service's expected round trip plus its search
 /// (`service_us`); else the backend keeps it, counted as declined. A cheap
 /// query gains nothing from a trip it must wait for.
-pub fn pays(session_us: f64, service_us: f64) -> bool {
+fn pays(session_us: f64, service_us: f64) -> bool {
     let Some(sh) = shmem::shared() else { return false };
     if strict() || session_us > sh.stats.expected_wait_us() + service_us {
         return true;
@@ -62,7 +69,7 @@ pub fn pays(session_us: f64, service_us: f64) -> bool {
 }
 
 /// The key of the image of index `rel` at the metapage's counters.
-pub fn key_of(rel: pg_sys::Relation, generation: u64, vacuums: u64) -> ImageKey {
+fn key_of(rel: pg_sys::Relation, generation: u64, vacuums: u64) -> ImageKey {
     ImageKey {
         // SAFETY: a process global; a field of an open relation.
         database: unsafe { pg_sys::MyDatabaseId }.to_u32(),
@@ -318,7 +325,7 @@ pub fn knn(
 }
 
 /// Every row of the image `key` matching each query (`dim` words each),
-/// ids only; None as for `knn`. The answer's room starts at what a slot
+/// as (id, 0); None as for `knn`. The answer's room starts at what a slot
 /// holds (16 rows a query at least); an answer that
 /// needs more is asked again with room for it, one that needs more than
 /// a segment's part is not answered (the session searches itself under
@@ -329,7 +336,7 @@ pub fn range(
     queries: &[f32],
     ship: &dyn Fn(&Path) -> std::io::Result<()>,
     what: &'static str,
-) -> Option<Vec<Vec<u64>>> {
+) -> Option<Vec<Vec<(u64, f64)>>> {
     let dim = dim.max(1);
     let per_part = (super::segment::MAX_BYTES / 2 / (dim * 4 + 4)).max(1);
     let mut out = Vec::with_capacity(queries.len() / dim);
@@ -341,7 +348,7 @@ pub fn range(
         loop {
             match request(key, dim, part, Ask::Range(room), ship, what)? {
                 Ok(rows) => {
-                    out.extend(rows.into_iter().map(|r| r.into_iter().map(|p| p.0).collect::<Vec<u64>>()));
+                    out.extend(rows);
                     break;
                 }
                 Err(need) if Ask::Range(need).answer_bytes(n) <= super::segment::MAX_BYTES && need > room => room = need,

@@ -130,7 +130,7 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
         let k = if range { 0 } else { group.iter().map(|&j| jobs[j].head.k as usize).max().unwrap_or(1) };
         let queries: Vec<f32> = group.iter().flat_map(|&j| jobs[j].queries.iter().copied()).collect();
         // (Decided here: the searcher's thread must not read GUCs.)
-        let on_gpu = gpu.is_some() && image.gpu_pays(range, k, n, guc::GPU_MIN_BATCH.get().max(1) as usize);
+        let on_gpu = gpu.is_some() && image.gpu_pays(k, n, guc::GPU_MIN_BATCH.get().max(1) as usize);
         searches.push(Search { image, queries, k, range, on_gpu });
         members.push(group);
     }

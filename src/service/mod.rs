@@ -15,9 +15,10 @@
 //! - `explain`: EXPLAIN ANALYZE's line on the service.
 //!
 //! Served now: kNN on gpu_metric (index scans' `ORDER BY v <op> q LIMIT
-//! k`, `gpu_metric_knn`, the batched join's chunks) and on gpu_spatial
-//! (`gpu_spatial_knn`, `gpuindex_nearest`), each where it pays
-//! (`client::pays`).
+//! k`, `gpu_metric_knn`, the batched join's chunks); kNN and range batches
+//! on gpu_spatial (`gpu_spatial_knn`, `gpuindex_nearest`,
+//! `gpu_spatial_range`, `gpu_spatial_within`, the join's chunks); each
+//! where it pays (`client::worth_asking`).
 
 pub mod client;
 pub mod epoch;

@@ -82,8 +82,7 @@ impl Served {
         found(on.map(|g| tree.search_gpu(g, &qs).map(rows)), || rows(tree.search_cpu(&qs)))
     }
 
-    /// Whether a kNN (or with `range`, range) batch of `n` queries for `k`
-    /// runs on the GPU.
+    /// Whether a batch of `n` queries (kNN: for `k`) runs on the GPU.
     ///
     /// gpu_metric: within the GPU's limit; for L2 on trees that prune
     /// little (high dimensions) only where the GPU's bounded brute force
@@ -94,13 +93,12 @@ impl Served {
     /// words on the H100, where the worker's 16 cores on one query take
     /// 2.4 ms (docs/bench/gts-words-h100.md).
     ///
-    /// gpu_spatial: from `min_batch` queries (`gpuindex.gpu_min_batch`),
-    /// as in a session (G-PICS's kNN finds each radius on the CPU and then
-    /// runs one within-distance batch; both pay on the GPU for large
-    /// batches only).
-    pub fn gpu_pays(&self, range: bool, k: usize, n: usize, min_batch: usize) -> bool {
+    /// gpu_spatial (kNN and ranges): from `min_batch` queries
+    /// (`gpuindex.gpu_min_batch`), as in a session (G-PICS's kNN finds each
+    /// radius on the CPU and then runs one within-distance batch; both pay
+    /// on the GPU for large batches only).
+    pub fn gpu_pays(&self, k: usize, n: usize, min_batch: usize) -> bool {
         match self {
-            _ if range => n >= min_batch,
             Served::Metric(img) => {
                 let m = img.shape.metric;
                 k <= MAX_GPU_K

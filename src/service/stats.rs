@@ -69,7 +69,7 @@ pub struct Stats {
     pub run_us_total: AtomicU64,
     pub search_us_total: AtomicU64,
     /// Searches that backends kept under `auto` because their own CPU
-    /// would answer sooner than the service (`client::pays`).
+    /// would answer sooner than the service (`client::worth_asking`).
     pub declined: AtomicU64,
     /// Range answers that outgrew their room and were given from the
     /// worker's keeping when asked again (no second search).

@@ -137,7 +137,7 @@ pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
 /// search of its own copy: one query of 128 floats over 1M rows took
 /// 7.2 ms (p50, H100 host, 16 cores; docs/bench/sql-service-1e6-h100.md).
 /// Trees that prune well take less; the estimates only decide whether the
-/// service's round trip is worth it (`client::pays`).
+/// service's round trip is worth it (`client::worth_asking`).
 const SESSION_US_PER_ROW_FLOAT: f64 = 5.6e-5;
 /// The same on the service's GPU: 10^4 queries of 128 floats over 1M rows
 /// at 1.1e5 queries/s (docs/bench/gts-small-h100.md).
@@ -155,16 +155,14 @@ pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[f32], k: usize
     let rows = m.tree_entries as f64;
     let copy = if cached(rel, m).is_some() { 0.0 } else { rows * m.dim.max(1) as f64 * COPY_US_PER_ROW_FLOAT };
     let work = queries.len() as f64 * rows;
-    if !client::wanted() || !client::pays(copy + work * SESSION_US_PER_ROW_FLOAT, work * SERVICE_US_PER_ROW_FLOAT) {
-        return None;
-    }
+    let key = client::worth_asking(rel, m.generation, m.vacuums, copy + work * SESSION_US_PER_ROW_FLOAT, work * SERVICE_US_PER_ROW_FLOAT)?;
     let ship = |path: &std::path::Path| {
         let written = images::write_metric(path, &tree(rel, m));
         // The service holds it now; this backend need not.
         cache::remove(rel, "rows");
         written
     };
-    client::knn(client::key_of(rel, m.generation, m.vacuums), m.dim as usize, queries, k, &ship, what)
+    client::knn(key, m.dim as usize, queries, k, &ship, what)
 }
 
 /// The delta's rows (and a frozen delta's).

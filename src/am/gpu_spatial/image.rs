@@ -113,19 +113,23 @@ const RANGE_US_PER_QUERY_GPU: f64 = 0.025;
 /// as for `knn_by_service`.
 pub fn range_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[Query], what: &'static str) -> Option<Hits> {
     use crate::service::{client, served};
-    let copy = if cached(rel, m).is_some() { 0.0 } else { m.tree_entries as f64 * COPY_US_PER_POINT };
     let n = queries.len() as f64;
-    if !client::wanted() || !client::pays(copy + n * RANGE_US_PER_QUERY, n * RANGE_US_PER_QUERY_GPU) {
-        return None;
-    }
-    let key = client::key_of(rel, m.generation, m.vacuums);
+    let key = worth_asking(rel, m, n * RANGE_US_PER_QUERY, n * RANGE_US_PER_QUERY_GPU)?;
     let rows = client::range(key, served::QUERY_WORDS, &served::query_words(queries), &|path| ship(rel, m, path), what)?;
     let mut h = Hits { offsets: vec![0], ids: Vec::new() };
     for r in rows {
-        h.ids.extend(r);
+        h.ids.extend(r.iter().map(|p| p.0));
         h.offsets.push(h.ids.len());
     }
     Some(h)
+}
+
+/// The image's key where a search that takes `search_us` in this backend
+/// (and `service_us` on the service) goes to the service, counting the
+/// copy of the tree this backend would read first if it holds none.
+fn worth_asking(rel: pg_sys::Relation, m: &Meta, search_us: f64, service_us: f64) -> Option<crate::service::shmem::ImageKey> {
+    let copy = if cached(rel, m).is_some() { 0.0 } else { m.tree_entries as f64 * COPY_US_PER_POINT };
+    crate::service::client::worth_asking(rel, m.generation, m.vacuums, copy + search_us, service_us)
 }
 
 /// Writes the tree for the service, which holds it from then on (this
@@ -142,12 +146,8 @@ fn ship(rel: pg_sys::Relation, m: &Meta, path: &std::path::Path) -> std::io::Res
 /// answer as soon, or the service failed).
 pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k: usize, what: &'static str) -> Option<Neighbors> {
     use crate::service::{client, served};
-    let copy = if cached(rel, m).is_some() { 0.0 } else { m.tree_entries as f64 * COPY_US_PER_POINT };
     let work = centres.len() as f64 * KNN_US_PER_CENTRE;
-    if !client::wanted() || !client::pays(copy + work, work) {
-        return None;
-    }
-    let key = client::key_of(rel, m.generation, m.vacuums);
+    let key = worth_asking(rel, m, work, work)?;
     let rows = client::knn(key, served::CENTRE_WORDS, &served::centre_words(centres), k, &|path| ship(rel, m, path), what)?;
     let mut n = Neighbors { offsets: vec![0], ..Default::default() };
     for r in rows {
