@@ -50,6 +50,15 @@ __device__ __forceinline__ double pg_hypot(double x, double y) {
     return __dmul_rn(x, __dsqrt_rn(__dadd_rn(1.0, __dmul_rn(yx, yx))));
 }
 
+// A lower bound of the distance from (x, y) to any point in box b, as
+// geom.rs `Rect::min_dist`: pg_hypot, which does not overflow where the
+// squares would, less a relative slack for its rounding. Prunes only.
+__device__ __forceinline__ double box_bound(const double *b, double x, double y) {
+    double dx = fmax(fmax(b[0] - x, 0.0), x - b[2]);
+    double dy = fmax(fmax(b[1] - y, 0.0), y - b[3]);
+    return pg_hypot(dx, dy) * (1.0 - 1e-12);
+}
+
 __device__ __forceinline__ bool fp_eq(double a, double b) {
     return a == b || fabs(__dsub_rn(a, b)) <= EPSILON;
 }
@@ -69,9 +78,7 @@ __device__ __forceinline__ bool matches(const GQuery &q, double x, double y) {
 __device__ __forceinline__ bool may_touch(const GQuery &q, const double *b) {
     if (q.kind == 0) return q.a <= b[2] && b[0] <= q.c && q.b <= b[3] && b[1] <= q.d;
     if (q.kind == 1) {
-        double dx = fmax(fmax(b[0] - q.a, 0.0), q.a - b[2]);
-        double dy = fmax(fmax(b[1] - q.b, 0.0), q.b - b[3]);
-        return sqrt(dx * dx + dy * dy) <= q.c * (1.0 + 1e-12) + 1e-300;
+        return box_bound(b, q.a, q.b) <= q.c * (1.0 + 1e-12) + 1e-300;
     }
     double e = EPSILON * (1.0 + 1e-9);
     return q.a - e <= b[2] && b[0] <= q.a + e && q.b - e <= b[3] && b[1] <= q.b + e;
@@ -237,3 +244,203 @@ extern "C" __global__ void gpics_query_offsets(const u64 *__restrict__ qoff, con
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i <= m; i += (u64)gridDim.x * blockDim.x)
         res_off[i] = pair_off[qoff[i]];
 }
+
+// ------------------------------------------------------------------ kNN
+//
+// Exact k nearest neighbours, one warp per query (gpics/knn.rs is the same
+// walk on the CPU): depth first over the tree, nearest child first, a node
+// pruned when its box lies farther than the k-th best; in a leaf (points
+// in x order) the 32 points around the query's x first, then the x-window
+// of the k-th distance. The k best (distance key, id) pairs are a sorted
+// list spread over the warp's registers (element r * 32 + lane in
+// register r of that lane); a candidate is inserted with one ballot and
+// one shift. Non-finite queries are left to the host (count 0).
+
+#define KNN_WARPS 4
+#define FULL_MASK 0xffffffffu
+
+// keys.rs `encode_f64`: the total order of float8 as unsigned integers.
+__device__ __forceinline__ u64 dist_key(double d) {
+    u64 b = isnan(d) ? 0x7ff8000000000000ULL : (u64)__double_as_longlong(d);
+    return (b >> 63) ? ~b : (b | (1ULL << 63));
+}
+
+__device__ __forceinline__ double key_dist(u64 k) {
+    return __longlong_as_double((long long)((k >> 63) ? (k & ~(1ULL << 63)) : ~k));
+}
+
+
+template <int R> struct KnnList {
+    u64 key[R], id[R];
+    u32 count, k;
+    bool full;
+    u64 tkey, tid;     // the k-th, once full
+    double thr, thr2;  // its distance, and its square where the cheap test may use it (else -1)
+
+    __device__ __forceinline__ void init(u32 k_) {
+#pragma unroll
+        for (int r = 0; r < R; r++) key[r] = id[r] = ~0ULL;
+        count = 0;
+        k = k_;
+        full = false;
+        thr = __longlong_as_double(0x7ff0000000000000ULL);
+        thr2 = -1.0;
+    }
+
+    __device__ __forceinline__ bool better(u64 ck, u64 ci) const {
+        return !full || ck < tkey || (ck == tkey && ci < tid);
+    }
+
+    __device__ __forceinline__ bool surely_beyond(double dx, double dy) const {
+        return thr2 >= 0.0 && __dadd_rn(__dmul_rn(dx, dx), __dmul_rn(dy, dy)) > thr2 * (1.0 + 1e-12);
+    }
+
+    // Every lane calls with the same candidate.
+    __device__ __forceinline__ void insert(u64 ck, u64 ci) {
+        const u32 lane = threadIdx.x & 31;
+        u32 pos = 0;
+#pragma unroll
+        for (int r = 0; r < R; r++) pos += __popc(__ballot_sync(FULL_MASK, key[r] < ck || (key[r] == ck && id[r] < ci)));
+#pragma unroll
+        for (int r = R - 1; r >= 0; r--) {
+            u64 uk = __shfl_up_sync(FULL_MASK, key[r], 1), ui = __shfl_up_sync(FULL_MASK, id[r], 1);
+            if (r > 0) {
+                u64 ck2 = __shfl_sync(FULL_MASK, key[r > 0 ? r - 1 : 0], 31);
+                u64 ci2 = __shfl_sync(FULL_MASK, id[r > 0 ? r - 1 : 0], 31);
+                if (lane == 0) { uk = ck2; ui = ci2; }
+            }
+            u32 idx = r * 32 + lane;
+            if (idx > pos) { key[r] = uk; id[r] = ui; }
+            else if (idx == pos) { key[r] = ck; id[r] = ci; }
+        }
+        if (count < k) count++;
+        if (count >= k) {
+            full = true;
+            const u32 at = k - 1;
+            u64 a = key[0], b = id[0];
+#pragma unroll
+            for (int r = 1; r < R; r++)
+                if ((u32)r == at / 32) { a = key[r]; b = id[r]; }
+            tkey = __shfl_sync(FULL_MASK, a, at % 32);
+            tid = __shfl_sync(FULL_MASK, b, at % 32);
+            thr = key_dist(tkey);
+            double t2 = thr * thr;
+            thr2 = (isfinite(t2) && t2 >= 1e-290) ? t2 : -1.0;
+        }
+    }
+};
+
+// Offers positions [from, to) of the points, less [skip_a, skip_b).
+template <int R>
+__device__ __forceinline__ void knn_offer(KnnList<R> &best, const double *__restrict__ x, const double *__restrict__ y,
+                                          const u64 *__restrict__ id, double qx, double qy, u32 from, u32 to,
+                                          u32 skip_a, u32 skip_b) {
+    const u32 lane = threadIdx.x & 31;
+    for (u32 c = from; c < to; c += 32) {
+        const u32 j = c + lane;
+        bool cand = false;
+        u64 ck = 0, ci = 0;
+        if (j < to && (j < skip_a || j >= skip_b)) {
+            double px = x[j], py = y[j];
+            double dx = __dsub_rn(qx, px), dy = __dsub_rn(qy, py);
+            if (!best.surely_beyond(dx, dy)) {
+                ck = dist_key(pg_hypot(dx, dy));
+                if (!best.full || ck <= best.tkey) {
+                    ci = id[j];
+                    cand = best.better(ck, ci);
+                }
+            }
+        }
+        u32 mask = __ballot_sync(FULL_MASK, cand);
+        while (mask) {
+            const int l = __ffs(mask) - 1;
+            mask &= mask - 1;
+            const u64 k2 = __shfl_sync(FULL_MASK, ck, l), i2 = __shfl_sync(FULL_MASK, ci, l);
+            if (best.better(k2, i2)) best.insert(k2, i2);
+        }
+    }
+}
+
+template <int R>
+__device__ __forceinline__ void knn_batch(const Node *__restrict__ nodes, const double *__restrict__ x,
+                                          const double *__restrict__ y, const u64 *__restrict__ id,
+                                          const double *__restrict__ qs, u64 m, u32 k, u64 *__restrict__ out_key,
+                                          u64 *__restrict__ out_id, u32 *__restrict__ out_count) {
+    __shared__ u32 stacks[KNN_WARPS][TRAVERSAL_STACK];
+    const u32 warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    u32 *stack = stacks[warp];
+    for (u64 q = (u64)blockIdx.x * KNN_WARPS + warp; q < m; q += (u64)gridDim.x * KNN_WARPS) {
+        const double qx = qs[2 * q], qy = qs[2 * q + 1];
+        KnnList<R> best;
+        best.init(k);
+        if (isfinite(qx) && isfinite(qy)) {
+            int top = 0;
+            if (lane == 0) stack[0] = 0;
+            __syncwarp();
+            top = 1;
+            while (top > 0) {
+                const Node &n = nodes[stack[--top]];
+                __syncwarp();
+                if (best.full && dist_key(box_bound(n.b, qx, qy)) > best.tkey) continue;
+                if (n.leaf != 0) {
+                    const double *xs = x + n.start;
+                    const u32 len = n.count;
+                    u32 at = partition_point(xs, len, [&](double px) { return px < qx; });
+                    u32 c0 = at >= 16 ? at - 16 : 0;
+                    if (c0 + 32 > len) c0 = len > 32 ? len - 32 : 0;
+                    const u32 c1 = min(c0 + 32, len);
+                    knn_offer(best, xs, y + n.start, id + n.start, qx, qy, c0, c1, 0, 0);
+                    u32 a = 0, b = len;
+                    if (best.full) {
+                        const double r = best.thr;
+                        a = partition_point(xs, len, [&](double px) { return __dsub_rn(qx, px) > r; });
+                        b = partition_point(xs, len, [&](double px) { return __dsub_rn(qx, px) >= -r; });
+                        if (b < a) b = a;
+                    }
+                    knn_offer(best, xs, y + n.start, id + n.start, qx, qy, a, b, c0, c1);
+                    continue;
+                }
+                // Children farthest first on the stack, so the nearest is walked next.
+                double cb[4];
+                u32 cn[4];
+                int nk = 0;
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const u32 ch = n.child[c];
+                    if (ch == NONE) continue;
+                    const double d = box_bound(nodes[ch].b, qx, qy);
+                    if (best.full && dist_key(d) > best.tkey) continue;
+                    int i = nk++;
+                    while (i > 0 && cb[i - 1] < d) { cb[i] = cb[i - 1]; cn[i] = cn[i - 1]; i--; }
+                    cb[i] = d;
+                    cn[i] = ch;
+                }
+                if (lane == 0)
+                    for (int i = 0; i < nk; i++) stack[top + i] = cn[i];
+                __syncwarp();
+                top += nk;
+            }
+        }
+        const u32 cnt = best.count;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const u32 idx = r * 32 + lane;
+            if (idx < cnt) {
+                out_key[q * k + idx] = best.key[r];
+                out_id[q * k + idx] = best.id[r];
+            }
+        }
+        if (lane == 0) out_count[q] = cnt;
+    }
+}
+
+#define KNN_KERNEL(NAME, R)                                                                                         \
+    extern "C" __global__ void __launch_bounds__(KNN_WARPS * 32)                                                    \
+        NAME(const Node *__restrict__ nodes, const double *__restrict__ x, const double *__restrict__ y,            \
+             const u64 *__restrict__ id, const double *__restrict__ qs, u64 m, u32 k, u64 *__restrict__ out_key,  \
+             u64 *__restrict__ out_id, u32 *__restrict__ out_count) {                                              \
+        knn_batch<R>(nodes, x, y, id, qs, m, k, out_key, out_id, out_count);                                       \
+    }
+KNN_KERNEL(gpics_knn_32, 1)
+KNN_KERNEL(gpics_knn_64, 2)
+KNN_KERNEL(gpics_knn_128, 4)

@@ -39,6 +39,8 @@ pub fn dataset(rng: &mut SplitMix64, n: usize, shape: u32) -> Points {
                 _ => (unit(rng) * 1000.0, unit(rng) * 1000.0),
             },
             5 => PointSet::Cities.point(rng, i as u64),
+            // huge coordinates: squared gaps overflow float8
+            6 => ((unit(rng) * 2.0 - 1.0) * 1e200, (unit(rng) * 2.0 - 1.0) * 1e200),
             _ => match rng.below(40) {
                 0 => (f64::NAN, unit(rng)),
                 1 => (f64::INFINITY, 3.0),
@@ -49,6 +51,22 @@ pub fn dataset(rng: &mut SplitMix64, n: usize, shape: u32) -> Points {
         p.push(x, y, 1000 + i as u64);
     }
     p
+}
+
+/// kNN centres: uniform in the data's square, stored points (on
+/// duplicates, in the city, on outliers), far and huge points, NaN and
+/// infinite ones.
+fn knn_queries(rng: &mut SplitMix64, pts: &Points, m: usize) -> Vec<(f64, f64)> {
+    let mut qp: Vec<(f64, f64)> = (0..m).map(|_| (unit(rng) * 1000.0, unit(rng) * 1000.0)).collect();
+    for _ in 0..m / 3 {
+        if !pts.is_empty() {
+            let i = rng.below(pts.len() as u64) as usize;
+            qp.push((pts.x[i], pts.y[i]));
+        }
+    }
+    qp.extend([(0.0, 0.0), (333.0, 777.0), (1e15, 1e15), (-1e300, 1e300), (1e300, -1e300), (-3e-300, 5e-300)]);
+    qp.extend([(f64::NAN, 1.0), (3.0, f64::INFINITY), (f64::NEG_INFINITY, f64::NAN)]);
+    qp
 }
 
 fn random_queries(rng: &mut SplitMix64, pts: &Points, m: usize) -> Vec<Query> {
@@ -64,15 +82,17 @@ fn random_queries(rng: &mut SplitMix64, pts: &Points, m: usize) -> Vec<Query> {
         .map(|i| {
             let (x, y) = pick(rng);
             let (x, y) = if x.is_finite() && y.is_finite() { (x, y) } else { (1.0, 1.0) };
+            // Sizes in proportion where coordinates are huge (shape 6).
+            let s = if x.abs().max(y.abs()) > 1e100 { 1e197 } else { 1.0 };
             match i % 5 {
                 0 => {
-                    let (w, h) = (unit(rng) * 50.0, unit(rng) * 50.0);
+                    let (w, h) = (unit(rng) * 50.0 * s, unit(rng) * 50.0 * s);
                     Query::Range(Rect::from_corners(x - w, y - h, x + w * unit(rng), y + h))
                 }
                 1 => Query::Range(Rect::from_corners(x, y, x, y)), // a degenerate box on a point
-                2 => Query::Within { x, y, r: [0.0, 0.5, 3.0, 40.0][rng.below(4) as usize] },
+                2 => Query::Within { x, y, r: [0.0, 0.5, 3.0, 40.0][rng.below(4) as usize] * s },
                 3 => Query::Point { x: x + [0.0, 9e-7, -1e-6, 2e-6][rng.below(4) as usize], y },
-                _ => Query::Within { x: x + 0.25, y: y - 0.25, r: unit(rng) * 20.0 },
+                _ => Query::Within { x: x + 0.25 * s, y: y - 0.25 * s, r: unit(rng) * 20.0 * s },
             }
         })
         .collect()
@@ -95,6 +115,7 @@ const CASES: &[(usize, u32, Params)] = &[
     (60_000, 1, Params { mc: 1024, mh: 14 }),
     (60_000, 4, Params { mc: 64, mh: 128 }),
     (60_000, 5, Params { mc: 64, mh: 128 }),
+    (4000, 6, Params { mc: 16, mh: 128 }),
 ];
 
 /// Skewed data (shape 4) leaves no leaf over capacity except where its
@@ -217,15 +238,10 @@ fn cpu_knn_matches_brute_force() {
     for &(n, shape, params) in CASES {
         let pts = dataset(&mut rng, n, shape);
         let t = QuadTree::build_cpu(&pts, params);
-        let mut qp: Vec<(f64, f64)> = (0..60).map(|_| (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)).collect();
-        qp.push((f64::NAN, 1.0));
-        qp.push((3.0, f64::INFINITY));
-        if n > 0 {
-            qp.push((pts.x[0], pts.y[0]));
-        }
-        for k in [1usize, 7, 100, n + 3] {
-            let got = t.knn_cpu(&qp, k);
-            for (i, &(x, y)) in qp.iter().enumerate() {
+        let qp = knn_queries(&mut rng, &pts, 60);
+        let sorted: Vec<Vec<(u64, u64, f64)>> = qp
+            .iter()
+            .map(|&(x, y)| {
                 let mut all: Vec<(u64, u64, f64)> = (0..n)
                     .map(|j| {
                         let d = distance(x, y, pts.x[j], pts.y[j]);
@@ -233,11 +249,17 @@ fn cpu_knn_matches_brute_force() {
                     })
                     .collect();
                 all.sort_unstable_by_key(|a| (a.0, a.1));
-                all.truncate(k);
+                all
+            })
+            .collect();
+        for k in [1usize, 7, 100, n + 3] {
+            let got = t.knn_cpu(&qp, k);
+            for (i, &(x, y)) in qp.iter().enumerate() {
+                let all = &sorted[i][..k.min(n)];
                 let (ids, dists) = got.of(i);
                 let want_ids: Vec<u64> = all.iter().map(|a| a.1).collect();
                 assert_eq!(ids, want_ids.as_slice(), "n={n} shape={shape} k={k} q=({x},{y})");
-                for (d, a) in dists.iter().zip(&all) {
+                for (d, a) in dists.iter().zip(all) {
                     assert!(d.to_bits() == a.2.to_bits() || (d.is_nan() && a.2.is_nan()));
                 }
             }
@@ -274,8 +296,8 @@ fn gpu_build_and_queries_match_cpu() {
         // A CPU-built tree uploaded on demand answers the same.
         assert_eq!(cpu.search_gpu(&gpu, &qs).unwrap().sorted(), want, "n={n} shape={shape}: uploaded CPU tree");
         assert_eq!(got, want, "n={n} shape={shape}: GPU search");
-        let qp: Vec<(f64, f64)> = (0..500).map(|_| (unit(&mut rng) * 1000.0, unit(&mut rng) * 1000.0)).collect();
-        for k in [1usize, 10, 64] {
+        let qp = knn_queries(&mut rng, &pts, 500);
+        for k in [1usize, 10, 33, 64, 100, 128, 129] {
             assert_eq!(g.knn_gpu(&gpu, &qp, k).unwrap(), cpu.knn_cpu(&qp, k), "n={n} k={k}: GPU kNN");
         }
     }

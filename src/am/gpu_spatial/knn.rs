@@ -90,15 +90,11 @@ impl PartialOrd for Queued {
     }
 }
 
-/// A lower bound of `point <-> (x, y)` over a node's box. The gaps are
-/// exact lower bounds of each coordinate difference (subtraction rounds
-/// monotonically), and the relative slack covers pg_hypot's rounding. A
-/// query with a NaN coordinate has NaN distances everywhere: every node is
-/// opened first.
+/// A lower bound of `point <-> (x, y)` over a node's box (the engine's
+/// `Rect::min_dist`). A query with a NaN coordinate has NaN distances
+/// everywhere: every node is opened first.
 fn lower_bound(n: &Node, x: f64, y: f64) -> Key {
-    let dx = (n.b[0] - x).max(x - n.b[2]).max(0.0);
-    let dy = (n.b[1] - y).max(y - n.b[3]).max(0.0);
-    let d = gpuindex_engine::gpics::geom::pg_hypot(dx, dy) * (1.0 - 1e-12);
+    let d = n.rect().min_dist(x, y);
     if d.is_nan() || x.is_nan() || y.is_nan() {
         Key { rank: 0, d: f64::NEG_INFINITY }
     } else {

@@ -35,13 +35,17 @@ impl Rect {
         self.lx <= o.hx && o.lx <= self.hx && self.ly <= o.hy && o.ly <= self.hy
     }
 
-    /// Smallest distance from (x, y) to the box (0 inside), as an ordinary
-    /// float computation: used only to prune, never to answer.
+    /// A lower bound of `point <-> (x, y)` over the points in the box (0
+    /// inside): used only to prune, never to answer. The gaps are lower
+    /// bounds of each point's own coordinate differences (subtraction
+    /// rounds monotonically), pg_hypot does not overflow where the squares
+    /// would (coordinates of 1e160 and more), and the relative slack covers
+    /// pg_hypot's rounding.
     #[inline(always)]
     pub fn min_dist(&self, x: f64, y: f64) -> f64 {
         let dx = (self.lx - x).max(0.0).max(x - self.hx);
         let dy = (self.ly - y).max(0.0).max(y - self.hy);
-        (dx * dx + dy * dy).sqrt()
+        pg_hypot(dx, dy) * (1.0 - 1e-12)
     }
 
     pub fn area(&self) -> f64 {

@@ -147,34 +147,86 @@ impl QuadTree {
 
     /// A batch of queries on the GPU (two steps); answers are ids.
     pub fn search_gpu(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
-        self.device_image(gpu)?.search(gpu, queries, true)
+        self.device_image(gpu)?.search(gpu, queries)
     }
 
-    /// The same, answers as positions.
-    pub fn search_gpu_positions(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
-        self.device_image(gpu)?.search_positions(gpu, queries)
-    }
-
-    /// kNN with the GPU running the within-distance rounds.
+    /// kNN on the GPU, one warp per query (kernels/gpics.cu `gpics_knn_*`,
+    /// the walk of knn.rs). The host answers what the kernel leaves:
+    /// non-finite query points, the odd points where the tree holds fewer
+    /// than k, and k beyond GPU_MAX_K (the CPU walk, all cores).
     pub fn knn_gpu(&self, gpu: &Gpu, points: &[(f64, f64)], k: usize) -> Result<super::Neighbors, GpuError> {
+        if k == 0 || k > GPU_MAX_K || self.pts.is_empty() {
+            return Ok(self.knn_cpu(points, k));
+        }
         let dev = self.device_image(gpu)?;
-        self.knn_with(points, k, |qs| dev.search_positions(gpu, qs))
+        let mut out = super::Neighbors { offsets: vec![0], ..Default::default() };
+        // Bounded answer buffers: at most 2^16 queries a launch.
+        for part in points.chunks(1 << 16) {
+            let (keys, ids, counts) = dev.knn(gpu, part, k)?;
+            let answers: Vec<Vec<(u64, u64)>> = part
+                .par_iter()
+                .enumerate()
+                .map(|(q, &(x, y))| {
+                    if !(x.is_finite() && y.is_finite()) {
+                        return self.knn_one(x, y, k);
+                    }
+                    let got = (q * k..q * k + counts[q] as usize).map(|i| (keys[i], ids[i]));
+                    if counts[q] as usize == k || self.odd.is_empty() {
+                        return got.collect();
+                    }
+                    let mut best = super::knn::Best::new(k);
+                    got.for_each(|(key, id)| best.offer(key, id));
+                    self.complete_with_odd(x, y, &mut best);
+                    best.into_sorted()
+                })
+                .collect();
+            for a in answers {
+                out.push(a);
+            }
+        }
+        Ok(out)
     }
 }
 
+/// The largest k the kNN kernels hold in registers (four 32-lane rows).
+pub const GPU_MAX_K: usize = 128;
+
 impl DeviceTree {
+    /// One launch of the kNN kernel over finite and non-finite query
+    /// points alike (the latter answered empty): each query's (distance
+    /// key, id) pairs at q * k, nearest first, and their count.
+    fn knn(&self, gpu: &Gpu, points: &[(f64, f64)], k: usize) -> Result<(Vec<u64>, Vec<u64>, Vec<u32>), GpuError> {
+        let m = points.len();
+        if m == 0 {
+            return Ok(Default::default());
+        }
+        let stream = gpu.new_stream()?;
+        let flat: Vec<f64> = points.iter().flat_map(|&(x, y)| [x, y]).collect();
+        let dq = gpu.upload(&flat)?;
+        let out_key = gpu.alloc::<u64>(m * k)?;
+        let out_id = gpu.alloc::<u64>(m * k)?;
+        let out_count = gpu.alloc::<u32>(m)?;
+        let name = match k {
+            0..=32 => "gpics_knn_32",
+            33..=64 => "gpics_knn_64",
+            _ => "gpics_knn_128",
+        };
+        const WARPS: usize = 4; // KNN_WARPS
+        let blocks = m.div_ceil(WARPS).clamp(1, gpu.info().multiprocessors as usize * 64) as u32;
+        let (np, xp, yp, idp, qp, kp, ip, cp) =
+            (self.nodes.ptr(), self.x.ptr(), self.y.ptr(), self.id.ptr(), dq.ptr(), out_key.ptr(), out_id.ptr(), out_count.ptr());
+        let (m64, k32) = (m as u64, k as u32);
+        launch!(gpu, stream, GPICS, name, (blocks, WARPS * 32, 0), [np, xp, yp, idp, qp, m64, k32, kp, ip, cp])?;
+        Ok((gpu.download_staged(&out_key)?, gpu.download_staged(&out_id)?, gpu.download_staged(&out_count)?))
+    }
+
     pub fn bytes(&self) -> usize {
         self.nodes.bytes() + self.x.bytes() + self.y.bytes() + self.id.bytes() + self.leaf_start.bytes() + self.leaf_count.bytes()
     }
 
-    /// A batch of queries in G-PICS's two steps; answers are positions
-    /// (tree points, then odd points).
-    pub fn search_positions(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
-        self.search(gpu, queries, false)
-    }
-
-    /// The same, answering ids (gathered on the device) or positions.
-    fn search(&self, gpu: &Gpu, queries: &[Query], as_ids: bool) -> Result<Hits, GpuError> {
+    /// A batch of queries in G-PICS's two steps, answering ids (gathered
+    /// on the device).
+    fn search(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
         let m = queries.len();
         if m == 0 {
             return Ok(Hits { offsets: vec![0], ids: Vec::new() });
@@ -210,7 +262,7 @@ impl DeviceTree {
         let pair_count = gpu.alloc::<u32>(pairs)?;
         let (xp, yp, lsp, lnp, pcp) = (self.x.ptr(), self.y.ptr(), self.leaf_start.ptr(), self.leaf_count.ptr(), pair_count.ptr());
         let (null, p64) = (0u64, pairs as u64);
-        let idp = if as_ids { self.id.ptr() } else { null };
+        let idp = self.id.ptr();
         if pairs > 0 {
             launch!(
                 gpu,

@@ -1,19 +1,25 @@
-//! Exact k nearest neighbours in G-PICS's shape: one within-distance batch
-//! (the two-step search, on the GPU or the CPU) for all queries, then a
-//! k-selection by distance (ties by id, so answers are deterministic). The
-//! radius of each query is its exact k-th nearest distance, from a
-//! best-first search over the nodes on the CPU. The paper estimates the
-//! radius and retries with a doubled one when short; estimates (the
-//! paper's, or one from leaf density) took in whole dense clusters from
-//! the sparse space between them (clustered kNN ran at 1.8e3 q/s; see
-//! docs/notes.md). A query short of k (fewer than k finite points in the
-//! tree) takes every point. Distances are `point <-> point` (pg_hypot);
-//! NaN sorts after +Infinity, as PostgreSQL orders floats.
+//! Exact k nearest neighbours: per query, a depth-first walk of the
+//! quadtree, nearest child first, that keeps the k best points by
+//! (distance, id) and prunes every node whose box lies farther than the
+//! k-th (ties by id, so answers are deterministic and equal on the CPU and
+//! the GPU, kernels/gpics.cu `gpics_knn_*`). In a leaf (points in x order)
+//! the 32 points around the query's x come first, then only the x-window
+//! of the k-th distance. Distances are `point <-> point` (pg_hypot); NaN
+//! sorts after +Infinity, as PostgreSQL orders floats.
+//!
+//! The earlier shape (a best-first search for each query's k-th distance,
+//! then a within-distance batch and a selection) did the work twice and
+//! read every point of a leaf of duplicates twice; see docs/notes.md.
+//!
+//! Points outside the tree (a non-finite coordinate) count only when the
+//! tree holds fewer than k points; a non-finite query point (every
+//! distance NaN or infinite) takes every point as a candidate.
 
 use super::geom::{distance, Query};
-use super::query::Hits;
 use super::tree::QuadTree;
+use crate::keys::{decode_f64, encode_f64};
 use rayon::prelude::*;
+use std::collections::BinaryHeap;
 
 /// The k nearest of each query: `ids`/`dists` of query i at
 /// `offsets[i]..offsets[i+1]`, nearest first.
@@ -29,159 +35,174 @@ impl Neighbors {
         let r = self.offsets[q]..self.offsets[q + 1];
         (&self.ids[r.clone()], &self.dists[r])
     }
+
+    /// Appends one query's answer, (distance key, id) nearest first.
+    pub(crate) fn push(&mut self, best: impl IntoIterator<Item = (u64, u64)>) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        for (key, id) in best {
+            self.ids.push(id);
+            self.dists.push(decode_f64(key));
+        }
+        self.offsets.push(self.ids.len());
+    }
 }
 
 /// Total order of distances: NaN last.
-fn dist_key(d: f64) -> u64 {
-    crate::keys::encode_f64(d)
+#[inline(always)]
+pub(crate) fn dist_key(d: f64) -> u64 {
+    encode_f64(d)
+}
+
+/// The k best (distance key, id) pairs seen so far.
+pub(crate) struct Best {
+    k: usize,
+    heap: BinaryHeap<(u64, u64)>,
+    /// The k-th distance and its square, once k are held (a cheap test
+    /// before the exact distance: only where the square is a normal,
+    /// finite float, so its relative error stays tiny).
+    thr: f64,
+    thr2: Option<f64>,
+}
+
+impl Best {
+    pub(crate) fn new(k: usize) -> Best {
+        Best { k, heap: BinaryHeap::with_capacity(k + 1), thr: f64::INFINITY, thr2: None }
+    }
+
+    pub(crate) fn full(&self) -> bool {
+        self.heap.len() >= self.k
+    }
+
+    /// The k-th key, once full.
+    fn worst_key(&self) -> Option<u64> {
+        if self.full() {
+            self.heap.peek().map(|w| w.0)
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn offer(&mut self, key: u64, id: u64) {
+        if !self.full() {
+            self.heap.push((key, id));
+        } else if (key, id) < *self.heap.peek().expect("k > 0") {
+            self.heap.pop();
+            self.heap.push((key, id));
+        } else {
+            return;
+        }
+        if self.full() {
+            self.thr = decode_f64(self.heap.peek().expect("k > 0").0);
+            let t2 = self.thr * self.thr;
+            self.thr2 = (t2.is_finite() && t2 >= 1e-290).then_some(t2);
+        }
+    }
+
+    /// Whether a point at offsets (dx, dy) surely lies beyond the k-th
+    /// distance: pg_hypot(dx, dy) is within a few ulps of the root of the
+    /// squares, far inside the slack.
+    #[inline(always)]
+    fn surely_beyond(&self, dx: f64, dy: f64) -> bool {
+        matches!(self.thr2, Some(t2) if dx * dx + dy * dy > t2 * (1.0 + 1e-12))
+    }
+
+    pub(crate) fn into_sorted(self) -> Vec<(u64, u64)> {
+        self.heap.into_sorted_vec()
+    }
 }
 
 impl QuadTree {
-    /// The radius of a query: the distance of its k-th nearest tree
-    /// point, by best-first search over nodes by the distance to their
-    /// boxes (stopping when no node left is nearer than the k-th distance
-    /// found). k real points lie within it (the same distance function as
-    /// the within-distance predicate), so one round finds them all; a
-    /// radius estimated from a leaf's density or box took in whole
-    /// clusters for queries in the sparse space between them (1.8e3 q/s
-    /// on clustered data). Infinity when the tree holds fewer than k
-    /// points.
-    fn knn_reach(&self, x: f64, y: f64, k: usize) -> f64 {
-        use std::cmp::Reverse;
-        let mut heap = std::collections::BinaryHeap::new();
-        let key = |d: f64| Reverse(crate::keys::encode_f64(d));
-        heap.push((key(0.0), 0u32));
-        // The k smallest distances seen, largest first.
-        let mut best: std::collections::BinaryHeap<u64> = std::collections::BinaryHeap::with_capacity(k + 1);
-        while let Some((Reverse(near), n)) = heap.pop() {
-            // Nothing nearer than the k-th distance is left: it is exact.
-            if best.len() >= k && near > *best.peek().expect("k > 0") {
-                break;
+    /// The k nearest points of (x, y), (distance key, id) nearest first.
+    pub(crate) fn knn_one(&self, x: f64, y: f64, k: usize) -> Vec<(u64, u64)> {
+        let mut best = Best::new(k);
+        if k == 0 {
+            return Vec::new();
+        }
+        if !(x.is_finite() && y.is_finite()) {
+            for pos in 0..self.len() {
+                let (px, py, id) = self.point_at(pos);
+                best.offer(dist_key(distance(x, y, px, py)), id);
             }
+            return best.into_sorted();
+        }
+        if !self.pts.is_empty() {
+            self.walk(x, y, &mut best);
+        }
+        self.complete_with_odd(x, y, &mut best);
+        best.into_sorted()
+    }
+
+    /// Where the tree holds fewer than k points, the odd ones come next.
+    pub(crate) fn complete_with_odd(&self, x: f64, y: f64, best: &mut Best) {
+        if !best.full() {
+            for i in 0..self.odd.len() {
+                best.offer(dist_key(distance(x, y, self.odd.x[i], self.odd.y[i])), self.odd.id[i]);
+            }
+        }
+    }
+
+    /// The depth-first walk over the tree's points.
+    fn walk(&self, x: f64, y: f64, best: &mut Best) {
+        let mut stack = vec![0u32];
+        while let Some(n) = stack.pop() {
             let node = &self.nodes[n as usize];
+            if best.worst_key().is_some_and(|w| dist_key(node.rect().min_dist(x, y)) > w) {
+                continue;
+            }
             if node.is_leaf() {
-                let r = node.start as usize..(node.start + node.count) as usize;
-                for (&px, &py) in self.pts.x[r.clone()].iter().zip(&self.pts.y[r]) {
-                    let d = dist_key(distance(x, y, px, py));
-                    if best.len() < k {
-                        best.push(d);
-                    } else if d < *best.peek().expect("k > 0") {
-                        best.pop();
-                        best.push(d);
-                    }
-                }
-            } else {
-                for &c in node.child.iter().filter(|&&c| c != super::tree::NONE) {
-                    heap.push((key(self.nodes[c as usize].rect().min_dist(x, y)), c));
-                }
+                self.scan_leaf(node.start as usize, node.count as usize, x, y, best);
+                continue;
             }
-        }
-        if best.len() >= k {
-            crate::keys::decode_f64(*best.peek().expect("k > 0"))
-        } else {
-            f64::INFINITY
-        }
-    }
-
-    /// Distance beyond which every tree point is inside the circle.
-    fn cover_radius(&self, x: f64, y: f64) -> f64 {
-        let r = self.root_rect();
-        [(r.lx, r.ly), (r.lx, r.hy), (r.hx, r.ly), (r.hx, r.hy)].iter().map(|&(cx, cy)| distance(x, y, cx, cy)).fold(0.0, f64::max)
-    }
-
-    /// kNN through a within-distance batch runner (`within` is the CPU or
-    /// GPU two-step search, answering positions), in chunks of queries so
-    /// that candidate sets stay bounded in memory.
-    pub fn knn_with<E>(
-        &self,
-        points: &[(f64, f64)],
-        k: usize,
-        mut within: impl FnMut(&[Query]) -> Result<Hits, E>,
-    ) -> Result<Neighbors, E> {
-        const CHUNK: usize = 1 << 14;
-        let mut out = Neighbors { offsets: vec![0], ..Default::default() };
-        for part in points.chunks(CHUNK) {
-            let n = self.knn_chunk(part, k, &mut within)?;
-            let base = out.ids.len();
-            out.ids.extend_from_slice(&n.ids);
-            out.dists.extend_from_slice(&n.dists);
-            out.offsets.extend(n.offsets[1..].iter().map(|o| o + base));
-        }
-        Ok(out)
-    }
-
-    fn knn_chunk<E>(&self, points: &[(f64, f64)], k: usize, within: &mut impl FnMut(&[Query]) -> Result<Hits, E>) -> Result<Neighbors, E> {
-        let m = points.len();
-        let mut cand: Vec<Vec<u64>> = vec![Vec::new(); m];
-        if k > 0 {
-            // The radius: the k-th distance among the nearest leaves'
-            // points (the paper estimates it from the distribution and k,
-            // and retries with a doubled radius when short; a radius that
-            // holds k real points needs no retry, and does not swallow
-            // dense clusters from the sparse space between them).
-            let mut radius: Vec<f64> = points
-                .par_iter()
-                .map(|&(x, y)| if x.is_finite() && y.is_finite() && !self.pts.is_empty() { self.knn_reach(x, y, k) } else { 0.0 })
+            // Children nearest last, so that the nearest is walked first.
+            let mut kids: Vec<(f64, u32)> = node
+                .child
+                .iter()
+                .filter(|&&c| c != super::tree::NONE)
+                .map(|&c| (self.nodes[c as usize].rect().min_dist(x, y), c))
                 .collect();
-            let cover: Vec<f64> = points.iter().map(|&(x, y)| self.cover_radius(x, y)).collect();
-            let mut pending: Vec<usize> = (0..m).filter(|&i| points[i].0.is_finite() && points[i].1.is_finite()).collect();
-            while !pending.is_empty() {
-                let qs: Vec<Query> =
-                    pending.iter().map(|&i| Query::Within { x: points[i].0, y: points[i].1, r: radius[i].min(cover[i]) }).collect();
-                let hits = within(&qs)?;
-                let mut again = Vec::new();
-                for (j, &i) in pending.iter().enumerate() {
-                    let got = hits.of(j);
-                    if got.len() >= k || radius[i] >= cover[i] {
-                        cand[i] = got.to_vec();
-                    } else {
-                        // Short (the tree holds fewer than k finite
-                        // points): take every point.
-                        radius[i] = cover[i];
-                        again.push(i);
-                    }
-                }
-                pending = again;
-            }
+            kids.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+            stack.extend(kids.iter().map(|k| k.1));
         }
-        // Too few finite points in reach (the tree holds fewer than k), or
-        // a non-finite query point: every point is a candidate.
-        let everything: Vec<u64> = (0..self.len() as u64).collect();
-        let picked: Vec<Vec<(u64, f64)>> = cand
-            .into_par_iter()
-            .zip(points.par_iter())
-            .map(|(c, &(qx, qy))| {
-                let c = if c.len() < k { &everything } else { &c };
-                let mut with_d: Vec<(u64, u64, f64)> = c
-                    .iter()
-                    .map(|&pos| {
-                        let (x, y, id) = self.point_at(pos as usize);
-                        let d = distance(qx, qy, x, y);
-                        (dist_key(d), id, d)
-                    })
-                    .collect();
-                let by = |a: &(u64, u64, f64), b: &(u64, u64, f64)| (a.0, a.1).cmp(&(b.0, b.1));
-                if with_d.len() > k {
-                    with_d.select_nth_unstable_by(k - 1, by);
-                    with_d.truncate(k);
-                }
-                with_d.sort_unstable_by(by);
-                with_d.into_iter().map(|(_, id, d)| (id, d)).collect()
-            })
-            .collect();
-        let mut out = Neighbors { offsets: vec![0], ..Default::default() };
-        for p in picked {
-            for (id, d) in p {
-                out.ids.push(id);
-                out.dists.push(d);
+    }
+
+    /// A leaf's points (sorted by x): the 32 around x first, then the rest
+    /// of the x-window of the k-th distance.
+    fn scan_leaf(&self, start: usize, count: usize, x: f64, y: f64, best: &mut Best) {
+        let xs = &self.pts.x[start..start + count];
+        let (c0, c1) = first_chunk(xs, x);
+        let offer = |j: usize, best: &mut Best| {
+            let (px, py) = (xs[j], self.pts.y[start + j]);
+            let (dx, dy) = (x - px, y - py);
+            if !best.surely_beyond(dx, dy) {
+                best.offer(dist_key(distance(x, y, px, py)), self.pts.id[start + j]);
             }
-            out.offsets.push(out.ids.len());
+        };
+        for j in c0..c1 {
+            offer(j, best);
         }
-        Ok(out)
+        let window = if best.full() { Query::Within { x, y, r: best.thr }.x_window(xs) } else { 0..count };
+        for j in window.filter(|&j| j < c0 || j >= c1) {
+            offer(j, best);
+        }
     }
 
     /// kNN on all CPU cores.
     pub fn knn_cpu(&self, points: &[(f64, f64)], k: usize) -> Neighbors {
-        self.knn_with(points, k, |qs| Ok::<_, std::convert::Infallible>(self.search_cpu_positions(qs))).unwrap_or_else(|e| match e {})
+        let answers: Vec<Vec<(u64, u64)>> = points.par_iter().map(|&(x, y)| self.knn_one(x, y, k)).collect();
+        let mut out = Neighbors { offsets: vec![0], ..Default::default() };
+        for a in answers {
+            out.push(a);
+        }
+        out
     }
+}
+
+/// The 32 positions of `xs` (ascending) around x: the GPU's first chunk
+/// (kernels/gpics.cu, `first_chunk`).
+pub(crate) fn first_chunk(xs: &[f64], x: f64) -> (usize, usize) {
+    let at = xs.partition_point(|&px| px < x);
+    let c0 = at.saturating_sub(16).min(xs.len().saturating_sub(32));
+    (c0, (c0 + 32).min(xs.len()))
 }

@@ -12,7 +12,7 @@
 //! Points outside the tree (non-finite) form one extra leaf every query
 //! registers with.
 
-use super::geom::{Query, Rect};
+use super::geom::Query;
 use super::tree::{QuadTree, NONE};
 use rayon::prelude::*;
 
@@ -216,10 +216,6 @@ impl QuadTree {
     pub fn search_cpu_positions(&self, queries: &[Query]) -> Hits {
         let reg = self.register_cpu(queries);
         self.process_cpu(queries, &reg)
-    }
-
-    pub(crate) fn root_rect(&self) -> Rect {
-        self.nodes[0].rect()
     }
 }
 
