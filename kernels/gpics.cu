@@ -251,10 +251,12 @@ extern "C" __global__ void gpics_query_offsets(const u64 *__restrict__ qoff, con
 // walk on the CPU): depth first over the tree, nearest child first, a node
 // pruned when its box lies farther than the k-th best; in a leaf (points
 // in x order) the 32 points around the query's x first, then the x-window
-// of the k-th distance. The k best (distance key, id) pairs are a sorted
-// list spread over the warp's registers (element r * 32 + lane in
-// register r of that lane); a candidate is inserted with one ballot and
-// one shift. Non-finite queries are left to the host (count 0).
+// of the k-th distance; a leaf of one repeated point offers its first k
+// (sorted by (x, y, id): the smallest ids). The k best (distance key, id,
+// position) are a sorted list spread over the warp's registers (element
+// r * 32 + lane in register r of that lane); a candidate is inserted with
+// one ballot and one shift. Out go the positions (the host recomputes the
+// distances). Non-finite queries are left to the host (count 0).
 
 #define KNN_WARPS 4
 #define FULL_MASK 0xffffffffu
@@ -272,6 +274,7 @@ __device__ __forceinline__ double key_dist(u64 k) {
 
 template <int R> struct KnnList {
     u64 key[R], id[R];
+    u32 pos[R];        // the point's position in the arrays
     u32 count, k;
     bool full;
     u64 tkey, tid;     // the k-th, once full
@@ -279,7 +282,10 @@ template <int R> struct KnnList {
 
     __device__ __forceinline__ void init(u32 k_) {
 #pragma unroll
-        for (int r = 0; r < R; r++) key[r] = id[r] = ~0ULL;
+        for (int r = 0; r < R; r++) {
+            key[r] = id[r] = ~0ULL;
+            pos[r] = NONE;
+        }
         count = 0;
         k = k_;
         full = false;
@@ -296,33 +302,35 @@ template <int R> struct KnnList {
     }
 
     // Every lane calls with the same candidate.
-    __device__ __forceinline__ void insert(u64 ck, u64 ci) {
+    __device__ __forceinline__ void insert(u64 ck, u64 ci, u32 cp) {
         const u32 lane = threadIdx.x & 31;
-        u32 pos = 0;
+        u32 at = 0;
 #pragma unroll
-        for (int r = 0; r < R; r++) pos += __popc(__ballot_sync(FULL_MASK, key[r] < ck || (key[r] == ck && id[r] < ci)));
+        for (int r = 0; r < R; r++) at += __popc(__ballot_sync(FULL_MASK, key[r] < ck || (key[r] == ck && id[r] < ci)));
 #pragma unroll
         for (int r = R - 1; r >= 0; r--) {
             u64 uk = __shfl_up_sync(FULL_MASK, key[r], 1), ui = __shfl_up_sync(FULL_MASK, id[r], 1);
+            u32 up = __shfl_up_sync(FULL_MASK, pos[r], 1);
             if (r > 0) {
                 u64 ck2 = __shfl_sync(FULL_MASK, key[r > 0 ? r - 1 : 0], 31);
                 u64 ci2 = __shfl_sync(FULL_MASK, id[r > 0 ? r - 1 : 0], 31);
-                if (lane == 0) { uk = ck2; ui = ci2; }
+                u32 cp2 = __shfl_sync(FULL_MASK, pos[r > 0 ? r - 1 : 0], 31);
+                if (lane == 0) { uk = ck2; ui = ci2; up = cp2; }
             }
             u32 idx = r * 32 + lane;
-            if (idx > pos) { key[r] = uk; id[r] = ui; }
-            else if (idx == pos) { key[r] = ck; id[r] = ci; }
+            if (idx > at) { key[r] = uk; id[r] = ui; pos[r] = up; }
+            else if (idx == at) { key[r] = ck; id[r] = ci; pos[r] = cp; }
         }
         if (count < k) count++;
         if (count >= k) {
             full = true;
-            const u32 at = k - 1;
+            const u32 last = k - 1;
             u64 a = key[0], b = id[0];
 #pragma unroll
             for (int r = 1; r < R; r++)
-                if ((u32)r == at / 32) { a = key[r]; b = id[r]; }
-            tkey = __shfl_sync(FULL_MASK, a, at % 32);
-            tid = __shfl_sync(FULL_MASK, b, at % 32);
+                if ((u32)r == last / 32) { a = key[r]; b = id[r]; }
+            tkey = __shfl_sync(FULL_MASK, a, last % 32);
+            tid = __shfl_sync(FULL_MASK, b, last % 32);
             thr = key_dist(tkey);
             double t2 = thr * thr;
             thr2 = (isfinite(t2) && t2 >= 1e-290) ? t2 : -1.0;
@@ -330,11 +338,12 @@ template <int R> struct KnnList {
     }
 };
 
-// Offers positions [from, to) of the points, less [skip_a, skip_b).
+// Offers positions [from, to) of a leaf's points (the leaf's first at
+// `base`), less [skip_a, skip_b).
 template <int R>
 __device__ __forceinline__ void knn_offer(KnnList<R> &best, const double *__restrict__ x, const double *__restrict__ y,
-                                          const u64 *__restrict__ id, double qx, double qy, u32 from, u32 to,
-                                          u32 skip_a, u32 skip_b) {
+                                          const u64 *__restrict__ id, u32 base, double qx, double qy, u32 from,
+                                          u32 to, u32 skip_a, u32 skip_b) {
     const u32 lane = threadIdx.x & 31;
     for (u32 c = from; c < to; c += 32) {
         const u32 j = c + lane;
@@ -356,7 +365,8 @@ __device__ __forceinline__ void knn_offer(KnnList<R> &best, const double *__rest
             const int l = __ffs(mask) - 1;
             mask &= mask - 1;
             const u64 k2 = __shfl_sync(FULL_MASK, ck, l), i2 = __shfl_sync(FULL_MASK, ci, l);
-            if (best.better(k2, i2)) best.insert(k2, i2);
+            const u32 p2 = base + c + l;
+            if (best.better(k2, i2)) best.insert(k2, i2, p2);
         }
     }
 }
@@ -364,8 +374,8 @@ __device__ __forceinline__ void knn_offer(KnnList<R> &best, const double *__rest
 template <int R>
 __device__ __forceinline__ void knn_batch(const Node *__restrict__ nodes, const double *__restrict__ x,
                                           const double *__restrict__ y, const u64 *__restrict__ id,
-                                          const double *__restrict__ qs, u64 m, u32 k, u64 *__restrict__ out_key,
-                                          u64 *__restrict__ out_id, u32 *__restrict__ out_count) {
+                                          const double *__restrict__ qs, u64 m, u32 k, u32 *__restrict__ out_pos,
+                                          u32 *__restrict__ out_count) {
     __shared__ u32 stacks[KNN_WARPS][TRAVERSAL_STACK];
     const u32 warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     u32 *stack = stacks[warp];
@@ -383,13 +393,20 @@ __device__ __forceinline__ void knn_batch(const Node *__restrict__ nodes, const 
                 __syncwarp();
                 if (best.full && dist_key(box_bound(n.b, qx, qy)) > best.tkey) continue;
                 if (n.leaf != 0) {
-                    const double *xs = x + n.start;
+                    const double *xs = x + n.start, *ys = y + n.start;
+                    const u64 *ids = id + n.start;
                     const u32 len = n.count;
+                    // One repeated point (sorted by (x, y, id)): its first k.
+                    if (len > 1 && __double_as_longlong(xs[0]) == __double_as_longlong(xs[len - 1]) &&
+                        __double_as_longlong(ys[0]) == __double_as_longlong(ys[len - 1])) {
+                        knn_offer(best, xs, ys, ids, n.start, qx, qy, 0, min(len, k), 0, 0);
+                        continue;
+                    }
                     u32 at = partition_point(xs, len, [&](double px) { return px < qx; });
                     u32 c0 = at >= 16 ? at - 16 : 0;
                     if (c0 + 32 > len) c0 = len > 32 ? len - 32 : 0;
                     const u32 c1 = min(c0 + 32, len);
-                    knn_offer(best, xs, y + n.start, id + n.start, qx, qy, c0, c1, 0, 0);
+                    knn_offer(best, xs, ys, ids, n.start, qx, qy, c0, c1, 0, 0);
                     u32 a = 0, b = len;
                     if (best.full) {
                         const double r = best.thr;
@@ -397,7 +414,7 @@ __device__ __forceinline__ void knn_batch(const Node *__restrict__ nodes, const 
                         b = partition_point(xs, len, [&](double px) { return __dsub_rn(qx, px) >= -r; });
                         if (b < a) b = a;
                     }
-                    knn_offer(best, xs, y + n.start, id + n.start, qx, qy, a, b, c0, c1);
+                    knn_offer(best, xs, ys, ids, n.start, qx, qy, a, b, c0, c1);
                     continue;
                 }
                 // Children farthest first on the stack, so the nearest is walked next.
@@ -425,10 +442,7 @@ __device__ __forceinline__ void knn_batch(const Node *__restrict__ nodes, const 
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const u32 idx = r * 32 + lane;
-            if (idx < cnt) {
-                out_key[q * k + idx] = best.key[r];
-                out_id[q * k + idx] = best.id[r];
-            }
+            if (idx < cnt) out_pos[q * k + idx] = best.pos[r];
         }
         if (lane == 0) out_count[q] = cnt;
     }
@@ -437,9 +451,9 @@ __device__ __forceinline__ void knn_batch(const Node *__restrict__ nodes, const 
 #define KNN_KERNEL(NAME, R)                                                                                         \
     extern "C" __global__ void __launch_bounds__(KNN_WARPS * 32)                                                    \
         NAME(const Node *__restrict__ nodes, const double *__restrict__ x, const double *__restrict__ y,            \
-             const u64 *__restrict__ id, const double *__restrict__ qs, u64 m, u32 k, u64 *__restrict__ out_key,  \
-             u64 *__restrict__ out_id, u32 *__restrict__ out_count) {                                              \
-        knn_batch<R>(nodes, x, y, id, qs, m, k, out_key, out_id, out_count);                                       \
+             const u64 *__restrict__ id, const double *__restrict__ qs, u64 m, u32 k, u32 *__restrict__ out_pos,   \
+             u32 *__restrict__ out_count) {                                                                        \
+        knn_batch<R>(nodes, x, y, id, qs, m, k, out_pos, out_count);                                               \
     }
 KNN_KERNEL(gpics_knn_32, 1)
 KNN_KERNEL(gpics_knn_64, 2)

@@ -298,7 +298,11 @@ fn gpu_build_and_queries_match_cpu() {
         assert_eq!(got, want, "n={n} shape={shape}: GPU search");
         let qp = knn_queries(&mut rng, &pts, 500);
         for k in [1usize, 10, 33, 64, 100, 128, 129] {
-            assert_eq!(g.knn_gpu(&gpu, &qp, k).unwrap(), cpu.knn_cpu(&qp, k), "n={n} k={k}: GPU kNN");
+            let (got, want) = (g.knn_gpu(&gpu, &qp, k).unwrap(), cpu.knn_cpu(&qp, k));
+            if let Some(q) = (0..qp.len()).find(|&q| got.of(q) != want.of(q)) {
+                panic!("n={n} shape={shape} k={k}: GPU kNN of {:?} is {:?}, the CPU's {:?}", qp[q], got.of(q), want.of(q));
+            }
+            assert_eq!(got, want);
         }
     }
 }

@@ -162,7 +162,7 @@ impl QuadTree {
         let mut out = super::Neighbors { offsets: vec![0], ..Default::default() };
         // Bounded answer buffers: at most 2^16 queries a launch.
         for part in points.chunks(1 << 16) {
-            let (keys, ids, counts) = dev.knn(gpu, part, k)?;
+            let (positions, counts) = dev.knn(gpu, part, k)?;
             let answers: Vec<Vec<(u64, u64)>> = part
                 .par_iter()
                 .enumerate()
@@ -170,7 +170,11 @@ impl QuadTree {
                     if !(x.is_finite() && y.is_finite()) {
                         return self.knn_one(x, y, k);
                     }
-                    let got = (q * k..q * k + counts[q] as usize).map(|i| (keys[i], ids[i]));
+                    // The same distance as the kernel's, from the point.
+                    let got = positions[q * k..q * k + counts[q] as usize].iter().map(|&p| {
+                        let p = p as usize;
+                        (super::knn::dist_key(super::geom::distance(x, y, self.pts.x[p], self.pts.y[p])), self.pts.id[p])
+                    });
                     if counts[q] as usize == k || self.odd.is_empty() {
                         return got.collect();
                     }
@@ -193,9 +197,10 @@ pub const GPU_MAX_K: usize = 128;
 
 impl DeviceTree {
     /// One launch of the kNN kernel over finite and non-finite query
-    /// points alike (the latter answered empty): each query's (distance
-    /// key, id) pairs at q * k, nearest first, and their count.
-    fn knn(&self, gpu: &Gpu, points: &[(f64, f64)], k: usize) -> Result<(Vec<u64>, Vec<u64>, Vec<u32>), GpuError> {
+    /// points alike (the latter answered empty): each query's nearest
+    /// points' positions at q * k, nearest first, and their count (4
+    /// bytes a neighbour cross the bus; the host recomputes distances).
+    fn knn(&self, gpu: &Gpu, points: &[(f64, f64)], k: usize) -> Result<(Vec<u32>, Vec<u32>), GpuError> {
         let m = points.len();
         if m == 0 {
             return Ok(Default::default());
@@ -203,8 +208,7 @@ impl DeviceTree {
         let stream = gpu.new_stream()?;
         let flat: Vec<f64> = points.iter().flat_map(|&(x, y)| [x, y]).collect();
         let dq = gpu.upload(&flat)?;
-        let out_key = gpu.alloc::<u64>(m * k)?;
-        let out_id = gpu.alloc::<u64>(m * k)?;
+        let out_pos = gpu.alloc::<u32>(m * k)?;
         let out_count = gpu.alloc::<u32>(m)?;
         let name = match k {
             0..=32 => "gpics_knn_32",
@@ -213,11 +217,11 @@ impl DeviceTree {
         };
         const WARPS: usize = 4; // KNN_WARPS
         let blocks = m.div_ceil(WARPS).clamp(1, gpu.info().multiprocessors as usize * 64) as u32;
-        let (np, xp, yp, idp, qp, kp, ip, cp) =
-            (self.nodes.ptr(), self.x.ptr(), self.y.ptr(), self.id.ptr(), dq.ptr(), out_key.ptr(), out_id.ptr(), out_count.ptr());
+        let (np, xp, yp, idp, qp, pp, cp) =
+            (self.nodes.ptr(), self.x.ptr(), self.y.ptr(), self.id.ptr(), dq.ptr(), out_pos.ptr(), out_count.ptr());
         let (m64, k32) = (m as u64, k as u32);
-        launch!(gpu, stream, GPICS, name, (blocks, WARPS * 32, 0), [np, xp, yp, idp, qp, m64, k32, kp, ip, cp])?;
-        Ok((gpu.download_staged(&out_key)?, gpu.download_staged(&out_id)?, gpu.download_staged(&out_count)?))
+        launch!(gpu, stream, GPICS, name, (blocks, WARPS * 32, 0), [np, xp, yp, idp, qp, m64, k32, pp, cp])?;
+        Ok((gpu.download_staged(&out_pos)?, gpu.download_staged(&out_count)?))
     }
 
     pub fn bytes(&self) -> usize {

@@ -16,7 +16,7 @@
 //! distance NaN or infinite) takes every point as a candidate.
 
 use super::geom::{distance, Query};
-use super::tree::QuadTree;
+use super::tree::{QuadTree, NONE, TRAVERSAL_STACK};
 use crate::keys::{decode_f64, encode_f64};
 use rayon::prelude::*;
 use std::collections::BinaryHeap;
@@ -145,9 +145,11 @@ impl QuadTree {
 
     /// The depth-first walk over the tree's points.
     fn walk(&self, x: f64, y: f64, best: &mut Best) {
-        let mut stack = vec![0u32];
-        while let Some(n) = stack.pop() {
-            let node = &self.nodes[n as usize];
+        let mut stack = [0u32; TRAVERSAL_STACK];
+        let mut top = 1;
+        while top > 0 {
+            top -= 1;
+            let node = &self.nodes[stack[top] as usize];
             if best.worst_key().is_some_and(|w| dist_key(node.rect().min_dist(x, y)) > w) {
                 continue;
             }
@@ -156,24 +158,36 @@ impl QuadTree {
                 continue;
             }
             // Children nearest last, so that the nearest is walked first.
-            let mut kids: Vec<(f64, u32)> = node
-                .child
-                .iter()
-                .filter(|&&c| c != super::tree::NONE)
-                .map(|&c| (self.nodes[c as usize].rect().min_dist(x, y), c))
-                .collect();
-            kids.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-            stack.extend(kids.iter().map(|k| k.1));
+            let mut kids = [(0.0f64, 0u32); 4];
+            let mut nk = 0;
+            for &c in node.child.iter().filter(|&&c| c != NONE) {
+                kids[nk] = (self.nodes[c as usize].rect().min_dist(x, y), c);
+                nk += 1;
+            }
+            kids[..nk].sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+            for &(_, c) in &kids[..nk] {
+                stack[top] = c;
+                top += 1;
+            }
         }
     }
 
-    /// A leaf's points (sorted by x): the 32 around x first, then the rest
-    /// of the x-window of the k-th distance.
+    /// A leaf's points (sorted by (x, y, id)): the 32 around x first, then
+    /// the rest of the x-window of the k-th distance. A leaf of one
+    /// repeated point (first and last the same bits) offers its first k:
+    /// the rest are as far and have larger ids.
     fn scan_leaf(&self, start: usize, count: usize, x: f64, y: f64, best: &mut Best) {
         let xs = &self.pts.x[start..start + count];
+        let ys = &self.pts.y[start..start + count];
+        if one_point(xs, ys) {
+            for j in 0..count.min(best.k) {
+                best.offer(dist_key(distance(x, y, xs[j], ys[j])), self.pts.id[start + j]);
+            }
+            return;
+        }
         let (c0, c1) = first_chunk(xs, x);
         let offer = |j: usize, best: &mut Best| {
-            let (px, py) = (xs[j], self.pts.y[start + j]);
+            let (px, py) = (xs[j], ys[j]);
             let (dx, dy) = (x - px, y - py);
             if !best.surely_beyond(dx, dy) {
                 best.offer(dist_key(distance(x, y, px, py)), self.pts.id[start + j]);
@@ -197,6 +211,13 @@ impl QuadTree {
         }
         out
     }
+}
+
+/// Whether a leaf's points are all one point, bit for bit (sorted, so the
+/// first and the last tell).
+pub(crate) fn one_point(xs: &[f64], ys: &[f64]) -> bool {
+    let n = xs.len();
+    n > 1 && xs[0].to_bits() == xs[n - 1].to_bits() && ys[0].to_bits() == ys[n - 1].to_bits()
 }
 
 /// The 32 positions of `xs` (ascending) around x: the GPU's first chunk

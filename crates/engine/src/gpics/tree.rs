@@ -262,9 +262,11 @@ impl QuadTree {
         tree
     }
 
-    /// Puts each leaf's points in ascending x order, which Step II relies
-    /// on to test only a query's x-window of a leaf (binary searches),
-    /// not all its points. Leaves already in order are only scanned.
+    /// Puts each leaf's points in ascending (x, y, id) order: Step II and
+    /// kNN rely on the x order to test only a query's x-window of a leaf
+    /// (binary searches), not all its points; kNN on the rest, to answer
+    /// from the first k points of a leaf of one repeated point (the
+    /// smallest ids). Leaves already in order are only scanned.
     pub(crate) fn sort_leaves(&mut self) {
         let slices: Vec<(usize, usize)> =
             self.leaves.iter().map(|&l| (self.nodes[l as usize].start as usize, self.nodes[l as usize].count as usize)).collect();
@@ -278,11 +280,12 @@ impl QuadTree {
                     std::slice::from_raw_parts_mut(pid.at(start), n),
                 )
             };
-            if x.is_sorted_by(|a, b| a <= b) {
+            let cmp = |a: usize, b: usize| x[a].total_cmp(&x[b]).then(y[a].total_cmp(&y[b])).then(id[a].cmp(&id[b]));
+            if (1..n).all(|i| cmp(i - 1, i).is_le()) {
                 return;
             }
             let mut order: Vec<u32> = (0..n as u32).collect();
-            order.sort_unstable_by(|&a, &b| x[a as usize].total_cmp(&x[b as usize]));
+            order.sort_unstable_by(|&a, &b| cmp(a as usize, b as usize));
             let (sx, sy, sid): (Vec<f64>, Vec<f64>, Vec<u64>) = (
                 order.iter().map(|&i| x[i as usize]).collect(),
                 order.iter().map(|&i| y[i as usize]).collect(),

@@ -132,7 +132,9 @@ impl Gpu {
     pub fn download_staged_first<T: Plain>(&self, buf: &DeviceBuffer<T>, n: usize) -> Result<Vec<T>, GpuError> {
         const CHUNK_BYTES: usize = 32 << 20;
         let chunk = CHUNK_BYTES / std::mem::size_of::<T>();
-        if n <= chunk {
+        // Below a megabyte the plain copy costs less than the pool's
+        // synchronisation; above, pageable copies crawl (see above).
+        if n * std::mem::size_of::<T>() <= 1 << 20 {
             return buf.download_first(n);
         }
         let mut out = vec![T::default(); n];

@@ -108,7 +108,8 @@ fn updates(pts: &Points, params: Params, shape: &str, cpu_build: f64, gpu_build:
     rows
 }
 
-pub fn run(args: &Args, gpu: Option<&Gpu>) {
+/// `knn_only`: the builds and the kNN rows alone (`gpics-knn`).
+pub fn run(args: &Args, gpu: Option<&Gpu>, knn_only: bool) {
     let n = if args.n_given { args.n[0] } else { 16_000_000 };
     let batches: Vec<usize> = if args.batch_given { args.batch.clone() } else { vec![1_000, 16_000, 256_000, 4_000_000] };
     let params = Params::default();
@@ -141,8 +142,10 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             ratio(cpu_build, gpu_build),
             format!("{:.3}", rtree_build),
         ]);
-        update_rows.extend(updates(&pts, params, shape, cpu_build, gpu_build));
-        for kind in ["range", "within", "point"] {
+        if !knn_only {
+            update_rows.extend(updates(&pts, params, shape, cpu_build, gpu_build));
+        }
+        for kind in ["range", "within", "point"].into_iter().filter(|_| !knn_only) {
             for &m in &batches {
                 let qs = queries(kind, &pts, m, if shape == "uniform" { 0.5 } else { 0.025 }, 9 + m as u64);
                 let mut want = Default::default();

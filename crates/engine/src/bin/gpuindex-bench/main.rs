@@ -1,11 +1,12 @@
 //! gpuindex-bench: prints tables of queries/s for each structure, CPU (all
 //! cores) and GPU in the same run, checking that both give the same answers.
 //!
-//!   gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gts] [gts-build] [gts-small] [words] [pgm] [art] [--n LIST] [--batch LIST] [--reps 5] [--dim 128] [--set NAME]
+//!   gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gpics-knn] [gts] [gts-build] [gts-small] [words] [pgm] [art] [--n LIST] [--batch LIST] [--reps 5] [--dim 128] [--set NAME]
 //!
 //! sorted: n = 1e6,1e7,1e8, batches 1e3..1e7 by default;
 //! hbtree: n = 2^23..2^28, one batch of 2^24 hits by default;
 //! gpics: 16M points, batches of 1K..4M queries of each kind by default;
+//! gpics-knn: the same builds and kNN rows only;
 //! gts: 1M vectors of 128 floats, clustered and uniform, batches of 1..1e5.
 //! gts-build: the tree built on all cores and on the GPU, n = 1e5,1e6,1e7.
 //! gts-small: the bounded brute force on the GPU for small batches (the service's epochs).
@@ -68,7 +69,7 @@ fn parse_args() -> Args {
             "--dim" => args.dim = value().parse().expect("--dim N"),
             "--set" => args.set = Some(value()),
             "-h" | "--help" => {
-                println!("usage: gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gts] [gts-build] [gts-small] [words] [pgm] [art] [--n LIST] [--batch LIST] [--reps N] [--dim N] [--set NAME]");
+                println!("usage: gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gpics-knn] [gts] [gts-build] [gts-small] [words] [pgm] [art] [--n LIST] [--batch LIST] [--reps N] [--dim N] [--set NAME]");
                 std::process::exit(0);
             }
             other => args.what.push(other.to_string()),
@@ -131,7 +132,8 @@ fn main() {
             "sorted" => sorted::run(&args, g.as_deref()),
             "hbtree" => hbtree::run(&args, g.as_deref()),
             "leafstep" => hbtree::leafstep(&args, g.as_deref()),
-            "gpics" => gpics::run(&args, g.as_deref()),
+            "gpics" => gpics::run(&args, g.as_deref(), false),
+            "gpics-knn" => gpics::run(&args, g.as_deref(), true),
             "gts" => gts::run(&args, g.as_deref()),
             "gts-build" => gts::build_bench(&args, g.as_deref()),
             "gts-small" => gts::small_bench(&args, g.as_deref()),
