@@ -163,30 +163,44 @@ impl QuadTree {
         // Bounded answer buffers: at most 2^16 queries a launch.
         for part in points.chunks(1 << 16) {
             let (positions, counts) = dev.knn(gpu, part, k)?;
-            let answers: Vec<Vec<(u64, u64)>> = part
+            // What the host answers: non-finite points, and the odd points
+            // of a tree holding fewer than k.
+            let host: Vec<Option<Vec<(u64, u64)>>> = part
                 .par_iter()
                 .enumerate()
                 .map(|(q, &(x, y))| {
                     if !(x.is_finite() && y.is_finite()) {
-                        return self.knn_one(x, y, k);
+                        return Some(self.knn_one(x, y, k));
                     }
-                    // The same distance as the kernel's, from the point.
-                    let got = positions[q * k..q * k + counts[q] as usize].iter().map(|&p| {
-                        let p = p as usize;
-                        (super::knn::dist_key(super::geom::distance(x, y, self.pts.x[p], self.pts.y[p])), self.pts.id[p])
-                    });
                     if counts[q] as usize == k || self.odd.is_empty() {
-                        return got.collect();
+                        return None;
                     }
                     let mut best = super::knn::Best::new(k);
-                    got.for_each(|(key, id)| best.offer(key, id));
+                    for &p in &positions[q * k..q * k + counts[q] as usize] {
+                        let p = p as usize;
+                        best.offer(super::knn::dist_key(super::geom::distance(x, y, self.pts.x[p], self.pts.y[p])), self.pts.id[p]);
+                    }
                     self.complete_with_odd(x, y, &mut best);
-                    best.into_sorted()
+                    Some(best.into_sorted())
                 })
                 .collect();
-            for a in answers {
-                out.push(a);
-            }
+            let len = |q: usize| host[q].as_ref().map_or(counts[q] as usize, |h| h.len());
+            out.append(super::Neighbors::gather(part.len(), len, |q, ids, dists| {
+                if let Some(h) = &host[q] {
+                    for (j, &(key, id)) in h.iter().enumerate() {
+                        ids[j] = id;
+                        dists[j] = crate::keys::decode_f64(key);
+                    }
+                    return;
+                }
+                // The kernel's distance, recomputed from the point.
+                let (x, y) = part[q];
+                for (j, &p) in positions[q * k..q * k + ids.len()].iter().enumerate() {
+                    let p = p as usize;
+                    ids[j] = self.pts.id[p];
+                    dists[j] = super::geom::distance(x, y, self.pts.x[p], self.pts.y[p]);
+                }
+            }));
         }
         Ok(out)
     }

@@ -16,7 +16,7 @@
 //! distance NaN or infinite) takes every point as a candidate.
 
 use super::geom::{distance, Query};
-use super::tree::{QuadTree, NONE, TRAVERSAL_STACK};
+use super::tree::{QuadTree, SharedMut, NONE, TRAVERSAL_STACK};
 use crate::keys::{decode_f64, encode_f64};
 use rayon::prelude::*;
 use std::collections::BinaryHeap;
@@ -36,16 +36,47 @@ impl Neighbors {
         (&self.ids[r.clone()], &self.dists[r])
     }
 
-    /// Appends one query's answer, (distance key, id) nearest first.
-    pub(crate) fn push(&mut self, best: impl IntoIterator<Item = (u64, u64)>) {
-        if self.offsets.is_empty() {
-            self.offsets.push(0);
+    /// The answers of `m` queries, query q's `len(q)` neighbours written
+    /// by `fill(q, ids, dists)`, on all cores.
+    pub(crate) fn gather(m: usize, len: impl Fn(usize) -> usize, fill: impl Fn(usize, &mut [u64], &mut [f64]) + Sync) -> Neighbors {
+        let mut offsets = Vec::with_capacity(m + 1);
+        offsets.push(0);
+        for q in 0..m {
+            offsets.push(offsets[q] + len(q));
         }
-        for (key, id) in best {
-            self.ids.push(id);
-            self.dists.push(decode_f64(key));
-        }
-        self.offsets.push(self.ids.len());
+        let total = offsets[m];
+        let mut out = Neighbors { offsets, ids: vec![0; total], dists: vec![0.0; total] };
+        let (ids, dists) = (SharedMut(out.ids.as_mut_ptr()), SharedMut(out.dists.as_mut_ptr()));
+        let offsets = &out.offsets;
+        (0..m).into_par_iter().for_each(|q| {
+            let (at, n) = (offsets[q], offsets[q + 1] - offsets[q]);
+            // SAFETY: query ranges [at, at + n) are disjoint and in bounds.
+            let (i, d) = unsafe { (std::slice::from_raw_parts_mut(ids.at(at), n), std::slice::from_raw_parts_mut(dists.at(at), n)) };
+            fill(q, i, d);
+        });
+        out
+    }
+
+    /// From each query's (distance key, id) pairs, nearest first.
+    pub(crate) fn of_answers(answers: &[Vec<(u64, u64)>]) -> Neighbors {
+        Neighbors::gather(
+            answers.len(),
+            |q| answers[q].len(),
+            |q, ids, dists| {
+                for (j, &(key, id)) in answers[q].iter().enumerate() {
+                    ids[j] = id;
+                    dists[j] = decode_f64(key);
+                }
+            },
+        )
+    }
+
+    /// Appends another batch's answers.
+    pub(crate) fn append(&mut self, o: Neighbors) {
+        let base = self.ids.len();
+        self.ids.extend_from_slice(&o.ids);
+        self.dists.extend_from_slice(&o.dists);
+        self.offsets.extend(o.offsets[1..].iter().map(|x| x + base));
     }
 }
 
@@ -205,11 +236,7 @@ impl QuadTree {
     /// kNN on all CPU cores.
     pub fn knn_cpu(&self, points: &[(f64, f64)], k: usize) -> Neighbors {
         let answers: Vec<Vec<(u64, u64)>> = points.par_iter().map(|&(x, y)| self.knn_one(x, y, k)).collect();
-        let mut out = Neighbors { offsets: vec![0], ..Default::default() };
-        for a in answers {
-            out.push(a);
-        }
-        out
+        Neighbors::of_answers(&answers)
     }
 }
 
