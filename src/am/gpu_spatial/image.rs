@@ -91,12 +91,12 @@ pub fn delta(rel: pg_sys::Relation, m: &Meta) -> QuadTree {
     QuadTree::build_cpu(&pts, params(m))
 }
 
-/// Microseconds a kNN (k = 10) centre costs on all cores, in a backend or
-/// on the service's GPU alike: 1.3e5 and 1.4e5 centres/s in batches of
-/// 16K over 16M points (docs/bench/gpics-h100.md; G-PICS finds each
-/// radius on the CPU). So the service pays only where this backend would
-/// first read its own copy of the tree.
-const KNN_US_PER_CENTRE: f64 = 7.5;
+/// Microseconds a kNN (k = 10) centre costs on all cores in a backend,
+/// and on the service's GPU: 1.2e6-2.3e6 and 2.5e6-6.8e6 centres/s in
+/// batches of 1K-256K over 16M points (docs/bench/gpics-h100.md, the
+/// kNN walk).
+const KNN_US_PER_CENTRE: f64 = 0.6;
+const KNN_US_PER_CENTRE_GPU: f64 = 0.2;
 /// Microseconds per point of reading a backend's copy of the tree from
 /// the index's pages.
 const COPY_US_PER_POINT: f64 = 0.1;
@@ -146,8 +146,8 @@ fn ship(rel: pg_sys::Relation, m: &Meta, path: &std::path::Path) -> std::io::Res
 /// answer as soon, or the service failed).
 pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k: usize, what: &'static str) -> Option<Neighbors> {
     use crate::service::{client, served};
-    let work = centres.len() as f64 * KNN_US_PER_CENTRE;
-    let key = worth_asking(rel, m, work, work)?;
+    let n = centres.len() as f64;
+    let key = worth_asking(rel, m, n * KNN_US_PER_CENTRE, n * KNN_US_PER_CENTRE_GPU)?;
     let rows = client::knn(key, served::CENTRE_WORDS, &served::centre_words(centres), k, &|path| ship(rel, m, path), what)?;
     let mut n = Neighbors { offsets: vec![0], ..Default::default() };
     for r in rows {
