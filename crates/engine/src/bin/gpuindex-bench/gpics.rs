@@ -218,20 +218,22 @@ pub fn run(args: &Args, gpu: Option<&Gpu>, knn_only: bool) {
         &["data", "points", "leaves", "height", "CPU build, all cores", "GPU build", "CPU/GPU", "R-tree bulk load (rstar, 1 core)"],
         &build_rows,
     );
-    table(
-        "G-PICS bulk update (a share of the points moved: deleted and reinserted nearby, same id): seconds",
-        &[
-            "data",
-            "moved",
-            "update, all cores",
-            "leaves rewritten",
-            "rebuild, all cores",
-            "rebuild/update",
-            "GPU rebuild",
-            "GPU rebuild/update",
-        ],
-        &update_rows,
-    );
+    if !knn_only {
+        table(
+            "G-PICS bulk update (a share of the points moved: deleted and reinserted nearby, same id): seconds",
+            &[
+                "data",
+                "moved",
+                "update, all cores",
+                "leaves rewritten",
+                "rebuild, all cores",
+                "rebuild/update",
+                "GPU rebuild",
+                "GPU rebuild/update",
+            ],
+            &update_rows,
+        );
+    }
     table(
         "G-PICS batched queries: queries/s (GPU: end to end, queries up and answers down)",
         &["data", "query", "batch", "answers per query", "CPU, all cores", "R-tree (rstar), all cores", "GPU", "GPU/CPU", "GPU/R-tree"],
