@@ -92,9 +92,8 @@ pub fn delta(rel: pg_sys::Relation, m: &Meta) -> QuadTree {
 }
 
 /// Microseconds a kNN (k = 10) centre costs on all cores in a backend,
-/// and on the service's GPU: 1.2e6-2.3e6 and 2.5e6-6.8e6 centres/s in
-/// batches of 1K-256K over 16M points (docs/bench/gpics-h100.md, the
-/// kNN walk).
+/// and on the service's GPU: 0.9e6-2.0e6 and 1.7e6-8.8e6 centres/s in
+/// batches of 1K-256K over 16M points (docs/bench/gpics-knn-h100.md).
 const KNN_US_PER_CENTRE: f64 = 0.6;
 const KNN_US_PER_CENTRE_GPU: f64 = 0.2;
 /// Microseconds per point of reading a backend's copy of the tree from
