@@ -417,7 +417,49 @@ fn vacuum_deletes_and_recycles_empty_leaves() {
     c.batch_execute("DROP TABLE del_t").unwrap();
 }
 
-/// Page deletion and reuse beside concurrent inserts and scans: one
+/// Empty NULL pages leave the NULL chain at VACUUM and are reused: IS NULL
+/// scans then read only the pages left, and answer as the sequential scan
+/// before, between and after.
+#[test]
+fn vacuum_deletes_and_recycles_empty_null_pages() {
+    let mut c = connect("gpuindex_it_btree_vacuum");
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS del_n;
+         CREATE TABLE del_n (id int, v int8) WITH (autovacuum_enabled = off);
+         INSERT INTO del_n SELECT g, g FROM generate_series(1, 2000) g;
+         INSERT INTO del_n SELECT g, NULL FROM generate_series(2001, 62000) g;
+         CREATE INDEX del_n_v ON del_n USING gpu_btree (v);",
+    )
+    .unwrap();
+    let size = |c: &mut Client| -> i64 {
+        c.query_one("SELECT pg_relation_size('del_n_v') / current_setting('block_size')::int", &[]).unwrap().get(0)
+    };
+    let check = |c: &mut Client| {
+        check_index(c, "del_n_v");
+        for pred in ["v IS NULL", "v IS NULL AND id > 60000", "v IS NOT NULL", "v < 100"] {
+            check_predicate(c, "del_n", "del_n_v", pred);
+        }
+        // An ordered scan returns the NULLs last, all of them.
+        check_order(c, "del_n", "true", false, 100_000);
+        check_order(c, "del_n", "true", true, 100_000);
+    };
+    // Whole NULL pages empty (the first and the last few keep rows).
+    c.batch_execute("DELETE FROM del_n WHERE v IS NULL AND id BETWEEN 4000 AND 59000").unwrap();
+    c.batch_execute("VACUUM del_n").unwrap();
+    check(&mut c);
+    let freed = vacuum_until_free(&mut c, "del_n", "del_n_v", |_| 30);
+    assert!(freed >= 30, "{freed} pages free after deleting ~40 NULL pages' rows");
+    check(&mut c);
+    let before = size(&mut c);
+    c.batch_execute("INSERT INTO del_n SELECT g, NULL FROM generate_series(100001, 140000) g").unwrap();
+    let grown = size(&mut c) - before;
+    assert!(grown <= 2, "40,000 NULLs grew the index by {grown} pages: freed NULL pages not reused");
+    check(&mut c);
+    c.batch_execute("DROP TABLE del_n").unwrap();
+}
+
+/// Page deletion and reuse beside concurrent inserts and scans: one/// Page deletion and reuse beside concurrent inserts and scans: one
 /// session deletes whole key ranges and VACUUMs in a loop (leaves are
 /// deleted, recycled, reused by splits), one inserts everywhere, and two
 /// compare, each in one snapshot, index range scans forward and backward

@@ -1,8 +1,8 @@
 //! `gpu_btree_check(index regclass)`: walks every level and verifies the
 //! invariants (amcheck-style): page kinds and levels, sibling links both
 //! ways on the leaf level, keys sorted and inside the fence keys, inner
-//! high keys, and that every inner entry points to a page
-//! one level down. Raises an ERROR at the first violation; returns one row
+//! high keys, that every inner entry points to a page
+//! one level down, and the NULL chain (NULL pages, ending at its tail). Raises an ERROR at the first violation; returns one row
 //! per level otherwise. Safe beside concurrent inserts (one page locked at
 //! a time; a left link that names a page split off the left sibling since
 //! it was read is followed); `missing_downlinks` then also counts splits
@@ -165,6 +165,23 @@ pub(crate) fn check_tree(rel: pg_sys::Relation) -> Vec<(i32, i64, i64, i64)> {
             }
             rows.push((level as i32, pages, entries, 0i64));
             below = this;
+        }
+        // The NULL chain: NULL pages only, ending at the metapage's tail; a
+        // deleted one is met only where a concurrent VACUUM unlinked it
+        // after the page before was read (its right link leads on).
+        let (mut block, mut last) = (m.null_head, NONE);
+        while block != NONE {
+            let s = Shared::lock(rel, block).page().special();
+            if s.page_id != PAGE_ID || s.kind != KIND_NULLS {
+                fail(&name, format!("block {block} on the NULL chain is not a NULL page"));
+            }
+            if s.flags & DELETED == 0 {
+                last = block;
+            }
+            block = s.right;
+        }
+        if last != m.null_tail && Tree::new(rel).meta().null_tail == m.null_tail {
+            fail(&name, format!("the NULL chain ends at block {last}, the metapage says {}", m.null_tail));
         }
     }
     rows

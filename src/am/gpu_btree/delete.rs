@@ -11,8 +11,10 @@
 //!    free space map (`recycle`) and writers reuse it.
 //!
 //! A crash between the stages leaves a half-dead page, which the next
-//! VACUUM unlinks. Inner pages are never deleted: a parent keeps at least
-//! its last child, so the tree's shape above the leaves only grows.
+//! VACUUM unlinks. Empty NULL pages leave their chain in one record
+//! (`delete_empty_null_page`) and are recycled the same way. Inner pages
+//! are never deleted: a parent keeps at least its last child, so the
+//! tree's shape above the leaves only grows.
 //! Locks follow the writers' order (left to right on a level, child
 //! before parent); the parent is found by a descent while the two leaves
 //! are held, as a split finds it.
@@ -99,4 +101,38 @@ pub fn unlink(tree: &Tree, block: u32) {
     m.deleted_pages += 1;
     write_meta(&mut mp, &m);
     x.finish();
+}
+
+/// Takes the empty NULL page `block` off the NULL chain, if it still is
+/// empty and not the chain's tail (inserts append there): in one record,
+/// the link to it (the metapage's head, or the page before it, `prev`)
+/// skips it and it is marked deleted at a safe xid; it keeps its right
+/// link for scans that read the old link. Locks the metapage (as inserts
+/// do, first), then `prev`, then the page. Returns whether it did.
+pub fn delete_empty_null_page(tree: &Tree, prev: u32, block: u32) -> bool {
+    let meta = Exclusive::lock(tree.rel, META_BLOCK);
+    let mut m = read_meta(meta.page());
+    let left = (prev != NONE).then(|| Exclusive::lock(tree.rel, prev));
+    let linked = match &left {
+        Some(l) => l.page().special().right == block,
+        None => m.null_head == block,
+    };
+    if !linked || m.null_tail == block {
+        return false;
+    }
+    let target = Exclusive::lock(tree.rel, block);
+    let ts = target.page().special();
+    if ts.count != 0 || ts.right == NONE || is_dead(&ts) {
+        return false;
+    }
+    let x = Xlog::start(tree.rel);
+    match &left {
+        Some(l) => x.register(l, false).update_special(|t| t.right = ts.right),
+        None => m.null_head = ts.right,
+    }
+    set_deleted(&mut x.register(&target, false), recycle::safe_xid_now());
+    m.deleted_pages += 1;
+    write_meta(&mut x.register(&meta, false), &m);
+    x.finish();
+    true
 }

@@ -219,7 +219,8 @@ pub fn leaf_insert(page: &mut PageMut, pos: usize, key: u64, tid: Tid) {
     page.update_special(|s| s.count = n as u32 + 1);
 }
 
-/// Marks a half-dead leaf deleted, at safe xid `xid`.
+/// Marks a page deleted (a half-dead leaf, or an empty NULL page taken
+/// off its chain), at safe xid `xid`.
 pub fn set_deleted(page: &mut PageMut, xid: u64) {
     page.update_special(|s| {
         s.flags = (s.flags & !HALF_DEAD) | DELETED;
@@ -251,7 +252,7 @@ pub fn deleted_xid(page: &PageRef) -> Option<u64> {
         b[..6].copy_from_slice(&s._pad);
         return Some(u64::from_le_bytes(b));
     }
-    (s.kind == KIND_LEAF && s.flags & DELETED != 0).then(|| page.front::<u64>(0, 1)[0])
+    ((s.kind == KIND_LEAF || s.kind == KIND_NULLS) && s.flags & DELETED != 0).then(|| page.front::<u64>(0, 1)[0])
 }
 
 /// A page for a writer: a recycled one from the free space map, else a new

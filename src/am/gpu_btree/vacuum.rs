@@ -1,8 +1,8 @@
 //! VACUUM: ambulkdelete removes the entries of dead heap tuples, leaf by
 //! leaf and NULL page by NULL page (one WAL record per changed page; each
 //! page under a cleanup lock, which waits for index-only scans' pins), and
-//! deletes the leaves it leaves empty (`delete.rs`; half-dead ones a crash
-//! left are finished); amvacuumcleanup reads every page and gives deleted
+//! deletes the leaves and NULL pages it leaves empty (`delete.rs`;
+//! half-dead leaves a crash left are finished); amvacuumcleanup reads every page and gives deleted
 //! pages no snapshot can reach any more to the free space map.
 
 use super::delete;
@@ -40,8 +40,11 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
         }
         block = next;
     }
-    let mut block = m.null_head;
+    // The NULL chain; `prev` is the last page kept before `block`.
+    let (mut block, mut prev) = (m.null_head, NONE);
     while block != NONE {
+        // SAFETY: VACUUM's interrupt and cost-delay check.
+        unsafe { pg_sys::vacuum_delay_point() };
         let page = Exclusive::lock_for_cleanup(index, block);
         let n = Nulls::new(page.page());
         let tids: Vec<Tid> = (0..n.count()).map(|i| n.tid(i)).filter(|&t| !dead(t)).collect();
@@ -52,6 +55,12 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
             let x = Xlog::start(index);
             nulls_set(&mut x.register(&page, false), &tids);
             x.finish();
+        }
+        drop(page);
+        if tids.is_empty() && next != NONE && delete::delete_empty_null_page(&tree, prev, block) {
+            stats.pages_newly_deleted += 1;
+        } else {
+            prev = block;
         }
         block = next;
     }
