@@ -403,6 +403,61 @@ fn merges_recycle_the_pages_they_free() {
     c.batch_execute("DROP TABLE sp_churn").unwrap();
 }
 
+/// Once no freed page waits, VACUUM skips its pass over every page (the
+/// metapage's `settled`), and a merge that frees pages makes it read them
+/// again: the index's buffer accesses of a VACUUM with nothing to do stay
+/// a few pages.
+#[test]
+fn settled_indexes_skip_the_recycling_pass() {
+    let mut c = connect("gpuindex_it_spatial_recycle");
+    let mut rng = SplitMix64::new(98);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS sp_settle;
+         CREATE TABLE sp_settle (id int, p point) WITH (autovacuum_enabled = off);",
+    )
+    .unwrap();
+    insert(&mut c, &["sp_settle"], &points(&mut rng, true, 60_000), 0);
+    c.batch_execute("CREATE INDEX sp_settle_p ON sp_settle USING gpu_spatial (p)").unwrap();
+    // Buffer accesses of the index by one VACUUM (statistics flushed).
+    let accesses = |c: &mut Client| -> i64 {
+        let read = |c: &mut Client| -> i64 {
+            c.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
+            c.batch_execute("SELECT pg_stat_clear_snapshot()").unwrap();
+            c.query_one("SELECT idx_blks_read + idx_blks_hit FROM pg_statio_user_indexes WHERE indexrelname = 'sp_settle_p'", &[])
+                .unwrap()
+                .get(0)
+        };
+        let before = read(c);
+        c.batch_execute("VACUUM sp_settle").unwrap();
+        read(c) - before
+    };
+    let pages: i64 = c.query_one("SELECT pg_relation_size('sp_settle_p') / 8192", &[]).unwrap().get(0);
+    // A fresh build has nothing waiting.
+    let idle = accesses(&mut c);
+    assert!(idle * 4 < pages, "a VACUUM with nothing to do read {idle} of {pages} pages");
+    // A merge frees pages: VACUUMs read every page until they are recycled.
+    insert(&mut c, &["sp_settle"], &points(&mut rng, true, 12_000), 60_000);
+    c.batch_execute("DELETE FROM sp_settle WHERE id < 12000").unwrap();
+    c.batch_execute("VACUUM sp_settle").unwrap();
+    let freed = |c: &mut Client| -> i64 { c.query_one("SELECT freed_pages FROM gpu_spatial_check('sp_settle_p')", &[]).unwrap().get(0) };
+    assert!(freed(&mut c) > 0, "the merge freed nothing");
+    let waiting = accesses(&mut c);
+    assert!(waiting >= pages / 2, "a VACUUM with freed pages waiting read only {waiting} of {pages} pages");
+    let free = vacuum_until_free(&mut c, "sp_settle", "sp_settle_p", freed);
+    assert!(free > 0, "nothing recycled");
+    // The pass that found nothing waiting settled it again.
+    c.batch_execute("SELECT txid_current()").unwrap();
+    c.batch_execute("VACUUM sp_settle").unwrap();
+    let settled = accesses(&mut c);
+    assert!(settled * 4 < pages, "a settled index's VACUUM read {settled} of {pages} pages");
+    c.query("SELECT * FROM gpu_spatial_check('sp_settle_p')", &[]).unwrap();
+    for _ in 0..5 {
+        check_predicate(&mut c, "sp_settle", "sp_settle_p", &predicate(&mut rng, true));
+    }
+    c.batch_execute("DROP TABLE sp_settle").unwrap();
+}
+
 /// A merge cut short before its metapage record (as by a crash there:
 /// gpuindex.debug_interrupt_merges) leaves the frozen delta, and leaves
 /// that already hold some of its entries; the next merge finishes it

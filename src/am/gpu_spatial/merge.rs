@@ -66,6 +66,22 @@ pub fn merge(index: pg_sys::Relation, wait: bool) -> Option<u64> {
     Some(merged)
 }
 
+/// Sets the metapage's `settled` (in a record of its own, where it
+/// changes). Cleared before a merge writes a page: pages it frees, or
+/// writes and leaves unreached when a crash or an ERROR cuts it short,
+/// wait for VACUUM's pass over every page.
+pub fn set_settled(index: pg_sys::Relation, settled: bool) {
+    let meta = Exclusive::lock(index, META_BLOCK);
+    let mut m = read_meta(meta.page());
+    if (m.settled != 0) == settled {
+        return;
+    }
+    m.settled = settled as u32;
+    let x = Xlog::start(index);
+    write_meta(&mut x.register(&meta, false), &m);
+    x.finish();
+}
+
 /// Step 2: moves the delta to `frozen` (unless a crashed merge left one)
 /// and starts an empty delta.
 fn freeze(index: pg_sys::Relation) -> Meta {
@@ -218,6 +234,7 @@ pub fn merge_locked(index: pg_sys::Relation, touched: &[u32]) -> u64 {
     if m.frozen.head == NONE && touched.is_empty() {
         return 0;
     }
+    set_settled(index, false);
     let mut inserts = Points::default();
     super::chain::for_chain(index, m.frozen, |page| {
         for e in page {

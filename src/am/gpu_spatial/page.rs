@@ -121,7 +121,10 @@ pub struct Meta {
     /// Build parameters (the leaf capacity MC and maximum height MH).
     pub mc: u32,
     pub mh: u32,
-    _pad: u32,
+    /// 1 once a VACUUM's pass over every page left no page waiting to be
+    /// recycled, until a merge starts writing (0 in indexes from before
+    /// the field, which then get one pass): lets VACUUM skip the pass.
+    pub settled: u32,
     /// Entries in the tree's leaf pages (live or not yet vacuumed).
     pub tree_entries: u64,
     /// Finite points inserted since the tree was built or merged.
@@ -148,7 +151,7 @@ impl Meta {
             leaf_count: 0,
             mc,
             mh,
-            _pad: 0,
+            settled: 1,
             tree_entries: 0,
             delta: Chain::at(delta),
             frozen: Chain::EMPTY,

@@ -126,11 +126,17 @@ pub fn cleanup(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResul
 /// never initialised and the FREED ones no snapshot can reach any more;
 /// flags FREED the pages nothing reaches that are not flagged yet (a merge
 /// a crash or an ERROR cut short, before or after its metapage record).
+/// Skipped while the metapage says `settled` (no page waited at the last
+/// pass and no merge has written since; as for gpu_btree, a page an
+/// extension a crash cut short left uninitialised waits for a later pass).
 /// Returns the pages now free.
 fn recycle_pages(index: pg_sys::Relation) -> usize {
+    if shape::meta(index).settled != 0 {
+        return 0;
+    }
     // SAFETY: an open index relation.
     let nblocks = unsafe { pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) };
-    let (mut free, mut unreached) = (0, Vec::new());
+    let (mut free, mut waiting, mut unreached) = (0, 0, Vec::new());
     for block in META_BLOCK + 1..nblocks {
         // SAFETY: VACUUM's cost-delay point, with no lock held.
         unsafe { pg_sys::vacuum_delay_point() };
@@ -141,6 +147,8 @@ fn recycle_pages(index: pg_sys::Relation) -> usize {
             free += 1;
         } else if freed_at(&page).is_none() {
             unreached.push(block);
+        } else {
+            waiting += 1;
         }
     }
     // What the structure reaches, read after every page above: a chain
@@ -159,5 +167,8 @@ fn recycle_pages(index: pg_sys::Relation) -> usize {
     unreached.retain(|b| !live.contains(b));
     merge::free_pages(index, &unreached);
     recycle::vacuum_fsm(index);
+    if waiting + unreached.len() == 0 {
+        merge::set_settled(index, true);
+    }
     free
 }
