@@ -1,9 +1,9 @@
 //! `gpu_btree_check(index regclass)`: walks every level and verifies the
 //! invariants (amcheck-style): page kinds and levels, sibling links both
 //! ways on the leaf level, keys sorted and inside the fence keys, inner
-//! high keys, that every inner entry points to a page
-//! one level down, and the NULL chain (NULL pages, ending at its tail). Raises an ERROR at the first violation; returns one row
-//! per level otherwise. Safe beside concurrent inserts (one page locked at
+//! high keys, that every inner entry points to a page one level down, and
+//! the NULL chain (NULL pages, ending at its tail). Raises an ERROR at the
+//! first violation; returns one row per level otherwise. Safe beside concurrent inserts (one page locked at
 //! a time; a left link that names a page split off the left sibling since
 //! it was read is followed); `missing_downlinks` then also counts splits
 //! in progress.

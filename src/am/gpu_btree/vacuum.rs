@@ -2,8 +2,9 @@
 //! leaf and NULL page by NULL page (one WAL record per changed page; each
 //! page under a cleanup lock, which waits for index-only scans' pins), and
 //! deletes the leaves and NULL pages it leaves empty (`delete.rs`;
-//! half-dead leaves a crash left are finished); amvacuumcleanup reads every page and gives deleted
-//! pages no snapshot can reach any more to the free space map.
+//! half-dead leaves a crash left are finished); amvacuumcleanup, while
+//! deleted pages wait, reads every page and gives those no snapshot can
+//! reach any more to the free space map.
 
 use super::delete;
 use super::page::Exclusive;
