@@ -2,7 +2,7 @@
 //! on the same table of points, in one run, on a live server
 //! (PGHOST/PGPORT/PGUSER).
 //!
-//!   gpuindex-sql-bench-spatial [--rows 1e7] [--reps 3] [--queries 1e5] [--set uniform]
+//!   gpuindex-sql-bench-spatial [--rows 1e7] [--reps 3] [--queries 1e5] [--set uniform] [--rounds 0]
 //!
 //! Builds sp(id int8, p point) with points of `--set` (datasets::PointSet:
 //! `uniform` in [0, 1e6)^2, or `cities`, the real-shaped set scaled to the
@@ -16,6 +16,14 @@
 //! the table by ctid. Every answer (count and sum of ids; for kNN, count
 //! and sum of distances) is checked against GiST's. Prints the table, the
 //! ratios the issue's targets name, and the plans.
+//!
+//! `--rounds R` measures only the single queries, interleaved: every index
+//! exists at once, and in each of R rounds each contender (in an order
+//! that rotates from round to round) gets a fresh session that drops the
+//! other indexes inside a transaction it rolls back. Single queries take
+//! tens of microseconds, and on a shared host the same binaries drift by
+//! more than the gaps between indexes from one minute to the next: one
+//! contender measured after another compares the minutes, not the indexes.
 
 use gpuindex_engine::datasets::PointSet;
 use gpuindex_tests::bench::{buffers_of, connect, describe_server, plan_of, print_table, push, time, Row, SplitMix64};
@@ -30,10 +38,11 @@ struct Args {
     reps: usize,
     queries: usize,
     set: PointSet,
+    rounds: usize,
 }
 
 fn args() -> Args {
-    let mut a = Args { rows: 10_000_000, reps: 3, queries: 100_000, set: PointSet::Uniform };
+    let mut a = Args { rows: 10_000_000, reps: 3, queries: 100_000, set: PointSet::Uniform, rounds: 0 };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
@@ -43,7 +52,8 @@ fn args() -> Args {
             "--reps" => a.reps = num() as usize,
             "--queries" => a.queries = num() as usize,
             "--set" => a.set = PointSet::parse(&v).expect("--set uniform|cities"),
-            _ => panic!("usage: gpuindex-sql-bench-spatial [--rows N] [--reps N] [--queries N] [--set NAME]"),
+            "--rounds" => a.rounds = num() as usize,
+            _ => panic!("usage: gpuindex-sql-bench-spatial [--rows N] [--reps N] [--queries N] [--set NAME] [--rounds N]"),
         }
     }
     a
@@ -62,11 +72,11 @@ impl Answer {
     }
 }
 
-/// Whether the plan of `sql` reads the index at all (SP-GiST's quad
+/// Whether the plan of `sql` reads `index` at all (SP-GiST's quad
 /// opclass has no `<@ circle`: PostgreSQL would scan the table per query).
-fn uses_index(c: &mut Client, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> bool {
+fn uses_index(c: &mut Client, index: &str, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> bool {
     let plan = c.query(&format!("EXPLAIN {sql}"), params).unwrap();
-    plan.iter().any(|r| r.get::<_, String>(0).contains("bench_sp_p"))
+    plan.iter().any(|r| r.get::<_, String>(0).contains(index))
 }
 
 fn answer<T: ?Sized + ToStatement>(c: &mut Client, sql: &T, params: &[&(dyn postgres::types::ToSql + Sync)]) -> Answer {
@@ -74,11 +84,61 @@ fn answer<T: ?Sized + ToStatement>(c: &mut Client, sql: &T, params: &[&(dyn post
     Answer { count: r.get(0), sum: r.get::<_, Option<f64>>(1).unwrap_or(0.0) }
 }
 
+/// A single-query measure: one statement, run once per parameter list
+/// (x, y, and the size of a box or a circle); `kind` picks the same
+/// statement in `bench_sp_loop`.
+struct Single {
+    what: &'static str,
+    sql: &'static str,
+    params: Vec<Vec<f64>>,
+    kind: i32,
+}
+
+/// The single queries run in the server, one after another, by a PL/pgSQL
+/// loop (its plans cached as a prepared statement's are): microseconds a
+/// query without the client's round trip.
+const SERVER_LOOP: &str = "CREATE OR REPLACE FUNCTION bench_sp_loop(kind int, xs float8[], ys float8[], size float8) RETURNS float8
+LANGUAGE plpgsql AS $$
+DECLARE t0 timestamptz := clock_timestamp(); c int8; s float8;
+BEGIN
+  FOR i IN 1 .. array_length(xs, 1) LOOP
+    IF kind = 0 THEN
+      SELECT count(*), sum(id)::float8 INTO c, s FROM bench_sp WHERE p <@ box(point(xs[i], ys[i]), point(xs[i] + size, ys[i] + size));
+    ELSIF kind = 1 THEN
+      SELECT count(*), sum(id)::float8 INTO c, s FROM bench_sp WHERE p <@ circle(point(xs[i], ys[i]), size);
+    ELSE
+      SELECT count(*), sum(d) INTO c, s FROM (SELECT p <-> point(xs[i], ys[i]) d FROM bench_sp ORDER BY p <-> point(xs[i], ys[i]) LIMIT 10) z;
+    END IF;
+  END LOOP;
+  RETURN extract(epoch FROM clock_timestamp() - t0) * 1e6 / array_length(xs, 1);
+END $$";
+
+impl Single {
+    /// Runs every query once; the answers summed.
+    fn run(&self, c: &mut Client, st: &postgres::Statement) -> Answer {
+        let mut total = Answer { count: 0, sum: 0.0 };
+        for p in &self.params {
+            let r = answer(c, st, &params(p));
+            total.count += r.count;
+            total.sum += r.sum;
+        }
+        total
+    }
+}
+
+fn params(p: &[f64]) -> Vec<&(dyn postgres::types::ToSql + Sync)> {
+    p.iter().map(|x| x as &(dyn postgres::types::ToSql + Sync)).collect()
+}
+
 fn main() {
     let a = args();
     let n = a.rows;
     let mut c = connect();
-    println!("# gpuindex-sql-bench-spatial: {n} points ({}), median of {} runs", a.set.name(), a.reps);
+    if a.rounds > 0 {
+        println!("# gpuindex-sql-bench-spatial: {n} points ({}), single queries in {} interleaved rounds", a.set.name(), a.rounds);
+    } else {
+        println!("# gpuindex-sql-bench-spatial: {n} points ({}), median of {} runs", a.set.name(), a.reps);
+    }
     println!("\n{}", describe_server(&mut c));
 
     let t = Instant::now();
@@ -132,7 +192,33 @@ fn main() {
         &[&bx, &by, &cx, &cy, &kx, &ky, &box_side, &radius],
     )
     .unwrap();
-    let singles = 2000.min(m);
+    let count = 2000.min(m);
+    let singles = [
+        Single {
+            what: "single box query",
+            sql: "SELECT count(*), sum(id)::float8 FROM bench_sp WHERE p <@ box(point($1, $2), point($1 + $3, $2 + $3))",
+            params: (0..count.min(bx.len())).map(|j| vec![bx[j], by[j], box_side]).collect(),
+            kind: 0,
+        },
+        Single {
+            what: "single circle query",
+            sql: "SELECT count(*), sum(id)::float8 FROM bench_sp WHERE p <@ circle(point($1, $2), $3)",
+            params: (0..count.min(cx.len())).map(|j| vec![cx[j], cy[j], radius]).collect(),
+            kind: 1,
+        },
+        Single {
+            what: "single kNN query (k = 10)",
+            sql: "SELECT count(*), sum(d) FROM (SELECT p <-> point($1, $2) d FROM bench_sp ORDER BY p <-> point($1, $2) LIMIT 10) s",
+            params: (0..count.min(kx.len())).map(|j| vec![kx[j], ky[j]]).collect(),
+            kind: 2,
+        },
+    ];
+
+    if a.rounds > 0 {
+        interleaved(&mut c, &singles, a.rounds);
+        c.batch_execute("DROP TABLE bench_sp, bench_sp_q").unwrap();
+        return;
+    }
 
     let setups: [(&str, &str, &str); 4] = [
         ("GiST", "gist (p)", "auto"),
@@ -173,51 +259,20 @@ fn main() {
         let mut answers: Vec<Option<Answer>> = Vec::new();
 
         // Single queries, one client, prepared.
-        let single: [(&str, &str); 3] = [
-            ("single box query", "SELECT count(*), sum(id)::float8 FROM bench_sp WHERE p <@ box(point($1, $2), point($1 + $3, $2 + $3))"),
-            ("single circle query", "SELECT count(*), sum(id)::float8 FROM bench_sp WHERE p <@ circle(point($1, $2), $3)"),
-            (
-                "single kNN query (k = 10)",
-                "SELECT count(*), sum(d) FROM (SELECT p <-> point($1, $2) d FROM bench_sp ORDER BY p <-> point($1, $2) LIMIT 10) s",
-            ),
-        ];
-        for (what, sql) in single {
+        for q in &singles {
             let mut c = session();
-            let st = c.prepare(sql).unwrap();
-            let size = if what.contains("circle") { radius } else { box_side };
-            let (xs, ys) = if what.contains("box") {
-                (&bx, &by)
-            } else if what.contains("circle") {
-                (&cx, &cy)
-            } else {
-                (&kx, &ky)
-            };
-            let count = singles.min(xs.len());
-            let knn = what.contains("kNN");
-            let supported =
-                if knn { uses_index(&mut c, sql, &[&kx[0], &ky[0]]) } else { uses_index(&mut c, sql, &[&bx[0], &by[0], &size]) };
-            if !supported {
+            let st = c.prepare(q.sql).unwrap();
+            if !uses_index(&mut c, "bench_sp_p", q.sql, &params(&q.params[0])) {
                 answers.push(None);
-                plans.push(format!("{label}: {what} -> not measured: the index cannot answer it"));
+                plans.push(format!("{label}: {} -> not measured: the index cannot answer it", q.what));
                 continue;
             }
             let mut total = Answer { count: 0, sum: 0.0 };
-            let secs = time(a.reps, || {
-                total = Answer { count: 0, sum: 0.0 };
-                for j in 0..count {
-                    let r = if knn { answer(&mut c, &st, &[&xs[j], &ys[j]]) } else { answer(&mut c, &st, &[&xs[j], &ys[j], &size]) };
-                    total.count += r.count;
-                    total.sum += r.sum;
-                }
-            });
+            let secs = time(a.reps, || total = q.run(&mut c, &st));
             answers.push(Some(total));
-            push(&mut rows, ns, i, what.into(), "us", true, secs / count as f64 * 1e6);
-            let (plan, buffers) = if knn {
-                (plan_of(&mut c, sql, &[&kx[0], &ky[0]]), buffers_of(&mut c, sql, &[&kx[0], &ky[0]]))
-            } else {
-                (plan_of(&mut c, sql, &[&bx[0], &by[0], &size]), buffers_of(&mut c, sql, &[&bx[0], &by[0], &size]))
-            };
-            plans.push(format!("{label}: {what} -> {plan} ({buffers})"));
+            push(&mut rows, ns, i, q.what.into(), "us", true, secs / q.params.len() as f64 * 1e6);
+            let (plan, buffers) = (plan_of(&mut c, q.sql, &params(&q.params[0])), buffers_of(&mut c, q.sql, &params(&q.params[0])));
+            plans.push(format!("{label}: {} -> {plan} ({buffers})", q.what));
         }
 
         // Batches, in two forms: the matching (query, ctid) pairs (what the
@@ -267,7 +322,7 @@ fn main() {
         for (j, (what, sql)) in lateral.iter().enumerate() {
             let mut c = session();
             let mut got = Answer { count: 0, sum: 0.0 };
-            if uses_index(&mut c, sql, &[]) {
+            if uses_index(&mut c, "bench_sp_p", sql, &[]) {
                 let secs = time(a.reps, || got = answer(&mut c, sql, &[]));
                 answers.push(Some(got));
                 push(&mut rows, ns, i, what.clone(), "ms", true, secs * 1e3);
@@ -327,4 +382,94 @@ fn main() {
     for p in plans {
         println!("- {p}");
     }
+}
+
+/// `--rounds`: the single queries alone, with every index built and the
+/// contenders interleaved (see the header). Prints, per query and
+/// contender, the median microseconds a query over the rounds, the
+/// fastest and slowest round, and in how many rounds gpu_spatial (auto)
+/// was at least as fast as both built-in indexes.
+fn interleaved(c: &mut Client, singles: &[Single], rounds: usize) {
+    let indexes = [("bench_sp_gist", "gist (p)"), ("bench_sp_spgist", "spgist (p quad_point_ops)"), ("bench_sp_gpu", "gpu_spatial (p)")];
+    for (name, using) in indexes {
+        let t = Instant::now();
+        c.batch_execute(&format!("CREATE INDEX {name} ON bench_sp USING {using}")).unwrap();
+        eprintln!("{name} built in {:.1} s", t.elapsed().as_secs_f64());
+    }
+    c.batch_execute("VACUUM (ANALYZE) bench_sp").unwrap();
+    c.batch_execute(SERVER_LOOP).unwrap();
+    for (name, _) in indexes {
+        let _ = c.batch_execute(&format!("SELECT pg_prewarm('{name}')"));
+    }
+    // (label, the index kept, gpuindex.device)
+    let contenders = [("GiST", 0, "auto"), ("SP-GiST (quad)", 1, "auto"), ("gpu_spatial (auto)", 2, "auto"), ("gpu_spatial (cpu)", 2, "cpu")];
+    let n = contenders.len();
+    // us[query][contender]: microseconds a query, one value per round;
+    // in[..]: the same in the server's loop.
+    let mut us = vec![vec![Vec::new(); n]; singles.len()];
+    let mut server = us.clone();
+    let mut reference: Vec<Option<Answer>> = vec![None; singles.len()];
+    for r in 0..rounds {
+        for k in 0..n {
+            let j = (k + r) % n;
+            let (label, keep, device) = contenders[j];
+            let mut s = connect();
+            let drops: String = (0..indexes.len()).filter(|&x| x != keep).map(|x| format!("DROP INDEX {}; ", indexes[x].0)).collect();
+            s.batch_execute(&format!("BEGIN; {drops}SET LOCAL gpuindex.device = {device}")).unwrap();
+            for (m, q) in singles.iter().enumerate() {
+                if !uses_index(&mut s, indexes[keep].0, q.sql, &params(&q.params[0])) {
+                    us[m][j].push(f64::NAN);
+                    server[m][j].push(f64::NAN);
+                    continue;
+                }
+                let st = s.prepare(q.sql).unwrap();
+                // A pass to warm: the plan cached, the pages and the index's
+                // shape read; then the timed pass.
+                let got = q.run(&mut s, &st);
+                let t = Instant::now();
+                q.run(&mut s, &st);
+                let v = t.elapsed().as_secs_f64() / q.params.len() as f64 * 1e6;
+                eprintln!("round {r}: {label}: {}: {v:.1} us", q.what);
+                us[m][j].push(v);
+                let (xs, ys): (Vec<f64>, Vec<f64>) = q.params.iter().map(|p| (p[0], p[1])).unzip();
+                let size = q.params[0].get(2).copied().unwrap_or(0.0);
+                let v: f64 = s.query_one("SELECT bench_sp_loop($1, $2, $3, $4)", &[&q.kind, &xs, &ys, &size]).unwrap().get(0);
+                eprintln!("round {r}: {label}: {}, in the server: {v:.1} us", q.what);
+                server[m][j].push(v);
+                match &reference[m] {
+                    Some(want) => assert!(got.same(want), "{label} answered {got:?} to {} where another index answered {want:?}", q.what),
+                    None => reference[m] = Some(got),
+                }
+            }
+            s.batch_execute("ROLLBACK").unwrap();
+        }
+    }
+    println!("\nSingle queries, interleaved: {rounds} rounds, each contender in a fresh session per round, the order rotating;");
+    println!(
+        "a warm-up pass, then one timed pass of {} queries per measure from the client (prepared), then the same queries in a",
+        singles[0].params.len()
+    );
+    println!("PL/pgSQL loop in the server. Median microseconds a query (fastest - slowest round).\n");
+    let labels: Vec<&str> = contenders.iter().map(|c| c.0).collect();
+    println!("| measure | {} | rounds gpu_spatial (auto) <= best built-in |", labels.join(" | "));
+    println!("|---|{}---:|", "---:|".repeat(n));
+    for (m, q) in singles.iter().enumerate() {
+        for (where_, t) in [("client", &us[m]), ("in the server (PL/pgSQL loop)", &server[m])] {
+            let cells: Vec<String> = t
+                .iter()
+                .map(|v| {
+                    if v.iter().any(|x| x.is_nan()) {
+                        return "-".to_string();
+                    }
+                    let mut s = v.clone();
+                    s.sort_by(f64::total_cmp);
+                    format!("{:.1} ({:.1} - {:.1})", s[s.len() / 2], s[0], s[s.len() - 1])
+                })
+                .collect();
+            // f64::min skips NaN: the best built-in index that answered.
+            let wins = (0..rounds).filter(|&r| t[2][r] <= t[0][r].min(t[1][r])).count();
+            println!("| {}, {where_} | {} | {wins} of {rounds} |", q.what, cells.join(" | "));
+        }
+    }
+    println!("\nEvery answer was checked against the first contender's (count and sum of ids; for kNN, count and sum of distances).");
 }
