@@ -31,6 +31,9 @@ pub static JOIN_CHUNK: GucSetting<i32> = GucSetting::<i32>::new(1_048_576);
 /// Tests only: gpu_btree leaf splits stop after their first record, as a
 /// crash there would (the downlink is left for the next writer to add).
 pub static DEBUG_INTERRUPT_SPLITS: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// Tests only: gpu_btree page deletion stops after marking a leaf
+/// half-dead, as a crash there would (the next VACUUM unlinks it).
+pub static DEBUG_INTERRUPT_PAGE_DELETION: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// Tests only: gpu_spatial merges raise an ERROR after writing their
 /// leaves and nodes, before the metapage record, as a crash there would
 /// leave them (the next merge starts again from the frozen delta).
@@ -226,6 +229,14 @@ pub fn init() {
         c"Tests only: gpu_btree leaf splits stop before adding their downlink, as after a crash.",
         c"The next insert that reaches such a split adds the downlink. Superuser only.",
         &DEBUG_INTERRUPT_SPLITS,
+        GucContext::Suset,
+        GucFlags::NO_SHOW_ALL,
+    );
+    GucRegistry::define_bool_guc(
+        c"gpuindex.debug_interrupt_page_deletion",
+        c"Tests only: gpu_btree page deletion stops after marking a leaf half-dead, as after a crash.",
+        c"The next VACUUM unlinks the half-dead leaf and the pages above it that go with it. Superuser only.",
+        &DEBUG_INTERRUPT_PAGE_DELETION,
         GucContext::Suset,
         GucFlags::NO_SHOW_ALL,
     );

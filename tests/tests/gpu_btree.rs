@@ -417,6 +417,77 @@ fn vacuum_deletes_and_recycles_empty_leaves() {
     c.batch_execute("DROP TABLE del_t").unwrap();
 }
 
+/// Pages per level (gpu_btree_check), and its missing downlinks.
+fn level_pages(c: &mut Client, index: &str) -> (Vec<i64>, i64) {
+    let rows = c.query(&format!("SELECT pages, missing_downlinks FROM gpu_btree_check('{index}') ORDER BY level"), &[]).unwrap();
+    (rows.iter().map(|r| r.get(0)).collect(), rows.iter().map(|r| r.get::<_, i64>(1)).sum())
+}
+
+/// VACUUM deletes subtrees a deletion empties, not only leaves: a leaf
+/// that is its parent's only child goes with the parents it is the only
+/// descendant of. With fillfactor 10 (58 entries a leaf, 68 an inner
+/// page), 300,000 keys make four levels; deleting all but the last 10,000
+/// empties the first level-2 page's subtree and most of the second's.
+/// First the deletions stop after marking leaves half-dead (as a crash
+/// there would leave them: subtrees cut off, still linked on their
+/// levels): the index checks clean and answers as the sequential scan;
+/// the next VACUUM finishes them. Then the index holds only the pages
+/// its remaining keys need, scans agree, and the freed pages are reused.
+#[test]
+fn vacuum_deletes_emptied_subtrees() {
+    let mut c = connect("gpuindex_it_btree_vacuum");
+    let mut rng = SplitMix64::new(78);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS sub_t;
+         CREATE TABLE sub_t (id int, v int8) WITH (autovacuum_enabled = off);
+         INSERT INTO sub_t SELECT g, g FROM generate_series(1, 300000) g;
+         CREATE INDEX sub_t_v ON sub_t USING gpu_btree (v) WITH (fillfactor = 10);",
+    )
+    .unwrap();
+    let (before, _) = level_pages(&mut c, "sub_t_v");
+    assert_eq!(before.len(), 4, "levels {before:?}");
+    c.batch_execute("DELETE FROM sub_t WHERE v <= 290000").unwrap();
+    // Stage 1 only: every deletion stops half-dead.
+    c.batch_execute("SET gpuindex.debug_interrupt_page_deletion = on").unwrap();
+    c.batch_execute("VACUUM sub_t").unwrap();
+    c.batch_execute("RESET gpuindex.debug_interrupt_page_deletion").unwrap();
+    let (cut, missing) = level_pages(&mut c, "sub_t_v");
+    assert_eq!(missing, 0, "cut subtrees counted as missing downlinks ({cut:?})");
+    check_ranges(&mut c, "sub_t", "sub_t_v", &mut rng);
+    check_predicate(&mut c, "sub_t", "sub_t_v", "v BETWEEN 289000 AND 291000");
+    // (Autovacuum of another table may briefly hold the horizon back.)
+    let remaining_leaves = 10_000 / 58 + 1;
+    for _ in 0..50 {
+        c.batch_execute("VACUUM sub_t").unwrap();
+        if level_pages(&mut c, "sub_t_v").0[0] <= remaining_leaves + 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (after, missing) = level_pages(&mut c, "sub_t_v");
+    // Leaves with keys, and the pages above them only: with the parents'
+    // last children kept, 67 level-1 pages and their leaves would stay.
+    assert!(after[0] <= remaining_leaves + 2 && after[1] <= 4 && after[2] == 1, "levels {before:?} -> {after:?}");
+    assert_eq!(missing, 0);
+    check_index(&mut c, "sub_t_v");
+    check_ranges(&mut c, "sub_t", "sub_t_v", &mut rng);
+    let deleted = before.iter().sum::<i64>() - after.iter().sum::<i64>();
+    let free = vacuum_until_free(&mut c, "sub_t", "sub_t_v", |_| deleted * 9 / 10);
+    assert!(free >= deleted * 9 / 10, "{free} pages free after deleting {deleted}");
+    let size = |c: &mut Client| -> i64 {
+        c.query_one("SELECT pg_relation_size('sub_t_v') / current_setting('block_size')::int", &[]).unwrap().get(0)
+    };
+    let total = size(&mut c);
+    c.batch_execute("INSERT INTO sub_t SELECT g, g FROM generate_series(1, 100000) g").unwrap();
+    let (grown_levels, _) = level_pages(&mut c, "sub_t_v");
+    let (added, grown) = (grown_levels.iter().sum::<i64>() - after.iter().sum::<i64>(), size(&mut c) - total);
+    assert!(grown <= (added - free).max(0) + 2, "{added} pages added, {free} were free, the index grew by {grown}: freed pages not reused");
+    check_index(&mut c, "sub_t_v");
+    check_ranges(&mut c, "sub_t", "sub_t_v", &mut rng);
+    c.batch_execute("DROP TABLE sub_t").unwrap();
+}
+
 /// Empty NULL pages leave the NULL chain at VACUUM and are reused: IS NULL
 /// scans then read only the pages left, and answer as the sequential scan
 /// before, between and after.
@@ -459,11 +530,12 @@ fn vacuum_deletes_and_recycles_empty_null_pages() {
     c.batch_execute("DROP TABLE del_n").unwrap();
 }
 
-/// Page deletion and reuse beside concurrent inserts and scans: one/// Page deletion and reuse beside concurrent inserts and scans: one
-/// session deletes whole key ranges and VACUUMs in a loop (leaves are
-/// deleted, recycled, reused by splits), one inserts everywhere, and two
-/// compare, each in one snapshot, index range scans forward and backward
-/// and `= ANY` probes with the sequential scan.
+/// Page deletion and reuse beside concurrent inserts and scans: one
+/// session deletes whole key ranges and VACUUMs in a loop (leaves, and
+/// with fillfactor 10's four levels whole subtrees, are deleted,
+/// recycled, reused by splits), one inserts everywhere, and two compare,
+/// each in one snapshot, index range scans forward and backward and
+/// `= ANY` probes with the sequential scan.
 #[test]
 fn deletion_beside_concurrent_inserts_and_scans() {
     const T: &str = "del_conc";
@@ -473,7 +545,7 @@ fn deletion_beside_concurrent_inserts_and_scans() {
          DROP TABLE IF EXISTS {T};
          CREATE TABLE {T} (id int, v int8) WITH (autovacuum_enabled = off);
          INSERT INTO {T} SELECT g, g FROM generate_series(1, 200000) g;
-         CREATE INDEX {T}_v ON {T} USING gpu_btree (v);"
+         CREATE INDEX {T}_v ON {T} USING gpu_btree (v) WITH (fillfactor = 10);"
     ))
     .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -482,7 +554,7 @@ fn deletion_beside_concurrent_inserts_and_scans() {
         for round in 0..12i64 {
             let lo = (round * 37_000) % 190_000;
             let hi = lo + 30_000;
-            c.batch_execute(&format!("DELETE FROM {T} WHERE v BETWEEN {lo} AND {hi} AND id % 997 <> 0")).unwrap();
+            c.batch_execute(&format!("DELETE FROM {T} WHERE v BETWEEN {lo} AND {hi} AND id % 9973 <> 0")).unwrap();
             c.batch_execute("SELECT txid_current()").unwrap();
             c.batch_execute(&format!("VACUUM {T}")).unwrap();
             c.batch_execute(&format!("INSERT INTO {T} SELECT -g, g FROM generate_series({lo}, {hi}, 3) g")).unwrap();

@@ -1,105 +1,260 @@
-//! Page deletion (VACUUM), in nbtree's two stages, each one WAL record:
+//! Page deletion (VACUUM), in nbtree's two stages:
 //!
-//! 1. half-dead: an empty leaf that is neither leftmost nor rightmost nor
-//!    its parent's last child loses its downlink, and its key range goes
-//!    to its right sibling (whose downlink, next in the same parent, now
-//!    covers it; its low fence moves down). Descents no longer reach it;
-//!    scans that do move right.
-//! 2. deleted: its left sibling's right link and its right sibling's left
-//!    link skip it; it keeps its own links for scans already on it, and
-//!    takes a safe xid. Once no snapshot is older, VACUUM gives it to the
-//!    free space map (`recycle`) and writers reuse it.
+//! 1. half-dead (one record): an empty leaf that is not the rightmost
+//!    loses, with the parents it is the only descendant of (its
+//!    subtree), the downlink of the highest of them (`top`), whose parent
+//!    must keep another child right of it: that child, the top's right
+//!    sibling, takes the subtree's key range (its leftmost leaf, the
+//!    leaf's right sibling, gets the leaf's low fence). The leaf is marked
+//!    half-dead and names the top (`top_of`). Descents no longer reach
+//!    the subtree; scans that do move right. The metapage counts every
+//!    page that will be deleted.
+//! 2. unlinked, top down, one record a page: the top's left sibling's
+//!    right link skips it, its right sibling takes its low fence, it is
+//!    marked deleted at a safe xid (keeping its right link for scans and
+//!    descents already on their way to it), and the leaf names the top's
+//!    only child as the next top. Last the leaf itself leaves the leaf
+//!    level (both its siblings' links). A leftmost page's right sibling
+//!    becomes its level's leftmost (flag and metapage) as it goes, so a
+//!    range emptied from the start shrinks the tree too. Once no snapshot
+//!    is older, VACUUM gives the pages to the free space map (`recycle`)
+//!    and writers reuse them.
 //!
-//! A crash between the stages leaves a half-dead page, which the next
-//! VACUUM unlinks. Empty NULL pages leave their chain in one record
-//! (`delete_empty_null_page`) and are recycled the same way. Inner pages
-//! are never deleted: a parent keeps at least its last child, so the
-//! tree's shape above the leaves only grows.
+//! A crash between records leaves a half-dead leaf, whose deletion the
+//! next VACUUM finishes from its top. Each record stays within
+//! GenericXLog's four pages. A parent's last child (with other children
+//! left of it) stays, as in nbtree: its key range has no sibling under the
+//! same parent to go to. Empty NULL pages leave their chain in one record
+//! (`delete_empty_null_page`) and are recycled the same way.
 //! Locks follow the writers' order (left to right on a level, child
-//! before parent); the parent is found by a descent while the two leaves
-//! are held, as a split finds it.
+//! before parent); parents are found by descents while the pages below
+//! are held, as a split finds them. While unlinking, the half-dead leaf is
+//! held first, as nbtree does: no writer locks a dead leaf and then a
+//! page above it.
 
 use super::page::Exclusive;
 use super::page::*;
 use super::tree::{Locked, Tree};
 use crate::storage::{recycle, Xlog};
 
-/// Deletes the empty leaf `leaf` (exclusively locked, not dead) if it
-/// may go; returns whether it did.
-pub fn delete_empty_leaf(tree: &Tree, leaf: Exclusive) -> bool {
+/// Deletes the empty leaf `leaf` (exclusively locked, not dead) and the
+/// parents it is the only descendant of, if they may go; returns how many
+/// pages it deleted.
+pub fn delete_empty_leaf(tree: &Tree, leaf: Exclusive) -> u32 {
     let block = leaf.block();
-    mark_half_dead(tree, leaf) && {
-        // SAFETY: VACUUM's cost-delay point, with no lock held.
-        unsafe { pgrx::pg_sys::vacuum_delay_point() };
-        unlink(tree, block);
-        true
+    if !mark_half_dead(tree, leaf) {
+        return 0;
     }
+    // SAFETY: VACUUM's cost-delay point, with no lock held.
+    unsafe { pgrx::pg_sys::vacuum_delay_point() };
+    if crate::guc::DEBUG_INTERRUPT_PAGE_DELETION.get() {
+        return 0;
+    }
+    unlink(tree, block)
 }
 
 /// Stage 1. False (nothing changed) where the leaf must stay: not empty,
-/// at either end of its level or of its parent, or beside a dead page or a
-/// missing downlink (a split a crash interrupted).
+/// the rightmost, its subtree its parent's last child or reaching the
+/// root, or beside a dead page or a split a crash left without its
+/// downlink.
 fn mark_half_dead(tree: &Tree, leaf: Exclusive) -> bool {
     let s = leaf.page().special();
-    if s.count != 0 || is_dead(&s) || s.flags & (LEFTMOST | RIGHTMOST) != 0 {
+    if s.count != 0 || is_dead(&s) || s.flags & (RIGHTMOST | INCOMPLETE_SPLIT) != 0 {
         return false;
     }
     let right = Exclusive::lock(tree.rel, s.right);
     if is_dead(&right.page().special()) {
         return false;
     }
-    // A parent's entry for a child is keyed by the child's high key.
-    let Locked::X(start) = tree.descend(s.high, 1, true, &mut Vec::new()) else { unreachable!("exclusive descent") };
-    let Some((parent, j)) = tree.find_parent(start, leaf.block()) else { return false };
-    let (mut keys, mut children) = {
+    // Up from the leaf while the parent has no other child: those parents
+    // (`only`, bottom up) go with it. A parent's entry for a child is
+    // keyed by the child's high key.
+    let mut only: Vec<Exclusive> = Vec::new();
+    let (parent, j) = loop {
+        let (child, high, level) = match only.last() {
+            Some(p) => (p.block(), p.page().special().high, p.page().special().level as u32),
+            None => (leaf.block(), s.high, 0),
+        };
+        let Locked::X(start) = tree.descend(high, level + 1, true, &mut Vec::new()) else { unreachable!("exclusive descent") };
+        let Some((parent, j)) = tree.find_parent(start, child) else { return false };
         let p = Inner::new(parent.page());
-        if j + 1 >= p.count() || p.child(j + 1) != right.block() {
+        if p.count() > 1 {
+            break (parent, j);
+        }
+        // Never the root, nor a level's rightmost page, nor one with a
+        // split to finish (its right page would lose its range).
+        if p.s.flags & (RIGHTMOST | INCOMPLETE_SPLIT) != 0 {
             return false;
         }
-        (p.keys().to_vec(), (0..p.count()).map(|i| p.child(i)).collect::<Vec<_>>())
+        only.push(parent);
     };
-    keys.remove(j);
-    children.remove(j);
+    // The subtree's right sibling on the top's level must be the next
+    // child of the same parent: it takes the range.
+    let top_right = only.last().map_or(right.block(), |t| t.page().special().right);
+    let (keys, children) = {
+        let p = Inner::new(parent.page());
+        if j + 1 >= p.count() || p.child(j + 1) != top_right {
+            return false;
+        }
+        let keep = |i: &usize| *i != j;
+        (
+            (0..p.count()).filter(keep).map(|i| p.keys()[i]).collect::<Vec<_>>(),
+            (0..p.count()).filter(keep).map(|i| p.child(i)).collect::<Vec<_>>(),
+        )
+    };
+    let top = only.last().map(|t| t.block());
+    let meta = Exclusive::lock(tree.rel, META_BLOCK);
     let x = Xlog::start(tree.rel);
     inner_set(&mut x.register(&parent, false), &keys, &children);
-    x.register(&leaf, false).update_special(|t| t.flags |= HALF_DEAD);
+    x.register(&leaf, false).update_special(|t| {
+        t.flags |= HALF_DEAD;
+        set_top(t, top);
+    });
     x.register(&right, false).update_special(|t| t.low = s.low);
+    let mut mp = x.register(&meta, false);
+    let mut m = read_meta(mp.as_ref());
+    m.deleted_pages += 1 + only.len() as u32;
+    write_meta(&mut mp, &m);
     x.finish();
     true
 }
 
-/// Stage 2 for the half-dead leaf `block`: locks its left sibling (found
-/// by walking right from its left link), itself, its right sibling and the
-/// metapage (which counts deleted pages), in that order.
-pub fn unlink(tree: &Tree, block: u32) {
-    let left_link = Shared::lock(tree.rel, block).page().special().left;
-    let mut left = Exclusive::lock(tree.rel, left_link);
+/// Stage 2 for the half-dead leaf `block`: unlinks its subtree's pages top
+/// down, then the leaf. Returns how many pages it deleted.
+pub fn unlink(tree: &Tree, block: u32) -> u32 {
+    let mut deleted = 0;
     loop {
-        let s = left.page().special();
-        if s.right == block {
-            break;
+        let leaf = Exclusive::lock(tree.rel, block);
+        let s = leaf.page().special();
+        if s.flags & HALF_DEAD == 0 {
+            corrupted(format!("leaf {block} is not half-dead"));
         }
-        if s.flags & RIGHTMOST != 0 {
-            corrupted(format!("half-dead leaf {block} is not linked from the left"));
+        deleted += 1;
+        match top_of(&s) {
+            Some(top) => unlink_inner(tree, &leaf, top),
+            None => {
+                drop(leaf);
+                unlink_leaf(tree, block);
+                return deleted;
+            }
         }
-        drop(left);
-        left = Exclusive::lock(tree.rel, s.right);
+        drop(leaf);
+        // SAFETY: VACUUM's cost-delay point, with no lock held.
+        unsafe { pgrx::pg_sys::vacuum_delay_point() };
+    }
+}
+
+/// Unlinks `top`, an inner page of the subtree of the half-dead `leaf`
+/// (locked) with one child left, from its level: its left sibling,
+/// itself, its right sibling; the leaf names the next top. A leftmost top
+/// has no left sibling: its right one becomes the level's leftmost page.
+fn unlink_inner(tree: &Tree, leaf: &Exclusive, top: u32) {
+    let leftmost = Shared::lock(tree.rel, top).page().special().flags & LEFTMOST != 0;
+    let left = (!leftmost).then(|| left_of_inner(tree, top));
+    let target = Exclusive::lock(tree.rel, top);
+    let (ts, next) = {
+        let p = Inner::new(target.page());
+        if p.count() != 1 || is_dead(&p.s) || (p.s.flags & LEFTMOST != 0) != leftmost {
+            corrupted(format!("inner page {top} of a deleted subtree changed (entries {}, flags {:#x})", p.count(), p.s.flags));
+        }
+        (p.s, (p.s.level > 1).then(|| p.child(0)))
+    };
+    let right = Exclusive::lock(tree.rel, ts.right);
+    let meta = leftmost.then(|| Exclusive::lock(tree.rel, META_BLOCK));
+    let x = Xlog::start(tree.rel);
+    if let Some(l) = &left {
+        x.register(l, false).update_special(|t| t.right = ts.right);
+    }
+    x.register(&right, false).update_special(|t| {
+        t.low = ts.low;
+        t.flags |= ts.flags & LEFTMOST;
+    });
+    set_deleted(&mut x.register(&target, false), recycle::safe_xid_now());
+    x.register(leaf, false).update_special(|t| set_top(t, next));
+    if let Some(meta) = &meta {
+        let mut mp = x.register(meta, false);
+        let mut m = read_meta(mp.as_ref());
+        m.leftmost[ts.level as usize] = right.block();
+        write_meta(&mut mp, &m);
+    }
+    x.finish();
+}
+
+/// The live page linking to the inner page `top` on its level, locked
+/// (inner pages keep no left links): walking right from where a descent
+/// to `top`'s low fence lands, or, where no descent reaches that part of
+/// the level (`top` lies under a subtree another deletion cut off before
+/// a crash), from the level's leftmost page.
+fn left_of_inner(tree: &Tree, top: u32) -> Exclusive {
+    let s = Shared::lock(tree.rel, top).page().special();
+    let Locked::X(start) = tree.descend(s.low, s.level as u32, true, &mut Vec::new()) else { unreachable!("exclusive descent") };
+    walk_right_to(tree, start, top)
+        .or_else(|| walk_right_to(tree, Exclusive::lock(tree.rel, tree.meta().leftmost[s.level as usize]), top))
+        .unwrap_or_else(|| corrupted(format!("inner page {top} is not linked from the left")))
+}
+
+/// Walks right from `page` to the live page whose right link is `target`;
+/// None at the level's end or at `target` itself.
+fn walk_right_to(tree: &Tree, mut page: Exclusive, target: u32) -> Option<Exclusive> {
+    loop {
+        let s = page.page().special();
+        if s.right == target && s.flags & DELETED == 0 {
+            return Some(page);
+        }
+        if s.flags & RIGHTMOST != 0 || page.block() == target {
+            return None;
+        }
+        drop(page);
+        page = Exclusive::lock(tree.rel, s.right);
+    }
+}
+
+/// Unlinks the half-dead leaf `block` (its subtree's last page): locks its
+/// left sibling (found by walking right from its left link), itself and
+/// its right sibling, in that order. The leftmost leaf has no left
+/// sibling: its right one becomes the leftmost leaf (scans start there,
+/// backward scans stop there).
+fn unlink_leaf(tree: &Tree, block: u32) {
+    let left_link = Shared::lock(tree.rel, block).page().special().left;
+    let mut left = None;
+    if left_link != NONE {
+        let mut l = Exclusive::lock(tree.rel, left_link);
+        loop {
+            let s = l.page().special();
+            if s.right == block {
+                break;
+            }
+            if s.flags & RIGHTMOST != 0 {
+                corrupted(format!("half-dead leaf {block} is not linked from the left"));
+            }
+            drop(l);
+            l = Exclusive::lock(tree.rel, s.right);
+        }
+        left = Some(l);
     }
     let target = Exclusive::lock(tree.rel, block);
     let ts = target.page().special();
-    if ts.flags & HALF_DEAD == 0 || ts.left != left.block() {
+    let leftmost = ts.flags & LEFTMOST != 0;
+    if ts.flags & HALF_DEAD == 0 || ts.left != left.as_ref().map_or(NONE, |l| l.block()) || leftmost != left.is_none() {
         corrupted(format!("leaf {block} changed while being unlinked (flags {:#x}, left {})", ts.flags, ts.left));
     }
     let right = Exclusive::lock(tree.rel, ts.right);
-    let meta = Exclusive::lock(tree.rel, META_BLOCK);
+    let meta = leftmost.then(|| Exclusive::lock(tree.rel, META_BLOCK));
     let x = Xlog::start(tree.rel);
-    x.register(&left, false).update_special(|t| t.right = ts.right);
-    x.register(&right, false).update_special(|t| t.left = left.block());
+    if let Some(l) = &left {
+        x.register(l, false).update_special(|t| t.right = ts.right);
+    }
+    x.register(&right, false).update_special(|t| {
+        t.left = ts.left;
+        t.flags |= ts.flags & LEFTMOST;
+    });
     set_deleted(&mut x.register(&target, false), recycle::safe_xid_now());
-    let mut mp = x.register(&meta, false);
-    let mut m = read_meta(mp.as_ref());
-    m.deleted_pages += 1;
-    write_meta(&mut mp, &m);
+    if let Some(meta) = &meta {
+        let mut mp = x.register(meta, false);
+        let mut m = read_meta(mp.as_ref());
+        m.leftmost[0] = right.block();
+        write_meta(&mut mp, &m);
+    }
     x.finish();
 }
 

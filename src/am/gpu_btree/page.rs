@@ -57,7 +57,9 @@ pub const KIND_NULLS: u8 = 4;
 pub const LEFTMOST: u16 = 1;
 pub const RIGHTMOST: u16 = 2;
 /// An empty leaf whose downlink is gone (page deletion, stage 1): still
-/// linked, its key range now belongs to its right sibling.
+/// linked, its key range now belongs to its right sibling. Where its
+/// parents go with it, the highest one still linked on its level is in
+/// the spare bytes (`top_of`).
 pub const HALF_DEAD: u16 = 4;
 /// Unlinked from its siblings (stage 2); only scans that reached it
 /// before read it, moving right. Its contents are its safe xid.
@@ -100,8 +102,9 @@ pub struct Meta {
     pub leftmost: [u32; MAX_LEVELS],
     pub null_head: u32,
     pub null_tail: u32,
-    /// Deleted leaves not yet given to the free space map (VACUUM reads
-    /// every page to recycle only while some are). Zero in metapages
+    /// Pages deleted, or half-dead subtrees' pages to be deleted, not yet
+    /// given to the free space map (VACUUM reads every page to recycle
+    /// only while some are). Zero in metapages
     /// written before it existed: the bytes past the old struct were zero.
     pub deleted_pages: u32,
     pub _pad: u32,
@@ -219,8 +222,21 @@ pub fn leaf_insert(page: &mut PageMut, pos: usize, key: u64, tid: Tid) {
     page.update_special(|s| s.count = n as u32 + 1);
 }
 
-/// Marks a page deleted (a half-dead leaf, or an empty NULL page taken
-/// off its chain), at safe xid `xid`.
+/// The highest page of a half-dead leaf's subtree still linked on its
+/// level (page deletion unlinks it next), or None when that is the leaf
+/// itself. Kept in the spare bytes, where 0 (the metapage's block, never
+/// a tree page) means none: leaves half-dead before the field read so.
+pub fn top_of(s: &Special) -> Option<u32> {
+    let b = u32::from_le_bytes(s._pad[..4].try_into().expect("4 bytes"));
+    (b != META_BLOCK).then_some(b)
+}
+
+pub fn set_top(s: &mut Special, top: Option<u32>) {
+    s._pad[..4].copy_from_slice(&top.unwrap_or(META_BLOCK).to_le_bytes());
+}
+
+/// Marks a page deleted (a half-dead leaf, an inner page of a deleted
+/// subtree, or an empty NULL page taken off its chain), at safe xid `xid`.
 pub fn set_deleted(page: &mut PageMut, xid: u64) {
     page.update_special(|s| {
         s.flags = (s.flags & !HALF_DEAD) | DELETED;
@@ -252,7 +268,7 @@ pub fn deleted_xid(page: &PageRef) -> Option<u64> {
         b[..6].copy_from_slice(&s._pad);
         return Some(u64::from_le_bytes(b));
     }
-    ((s.kind == KIND_LEAF || s.kind == KIND_NULLS) && s.flags & DELETED != 0).then(|| page.front::<u64>(0, 1)[0])
+    (matches!(s.kind, KIND_LEAF | KIND_INNER | KIND_NULLS) && s.flags & DELETED != 0).then(|| page.front::<u64>(0, 1)[0])
 }
 
 /// A page for a writer: a recycled one from the free space map, else a new

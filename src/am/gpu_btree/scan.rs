@@ -373,8 +373,9 @@ impl ScanState {
             let g = if is_dead(&p.s) || probes[j - 1] == p.s.low {
                 tree.leaf_left_of(p.block, p.s.left)
             } else {
-                tree.find_last_leaf(probes[j - 1])
+                Some(tree.find_last_leaf(probes[j - 1]))
             };
+            let Some(g) = g else { return false };
             self.load_leaf(g, dir, 0, j - 1);
         }
         true
@@ -412,7 +413,10 @@ impl ScanState {
                 _ => return false,
             },
             (Phase::Keys, false) => match self.page {
-                Some(p) if p.s.flags & LEFTMOST == 0 && (is_dead(&p.s) || p.s.low >= b.lo) => tree.leaf_left_of(p.block, p.s.left),
+                Some(p) if p.s.flags & LEFTMOST == 0 && (is_dead(&p.s) || p.s.low >= b.lo) => match tree.leaf_left_of(p.block, p.s.left) {
+                    Some(g) => g,
+                    None => return false,
+                },
                 _ => return false,
             },
             (Phase::Nulls, _) => {

@@ -198,13 +198,18 @@ impl Tree {
     /// the first live page right of it, which took its key range) or its
     /// left sibling was (then its left link has changed: follow the new
     /// one). May return a half-dead page (empty: the scan steps on left).
-    pub fn leaf_left_of(&self, mut block: u32, mut left: u32) -> Shared {
+    /// None where nothing is left of `block` any more (the pages left of
+    /// it were deleted: it is the leftmost leaf now).
+    pub fn leaf_left_of(&self, mut block: u32, mut left: u32) -> Option<Shared> {
         loop {
+            if left == NONE {
+                return None;
+            }
             let mut g = Shared::lock(self.rel, left);
             loop {
                 let s = g.page().special();
                 if s.flags & DELETED == 0 && s.right == block {
-                    return g;
+                    return Some(g);
                 }
                 if s.flags & RIGHTMOST != 0 {
                     break;

@@ -1,10 +1,10 @@
 //! VACUUM: ambulkdelete removes the entries of dead heap tuples, leaf by
 //! leaf and NULL page by NULL page (one WAL record per changed page; each
 //! page under a cleanup lock, which waits for index-only scans' pins), and
-//! deletes the leaves and NULL pages it leaves empty (`delete.rs`;
-//! half-dead leaves a crash left are finished); amvacuumcleanup, while
-//! deleted pages wait, reads every page and gives those no snapshot can
-//! reach any more to the free space map.
+//! deletes the leaves and NULL pages it leaves empty, with the inner pages
+//! left without children (`delete.rs`); amvacuumcleanup, while deleted
+//! pages wait, reads every page, gives those no snapshot can reach any
+//! more to the free space map and finishes deletions a crash cut short.
 
 use super::delete;
 use super::page::Exclusive;
@@ -34,10 +34,9 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
         }
         if half_dead {
             drop(page);
-            delete::unlink(&tree, block);
-            stats.pages_newly_deleted += 1;
-        } else if keys.is_empty() && delete::delete_empty_leaf(&tree, page) {
-            stats.pages_newly_deleted += 1;
+            stats.pages_newly_deleted += delete::unlink(&tree, block);
+        } else if keys.is_empty() {
+            stats.pages_newly_deleted += delete::delete_empty_leaf(&tree, page);
         }
         block = next;
     }
@@ -69,19 +68,23 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
     stats.num_index_tuples = kept;
 }
 
-/// While deleted leaves wait (this VACUUM deleted some, or the metapage
+/// While deleted pages wait (this VACUUM deleted some, or the metapage
 /// counts some from before), reads every page: records in the free space
 /// map the deleted ones no snapshot can reach any more, and pages never
-/// initialised (an extension a crash cut short); the metapage keeps the
-/// count of those still waiting.
+/// initialised (an extension a crash cut short), and finishes the
+/// deletions a crash left half-done (half-dead leaves: a VACUUM without
+/// dead rows never reaches them through `bulk_delete`); the metapage
+/// keeps the count of those still waiting.
 pub fn recycle_pages(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteResult) {
-    let waiting = Tree::new(index).meta().deleted_pages;
+    let tree = Tree::new(index);
+    let waiting = tree.meta().deleted_pages;
     if waiting == 0 && stats.pages_newly_deleted == 0 {
         return;
     }
     // SAFETY: an open relation.
     let nblocks = unsafe { pg_sys::RelationGetNumberOfBlocksInFork(index, pg_sys::ForkNumber::MAIN_FORKNUM) };
     let (mut deleted, mut free, mut still) = (0u32, 0u32, 0u32);
+    let mut half_dead = Vec::new();
     for block in 1..nblocks {
         // SAFETY: VACUUM's interrupt and cost-delay check.
         unsafe { pg_sys::vacuum_delay_point() };
@@ -91,6 +94,10 @@ pub fn recycle_pages(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDelet
             true => (false, true),
             false => deleted_xid(&page).map_or((false, false), |x| (true, recycle::removable(x))),
         };
+        let s = page.special();
+        if !is_deleted && s.page_id == PAGE_ID && s.kind == KIND_LEAF && s.flags & HALF_DEAD != 0 {
+            half_dead.push(block);
+        }
         drop(g);
         deleted += is_deleted as u32;
         still += (is_deleted && !recyclable) as u32;
@@ -100,6 +107,15 @@ pub fn recycle_pages(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDelet
         }
     }
     recycle::vacuum_fsm(index);
+    if crate::guc::DEBUG_INTERRUPT_PAGE_DELETION.get() {
+        still += half_dead.len() as u32; // left for the next VACUUM
+    } else {
+        for block in half_dead {
+            let n = delete::unlink(&tree, block);
+            (deleted, still) = (deleted + n, still + n);
+            stats.pages_newly_deleted += n;
+        }
+    }
     stats.pages_deleted = deleted;
     stats.pages_free = free;
     if still != waiting {

@@ -402,7 +402,8 @@ fn interleaved(c: &mut Client, singles: &[Single], rounds: usize) {
         let _ = c.batch_execute(&format!("SELECT pg_prewarm('{name}')"));
     }
     // (label, the index kept, gpuindex.device)
-    let contenders = [("GiST", 0, "auto"), ("SP-GiST (quad)", 1, "auto"), ("gpu_spatial (auto)", 2, "auto"), ("gpu_spatial (cpu)", 2, "cpu")];
+    let contenders =
+        [("GiST", 0, "auto"), ("SP-GiST (quad)", 1, "auto"), ("gpu_spatial (auto)", 2, "auto"), ("gpu_spatial (cpu)", 2, "cpu")];
     let n = contenders.len();
     // us[query][contender]: microseconds a query, one value per round;
     // in[..]: the same in the server's loop.
