@@ -11,7 +11,8 @@
 #   OUTDIR/bin/gpuindex-sql-bench-service (the GPU service, with pgbench),
 #   OUTDIR/bin/gpuindex-sql-bench-words (gpu_metric on text; --words FILE),
 #   OUTDIR/bin/gpuindex-sql-bench-pgvector (gpu_metric on pgvector's vector vs HNSW; bundle
-#   built with PGVECTOR_DEST set), OUTDIR/bin/gpuindex-sql-bench-art (gpu_art vs btree and hash)
+#   built with PGVECTOR_DEST set), OUTDIR/bin/gpuindex-sql-bench-art (gpu_art vs btree and hash),
+#   OUTDIR/bin/gpuindex-dataset (a bench point set as files for psql's \copy)
 source "$(dirname "$0")/lib.sh"
 out=${1:-$ROOT/.gpu/pg}
 bundler=${PG_BUNDLE:-$ROOT/../shared/tools/pg-bundle}
@@ -37,10 +38,10 @@ for line in sys.stdin:
         print(m["executable"])')
 mkdir -p "$out/it" "$out/bin"
 for e in $exe; do cp "$e" "$out/it/$(basename "$e" | sed 's/-[0-9a-f]*$//')"; done
-cargo build -q -p gpuindex-tests --profile bench-build --bin gpuindex-sql-bench --bin gpuindex-sql-bench-spatial --bin gpuindex-sql-bench-metric --bin gpuindex-sql-bench-join --bin gpuindex-sql-bench-service --bin gpuindex-sql-bench-words --bin gpuindex-sql-bench-pgvector --bin gpuindex-sql-bench-art
+cargo build -q -p gpuindex-tests --profile bench-build --bin gpuindex-sql-bench --bin gpuindex-sql-bench-spatial --bin gpuindex-sql-bench-metric --bin gpuindex-sql-bench-join --bin gpuindex-sql-bench-service --bin gpuindex-sql-bench-words --bin gpuindex-sql-bench-pgvector --bin gpuindex-sql-bench-art --bin gpuindex-dataset
 cp target/bench-build/gpuindex-sql-bench target/bench-build/gpuindex-sql-bench-spatial target/bench-build/gpuindex-sql-bench-metric \
   target/bench-build/gpuindex-sql-bench-join target/bench-build/gpuindex-sql-bench-service target/bench-build/gpuindex-sql-bench-words target/bench-build/gpuindex-sql-bench-pgvector \
-  target/bench-build/gpuindex-sql-bench-art "$out/bin/"
+  target/bench-build/gpuindex-sql-bench-art target/bench-build/gpuindex-dataset "$out/bin/"
 strip "$out"/it/* "$out"/bin/*
 cp -r sql expected "$out/"
 cp scripts/gpu-pg-tests.sh "$out/"
