@@ -122,3 +122,25 @@ pub fn load_vectors(c: &mut Client, table: &str, set: gpuindex_engine::datasets:
     c.batch_execute(&format!("VACUUM (ANALYZE) {table}")).unwrap();
     t.elapsed().as_secs_f64()
 }
+
+/// A session of one contender in an interleaved run (`--rounds`): every
+/// index of `indexes` but `keep` dropped inside a transaction the caller
+/// rolls back, then `settings` (SET LOCAL ...). Each contender sees only
+/// its own index while all of them stay built.
+pub fn contender_session(indexes: &[&str], keep: usize, settings: &str) -> Client {
+    let mut s = connect();
+    let drops: String = (0..indexes.len()).filter(|&x| x != keep).map(|x| format!("DROP INDEX {}; ", indexes[x])).collect();
+    s.batch_execute(&format!("BEGIN; {drops}{settings}")).unwrap();
+    s
+}
+
+/// Per-round values as "median (fastest - slowest)"; "-" where a round
+/// has none (NaN: the contender cannot answer).
+pub fn rounds_cell(v: &[f64]) -> String {
+    if v.is_empty() || v.iter().any(|x| x.is_nan()) {
+        return "-".to_string();
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    format!("{:.1} ({:.1} - {:.1})", s[s.len() / 2], s[0], s[s.len() - 1])
+}

@@ -26,7 +26,9 @@
 //! contender measured after another compares the minutes, not the indexes.
 
 use gpuindex_engine::datasets::PointSet;
-use gpuindex_tests::bench::{buffers_of, connect, describe_server, plan_of, print_table, push, time, Row, SplitMix64};
+use gpuindex_tests::bench::{
+    buffers_of, connect, contender_session, describe_server, plan_of, print_table, push, rounds_cell, time, Row, SplitMix64,
+};
 use postgres::{Client, ToStatement};
 use std::io::Write;
 use std::time::Instant;
@@ -414,9 +416,8 @@ fn interleaved(c: &mut Client, singles: &[Single], rounds: usize) {
         for k in 0..n {
             let j = (k + r) % n;
             let (label, keep, device) = contenders[j];
-            let mut s = connect();
-            let drops: String = (0..indexes.len()).filter(|&x| x != keep).map(|x| format!("DROP INDEX {}; ", indexes[x].0)).collect();
-            s.batch_execute(&format!("BEGIN; {drops}SET LOCAL gpuindex.device = {device}")).unwrap();
+            let names: Vec<&str> = indexes.iter().map(|x| x.0).collect();
+            let mut s = contender_session(&names, keep, &format!("SET LOCAL gpuindex.device = {device}"));
             for (m, q) in singles.iter().enumerate() {
                 if !uses_index(&mut s, indexes[keep].0, q.sql, &params(&q.params[0])) {
                     us[m][j].push(f64::NAN);
@@ -456,17 +457,7 @@ fn interleaved(c: &mut Client, singles: &[Single], rounds: usize) {
     println!("|---|{}---:|", "---:|".repeat(n));
     for (m, q) in singles.iter().enumerate() {
         for (where_, t) in [("client", &us[m]), ("in the server (PL/pgSQL loop)", &server[m])] {
-            let cells: Vec<String> = t
-                .iter()
-                .map(|v| {
-                    if v.iter().any(|x| x.is_nan()) {
-                        return "-".to_string();
-                    }
-                    let mut s = v.clone();
-                    s.sort_by(f64::total_cmp);
-                    format!("{:.1} ({:.1} - {:.1})", s[s.len() / 2], s[0], s[s.len() - 1])
-                })
-                .collect();
+            let cells: Vec<String> = t.iter().map(|v| rounds_cell(v)).collect();
             // f64::min skips NaN: the best built-in index that answered.
             let wins = (0..rounds).filter(|&r| t[2][r] <= t[0][r].min(t[1][r])).count();
             println!("| {}, {where_} | {} | {wins} of {rounds} |", q.what, cells.join(" | "));

@@ -2,7 +2,7 @@
 //! PostgreSQL's btree on the same table, in one run, on a live server
 //! (PGHOST/PGPORT/PGUSER).
 //!
-//!   gpuindex-sql-bench [--rows 1e7] [--reps 5] [--set permutation] [--skip-cpu 1] [--am gpu_btree] [--whole 1]
+//!   gpuindex-sql-bench [--rows 1e7] [--reps 5] [--set permutation] [--skip-cpu 1] [--am gpu_btree] [--whole 1] [--rounds 0]
 //!
 //! Builds t(k int8, payload int8) with keys of `--set`: `permutation`
 //! (unique, in random physical order) or one of the engine's real-shaped
@@ -15,9 +15,17 @@
 //! equivalent join, and inserts. Lookups and probes pick distinct stored
 //! keys uniformly (with ~9% misses). Prints one table; every answer is
 //! checked against btree's.
+//!
+//! `--rounds R` measures only single lookups and the BETWEEN ranges below
+//! the whole table, interleaved: both indexes built, and in each of R
+//! rounds each contender (btree; the method under auto and cpu), in an
+//! order that rotates, gets a fresh session that drops the other index in
+//! a transaction it rolls back; from the client (prepared) and in a
+//! PL/pgSQL loop in the server. On a shared host single statements drift
+//! more from one minute to the next than the indexes differ.
 
 use gpuindex_engine::datasets::KeySet;
-use gpuindex_tests::bench::{buffers_of, connect, describe_server, plan_of, push, time, Row, SplitMix64};
+use gpuindex_tests::bench::{buffers_of, connect, contender_session, describe_server, plan_of, push, rounds_cell, time, Row, SplitMix64};
 use std::io::Write;
 use std::time::Instant;
 
@@ -32,10 +40,12 @@ struct Args {
     am: &'static str,
     /// Measure ranges over the whole table (minutes at 10^8 rows).
     whole: bool,
+    /// Interleaved rounds of single queries only (0: the whole bench).
+    rounds: usize,
 }
 
 fn args() -> Args {
-    let mut a = Args { rows: 10_000_000, reps: 5, set: None, skip_cpu: false, am: "gpu_btree", whole: true };
+    let mut a = Args { rows: 10_000_000, reps: 5, set: None, skip_cpu: false, am: "gpu_btree", whole: true, rounds: 0 };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{x} needs a value"));
@@ -51,9 +61,10 @@ fn args() -> Args {
             }
             "--skip-cpu" => a.skip_cpu = v == "1",
             "--whole" => a.whole = v == "1",
+            "--rounds" => a.rounds = v.parse().expect("--rounds N"),
             "--am" if v == "gpu_btree" || v == "gpu_learned" => a.am = if v == "gpu_btree" { "gpu_btree" } else { "gpu_learned" },
             _ => panic!(
-                "usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME] [--skip-cpu 1] [--am gpu_btree|gpu_learned] [--whole 0]"
+                "usage: gpuindex-sql-bench [--rows N] [--reps N] [--set NAME] [--skip-cpu 1] [--am gpu_btree|gpu_learned] [--whole 0] [--rounds N]"
             ),
         }
     }
@@ -66,7 +77,11 @@ fn main() {
     let n = a.rows;
     let set_name = a.set.map_or("permutation", |s| s.name());
     let method = a.am;
-    println!("# gpuindex-sql-bench: {method}, {n} rows of {set_name} keys, median of {} runs", a.reps);
+    if a.rounds > 0 {
+        println!("# gpuindex-sql-bench: {method}, {n} rows of {set_name} keys, single statements in {} interleaved rounds", a.rounds);
+    } else {
+        println!("# gpuindex-sql-bench: {method}, {n} rows of {set_name} keys, median of {} runs", a.reps);
+    }
     println!("\n{}", describe_server(&mut c));
 
     let t = Instant::now();
@@ -140,6 +155,11 @@ fn main() {
         })
         .collect();
     let singles: Vec<i64> = (0..20_000).map(|_| pick(&mut rng)).collect();
+    if a.rounds > 0 {
+        interleaved(&mut c, method, &singles[..2_000], &ranges, n, a.rounds);
+        c.batch_execute("DROP TABLE bench_t").unwrap();
+        return;
+    }
     let mut reference: Vec<i64> = Vec::new(); // btree's answers
     let mut folds: Vec<String> = Vec::new();
     let mut plans: Vec<String> = Vec::new();
@@ -320,4 +340,117 @@ fn main() {
         println!("- {p}");
     }
     c.batch_execute("DROP TABLE bench_t").unwrap();
+}
+
+/// `--rounds`' loop in the server: statement `kind` (0: a lookup of
+/// `los[i]`, 1-3: the BETWEEN forms of the client's measures) for every
+/// bound pair, its plans cached as a prepared statement's. Microseconds a
+/// statement.
+const SERVER_LOOP: &str = "CREATE OR REPLACE FUNCTION bench_t_loop(kind int, los int8[], his int8[]) RETURNS float8
+LANGUAGE plpgsql AS $$
+DECLARE t0 timestamptz := clock_timestamp(); c int8;
+BEGIN
+  FOR i IN 1 .. array_length(los, 1) LOOP
+    IF kind = 0 THEN
+      PERFORM payload FROM bench_t WHERE k = los[i];
+    ELSIF kind = 1 THEN
+      SELECT count(*) INTO c FROM (SELECT k FROM bench_t WHERE k BETWEEN los[i] AND his[i] ORDER BY k) s;
+    ELSIF kind = 2 THEN
+      SELECT count(*) INTO c FROM (SELECT k FROM bench_t WHERE k BETWEEN los[i] AND his[i] ORDER BY k DESC) s;
+    ELSE
+      SELECT coalesce(sum(payload), 0)::int8 INTO c FROM bench_t WHERE k BETWEEN los[i] AND his[i];
+    END IF;
+  END LOOP;
+  RETURN extract(epoch FROM clock_timestamp() - t0) * 1e6 / array_length(los, 1);
+END $$";
+
+/// `--rounds`: single lookups and ranges (not the whole table), both
+/// indexes built, the contenders interleaved (see the header). Prints per
+/// measure and contender the median microseconds a statement over the
+/// rounds (fastest - slowest), from the client and in the server, and in
+/// how many rounds the method under auto was at least as fast as btree.
+fn interleaved(c: &mut postgres::Client, method: &str, singles: &[i64], ranges: &[(usize, Vec<(i64, i64)>)], n: u64, rounds: usize) {
+    let indexes = ["bench_t_b", "bench_t_g"];
+    for (name, am) in indexes.iter().zip(["btree", method]) {
+        let t = Instant::now();
+        c.batch_execute(&format!("CREATE INDEX {name} ON bench_t USING {am} (k)")).unwrap();
+        eprintln!("{name} built in {:.1} s", t.elapsed().as_secs_f64());
+    }
+    c.batch_execute("VACUUM (ANALYZE) bench_t").unwrap();
+    c.batch_execute(SERVER_LOOP).unwrap();
+    for name in indexes {
+        let _ = c.batch_execute(&format!("SELECT pg_prewarm('{name}')"));
+    }
+    // (what, loop kind, statement, bounds)
+    let mut measures: Vec<(String, i32, &str, Vec<(i64, i64)>)> =
+        vec![("single lookup (k = $1)".into(), 0, "SELECT payload FROM bench_t WHERE k = $1", singles.iter().map(|&k| (k, k)).collect())];
+    for (w, bounds) in ranges.iter().filter(|r| r.0 < n as usize) {
+        for (kind, what, sql) in [
+            (1, "index-only, forward", "SELECT count(*) FROM (SELECT k FROM bench_t WHERE k BETWEEN $1 AND $2 ORDER BY k) s"),
+            (2, "index-only, backward", "SELECT count(*) FROM (SELECT k FROM bench_t WHERE k BETWEEN $1 AND $2 ORDER BY k DESC) s"),
+            (3, "index scan, sum(payload)", "SELECT coalesce(sum(payload), 0)::int8 FROM bench_t WHERE k BETWEEN $1 AND $2"),
+        ] {
+            measures.push((format!("BETWEEN, {w} rows, {what}"), kind, sql, bounds.clone()));
+        }
+    }
+    let (auto, cpu) = (format!("{method} (auto)"), format!("{method} (cpu)"));
+    let contenders = [("btree", 0, "auto"), (auto.as_str(), 1, "auto"), (cpu.as_str(), 1, "cpu")];
+    let nc = contenders.len();
+    let mut client = vec![vec![Vec::new(); nc]; measures.len()];
+    let mut server = client.clone();
+    let mut reference: Vec<Option<i64>> = vec![None; measures.len()];
+    for r in 0..rounds {
+        for k in 0..nc {
+            let j = (k + r) % nc;
+            let (label, keep, device) = contenders[j];
+            let settings = format!(
+                "SET LOCAL gpuindex.device = {device}; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
+            );
+            let mut s = contender_session(&indexes, keep, &settings);
+            for (m, (what, kind, sql, bounds)) in measures.iter().enumerate() {
+                let st = s.prepare(sql).unwrap();
+                let pass = |s: &mut postgres::Client| -> i64 {
+                    let mut total = 0i64;
+                    for (lo, hi) in bounds {
+                        total = total.wrapping_add(if *kind == 0 {
+                            s.query(&st, &[lo]).unwrap().len() as i64
+                        } else {
+                            s.query_one(&st, &[lo, hi]).unwrap().get::<_, i64>(0)
+                        });
+                    }
+                    total
+                };
+                // A pass to warm (the plan cached, the pages read), then
+                // the timed one.
+                let got = pass(&mut s);
+                let t = Instant::now();
+                pass(&mut s);
+                let v = t.elapsed().as_secs_f64() / bounds.len() as f64 * 1e6;
+                client[m][j].push(v);
+                let (los, his): (Vec<i64>, Vec<i64>) = bounds.iter().copied().unzip();
+                let w: f64 = s.query_one("SELECT bench_t_loop($1, $2, $3)", &[kind, &los, &his]).unwrap().get(0);
+                server[m][j].push(w);
+                eprintln!("round {r}: {label}: {what}: {v:.1} us, in the server {w:.1} us");
+                match reference[m] {
+                    Some(want) => assert_eq!(got, want, "{label} answered {what} differently"),
+                    None => reference[m] = Some(got),
+                }
+            }
+            s.batch_execute("ROLLBACK").unwrap();
+        }
+    }
+    println!("\nInterleaved: {rounds} rounds, each contender in a fresh session per round, the order rotating; a warm-up pass,");
+    println!("then one timed pass per measure from the client (prepared; {} lookups, 200 or 20 ranges), then the same", singles.len());
+    println!("statements in a PL/pgSQL loop in the server. Median microseconds a statement (fastest - slowest round).\n");
+    let labels: Vec<&str> = contenders.iter().map(|c| c.0).collect();
+    println!("| measure | {} | rounds {auto} <= btree |", labels.join(" | "));
+    println!("|---|{}---:|", "---:|".repeat(nc));
+    for (m, (what, ..)) in measures.iter().enumerate() {
+        for (where_, t) in [("client", &client[m]), ("in the server", &server[m])] {
+            let cells: Vec<String> = t.iter().map(|v| rounds_cell(v)).collect();
+            let wins = (0..rounds).filter(|&r| t[1][r] <= t[0][r]).count();
+            println!("| {what}, {where_} | {} | {wins} of {rounds} |", cells.join(" | "));
+        }
+    }
+    println!("\nEvery answer (rows found, counts, sums) was checked against the first contender's.");
 }
