@@ -145,39 +145,20 @@ pub fn unlink(tree: &Tree, block: u32) -> u32 {
 }
 
 /// Unlinks `top`, an inner page of the subtree of the half-dead `leaf`
-/// (locked) with one child left, from its level: its left sibling,
-/// itself, its right sibling; the leaf names the next top. A leftmost top
-/// has no left sibling: its right one becomes the level's leftmost page.
+/// (locked) with one child left, from its level; the same record has the
+/// leaf name the next top (the child).
 fn unlink_inner(tree: &Tree, leaf: &Exclusive, top: u32) {
     let leftmost = Shared::lock(tree.rel, top).page().special().flags & LEFTMOST != 0;
     let left = (!leftmost).then(|| left_of_inner(tree, top));
     let target = Exclusive::lock(tree.rel, top);
-    let (ts, next) = {
+    let (low, next) = {
         let p = Inner::new(target.page());
         if p.count() != 1 || is_dead(&p.s) || (p.s.flags & LEFTMOST != 0) != leftmost {
             corrupted(format!("inner page {top} of a deleted subtree changed (entries {}, flags {:#x})", p.count(), p.s.flags));
         }
-        (p.s, (p.s.level > 1).then(|| p.child(0)))
+        (p.s.low, (p.s.level > 1).then(|| p.child(0)))
     };
-    let right = Exclusive::lock(tree.rel, ts.right);
-    let meta = leftmost.then(|| Exclusive::lock(tree.rel, META_BLOCK));
-    let x = Xlog::start(tree.rel);
-    if let Some(l) = &left {
-        x.register(l, false).update_special(|t| t.right = ts.right);
-    }
-    x.register(&right, false).update_special(|t| {
-        t.low = ts.low;
-        t.flags |= ts.flags & LEFTMOST;
-    });
-    set_deleted(&mut x.register(&target, false), recycle::safe_xid_now());
-    x.register(leaf, false).update_special(|t| set_top(t, next));
-    if let Some(meta) = &meta {
-        let mut mp = x.register(meta, false);
-        let mut m = read_meta(mp.as_ref());
-        m.leftmost[ts.level as usize] = right.block();
-        write_meta(&mut mp, &m);
-    }
-    x.finish();
+    unlink_record(tree, left.as_ref(), &target, |t| t.low = low, |x| x.register(leaf, false).update_special(|t| set_top(t, next)));
 }
 
 /// The live page linking to the inner page `top` on its level, locked
@@ -210,49 +191,53 @@ fn walk_right_to(tree: &Tree, mut page: Exclusive, target: u32) -> Option<Exclus
 }
 
 /// Unlinks the half-dead leaf `block` (its subtree's last page): locks its
-/// left sibling (found by walking right from its left link), itself and
-/// its right sibling, in that order. The leftmost leaf has no left
-/// sibling: its right one becomes the leftmost leaf (scans start there,
-/// backward scans stop there).
+/// left sibling (walking right from its left link), itself and its right
+/// sibling, in that order.
 fn unlink_leaf(tree: &Tree, block: u32) {
     let left_link = Shared::lock(tree.rel, block).page().special().left;
-    let mut left = None;
-    if left_link != NONE {
-        let mut l = Exclusive::lock(tree.rel, left_link);
-        loop {
-            let s = l.page().special();
-            if s.right == block {
-                break;
-            }
-            if s.flags & RIGHTMOST != 0 {
-                corrupted(format!("half-dead leaf {block} is not linked from the left"));
-            }
-            drop(l);
-            l = Exclusive::lock(tree.rel, s.right);
-        }
-        left = Some(l);
-    }
+    let left = (left_link != NONE).then(|| {
+        walk_right_to(tree, Exclusive::lock(tree.rel, left_link), block)
+            .unwrap_or_else(|| corrupted(format!("half-dead leaf {block} is not linked from the left")))
+    });
     let target = Exclusive::lock(tree.rel, block);
     let ts = target.page().special();
-    let leftmost = ts.flags & LEFTMOST != 0;
-    if ts.flags & HALF_DEAD == 0 || ts.left != left.as_ref().map_or(NONE, |l| l.block()) || leftmost != left.is_none() {
+    if ts.flags & HALF_DEAD == 0 || ts.left != left.as_ref().map_or(NONE, |l| l.block()) || (ts.flags & LEFTMOST != 0) != left.is_none() {
         corrupted(format!("leaf {block} changed while being unlinked (flags {:#x}, left {})", ts.flags, ts.left));
     }
+    unlink_record(tree, left.as_ref(), &target, |t| t.left = ts.left, |_| {});
+}
+
+/// The record that takes the locked `target` off its level: its left
+/// sibling's right link skips it, its right sibling (locked here) gets
+/// `right_change`, and it is marked deleted at a safe xid (keeping its
+/// own links for scans on their way to it). Without a left sibling it was
+/// its level's leftmost page: the right sibling takes that role (flag and
+/// metapage; scans start there, backward scans stop there). `also` adds
+/// to the same record (at most four pages in all).
+fn unlink_record(
+    tree: &Tree,
+    left: Option<&Exclusive>,
+    target: &Exclusive,
+    right_change: impl FnOnce(&mut Special),
+    also: impl FnOnce(&Xlog),
+) {
+    let ts = target.page().special();
     let right = Exclusive::lock(tree.rel, ts.right);
-    let meta = leftmost.then(|| Exclusive::lock(tree.rel, META_BLOCK));
+    let meta = left.is_none().then(|| Exclusive::lock(tree.rel, META_BLOCK));
     let x = Xlog::start(tree.rel);
-    if let Some(l) = &left {
+    if let Some(l) = left {
         x.register(l, false).update_special(|t| t.right = ts.right);
     }
     x.register(&right, false).update_special(|t| {
-        t.left = ts.left;
+        right_change(t);
         t.flags |= ts.flags & LEFTMOST;
     });
-    set_deleted(&mut x.register(&target, false), recycle::safe_xid_now());
+    set_deleted(&mut x.register(target, false), recycle::safe_xid_now());
+    also(&x);
     if let Some(meta) = &meta {
         let mut mp = x.register(meta, false);
         let mut m = read_meta(mp.as_ref());
-        m.leftmost[0] = right.block();
+        m.leftmost[ts.level as usize] = right.block();
         write_meta(&mut mp, &m);
     }
     x.finish();
