@@ -475,13 +475,10 @@ fn vacuum_deletes_emptied_subtrees() {
     let deleted = before.iter().sum::<i64>() - after.iter().sum::<i64>();
     let free = vacuum_until_free(&mut c, "sub_t", "sub_t_v", |_| deleted * 9 / 10);
     assert!(free >= deleted * 9 / 10, "{free} pages free after deleting {deleted}");
-    let size = |c: &mut Client| -> i64 {
-        c.query_one("SELECT pg_relation_size('sub_t_v') / current_setting('block_size')::int", &[]).unwrap().get(0)
-    };
-    let total = size(&mut c);
+    let (_, total) = leaf_and_total_pages(&mut c, "sub_t_v");
     c.batch_execute("INSERT INTO sub_t SELECT g, g FROM generate_series(1, 100000) g").unwrap();
     let (grown_levels, _) = level_pages(&mut c, "sub_t_v");
-    let (added, grown) = (grown_levels.iter().sum::<i64>() - after.iter().sum::<i64>(), size(&mut c) - total);
+    let (added, grown) = (grown_levels.iter().sum::<i64>() - after.iter().sum::<i64>(), leaf_and_total_pages(&mut c, "sub_t_v").1 - total);
     assert!(grown <= (added - free).max(0) + 2, "{added} pages added, {free} were free, the index grew by {grown}: freed pages not reused");
     check_index(&mut c, "sub_t_v");
     check_ranges(&mut c, "sub_t", "sub_t_v", &mut rng);
