@@ -408,7 +408,7 @@ fn interleaved(c: &mut Client, singles: &[Single], rounds: usize) {
         [("GiST", 0, "auto"), ("SP-GiST (quad)", 1, "auto"), ("gpu_spatial (auto)", 2, "auto"), ("gpu_spatial (cpu)", 2, "cpu")];
     let n = contenders.len();
     // us[query][contender]: microseconds a query, one value per round;
-    // in[..]: the same in the server's loop.
+    // server[..]: the same in the server's loop.
     let mut us = vec![vec![Vec::new(); n]; singles.len()];
     let mut server = us.clone();
     let mut reference: Vec<Option<Answer>> = vec![None; singles.len()];
