@@ -428,6 +428,11 @@ impl State {
             }
             if let Some(top) = &self.top {
                 let &(row, tuple) = top.stored.get(self.cursor)?;
+                // Rows were stored in heap order and come back by rank:
+                // each a cache miss unless asked for a few rows ahead.
+                if let Some(&(_, ahead)) = top.stored.get(self.cursor + 8) {
+                    super::heap::prefetch(ahead);
+                }
                 self.cursor += 1;
                 pg_sys::ExecStoreMinimalTuple(tuple, top.mslot, false);
                 pg_sys::slot_getsomeattrs(top.mslot, self.max_inner);

@@ -29,28 +29,36 @@ pub(super) struct PageFetch {
     page: Vec<(Tid, Option<pg_sys::ItemPointerData>)>,
 }
 
-/// Asks the CPU to bring the resolved rows of the pinned page in `buf`
-/// into its cache: they are served one by one next, each deformed on its
-/// first touch, and rows of random heap pages are cache misses (a fifth
-/// of a join's time in a profile, inside slot_getsomeattrs). Prefetching
-/// them together overlaps those misses.
+/// Asks the CPU to bring the line at `p` into its cache (nothing where
+/// the target has no such hint). Never faults, whatever `p` is.
+pub(super) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it reads nothing the program sees.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Prefetches the resolved rows of the pinned page in `buf`: they are
+/// served one by one next, each deformed on its first touch, and rows of
+/// random heap pages are cache misses (a fifth of a join's time in a
+/// profile, inside slot_getsomeattrs). Prefetching them together overlaps
+/// those misses.
 ///
 /// # Safety
 /// `buf` pinned; `rows` resolved on it.
 unsafe fn prefetch_rows(buf: pg_sys::Buffer, rows: &[(Tid, Option<pg_sys::ItemPointerData>)]) {
-    #[cfg(target_arch = "x86_64")]
     // SAFETY: the page is pinned; line pointers of resolved rows are in
-    // bounds; a prefetch never faults.
+    // bounds.
     unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let page = pg_sys::BufferGetPage(buf) as *const pg_sys::PageHeaderData;
         for v in rows.iter().filter_map(|r| r.1) {
             let lp = &*(*page).pd_linp.as_ptr().add(v.ip_posid as usize - 1);
-            _mm_prefetch::<_MM_HINT_T0>((page as *const i8).add(lp.lp_off() as usize));
+            prefetch((page as *const u8).add(lp.lp_off() as usize));
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (buf, rows);
 }
 
 impl PageFetch {
