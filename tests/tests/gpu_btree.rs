@@ -485,6 +485,43 @@ fn vacuum_deletes_emptied_subtrees() {
     c.batch_execute("DROP TABLE sub_t").unwrap();
 }
 
+/// A backward scan standing on a leaf whose left neighbours VACUUM then
+/// deletes, the leftmost among them: its copy of the page still links to
+/// a deleted leaf, and nothing is left of the page any more. The scan must
+/// end there (it read a left link of no page before), with the rows of
+/// its snapshot.
+#[test]
+fn backward_scan_past_deleted_leftmost_leaves() {
+    let mut c = connect("gpuindex_it_btree_vacuum");
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS left_t;
+         CREATE TABLE left_t (id int, v int8) WITH (autovacuum_enabled = off);
+         INSERT INTO left_t SELECT g, g FROM generate_series(1, 10000) g;
+         CREATE INDEX left_t_v ON left_t USING gpu_btree (v) WITH (fillfactor = 10);
+         DELETE FROM left_t WHERE v <= 174;",
+    )
+    .unwrap();
+    // 58 keys a leaf: the first three leaves are empty now; the cursor
+    // stands on the fourth (175..232), a plain index scan (no pin held).
+    let mut tx = c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start().unwrap();
+    tx.batch_execute(
+        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off;
+         DECLARE back CURSOR FOR SELECT id FROM left_t WHERE v <= 300 ORDER BY v DESC",
+    )
+    .unwrap();
+    let first: Vec<i32> = tx.query("FETCH 100 FROM back", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(first, (201..=300).rev().collect::<Vec<i32>>());
+    let mut v = connect("gpuindex_it_btree_vacuum");
+    v.batch_execute("VACUUM left_t").unwrap();
+    let (levels, _) = level_pages(&mut v, "left_t_v");
+    let rest: Vec<i32> = tx.query("FETCH ALL FROM back", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(rest, (175..=200).rev().collect::<Vec<i32>>(), "after VACUUM left {levels:?} pages per level");
+    tx.commit().unwrap();
+    check_index(&mut c, "left_t_v");
+    c.batch_execute("DROP TABLE left_t").unwrap();
+}
+
 /// Empty NULL pages leave the NULL chain at VACUUM and are reused: IS NULL
 /// scans then read only the pages left, and answer as the sequential scan
 /// before, between and after.
