@@ -96,11 +96,10 @@ fn mark_half_dead(tree: &Tree, leaf: Exclusive) -> bool {
         if j + 1 >= p.count() || p.child(j + 1) != top_right {
             return false;
         }
-        let keep = |i: &usize| *i != j;
-        (
-            (0..p.count()).filter(keep).map(|i| p.keys()[i]).collect::<Vec<_>>(),
-            (0..p.count()).filter(keep).map(|i| p.child(i)).collect::<Vec<_>>(),
-        )
+        let (mut keys, mut children) = (p.keys().to_vec(), (0..p.count()).map(|i| p.child(i)).collect::<Vec<_>>());
+        keys.remove(j);
+        children.remove(j);
+        (keys, children)
     };
     let top = only.last().map(|t| t.block());
     let meta = Exclusive::lock(tree.rel, META_BLOCK);

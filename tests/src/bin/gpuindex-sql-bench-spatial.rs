@@ -407,6 +407,7 @@ fn interleaved(c: &mut Client, singles: &[Single], rounds: usize) {
     let contenders =
         [("GiST", 0, "auto"), ("SP-GiST (quad)", 1, "auto"), ("gpu_spatial (auto)", 2, "auto"), ("gpu_spatial (cpu)", 2, "cpu")];
     let n = contenders.len();
+    let names: Vec<&str> = indexes.iter().map(|x| x.0).collect();
     // us[query][contender]: microseconds a query, one value per round;
     // server[..]: the same in the server's loop.
     let mut us = vec![vec![Vec::new(); n]; singles.len()];
@@ -416,7 +417,6 @@ fn interleaved(c: &mut Client, singles: &[Single], rounds: usize) {
         for k in 0..n {
             let j = (k + r) % n;
             let (label, keep, device) = contenders[j];
-            let names: Vec<&str> = indexes.iter().map(|x| x.0).collect();
             let mut s = contender_session(&names, keep, &format!("SET LOCAL gpuindex.device = {device}"));
             for (m, q) in singles.iter().enumerate() {
                 if !uses_index(&mut s, indexes[keep].0, q.sql, &params(&q.params[0])) {
