@@ -147,9 +147,9 @@ pub fn vacuum_until_free(c: &mut Client, table: &str, index: &str, pages: impl F
 /// and parallelism made free): each of `queries` (two int8 columns; range
 /// queries, those with BETWEEN or '>', must plan a parallel index scan),
 /// each of `ordered` (one text column, ascending; run both ways through
-/// Gather Merge) in order, and `split.0` (a count) with the leader out:
-/// both workers return rows, `split.1` in all.
-pub fn parallel_differential(c: &mut Client, queries: &[String], ordered: &[&str], split: (&str, i64)) {
+/// Gather Merge) in order, and each of `splits` (a count, and the rows
+/// it must find) with the leader out: both workers return rows.
+pub fn parallel_differential(c: &mut Client, queries: &[String], ordered: &[&str], splits: &[(&str, i64)]) {
     let parallel = "SET enable_seqscan = off; SET enable_bitmapscan = off; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
                     SET min_parallel_index_scan_size = 0; SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 3";
     let serial = "RESET enable_seqscan; RESET enable_bitmapscan; SET enable_indexscan = off; SET enable_indexonlyscan = off;
@@ -186,19 +186,21 @@ pub fn parallel_differential(c: &mut Client, queries: &[String], ordered: &[&str
     // A forward range is split: with the leader out, each worker returns
     // rows (they take pages in turn).
     c.batch_execute("SET parallel_leader_participation = off; SET max_parallel_workers_per_gather = 2").unwrap();
-    let plan = lines(c, &format!("EXPLAIN (ANALYZE, VERBOSE, TIMING OFF, COSTS OFF) {}", split.0));
-    let scan = plan.iter().position(|l| l.contains("Parallel Index")).unwrap_or_else(|| panic!("{plan:#?}"));
-    let worker_rows: Vec<i64> = plan[scan..]
-        .iter()
-        .filter(|l| l.trim_start().starts_with("Worker "))
-        .filter_map(|l| l.split("rows=").nth(1)?.split_whitespace().next()?.parse().ok())
-        .collect();
-    if worker_rows.len() == 2 {
-        assert!(worker_rows.iter().all(|&r| r > 0), "a worker returned nothing: {plan:#?}");
-        assert_eq!(worker_rows.iter().sum::<i64>(), split.1, "{plan:#?}");
-    } else {
-        // Fewer workers than asked (the server's pool was busy): nothing to split.
-        eprintln!("workers launched: {worker_rows:?}");
+    for &(q, rows) in splits {
+        let plan = lines(c, &format!("EXPLAIN (ANALYZE, VERBOSE, TIMING OFF, COSTS OFF) {q}"));
+        let scan = plan.iter().position(|l| l.contains("Parallel Index")).unwrap_or_else(|| panic!("{plan:#?}"));
+        let worker_rows: Vec<i64> = plan[scan..]
+            .iter()
+            .filter(|l| l.trim_start().starts_with("Worker "))
+            .filter_map(|l| l.split("rows=").nth(1)?.split_whitespace().next()?.parse().ok())
+            .collect();
+        if worker_rows.len() == 2 {
+            assert!(worker_rows.iter().all(|&r| r > 0), "a worker returned nothing: {plan:#?}");
+            assert_eq!(worker_rows.iter().sum::<i64>(), rows, "{plan:#?}");
+        } else {
+            // Fewer workers than asked (the server's pool was busy): nothing to split.
+            eprintln!("workers launched: {worker_rows:?}");
+        }
     }
     c.batch_execute(
         "RESET parallel_leader_participation; RESET max_parallel_workers_per_gather; RESET enable_seqscan; RESET enable_bitmapscan;

@@ -149,6 +149,6 @@ fn parallel_scans_equal_sequential_scans() {
     ];
     let ordered = ["SELECT k FROM art_par WHERE k BETWEEN 'https://www.site4' AND 'https://www.site6' ORDER BY k"];
     let split = ("SELECT count(*) FROM art_par WHERE k >= ''", 300_000 - 300_000 / 97);
-    gpuindex_tests::parallel_differential(&mut c, &queries, &ordered, split);
+    gpuindex_tests::parallel_differential(&mut c, &queries, &ordered, &[split]);
     c.batch_execute("DROP TABLE art_par").unwrap();
 }

@@ -11,8 +11,9 @@
 //! cannot remove them meanwhile: one pin, however many pages the scan
 //! reads (a materialised probe list once pinned every leaf it touched and
 //! ran out of buffers at 128K probes over 10^7 rows). Parallel scans
-//! (`common::parallel`) split forward ranges page by page among their
-//! participants; any other plan is taken whole by one of them.
+//! (`common::parallel`) split forward ranges (unqualified ordered scans
+//! included) page by page among their participants; any other plan is
+//! taken whole by one of them.
 
 use super::keys::{self, Bounds};
 use super::mirror::{self, Mirror};
@@ -78,6 +79,9 @@ pub struct ScanState {
     /// A parallel scan's shared walk, while this participant takes its
     /// pages from it (a forward range); None in any other scan.
     walk: Option<Walk>,
+    /// This participant read the walk's last page of a range that the
+    /// NULLs follow: it returns them after it.
+    nulls_after: bool,
     /// The root the scan's descents start from (`Tree::pinned`).
     root: Option<(u32, u32)>,
 }
@@ -222,6 +226,7 @@ impl ScanState {
         self.null_chain.clear();
         self.hints = None;
         self.walk = None;
+        self.nulls_after = false;
         self.root = None;
     }
 
@@ -286,16 +291,26 @@ impl ScanState {
     }
 
     /// A parallel forward range scan: copies the walk's next page and
-    /// hands its successor on; false when the walk is over.
-    fn load_shared(&mut self, tree: &Tree, b: &Bounds, w: Walk) -> bool {
+    /// hands its successor on; false when the walk is over. The NULLs
+    /// that follow an unqualified ordered scan go to the participant that
+    /// read the last page (its stream stays in order: keys, then NULLs).
+    fn load_shared(&mut self, tree: &Tree, b: &Bounds, with_nulls: bool, w: Walk) -> bool {
         let g = match w.seize() {
             Seized::First => tree.find_leaf(b.lo),
             Seized::Page(block) => Shared::lock(tree.rel, block),
+            Seized::Done if self.nulls_after => {
+                self.nulls_after = false;
+                self.walk = None;
+                self.start_nulls(tree, 1);
+                return true;
+            }
             Seized::Done => return false,
         };
         self.load_leaf(g, 1, 0, 0);
         let s = self.page.expect("a page was copied").s;
-        w.release((s.flags & RIGHTMOST == 0 && (is_dead(&s) || s.high <= b.hi)).then_some(s.right));
+        let next = (s.flags & RIGHTMOST == 0 && (is_dead(&s) || s.high <= b.hi)).then_some(s.right);
+        self.nulls_after = with_nulls && next.is_none();
+        w.release(next);
         true
     }
 
@@ -304,9 +319,9 @@ impl ScanState {
         self.started = true;
         if let Some(w) = self.walk {
             match (&self.plan, dir > 0) {
-                (Plan::Range { b, with_nulls: false }, true) => {
-                    let b = *b;
-                    if !self.load_shared(tree, &b, w) {
+                (Plan::Range { b, with_nulls }, true) => {
+                    let (b, with_nulls) = (*b, *with_nulls);
+                    if !self.load_shared(tree, &b, with_nulls, w) {
                         self.items.clear();
                     }
                     return;
@@ -403,7 +418,7 @@ impl ScanState {
         }
         let Plan::Range { b, with_nulls } = plan else { return false };
         let g = match (self.phase, dir > 0) {
-            (Phase::Keys, true) if self.walk.is_some() => return self.load_shared(tree, &b, self.walk.expect("a walk")),
+            (Phase::Keys, true) if self.walk.is_some() => return self.load_shared(tree, &b, with_nulls, self.walk.expect("a walk")),
             (Phase::Keys, true) => match self.page {
                 Some(p) if p.s.flags & RIGHTMOST == 0 && (is_dead(&p.s) || p.s.high <= b.hi) => Shared::lock(tree.rel, p.s.right),
                 _ if with_nulls => {
@@ -472,6 +487,7 @@ impl IndexScan for ScanState {
             keep_pins: false,
             pins: Pins::default(),
             walk: None,
+            nulls_after: false,
             root: None,
         }
     }
