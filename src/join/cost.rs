@@ -9,7 +9,8 @@
 //!   (Mackert-Lohman with the cache, as index_pages_fetched gives a
 //!   repeated inner index scan); each costs as in a bitmap heap scan of
 //!   one chunk, between a random and a sequential read as the share of the
-//!   table a chunk reads grows; plus a tuple per match;
+//!   table a chunk reads grows; plus a tuple per match. A join that reads
+//!   no inner column skips the all-visible share of the pages;
 //! - the match quals on every match, the other quals and the output on
 //!   every row out;
 //! - for a LATERAL top-k subquery, the matches are the k candidates of
@@ -20,7 +21,7 @@
 //! startup cost holds the first chunk's share.
 
 use super::path::Probe;
-use super::plan::{clauses, match_quals, split_quals};
+use super::plan::{clauses, match_quals, reads_no_inner_column, split_quals};
 use pgrx::pg_sys;
 
 /// (startup, total) of the join of `outer_path` with `innerrel`, giving
@@ -72,15 +73,20 @@ pub unsafe fn estimate(
         let (mut random, mut seq) = (0.0, 0.0);
         pg_sys::get_tablespace_page_costs((*table).reltablespace, &mut random, &mut seq);
         let fetched = |tuples: f64| pg_sys::index_pages_fetched(tuples, pages as pg_sys::BlockNumber, (*probe.index).pages as f64, root);
+        let (join_quals, other_quals) = split_quals(jointype, restrictlist, (*joinrel).relids);
+        let (matching_list, other_list) = (match_quals(innerrel, &join_quals, probe.rinfo), clauses(&other_quals));
+        let mut matching = pg_sys::QualCost::default();
+        pg_sys::cost_qual_eval(&mut matching, matching_list, root);
+        let mut other = pg_sys::QualCost::default();
+        pg_sys::cost_qual_eval(&mut other, other_list, root);
+
         let chunk_pages = fetched(matches / chunks);
         let per_page = if chunk_pages >= 2.0 { random - (random - seq) * (chunk_pages / pages).min(1.0).sqrt() } else { random };
-        let heap = fetched(matches) * per_page + matches * cpu_tuple;
-
-        let (join_quals, other_quals) = split_quals(jointype, restrictlist, (*joinrel).relids);
-        let mut matching = pg_sys::QualCost::default();
-        pg_sys::cost_qual_eval(&mut matching, match_quals(innerrel, &join_quals, probe.rinfo), root);
-        let mut other = pg_sys::QualCost::default();
-        pg_sys::cost_qual_eval(&mut other, clauses(&other_quals), root);
+        // Index-only: pages the visibility map has all-visible are not read
+        // (as cost_index prices an index-only scan).
+        let read = [(*(*joinrel).reltarget).exprs.cast(), matching_list.cast(), other_list.cast()];
+        let unread = if probe.top.is_none() && reads_no_inner_column(innerrel, &read) { (*table).allvisfrac } else { 0.0 };
+        let heap = fetched(matches) * (1.0 - unread) * per_page + matches * cpu_tuple;
         let target = &(*(*joinrel).reltarget).cost;
         let quals = (matching.per_tuple + other.per_tuple + per_candidate) * matches + matching.startup + other.startup;
         let output = target.startup + rows * (cpu_tuple + target.per_tuple);

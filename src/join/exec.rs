@@ -77,6 +77,12 @@ pub(super) struct State {
     pub(super) index: pg_sys::Relation,
     pub(super) am: &'static str,
     pub(super) pages: super::heap::PageFetch,
+    /// No inner column is read: a match on a page the visibility map has
+    /// all-visible is a visible row without a heap fetch (MVCC snapshots
+    /// below SERIALIZABLE, as `visibility::line_pointers_answer`).
+    pub(super) index_only: bool,
+    /// The visibility map page the last check read (InvalidBuffer: none).
+    pub(super) vm_buf: pg_sys::Buffer,
     pub(super) heap_slot: *mut pg_sys::TupleTableSlot,
     /// Holds a copied outer row while it is taken apart.
     pub(super) outer_slot: *mut pg_sys::TupleTableSlot,
@@ -215,6 +221,9 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             index,
             am: searcher_name(index),
             pages: super::heap::PageFetch::begin(heap, heap_slot),
+            // The visibility map is heapam's.
+            index_only: p.index_only && (*heap).rd_tableam == pg_sys::GetHeapamTableAmRoutine(),
+            vm_buf: pg_sys::InvalidBuffer as pg_sys::Buffer,
             heap_slot,
             outer_slot,
             scan_slot,
@@ -229,7 +238,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             strategy: p.strategy,
             max_inner,
             inner_slot: top.as_ref().map_or(heap_slot, |t| t.mslot),
-            heap_deform: if top.is_some() { 0 } else { max_inner },
+            heap_deform: if top.is_some() || p.index_only { 0 } else { max_inner },
             stored_atts,
             outer_cols,
             inner_cols,
@@ -297,7 +306,8 @@ impl State {
             }
             let h = self.inner_slot;
             for &(col, att) in &self.inner_cols {
-                if with_inner {
+                // (An index-only join's inner columns are read by nothing.)
+                if with_inner && !self.index_only {
                     *values.add(col) = *(*h).tts_values.add(att - 1);
                     *nulls.add(col) = *(*h).tts_isnull.add(att - 1);
                 } else {
@@ -464,6 +474,11 @@ impl State {
                 return found;
             }
         }
+        // SAFETY: the node's table; the query's snapshot.
+        if self.index_only && unsafe { crate::visibility::line_pointers_answer(snapshot) && self.all_visible(tid) } {
+            self.fetched = Some((tid, true));
+            return true;
+        }
         let started = self.timed.then(Instant::now);
         // SAFETY: the index fetch of this node's table, the query's snapshot.
         let found = unsafe {
@@ -479,6 +494,25 @@ impl State {
         }
         self.fetched = Some((tid, found));
         found
+    }
+
+    /// Whether the visibility map has `tid`'s heap page all-visible (every
+    /// row on it visible to every snapshot, so the index entry's chain has
+    /// its visible row: what an index-only scan trusts).
+    unsafe fn all_visible(&mut self, tid: Tid) -> bool {
+        // SAFETY: the node's open heap; the map page stays pinned in vm_buf.
+        unsafe {
+            pg_sys::visibilitymap_get_status(self.heap, (tid >> 16) as u32, &mut self.vm_buf) & pg_sys::VISIBILITYMAP_ALL_VISIBLE as u8 != 0
+        }
+    }
+
+    /// Drops the visibility map page's pin.
+    fn release_vm(&mut self) {
+        if self.vm_buf != pg_sys::InvalidBuffer as pg_sys::Buffer {
+            // SAFETY: the pin visibilitymap_get_status took.
+            unsafe { pg_sys::ReleaseBuffer(self.vm_buf) };
+            self.vm_buf = pg_sys::InvalidBuffer as pg_sys::Buffer;
+        }
     }
 }
 
@@ -599,6 +633,7 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
         st.fetched = None;
         pg_sys::ExecClearTuple(st.heap_slot);
         st.pages.reset();
+        st.release_vm();
     }
 }
 
@@ -611,6 +646,7 @@ unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
         pg_sys::ExecEndNode(st.outer);
         pg_sys::ExecClearTuple(st.heap_slot);
         st.pages.end();
+        st.release_vm();
         pg_sys::index_close(st.index, pg_sys::NoLock as i32);
         pg_sys::table_close(st.heap, pg_sys::NoLock as i32);
     }
@@ -666,6 +702,11 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
         let matching = exprs[1];
         if is_a(matching, NodeTag::T_List) {
             text(es, c"Join Filter", &deparse(pg_sys::make_ands_explicit(matching.cast()).cast()));
+        }
+        if st.index_only {
+            // As an index-only scan: the heap is read only for pages the
+            // visibility map does not have all-visible ("Heap Fetches").
+            text(es, c"Inner Rows", "not read (index-only)");
         }
         integer(es, c"Chunk Size", st.chunk_size as u64);
         text(es, c"Device", crate::guc::device_name());

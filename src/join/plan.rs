@@ -15,9 +15,11 @@
 //! - `plan.qual`: clauses pushed down to a left or anti join from WHERE,
 //!   which filter joined rows;
 //! - `custom_private`: [OIDs (the table probed, index), (join type,
-//!   strategy, and for a top-k subquery its k and ordering operator), the column map, and for a top-k subquery its quals and
-//!   select list, planned by `lateral::planned`], which survive
-//!   copyObject, the plan cache and parallel workers.
+//!   strategy, index-only (1: no inner column read), and for a top-k
+//!   subquery its k and ordering operator), the column map, and for a
+//!   top-k subquery its quals and select list, planned by
+//!   `lateral::planned`], which survive copyObject, the plan cache and
+//!   parallel workers.
 //!
 //! For a top-k subquery the "inner" columns of the scan tuple are the
 //! subquery's output columns (its select list, evaluated per fetched row).
@@ -45,13 +47,15 @@ impl PathPrivate<'_> {
         let p = self.probe;
         let (ints, quals, tlist, order, heap) = match &p.top {
             None => (
-                vec![self.jointype as i32, p.strategy as i32],
+                vec![self.jointype as i32, p.strategy as i32, 0],
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
                 pg_sys::InvalidOid,
             ),
-            Some(t) => (vec![self.jointype as i32, p.strategy as i32, t.k as i32, t.op.to_u32() as i32], t.quals, t.tlist, t.order, t.heap),
+            Some(t) => {
+                (vec![self.jointype as i32, p.strategy as i32, 0, t.k as i32, t.op.to_u32() as i32], t.quals, t.tlist, t.order, t.heap)
+            }
         };
         list::of_ptrs::<std::ffi::c_void>(&[
             self.restrictlist.cast(),
@@ -86,6 +90,9 @@ pub struct Private {
     pub index: pg_sys::Oid,
     pub jointype: pg_sys::JoinType::Type,
     pub strategy: u16,
+    /// No inner column is read (`index_only`): rows on all-visible heap
+    /// pages are not fetched.
+    pub index_only: bool,
     /// For each scan-tuple column: the outer child's column (1-based,
     /// positive) or the inner table's attribute, or the top-k subquery's
     /// output column (negated).
@@ -102,14 +109,22 @@ impl Private {
             let items = list::ptrs::<pg_sys::List>(l);
             let oids = list::oids(items[0]);
             let ints = list::ints(items[1]);
-            let top = (ints.len() > 2).then(|| TopKPlan {
-                k: ints[2] as usize,
-                op: pg_sys::Oid::from(ints[3] as u32),
+            let top = (ints.len() > 3).then(|| TopKPlan {
+                k: ints[3] as usize,
+                op: pg_sys::Oid::from(ints[4] as u32),
                 quals: items[3],
                 tlist: items[4],
                 order: items[5].cast(),
             });
-            Private { heap: oids[0], index: oids[1], jointype: ints[0] as _, strategy: ints[1] as u16, colmap: list::ints(items[2]), top }
+            Private {
+                heap: oids[0],
+                index: oids[1],
+                jointype: ints[0] as _,
+                strategy: ints[1] as u16,
+                index_only: ints[2] != 0,
+                colmap: list::ints(items[2]),
+                top,
+            }
         }
     }
 }
@@ -169,6 +184,22 @@ pub unsafe fn clauses(rinfos: &[*mut pg_sys::RestrictInfo]) -> *mut pg_sys::List
     list::of_ptrs(&rinfos.iter().map(|&r| unsafe { (*r).clause }).collect::<Vec<_>>())
 }
 
+/// Whether a join that evaluates `exprs` (its output, quals) reads no
+/// column of the inner table `innerrel`: then a match on an all-visible
+/// heap page needs no heap fetch, as in an index-only scan (the probe
+/// clause is never rechecked, so it is not among them).
+///
+/// # Safety
+/// Planner structures.
+pub unsafe fn reads_no_inner_column(innerrel: *mut pg_sys::RelOptInfo, exprs: &[*mut pg_sys::Node]) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        exprs
+            .iter()
+            .all(|&e| list::ptrs::<pg_sys::Var>(pg_sys::pull_var_clause(e, 0)).into_iter().all(|v| (*v).varno != (*innerrel).relid as i32))
+    }
+}
+
 fn copy<T>(node: *mut T) -> *mut T {
     // SAFETY: copies a node tree into the current (planner) memory context.
     unsafe { pg_sys::copyObjectImpl(node.cast()).cast() }
@@ -201,6 +232,10 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         let other_quals = copy(clauses(&other_quals));
         let key = copy(key);
         let probe_clause = if rinfo.is_null() { std::ptr::null_mut() } else { copy((*rinfo).clause) };
+        // A top-k subquery's rows are always read.
+        let mut ints = ints;
+        let read = [tlist.cast(), (*(*best_path).path.pathtarget).exprs.cast(), matching.cast(), other_quals.cast()];
+        ints[2] = (!rinfo.is_null() && reads_no_inner_column(innerrel, &read)) as i32;
 
         // The scan tuple: every Var of what the node evaluates. (The
         // target list is NIL under a projection: its Vars come from the

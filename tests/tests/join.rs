@@ -8,8 +8,9 @@
 //! duplicate keys, empty outer sides, three-way joins, subqueries, cross-type
 //! keys, float zeros and NaN); the LATERAL top-k pattern (`ORDER BY t.v
 //! <-> o.q LIMIT k`) on every access method with an ordering operator;
-//! under rescans, cursors, generic plans and parallel workers; and with
-//! row-level security, whose policies run before any join qual.
+//! under rescans, cursors, generic plans and parallel workers; with
+//! row-level security, whose policies run before any join qual; and
+//! index-only, where no inner column is read.
 
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_tests::runners;
@@ -202,6 +203,87 @@ fn row_level_security_applies_before_join_quals() {
     assert!(calls > 0, "the join filter never ran");
     assert_eq!(leaked, 0, "a join filter saw rows the policy hides");
     c.batch_execute("RESET ROLE; RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
+}
+
+/// A join that reads no inner column (counts, EXISTS, NOT EXISTS, outer
+/// columns only) takes rows on all-visible heap pages from the index, as
+/// an index-only scan does: equal to the planner's joins while deleted,
+/// updated (HOT and not) and inserted rows wait for VACUUM and after it,
+/// and after VACUUM it reads no heap page.
+#[test]
+fn index_only_joins_read_the_heap_only_where_pages_are_not_all_visible() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS io_o, io_i;
+         CREATE TABLE io_o AS SELECT g AS id, (g * 13) % 7000 AS k FROM generate_series(1, 4000) g;
+         CREATE TABLE io_i (id int, k int8, v int) WITH (autovacuum_enabled = off, fillfactor = 80);
+         INSERT INTO io_i SELECT g, g % 5000, g FROM generate_series(1, 20000) g;
+         CREATE INDEX io_i_k ON io_i USING gpu_btree (k);
+         ANALYZE io_o;",
+    )
+    .unwrap();
+    let all_visible = vacuum_until_all_visible(&mut c, "io_i");
+    let shapes = [
+        "SELECT count(*) FROM io_o o JOIN io_i i ON i.k = o.k",
+        "SELECT o.id, o.k FROM io_o o JOIN io_i i ON i.k = o.k",
+        "SELECT o.id FROM io_o o WHERE EXISTS (SELECT 1 FROM io_i i WHERE i.k = o.k)",
+        "SELECT o.id FROM io_o o WHERE NOT EXISTS (SELECT 1 FROM io_i i WHERE i.k = o.k)",
+        "SELECT o.id, count(*) FROM io_o o LEFT JOIN io_i i ON i.k = o.k GROUP BY o.id",
+    ];
+    let plan_of = |c: &mut Client, sql: &str| -> Vec<String> {
+        c.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off").unwrap();
+        let plan = c.query(&format!("EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) {sql}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
+        plan
+    };
+    let fetches = |plan: &[String]| -> i64 {
+        let line = plan.iter().find(|l| l.trim_start().starts_with("Heap Fetches:")).unwrap_or_else(|| panic!("{plan:#?}"));
+        line.split(':').nth(1).unwrap().trim().parse().unwrap()
+    };
+    for sql in shapes {
+        let plan = plan_of(&mut c, sql);
+        assert!(plan.iter().any(|l| l.trim() == "Inner Rows: not read (index-only)"), "{sql}: not index-only\n{plan:#?}");
+        assert!(!all_visible || fetches(&plan) == 0, "{sql}: all-visible pages were read\n{plan:#?}");
+        check_join(&mut c, sql);
+    }
+    // A join that reads an inner column fetches every match.
+    let plan = plan_of(&mut c, "SELECT sum(i.v) FROM io_o o JOIN io_i i ON i.k = o.k");
+    assert!(!plan.iter().any(|l| l.contains("index-only")), "{plan:#?}");
+    assert!(fetches(&plan) > 0, "{plan:#?}");
+    // Dead, updated and new rows on pages no longer all-visible.
+    c.batch_execute(
+        "DELETE FROM io_i WHERE id % 7 = 0;
+         UPDATE io_i SET v = -v WHERE id % 11 = 0;
+         UPDATE io_i SET k = k + 1 WHERE id % 13 = 0;
+         INSERT INTO io_i SELECT g, g % 6000, g FROM generate_series(20001, 21000) g;",
+    )
+    .unwrap();
+    for sql in shapes {
+        check_join(&mut c, sql);
+    }
+    let all_visible = vacuum_until_all_visible(&mut c, "io_i");
+    for sql in shapes {
+        check_join(&mut c, sql);
+        assert!(!all_visible || fetches(&plan_of(&mut c, sql)) == 0, "{sql}: all-visible pages were read after VACUUM");
+    }
+    c.batch_execute("DROP TABLE io_o, io_i").unwrap();
+}
+
+/// VACUUM (ANALYZE) `table` until the visibility map has every page
+/// all-visible: a transaction of a test running beside this one holds
+/// back what VACUUM may mark. False if that never came (within a minute).
+fn vacuum_until_all_visible(c: &mut Client, table: &str) -> bool {
+    for _ in 0..120 {
+        c.batch_execute(&format!("VACUUM ANALYZE {table}")).unwrap();
+        let r = c.query_one(&format!("SELECT relallvisible >= relpages FROM pg_class WHERE oid = '{table}'::regclass"), &[]).unwrap();
+        if r.get::<_, bool>(0) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    eprintln!("{table}: never all-visible (older transactions beside this test)");
+    false
 }
 
 #[test]
