@@ -270,6 +270,12 @@ fn main() {
         answers.push(got);
         push(&mut rows, setups.len(), i, format!("128K keys to rows (join / {method}_probe)"), "ms", true, secs * 1e3);
         plans.push(format!("{label}: batch -> {}", plan_of(&mut c, sql, &[p])));
+        // The same join for every contender, as the planner runs it (with
+        // the method's index: GpuIndexJoin where its cost wins).
+        let secs = time(a.reps, || got = c.query_one(join, &[p]).unwrap().get(0));
+        answers.push(got);
+        push(&mut rows, setups.len(), i, "128K keys joined (the join as written)".into(), "ms", true, secs * 1e3);
+        plans.push(format!("{label}: join as written -> {}", plan_of(&mut c, join, &[p])));
         // Inserts: 20K single-row inserts in one transaction, then 200K rows in
         // 1000-row statements; deleted afterwards (VACUUM keeps the table
         // as built for the next setup).
