@@ -183,9 +183,9 @@ pub fn parallel_differential(c: &mut Client, queries: &[String], ordered: &[&str
         assert!(got == want, "{q}: {} rows, {} by the sequential scan", got.len(), want.len());
         c.batch_execute("RESET cpu_operator_cost").unwrap();
     }
-    // A forward range is split: with the leader out, each worker returns
-    // rows (they take pages in turn).
-    c.batch_execute("SET parallel_leader_participation = off; SET max_parallel_workers_per_gather = 2").unwrap();
+    // Ranges are split: with the leader out, each worker returns rows
+    // (they take pages in turn; Gather Merge's comparisons made free).
+    c.batch_execute("SET parallel_leader_participation = off; SET max_parallel_workers_per_gather = 2; SET cpu_operator_cost = 0").unwrap();
     for &(q, rows) in splits {
         let plan = lines(c, &format!("EXPLAIN (ANALYZE, VERBOSE, TIMING OFF, COSTS OFF) {q}"));
         let scan = plan.iter().position(|l| l.contains("Parallel Index")).unwrap_or_else(|| panic!("{plan:#?}"));
@@ -203,7 +203,7 @@ pub fn parallel_differential(c: &mut Client, queries: &[String], ordered: &[&str
         }
     }
     c.batch_execute(
-        "RESET parallel_leader_participation; RESET max_parallel_workers_per_gather; RESET enable_seqscan; RESET enable_bitmapscan;
+        "RESET parallel_leader_participation; RESET max_parallel_workers_per_gather; RESET cpu_operator_cost; RESET enable_seqscan; RESET enable_bitmapscan;
          RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_index_scan_size; RESET min_parallel_table_scan_size;
          RESET enable_indexscan; RESET enable_indexonlyscan",
     )

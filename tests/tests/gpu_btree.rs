@@ -705,11 +705,11 @@ fn deletion_beside_concurrent_inserts_and_scans() {
     c.batch_execute(&format!("DROP TABLE {T}")).unwrap();
 }
 
-/// Parallel index scans: a forward range is split page by page among the
-/// participants (each worker returns part of it), the unqualified ordered
-/// scan too (a merge join's; the NULLs after it go to whoever read the last
-/// page); backward scans, `= ANY` and `IS NULL` are taken whole by one
-/// participant. Every answer equals the sequential scan's, ordered ones
+/// Parallel index scans: ranges are split page by page among the
+/// participants (each worker returns part of it), forward and backward,
+/// the unqualified ordered scan too (a merge join's; the NULLs after it go
+/// to whoever read the last page); the unqualified backward scan (NULLs
+/// first), `= ANY` and `IS NULL` are taken whole by one participant. Every answer equals the sequential scan's, ordered ones
 /// (Gather Merge) in order.
 #[test]
 fn parallel_scans_equal_sequential_scans() {
@@ -738,6 +738,8 @@ fn parallel_scans_equal_sequential_scans() {
         ("SELECT count(*) FROM bt_par WHERE k BETWEEN 0 AND 400000", 600_000 - 600_000 / 97),
         // Every row, the NULLs with them.
         ("SELECT count(*) FROM bt_par", 600_000),
+        // Backward (Gather Merge over the workers' streams).
+        ("SELECT k FROM bt_par WHERE k BETWEEN 0 AND 400000 ORDER BY k DESC", 600_000 - 600_000 / 97),
     ];
     gpuindex_tests::parallel_differential(&mut c, &queries, &ordered, &splits);
     c.batch_execute("DROP TABLE bt_par").unwrap();

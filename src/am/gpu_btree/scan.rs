@@ -11,9 +11,10 @@
 //! cannot remove them meanwhile: one pin, however many pages the scan
 //! reads (a materialised probe list once pinned every leaf it touched and
 //! ran out of buffers at 128K probes over 10^7 rows). Parallel scans
-//! (`common::parallel`) split forward ranges (unqualified ordered scans
-//! included) page by page among their participants; any other plan is
-//! taken whole by one of them.
+//! (`common::parallel`) split ranges page by page among their
+//! participants: forward ones (unqualified ordered scans included) and
+//! backward ones (but unqualified backward scans, whose NULLs come first);
+//! any other plan is taken whole by one of them.
 
 use super::keys::{self, Bounds};
 use super::mirror::{self, Mirror};
@@ -77,7 +78,7 @@ pub struct ScanState {
     keep_pins: bool,
     pins: Pins,
     /// A parallel scan's shared walk, while this participant takes its
-    /// pages from it (a forward range); None in any other scan.
+    /// pages from it (a range); None in any other scan.
     walk: Option<Walk>,
     /// This participant read the walk's last page of a range that the
     /// NULLs follow: it returns them after it.
@@ -314,6 +315,32 @@ impl ScanState {
         true
     }
 
+    /// A parallel backward range scan: copies the page left of the one
+    /// the walk's last reader read (nbtree's scheme: the next reader walks
+    /// left from that page itself, so a split of its left sibling since is
+    /// seen) and hands this one on; false when the walk is over.
+    fn load_shared_back(&mut self, tree: &Tree, b: &Bounds, w: Walk) -> bool {
+        let g = match w.seize() {
+            Seized::First => tree.find_last_leaf(b.hi),
+            Seized::Page(block) => {
+                let left = Shared::lock(tree.rel, block).page().special().left;
+                match tree.leaf_left_of(block, left) {
+                    Some(g) => g,
+                    None => {
+                        w.release(None);
+                        return false;
+                    }
+                }
+            }
+            Seized::Done => return false,
+        };
+        self.load_leaf(g, -1, 0, 0);
+        let p = self.page.expect("a page was copied");
+        let more = p.s.flags & LEFTMOST == 0 && (is_dead(&p.s) || p.s.low >= b.lo);
+        w.release(more.then_some(p.block));
+        true
+    }
+
     /// Positions at the first item in direction `dir` (+1 / -1).
     fn start(&mut self, tree: &Tree, dir: isize) {
         self.started = true;
@@ -322,6 +349,14 @@ impl ScanState {
                 (Plan::Range { b, with_nulls }, true) => {
                     let (b, with_nulls) = (*b, *with_nulls);
                     if !self.load_shared(tree, &b, with_nulls, w) {
+                        self.items.clear();
+                    }
+                    return;
+                }
+                // Backward, without the NULLs that would come first.
+                (Plan::Range { b, with_nulls: false }, false) => {
+                    let b = *b;
+                    if !self.load_shared_back(tree, &b, w) {
                         self.items.clear();
                     }
                     return;
@@ -427,6 +462,7 @@ impl ScanState {
                 }
                 _ => return false,
             },
+            (Phase::Keys, false) if self.walk.is_some() => return self.load_shared_back(tree, &b, self.walk.expect("a walk")),
             (Phase::Keys, false) => match self.page {
                 Some(p) if p.s.flags & LEFTMOST == 0 && (is_dead(&p.s) || p.s.low >= b.lo) => match tree.leaf_left_of(p.block, p.s.left) {
                     Some(g) => g,
