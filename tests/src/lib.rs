@@ -143,6 +143,22 @@ pub fn vacuum_until_free(c: &mut Client, table: &str, index: &str, pages: impl F
     free
 }
 
+/// VACUUM (ANALYZE) `table` until the visibility map has every page
+/// all-visible: a transaction of a test running beside this one holds
+/// back what VACUUM may mark. False if that never came (within a minute).
+pub fn vacuum_until_all_visible(c: &mut Client, table: &str) -> bool {
+    for _ in 0..120 {
+        c.batch_execute(&format!("VACUUM ANALYZE {table}")).unwrap();
+        let r = c.query_one(&format!("SELECT relallvisible >= relpages FROM pg_class WHERE oid = '{table}'::regclass"), &[]).unwrap();
+        if r.get::<_, bool>(0) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    eprintln!("{table}: never all-visible (older transactions beside this test)");
+    false
+}
+
 /// Parallel index scans against serial sequential scans (the index forced
 /// and parallelism made free): each of `queries` (two int8 columns; range
 /// queries, those with BETWEEN or '>', must plan a parallel index scan),

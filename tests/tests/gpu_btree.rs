@@ -613,7 +613,8 @@ fn vacuum_deletes_and_recycles_empty_null_pages() {
 /// with fillfactor 10's four levels whole subtrees, are deleted,
 /// recycled, reused by splits), one inserts everywhere, and two compare,
 /// each in one snapshot, index range scans forward and backward and
-/// `= ANY` probes with the sequential scan.
+/// `= ANY` probes with the sequential scan, one of them through parallel
+/// scans.
 #[test]
 fn deletion_beside_concurrent_inserts_and_scans() {
     const T: &str = "del_conc";
@@ -621,7 +622,7 @@ fn deletion_beside_concurrent_inserts_and_scans() {
     c.batch_execute(&format!(
         "SET client_min_messages = warning;
          DROP TABLE IF EXISTS {T};
-         CREATE TABLE {T} (id int, v int8) WITH (autovacuum_enabled = off);
+         CREATE TABLE {T} (id int, v int8) WITH (autovacuum_enabled = off, parallel_workers = 2);
          INSERT INTO {T} SELECT g, g FROM generate_series(1, 200000) g;
          CREATE INDEX {T}_v ON {T} USING gpu_btree (v) WITH (fillfactor = 10);"
     ))
@@ -672,6 +673,20 @@ fn deletion_beside_concurrent_inserts_and_scans() {
                         "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL gpuindex.gpu_min_batch = 1",
                     )
                     .unwrap();
+                    if r == 1 {
+                        // Parallel scans (pages shared among the workers'
+                        // walks, both ways and for the probes) beside the
+                        // splits and deletions.
+                        tx.batch_execute(
+                            "SET LOCAL parallel_setup_cost = 0; SET LOCAL parallel_tuple_cost = 0; SET LOCAL cpu_operator_cost = 0;
+                             SET LOCAL min_parallel_index_scan_size = 0; SET LOCAL parallel_leader_participation = off",
+                        )
+                        .unwrap();
+                        if checks == 0 {
+                            let plan: Vec<String> = tx.query(&format!("EXPLAIN {q}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+                            assert!(plan.iter().any(|l| l.contains("Parallel Index")), "no parallel scan: {plan:#?}");
+                        }
+                    }
                     let row = tx.query_one(&q, &[]).unwrap();
                     let via_index: (i64, Vec<i64>, Vec<i64>, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
                     tx.batch_execute(
@@ -708,39 +723,55 @@ fn deletion_beside_concurrent_inserts_and_scans() {
 /// Parallel index scans: ranges are split page by page among the
 /// participants (each worker returns part of it), forward and backward,
 /// the unqualified ordered scan too (a merge join's; the NULLs after it go
-/// to whoever read the last page); the unqualified backward scan (NULLs
-/// first), `= ANY` and `IS NULL` are taken whole by one participant. Every answer equals the sequential scan's, ordered ones
-/// (Gather Merge) in order.
+/// to whoever read the last page), and forward `= ANY` probe lists; the
+/// unqualified backward scan (NULLs first), backward `= ANY` and `IS NULL`
+/// are taken whole by one participant. Every answer equals the sequential
+/// scan's, ordered ones (Gather Merge) in order.
 #[test]
 fn parallel_scans_equal_sequential_scans() {
     let mut c = connect(DB);
     c.batch_execute(
         "SET client_min_messages = warning;
          DROP TABLE IF EXISTS bt_par;
-         CREATE TABLE bt_par (id int, k int8, payload int8) WITH (autovacuum_enabled = off);
+         CREATE TABLE bt_par (id int, k int8, payload int8) WITH (autovacuum_enabled = off, parallel_workers = 2);
          INSERT INTO bt_par SELECT g, CASE WHEN g % 97 = 0 THEN NULL ELSE (g::int8 * 7919) % 400000 END, g
            FROM generate_series(1, 600000) g;
          CREATE INDEX bt_par_k ON bt_par USING gpu_btree (k);",
     )
     .unwrap();
-    c.batch_execute("VACUUM ANALYZE bt_par").unwrap();
+    // All-visible, as a table at rest is (index-only scans priced so, the
+    // planner takes the parallel probe scan below).
+    let at_rest = gpuindex_tests::vacuum_until_all_visible(&mut c, "bt_par");
+    let probe_keys: std::collections::HashSet<i64> = (0..20_000i64).map(|i| i * 37 % 410_000 - 5_000).collect();
+    let any_rows = (1..=600_000i64).filter(|g| g % 97 != 0 && probe_keys.contains(&(g * 7919 % 400_000))).count() as i64;
     let probes: Vec<String> = (0..20_000).map(|i| (i * 37 % 410_000 - 5_000).to_string()).collect();
     let probes = probes.join(",");
+    // (Two workers whatever the index's size, the table says; ordered, or
+    // the planner keeps a count serial.)
+    let any_split = format!("SELECT k FROM bt_par WHERE k = ANY('{{{probes}}}'::int8[]) ORDER BY k");
     let queries = [
         "SELECT count(*)::int8, coalesce(sum(k), 0)::int8 FROM bt_par WHERE k BETWEEN 1000 AND 350000".to_string(),
         "SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM bt_par WHERE k > 123456".to_string(),
         format!("SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM bt_par WHERE k = ANY('{{{probes}}}'::int8[])"),
         "SELECT count(*)::int8, coalesce(sum(payload), 0)::int8 FROM bt_par WHERE k IS NULL".to_string(),
     ];
-    let ordered =
-        ["SELECT k::text FROM bt_par WHERE k BETWEEN 5000 AND 90000 ORDER BY k", "SELECT coalesce(k::text, 'null') FROM bt_par ORDER BY k"];
-    let splits = [
+    let any_ordered = format!("SELECT k::text FROM bt_par WHERE k = ANY('{{{probes}}}'::int8[]) ORDER BY k");
+    let ordered = [
+        "SELECT k::text FROM bt_par WHERE k BETWEEN 5000 AND 90000 ORDER BY k",
+        "SELECT coalesce(k::text, 'null') FROM bt_par ORDER BY k",
+        any_ordered.as_str(),
+    ];
+    let mut splits = vec![
         ("SELECT count(*) FROM bt_par WHERE k BETWEEN 0 AND 400000", 600_000 - 600_000 / 97),
         // Every row, the NULLs with them.
         ("SELECT count(*) FROM bt_par", 600_000),
         // Backward (Gather Merge over the workers' streams).
         ("SELECT k FROM bt_par WHERE k BETWEEN 0 AND 400000 ORDER BY k DESC", 600_000 - 600_000 / 97),
     ];
+    // A probe list, forward.
+    if at_rest {
+        splits.push((any_split.as_str(), any_rows));
+    }
     gpuindex_tests::parallel_differential(&mut c, &queries, &ordered, &splits);
     c.batch_execute("DROP TABLE bt_par").unwrap();
 }

@@ -14,7 +14,7 @@
 
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_tests::runners;
-use gpuindex_tests::{check_join, connect, explain, gpu_missing_but_required, server_has_gpu};
+use gpuindex_tests::{check_join, connect, explain, gpu_missing_but_required, server_has_gpu, vacuum_until_all_visible};
 use postgres::Client;
 
 const DB: &str = "gpuindex_it_join";
@@ -268,22 +268,6 @@ fn index_only_joins_read_the_heap_only_where_pages_are_not_all_visible() {
         assert!(!all_visible || fetches(&plan_of(&mut c, sql)) == 0, "{sql}: all-visible pages were read after VACUUM");
     }
     c.batch_execute("DROP TABLE io_o, io_i").unwrap();
-}
-
-/// VACUUM (ANALYZE) `table` until the visibility map has every page
-/// all-visible: a transaction of a test running beside this one holds
-/// back what VACUUM may mark. False if that never came (within a minute).
-fn vacuum_until_all_visible(c: &mut Client, table: &str) -> bool {
-    for _ in 0..120 {
-        c.batch_execute(&format!("VACUUM ANALYZE {table}")).unwrap();
-        let r = c.query_one(&format!("SELECT relallvisible >= relpages FROM pg_class WHERE oid = '{table}'::regclass"), &[]).unwrap();
-        if r.get::<_, bool>(0) {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
-    eprintln!("{table}: never all-visible (older transactions beside this test)");
-    false
 }
 
 #[test]

@@ -13,8 +13,8 @@
 //! ran out of buffers at 128K probes over 10^7 rows). Parallel scans
 //! (`common::parallel`) split ranges page by page among their
 //! participants: forward ones (unqualified ordered scans included) and
-//! backward ones (but unqualified backward scans, whose NULLs come first);
-//! any other plan is taken whole by one of them.
+//! backward ones (but unqualified backward scans, whose NULLs come first),
+//! and forward probe lists; any other plan is taken whole by one of them.
 
 use super::keys::{self, Bounds};
 use super::mirror::{self, Mirror};
@@ -78,7 +78,7 @@ pub struct ScanState {
     keep_pins: bool,
     pins: Pins,
     /// A parallel scan's shared walk, while this participant takes its
-    /// pages from it (a range); None in any other scan.
+    /// pages from it (a range, forward probes); None in any other scan.
     walk: Option<Walk>,
     /// This participant read the walk's last page of a range that the
     /// NULLs follow: it returns them after it.
@@ -273,6 +273,14 @@ impl ScanState {
         self.load_nulls(tree, at, dir);
     }
 
+    /// Each probe's leaf through the mirror, for many probes (a one-leaf
+    /// tree, a gpu_learned delta or a small index, needs no mirror).
+    fn compute_hints(&mut self, tree: &Tree, probes: &[u64]) {
+        if probes.len() >= MIRROR_MIN_PROBES && tree.meta().root_level > 0 {
+            self.hints = Some(mirror::hints(tree, probes, "gpu_btree = ANY"));
+        }
+    }
+
     /// The leaf where probe `i`'s entries begin (or would), live.
     fn probe_leaf(&self, tree: &Tree, probes: &[u64], i: usize) -> Shared {
         let q = probes[i];
@@ -353,6 +361,14 @@ impl ScanState {
                     }
                     return;
                 }
+                (Plan::Probes(p), true) => {
+                    let p = p.clone();
+                    self.compute_hints(tree, &p);
+                    if !self.load_shared_probes(tree, &p, w) {
+                        self.items.clear();
+                    }
+                    return;
+                }
                 // Backward, without the NULLs that would come first.
                 (Plan::Range { b, with_nulls: false }, false) => {
                     let b = *b;
@@ -373,10 +389,7 @@ impl ScanState {
             Plan::Empty => self.items.clear(),
             Plan::Nulls => self.start_nulls(tree, dir),
             Plan::Probes(p) => {
-                // A one-leaf tree (a gpu_learned delta, a small index) needs no mirror.
-                if p.len() >= MIRROR_MIN_PROBES && tree.meta().root_level > 0 {
-                    self.hints = Some(mirror::hints(tree, &p, "gpu_btree = ANY"));
-                }
+                self.compute_hints(tree, &p);
                 let last = p.len() - 1;
                 let g = if dir > 0 { self.probe_leaf(tree, &p, 0) } else { tree.find_last_leaf(p[last]) };
                 self.load_leaf(g, dir, 0, last);
@@ -402,15 +415,7 @@ impl ScanState {
     fn advance_probes(&mut self, tree: &Tree, p: PageInfo, probes: &[u64], dir: isize) -> bool {
         let last = probes.len() - 1;
         if dir > 0 {
-            if p.s.flags & RIGHTMOST != 0 {
-                return false;
-            }
-            let i = if is_dead(&p.s) { lower_bound(probes, p.s.low) } else { lower_bound(probes, p.s.high) };
-            if i > last {
-                return false;
-            }
-            let g =
-                if is_dead(&p.s) || probes[i] == p.s.high { Shared::lock(tree.rel, p.s.right) } else { self.probe_leaf(tree, probes, i) };
+            let Some((g, i)) = self.next_probe_page(tree, p, probes) else { return false };
             self.load_leaf(g, dir, i, last);
         } else {
             if p.s.flags & LEFTMOST != 0 {
@@ -428,6 +433,47 @@ impl ScanState {
             let Some(g) = g else { return false };
             self.load_leaf(g, dir, 0, j - 1);
         }
+        true
+    }
+
+    /// The page after `p` that a forward probe plan reads, and the first
+    /// probe it takes; None at the end.
+    fn next_probe_page(&self, tree: &Tree, p: PageInfo, probes: &[u64]) -> Option<(Shared, usize)> {
+        if p.s.flags & RIGHTMOST != 0 {
+            return None;
+        }
+        let i = if is_dead(&p.s) { lower_bound(probes, p.s.low) } else { lower_bound(probes, p.s.high) };
+        if i >= probes.len() {
+            return None;
+        }
+        let g = if is_dead(&p.s) || probes[i] == p.s.high { Shared::lock(tree.rel, p.s.right) } else { self.probe_leaf(tree, probes, i) };
+        Some((g, i))
+    }
+
+    /// A parallel forward probe scan (`= ANY`): copies the walk's next
+    /// page for the probes from its low fence on (keys on a page are never
+    /// below it, and entries only ever move right, to pages split off
+    /// after the one a reader copied: none is returned twice) and hands on
+    /// the page after it; false when the walk is over.
+    fn load_shared_probes(&mut self, tree: &Tree, probes: &[u64], w: Walk) -> bool {
+        let last = probes.len() - 1;
+        let (g, from) = match w.seize() {
+            Seized::First => (self.probe_leaf(tree, probes, 0), 0),
+            Seized::Page(block) => {
+                let g = Shared::lock(tree.rel, block);
+                let s = g.page().special();
+                (g, if s.flags & LEFTMOST != 0 { 0 } else { lower_bound(probes, s.low) })
+            }
+            Seized::Done => return false,
+        };
+        if from > last {
+            w.release(None);
+            return false;
+        }
+        self.load_leaf(g, 1, from, last);
+        let p = self.page.expect("a page was copied");
+        let next = self.next_probe_page(tree, p, probes).map(|(g, _)| g.block());
+        w.release(next);
         true
     }
 
@@ -449,6 +495,9 @@ impl ScanState {
         }
         let plan = self.plan.clone();
         if let (Plan::Probes(probes), Some(p)) = (&plan, self.page) {
+            if let Some(w) = self.walk {
+                return self.load_shared_probes(tree, probes, w);
+            }
             return self.advance_probes(tree, p, probes, dir);
         }
         let Plan::Range { b, with_nulls } = plan else { return false };
