@@ -665,8 +665,9 @@ fn deletion_beside_concurrent_inserts_and_scans() {
                         "SELECT (SELECT count(*) FROM {T} WHERE v BETWEEN {lo} AND {hi}),
                                 ARRAY(SELECT v FROM {T} WHERE v BETWEEN {lo} AND {hi} ORDER BY v DESC LIMIT 500),
                                 ARRAY(SELECT v FROM {T} WHERE v >= {lo} ORDER BY v LIMIT 500),
-                                (SELECT count(*) FROM {T} WHERE v = ANY(ARRAY[{}]::int8[]))",
-                        probes.join(",")
+                                (SELECT count(*) FROM {T} WHERE v = ANY(ARRAY[{p}]::int8[])),
+                                ARRAY(SELECT v FROM {T} WHERE v = ANY(ARRAY[{p}]::int8[]) ORDER BY v DESC)",
+                        p = probes.join(",")
                     );
                     let mut tx = c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start().unwrap();
                     tx.batch_execute(
@@ -688,13 +689,13 @@ fn deletion_beside_concurrent_inserts_and_scans() {
                         }
                     }
                     let row = tx.query_one(&q, &[]).unwrap();
-                    let via_index: (i64, Vec<i64>, Vec<i64>, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+                    let via_index: (i64, Vec<i64>, Vec<i64>, i64, Vec<i64>) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
                     tx.batch_execute(
                         "SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off",
                     )
                     .unwrap();
                     let row = tx.query_one(&q, &[]).unwrap();
-                    let via_seq: (i64, Vec<i64>, Vec<i64>, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+                    let via_seq: (i64, Vec<i64>, Vec<i64>, i64, Vec<i64>) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
                     tx.commit().unwrap();
                     assert_eq!(via_index, via_seq, "index and heap disagree beside page deletion: {lo}..{hi}");
                     checks += 1;
@@ -723,9 +724,9 @@ fn deletion_beside_concurrent_inserts_and_scans() {
 /// Parallel index scans: ranges are split page by page among the
 /// participants (each worker returns part of it), forward and backward,
 /// the unqualified ordered scan too (a merge join's; the NULLs after it go
-/// to whoever read the last page), and forward `= ANY` probe lists; the
-/// unqualified backward scan (NULLs first), backward `= ANY` and `IS NULL`
-/// are taken whole by one participant. Every answer equals the sequential
+/// to whoever read the last page), and `= ANY` probe lists; the
+/// unqualified backward scan (NULLs first) and `IS NULL` are taken whole
+/// by one participant. Every answer equals the sequential
 /// scan's, ordered ones (Gather Merge) in order.
 #[test]
 fn parallel_scans_equal_sequential_scans() {
@@ -768,9 +769,11 @@ fn parallel_scans_equal_sequential_scans() {
         // Backward (Gather Merge over the workers' streams).
         ("SELECT k FROM bt_par WHERE k BETWEEN 0 AND 400000 ORDER BY k DESC", 600_000 - 600_000 / 97),
     ];
-    // A probe list, forward.
+    // A probe list, both ways.
+    let any_split_desc = format!("{any_split} DESC");
     if at_rest {
         splits.push((any_split.as_str(), any_rows));
+        splits.push((any_split_desc.as_str(), any_rows));
     }
     gpuindex_tests::parallel_differential(&mut c, &queries, &ordered, &splits);
     c.batch_execute("DROP TABLE bt_par").unwrap();

@@ -14,7 +14,8 @@
 //! (`common::parallel`) split ranges page by page among their
 //! participants: forward ones (unqualified ordered scans included) and
 //! backward ones (but unqualified backward scans, whose NULLs come first),
-//! and forward probe lists; any other plan is taken whole by one of them.
+//! and probe lists both ways; any other plan is taken whole by one of
+//! them.
 
 use super::keys::{self, Bounds};
 use super::mirror::{self, Mirror};
@@ -78,7 +79,7 @@ pub struct ScanState {
     keep_pins: bool,
     pins: Pins,
     /// A parallel scan's shared walk, while this participant takes its
-    /// pages from it (a range, forward probes); None in any other scan.
+    /// pages from it (a range, probes); None in any other scan.
     walk: Option<Walk>,
     /// This participant read the walk's last page of a range that the
     /// NULLs follow: it returns them after it.
@@ -361,10 +362,15 @@ impl ScanState {
                     }
                     return;
                 }
-                (Plan::Probes(p), true) => {
+                (Plan::Probes(p), forward) => {
                     let p = p.clone();
-                    self.compute_hints(tree, &p);
-                    if !self.load_shared_probes(tree, &p, w) {
+                    let loaded = if forward {
+                        self.compute_hints(tree, &p);
+                        self.load_shared_probes(tree, &p, w)
+                    } else {
+                        self.load_shared_probes_back(tree, &p, w)
+                    };
+                    if !loaded {
                         self.items.clear();
                     }
                     return;
@@ -418,20 +424,8 @@ impl ScanState {
             let Some((g, i)) = self.next_probe_page(tree, p, probes) else { return false };
             self.load_leaf(g, dir, i, last);
         } else {
-            if p.s.flags & LEFTMOST != 0 {
-                return false;
-            }
-            let j = if is_dead(&p.s) { upper_bound(probes, p.s.high) } else { upper_bound(probes, p.s.low) };
-            if j == 0 {
-                return false;
-            }
-            let g = if is_dead(&p.s) || probes[j - 1] == p.s.low {
-                tree.leaf_left_of(p.block, p.s.left)
-            } else {
-                Some(tree.find_last_leaf(probes[j - 1]))
-            };
-            let Some(g) = g else { return false };
-            self.load_leaf(g, dir, 0, j - 1);
+            let Some((g, to)) = self.prev_probe_page(tree, p, probes) else { return false };
+            self.load_leaf(g, dir, 0, to);
         }
         true
     }
@@ -448,6 +442,49 @@ impl ScanState {
         }
         let g = if is_dead(&p.s) || probes[i] == p.s.high { Shared::lock(tree.rel, p.s.right) } else { self.probe_leaf(tree, probes, i) };
         Some((g, i))
+    }
+
+    /// The page before `p` that a backward probe plan reads, and the last
+    /// probe it takes; None at the end.
+    fn prev_probe_page(&self, tree: &Tree, p: PageInfo, probes: &[u64]) -> Option<(Shared, usize)> {
+        if p.s.flags & LEFTMOST != 0 {
+            return None;
+        }
+        let j = if is_dead(&p.s) { upper_bound(probes, p.s.high) } else { upper_bound(probes, p.s.low) };
+        if j == 0 {
+            return None;
+        }
+        let g = if is_dead(&p.s) || probes[j - 1] == p.s.low {
+            tree.leaf_left_of(p.block, p.s.left)?
+        } else {
+            tree.find_last_leaf(probes[j - 1])
+        };
+        Some((g, j - 1))
+    }
+
+    /// A parallel backward probe scan: as a backward range, the walk
+    /// hands on the page a reader read, and the next reader finds the page
+    /// before it from that page as it is now (a split of its left sibling
+    /// since is seen; entries of that page split off to the right were
+    /// returned with its copy).
+    fn load_shared_probes_back(&mut self, tree: &Tree, probes: &[u64], w: Walk) -> bool {
+        let (g, to) = match w.seize() {
+            Seized::First => (tree.find_last_leaf(probes[probes.len() - 1]), probes.len() - 1),
+            Seized::Page(block) => {
+                let s = Shared::lock(tree.rel, block).page().special();
+                match self.prev_probe_page(tree, PageInfo { block, s }, probes) {
+                    Some(found) => found,
+                    None => {
+                        w.release(None);
+                        return false;
+                    }
+                }
+            }
+            Seized::Done => return false,
+        };
+        self.load_leaf(g, -1, 0, to);
+        w.release(Some(self.page.expect("a page was copied").block));
+        true
     }
 
     /// A parallel forward probe scan (`= ANY`): copies the walk's next
@@ -496,7 +533,7 @@ impl ScanState {
         let plan = self.plan.clone();
         if let (Plan::Probes(probes), Some(p)) = (&plan, self.page) {
             if let Some(w) = self.walk {
-                return self.load_shared_probes(tree, probes, w);
+                return if dir > 0 { self.load_shared_probes(tree, probes, w) } else { self.load_shared_probes_back(tree, probes, w) };
             }
             return self.advance_probes(tree, p, probes, dir);
         }
