@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Parallel scans over btree and gpu_btree, interleaved: 10^7 unique keys.
+# Parallel scans over btree and gpu_btree, interleaved: 10^7 unique keys
+# (docs/bench/sql-gpu_btree-parallel-1e7-h100.md). Copy into the bundle
+# that scripts/gpu-pg-bundle.sh makes (OUTDIR) and run it there; OUT names
+# a folder for the server's log. Prints EXPLAIN ANALYZE (round 1) and the
+# times of each statement's two runs per contender and round.
 cd "$(dirname "$0")"
 server/pg-stop >/dev/null 2>&1; pkill -9 -f postgres; sleep 1
 PRELOAD=gpuindex FRESH=1 PGCONF_EXTRA='max_worker_processes=16;max_parallel_workers=16' server/pg-start > $OUT/start.log 2>&1 || { tail -20 $OUT/start.log; exit 1; }
