@@ -81,8 +81,11 @@ pub(super) struct State {
     /// all-visible is a visible row without a heap fetch (MVCC snapshots
     /// below SERIALIZABLE, as `visibility::line_pointers_answer`).
     pub(super) index_only: bool,
-    /// The visibility map page the last check read (InvalidBuffer: none).
+    /// The visibility map page the last check read (InvalidBuffer: none),
+    /// and the heap block it answered for (matches come in TID order: a
+    /// page's matches ask once).
     pub(super) vm_buf: pg_sys::Buffer,
+    pub(super) vm_last: Option<(u32, bool)>,
     pub(super) heap_slot: *mut pg_sys::TupleTableSlot,
     /// Holds a copied outer row while it is taken apart.
     pub(super) outer_slot: *mut pg_sys::TupleTableSlot,
@@ -224,6 +227,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             // The visibility map is heapam's.
             index_only: p.index_only && (*heap).rd_tableam == pg_sys::GetHeapamTableAmRoutine(),
             vm_buf: pg_sys::InvalidBuffer as pg_sys::Buffer,
+            vm_last: None,
             heap_slot,
             outer_slot,
             scan_slot,
@@ -404,6 +408,8 @@ impl State {
     unsafe fn probe(&mut self, keys: &[(i64, pg_sys::Datum)]) {
         let started = Instant::now();
         self.matches.clear();
+        // (A new search may find rows inserted since a page was checked.)
+        self.vm_last = None;
         // SAFETY: the node's fetch.
         unsafe { self.pages.reset() };
         if !keys.is_empty() {
@@ -498,16 +504,27 @@ impl State {
 
     /// Whether the visibility map has `tid`'s heap page all-visible (every
     /// row on it visible to every snapshot, so the index entry's chain has
-    /// its visible row: what an index-only scan trusts).
+    /// its visible row: what an index-only scan trusts). The answer is
+    /// kept for the page's next matches: they were found by the chunk's
+    /// search, after their rows were inserted, and an insert clears the
+    /// bit before its index entry exists.
     unsafe fn all_visible(&mut self, tid: Tid) -> bool {
-        // SAFETY: the node's open heap; the map page stays pinned in vm_buf.
-        unsafe {
-            pg_sys::visibilitymap_get_status(self.heap, (tid >> 16) as u32, &mut self.vm_buf) & pg_sys::VISIBILITYMAP_ALL_VISIBLE as u8 != 0
+        let block = (tid >> 16) as u32;
+        if let Some((b, answer)) = self.vm_last {
+            if b == block {
+                return answer;
+            }
         }
+        // SAFETY: the node's open heap; the map page stays pinned in vm_buf.
+        let answer =
+            unsafe { pg_sys::visibilitymap_get_status(self.heap, block, &mut self.vm_buf) } & pg_sys::VISIBILITYMAP_ALL_VISIBLE as u8 != 0;
+        self.vm_last = Some((block, answer));
+        answer
     }
 
-    /// Drops the visibility map page's pin.
+    /// Drops the visibility map page's pin (and the kept answer).
     fn release_vm(&mut self) {
+        self.vm_last = None;
         if self.vm_buf != pg_sys::InvalidBuffer as pg_sys::Buffer {
             // SAFETY: the pin visibilitymap_get_status took.
             unsafe { pg_sys::ReleaseBuffer(self.vm_buf) };
