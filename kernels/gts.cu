@@ -1152,18 +1152,26 @@ __device__ __forceinline__ double distance_one(u32 metric, const float *q, doubl
     return __dsub_rn(1.0, c);
 }
 
+// One answer as gts/gpu/depth.rs's Pair: id, then distance.
+struct Pair {
+    u64 id;
+    double d;
+};
+
 // Query q is warp q of the grid (four a block): the warp shares one
 // stack in shared memory (each entry a node, its key, its parent pivot's
 // distance); the k nearest so far lie across the lanes (lane i the i-th,
 // in (distance, id) order); at an internal node lane j measures child j
 // (fanout <= 32) and the children within the bound go on the stack
 // farthest first; at a leaf the lanes take 32 objects a round, and those
-// within the bound are inserted one at a time.
+// within the bound are inserted one at a time. Out: m * k Pairs (query
+// q's first), then m counts; a cosine query's norm is taken here (the
+// same bits as gts_norms).
 extern "C" __global__ void __launch_bounds__(128) gts_knn_depth(
-    const float *__restrict__ queries, const double *__restrict__ qnorms, u32 m, u32 dim, u32 metric,
+    const float *__restrict__ queries, u32 m, u32 dim, u32 metric,
     const float *__restrict__ pivots, const Node *__restrict__ nodes, u32 fanout, u32 internal,
     const float *__restrict__ vectors, const double *__restrict__ norms, const double *__restrict__ pdist,
-    const u64 *__restrict__ ids, u32 k, double *__restrict__ out_d, u64 *__restrict__ out_id, u32 *__restrict__ out_n) {
+    const u64 *__restrict__ ids, u32 k, Pair *__restrict__ out) {
     __shared__ u32 sn[4][DEPTH_STACK];
     __shared__ double sk[4][DEPTH_STACK], sdp[4][DEPTH_STACK];
     const u32 w = threadIdx.x / 32, lane = threadIdx.x % 32, full = 0xffffffffu;
@@ -1171,7 +1179,7 @@ extern "C" __global__ void __launch_bounds__(128) gts_knn_depth(
     if (q >= m) return;  // (a whole warp)
     const bool cos = metric == COSINE;
     const float *qv = queries + (u64)q * dim;
-    const double qn = cos ? qnorms[q] : 0.0;
+    const double qn = cos ? lane_sum_one<2>(qv, qv, dim) : 0.0;
     double bd = INF;  // lane i: the i-th nearest so far
     u64 bi = ~0ull;
     u32 cnt = 0;
@@ -1241,35 +1249,30 @@ extern "C" __global__ void __launch_bounds__(128) gts_knn_depth(
         top += __popc(passing);
         __syncwarp();
     }
-    if (lane < cnt) out_d[(u64)q * k + lane] = bd, out_id[(u64)q * k + lane] = bi;
-    if (lane == 0) out_n[q] = cnt;
+    if (lane < cnt) out[(u64)q * k + lane] = Pair{bi, bd};
+    if (lane == 0) ((u32 *)(out + (u64)m * k))[q] = cnt;
 }
 
-// Every object within radius[q] of query q, warp q of the grid (four a
-// block) walking the tree depth first as gts_knn_depth does (the children
-// whose ring bound is within the radius, in any order); the answers go
-// out as gts_range_leaves's do, a warp's round of them at one cursor add.
-extern "C" __global__ void __launch_bounds__(128) gts_range_depth(
-    const float *__restrict__ queries, const double *__restrict__ qnorms, u32 m, u32 dim, u32 metric,
-    const float *__restrict__ pivots, const Node *__restrict__ nodes, u32 fanout, u32 internal,
-    const float *__restrict__ vectors, const double *__restrict__ norms, const double *__restrict__ pdist,
-    const u64 *__restrict__ ids, const double *__restrict__ radius, u64 cap, u64 *__restrict__ cursor,
-    u32 *__restrict__ out_q, u64 *__restrict__ out_id, double *__restrict__ out_d) {
-    __shared__ u32 sn[4][DEPTH_STACK];
-    __shared__ double sdp[4][DEPTH_STACK];
-    const u32 w = threadIdx.x / 32, lane = threadIdx.x % 32, full = 0xffffffffu;
-    const u32 q = blockIdx.x * 4 + w;
-    if (q >= m) return;  // (a whole warp)
+// The objects within r of query qv, a warp walking the tree depth first
+// as gts_knn_depth does (the children whose ring bound is within r, in
+// any order) on its stack (sn, sdp); each round of 32 objects goes to
+// emit(found, mine, id, d): the ballot of lanes with an answer, and this
+// lane's.
+template <class Emit>
+__device__ __forceinline__ void range_walk(const float *qv, double qn, double r, u32 dim, u32 metric,
+                                           const float *__restrict__ pivots, const Node *__restrict__ nodes, u32 fanout,
+                                           u32 internal, const float *__restrict__ vectors, const double *__restrict__ norms,
+                                           const double *__restrict__ pdist, const u64 *__restrict__ ids, u32 *sn,
+                                           double *sdp, Emit &emit) {
+    const u32 lane = threadIdx.x % 32, full = 0xffffffffu;
     const bool cos = metric == COSINE;
-    const float *qv = queries + (u64)q * dim;
-    const double qn = cos ? qnorms[q] : 0.0, r = radius[q];
     int top = 1;
-    if (lane == 0) sn[w][0] = 0, sdp[w][0] = 0.0;
+    if (lane == 0) sn[0] = 0, sdp[0] = 0.0;
     __syncwarp();
     while (top > 0) {
         top--;
-        const u32 node = sn[w][top];
-        const double dp = sdp[w][top];
+        const u32 node = sn[top];
+        const double dp = sdp[top];
         __syncwarp();
         if (node >= internal) {
             const Node nd = nodes[node];
@@ -1287,12 +1290,7 @@ extern "C" __global__ void __launch_bounds__(128) gts_range_depth(
                     mine = d <= r;
                 }
                 const u32 found = __ballot_sync(full, mine);
-                if (!found) continue;
-                u64 first = 0;
-                if (lane == 0) first = atomicAdd(cursor, (u64)__popc(found));
-                first = __shfl_sync(full, first, 0);
-                const u64 slot = first + __popc(found & ((1u << lane) - 1));
-                if (mine && slot < cap) out_q[slot] = q, out_id[slot] = ids[o], out_d[slot] = d;
+                if (found) emit(found, mine, mine ? ids[o] : 0, d);
             }
             continue;
         }
@@ -1306,9 +1304,82 @@ extern "C" __global__ void __launch_bounds__(128) gts_range_depth(
         const u32 passing = __ballot_sync(full, pass);
         if (pass) {
             const int at = top + __popc(passing & ((1u << lane) - 1));
-            sn[w][at] = node * fanout + lane + 1, sdp[w][at] = dq;
+            sn[at] = node * fanout + lane + 1, sdp[at] = dq;
         }
         top += __popc(passing);
         __syncwarp();
     }
+}
+
+// Writes a warp's answers in order from out, up to limit of them, and
+// counts them all.
+struct Emit {
+    Pair *out;
+    u32 limit, count;
+    __device__ void operator()(u32 found, bool mine, u64 id, double d) {
+        const u32 slot = count + __popc(found & ((1u << (threadIdx.x % 32)) - 1));
+        if (mine && slot < limit) out[slot] = Pair{id, d};
+        count += __popc(found);
+    }
+};
+
+// The tree's arguments of a range walk, as the kernels take them.
+#define WALK_PARAMS                                                                                                      \
+    const float *__restrict__ queries, const double *__restrict__ radius, u32 dim, u32 metric,                          \
+        const float *__restrict__ pivots, const Node *__restrict__ nodes, u32 fanout, u32 internal,                     \
+        const float *__restrict__ vectors, const double *__restrict__ norms, const double *__restrict__ pdist,          \
+        const u64 *__restrict__ ids
+#define WALK_ARGS(q, emit)                                                                                               \
+    queries + (u64)(q) * dim, metric == COSINE ? lane_sum_one<2>(queries + (u64)(q) * dim, queries + (u64)(q) * dim, dim) \
+                                               : 0.0,                                                                    \
+        radius[q], dim, metric, pivots, nodes, fanout, internal, vectors, norms, pdist, ids, sn[threadIdx.x / 32],      \
+        sdp[threadIdx.x / 32], emit
+
+// Range search, first pass: query q (warp q of the grid, four a block)
+// counts its answers into counts[q] and keeps the first `spare` of them
+// at dense + q * spare.
+extern "C" __global__ void __launch_bounds__(128) gts_range_count(WALK_PARAMS, u32 m, u32 spare, Pair *__restrict__ dense,
+                                                                 u32 *__restrict__ counts) {
+    __shared__ u32 sn[4][DEPTH_STACK];
+    __shared__ double sdp[4][DEPTH_STACK];
+    const u32 q = blockIdx.x * 4 + threadIdx.x / 32;
+    if (q >= m) return;  // (a whole warp)
+    Emit e{dense + (u64)q * spare, spare, 0};
+    range_walk(WALK_ARGS(q, e));
+    if (threadIdx.x % 32 == 0) counts[q] = e.count;
+}
+
+// Second pass, queries q0 .. q0 + m: query q's answers go to out + off[q]
+// - base, copied from dense by id where the first pass kept them all,
+// else found again by the same walk (in tree order: the host sorts them).
+extern "C" __global__ void __launch_bounds__(128) gts_range_place(WALK_PARAMS, u32 q0, u32 m, u32 spare,
+                                                                 const Pair *__restrict__ dense, const u32 *__restrict__ counts,
+                                                                 const u64 *__restrict__ off, u64 base, Pair *__restrict__ out) {
+    __shared__ u32 sn[4][DEPTH_STACK];
+    __shared__ double sdp[4][DEPTH_STACK];
+    const u32 i = blockIdx.x * 4 + threadIdx.x / 32;
+    if (i >= m) return;  // (a whole warp)
+    const u32 q = q0 + i, n = counts[q];
+    Pair *to = out + (off[q] - base);
+    if (n <= spare) {
+        // By id (spare <= 32: an answer a lane, a bitonic sort over the
+        // warp; lanes past n sort last).
+        const u32 lane = threadIdx.x % 32, full = 0xffffffffu;
+        Pair p = lane < n ? dense[(u64)q * spare + lane] : Pair{~0ull, 0.0};
+        bool pad = lane >= n;
+        for (u32 size = 2; size <= 32; size <<= 1)
+            for (u32 j = size >> 1; j > 0; j >>= 1) {
+                const u64 oid = __shfl_xor_sync(full, p.id, j);
+                const double od = __shfl_xor_sync(full, p.d, j);
+                const bool opad = __shfl_xor_sync(full, pad, j);
+                const bool other_less = oid < p.id || (oid == p.id && opad < pad);
+                // The lower lane of a pair keeps the smaller in an ascending run.
+                const bool keep_small = ((lane & j) == 0) == ((lane & size) == 0);
+                if (other_less == keep_small && (oid != p.id || opad != pad)) p = Pair{oid, od}, pad = opad;
+            }
+        if (lane < n) to[lane] = p;
+        return;
+    }
+    Emit e{to, n, 0};
+    range_walk(WALK_ARGS(q, e));
 }

@@ -173,7 +173,7 @@ fn the_build_is_balanced() {
 
 mod common;
 
-use gpuindex_engine::gts::gpu::{DeviceTree, Way, DEPTH_MAX_K, FILTER_MAX_K};
+use gpuindex_engine::gts::gpu::{DeviceTree, FlatAnswers, Way, DEPTH_MAX_K, FILTER_MAX_K};
 use gpuindex_engine::gts::Shape as TreeShape;
 
 /// The tree's objects less those `drop` picks, leaves remapped as the
@@ -283,6 +283,43 @@ fn gpu_search_equals_cpu_search() {
         check_gpu(&gpu, &tree.shape, &objects, &qs, &what, None);
         let (s2, o2) = without(&tree.shape, &objects, |id| id % 5 == 0);
         check_gpu(&gpu, &s2, &o2, &qs, &format!("{what}, after deletions"), None);
+    }
+}
+
+/// Batches of several chunks through the flat answers (one buffer reused
+/// for every batch): kNN, and range with one chunk whose answers outgrow
+/// its pinned room between chunks that fit (their order kept), with and
+/// without a budget that cuts the slow way into runs.
+#[test]
+fn gpu_flat_answers_over_chunks() {
+    let Some(gpu) = common::gpu_or_skip("gpu_flat_answers_over_chunks") else { return };
+    let v = vectors(Shape::Clustered, 50_000, 2, 5);
+    let qs = vectors(Shape::Clustered, 140_000, 2, 6).data;
+    let m = qs.len() / 2;
+    for metric in METRICS {
+        let tree = Tree::build(metric, &v, Params { fanout: 20 });
+        let objects = Objects::of(&tree, &v);
+        let s = &tree.shape;
+        let mut dev = DeviceTree::upload(&gpu, s, &objects).expect("upload");
+        let mut flat = FlatAnswers::default();
+        for k in [1, 10, 32] {
+            dev.knn_into(&gpu, &qs, k, &mut flat).expect("knn_into");
+            assert_eq!(flat.nested(), knn(s, &objects, &qs, k), "{}: knn_into k={k}", metric.name());
+        }
+        let all = knn(s, &objects, &qs[..2], 400);
+        let (small, large) = (all[0][9].1, all[0][399].1);
+        // Queries 70,000 .. 80,000 (inside the second of three chunks)
+        // find ~400 each.
+        let radii: Vec<f64> = (0..m).map(|i| if (70_000..80_000).contains(&i) { large } else { small }).collect();
+        let want = range_each(s, &objects, &qs, &radii);
+        for budget in [None, Some(64 << 10)] {
+            if let Some(b) = budget {
+                dev.limit_memory(b);
+            }
+            dev.range_each_into(&gpu, &qs, &radii, &mut flat).expect("range_each_into");
+            assert_eq!(flat.queries(), m);
+            assert_eq!(flat.nested(), want, "{}: range_each_into, budget {budget:?}", metric.name());
+        }
     }
 }
 

@@ -11,7 +11,7 @@ mod detect;
 mod error;
 pub mod kernels;
 mod memory;
-mod pipeline;
+pub(crate) mod pipeline;
 mod scan;
 pub mod sort;
 

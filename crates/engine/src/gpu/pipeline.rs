@@ -47,11 +47,11 @@ impl Default for Schedule {
 /// Staging for one chunk in flight: its stream, pinned and device buffers.
 /// Kept in a pool on `Gpu`, since pinned allocation costs milliseconds.
 pub(crate) struct Slot {
-    stream: Arc<CudaStream>,
-    host_in: PinnedBuffer<u8>,
-    host_out: PinnedBuffer<u8>,
-    dev_in: DeviceBuffer<u8>,
-    dev_out: DeviceBuffer<u8>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) host_in: PinnedBuffer<u8>,
+    pub(crate) host_out: PinnedBuffer<u8>,
+    pub(crate) dev_in: DeviceBuffer<u8>,
+    pub(crate) dev_out: DeviceBuffer<u8>,
 }
 
 impl Slot {
@@ -60,14 +60,14 @@ impl Slot {
     }
 }
 
-fn cast<T: Plain>(bytes: &[u8], len: usize) -> &[T] {
+pub(crate) fn cast<T: Plain>(bytes: &[u8], len: usize) -> &[T] {
     assert!(bytes.len() >= len * std::mem::size_of::<T>());
     assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
     // SAFETY: size and alignment checked; T: Plain is valid for any bits.
     unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, len) }
 }
 
-fn cast_mut<T: Plain>(bytes: &mut [u8], len: usize) -> &mut [T] {
+pub(crate) fn cast_mut<T: Plain>(bytes: &mut [u8], len: usize) -> &mut [T] {
     assert!(bytes.len() >= len * std::mem::size_of::<T>());
     assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
     // SAFETY: as in `cast`, and the borrow is exclusive.
@@ -84,7 +84,7 @@ pub fn copy_parallel<T: Plain>(dst: &mut [T], src: &[T]) {
 }
 
 impl Gpu {
-    fn take_slots(&self, n: usize, in_bytes: usize, out_bytes: usize) -> Result<Vec<Slot>, GpuError> {
+    pub(crate) fn take_slots(&self, n: usize, in_bytes: usize, out_bytes: usize) -> Result<Vec<Slot>, GpuError> {
         let mut taken = Vec::with_capacity(n);
         {
             let mut pool = self.staging.lock();
@@ -109,7 +109,7 @@ impl Gpu {
 
     /// Returns slots to the pool once their streams are idle; a slot whose
     /// stream failed is dropped rather than reused.
-    fn return_slots(&self, slots: Vec<Slot>) {
+    pub(crate) fn return_slots(&self, slots: Vec<Slot>) {
         let idle: Vec<Slot> = slots.into_iter().filter(|s| s.stream.synchronize().is_ok()).collect();
         self.staging.lock().extend(idle);
     }
@@ -222,6 +222,21 @@ impl Gpu {
         schedule: Schedule,
         fill: impl Fn(usize, &mut [Q]),
         launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
+        consume: impl FnMut(usize, &[O]),
+    ) -> Result<(), GpuError> {
+        self.pipeline_records(n, group, 1, schedule, fill, launch, consume)
+    }
+
+    /// `pipeline_filled` with `out_group` outputs per query (a chunk of m
+    /// queries gets m * out_group of them, laid out as its kernel likes).
+    pub fn pipeline_records<Q: Plain, O: Plain>(
+        &self,
+        n: usize,
+        group: usize,
+        out_group: usize,
+        schedule: Schedule,
+        fill: impl Fn(usize, &mut [Q]),
+        launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
         mut consume: impl FnMut(usize, &[O]),
     ) -> Result<(), GpuError> {
         if n == 0 {
@@ -230,7 +245,7 @@ impl Gpu {
         let chunk = schedule.chunk.max(1).min(n);
         let in_flight = schedule.in_flight.clamp(1, n.div_ceil(chunk));
         let in_bytes = chunk * group * std::mem::size_of::<Q>();
-        let out_bytes = chunk * std::mem::size_of::<O>();
+        let out_bytes = chunk * out_group * std::mem::size_of::<O>();
         let mut slots = catch(|| self.take_slots(in_flight, in_bytes, out_bytes))?;
         let result = catch(|| {
             let mut pending: VecDeque<(usize, usize, usize)> = VecDeque::new(); // (slot, offset, len)
@@ -253,9 +268,9 @@ impl Gpu {
                 let in_len = m * group * std::mem::size_of::<Q>();
                 s.dev_in.write_async(&s.host_in.as_slice()[..in_len], &s.stream)?;
                 launch(&s.stream, s.dev_in.ptr(), s.dev_out.ptr(), m)?;
-                let out_len = m * std::mem::size_of::<O>();
+                let out_len = m * out_group * std::mem::size_of::<O>();
                 s.dev_out.read_async(&mut s.host_out.as_mut_slice()[..out_len], &s.stream)?;
-                pending.push_back((si, at, m));
+                pending.push_back((si, at, m * out_group));
             }
             while let Some(done) = pending.pop_front() {
                 finish(&mut slots, done)?;

@@ -32,7 +32,9 @@ use cudarc::driver::CudaStream;
 use rayon::prelude::*;
 use std::sync::Arc;
 
+mod depth;
 mod filter;
+pub use depth::{FlatAnswers, Pair};
 pub use filter::FILTER_MAX_K;
 use filter::{filter_kernel, float4_filter, Space, SMALL_BATCH};
 
@@ -202,8 +204,53 @@ impl DeviceTree {
         self.batch(gpu, queries, Ask::Range(radii), way)
     }
 
-    fn batch(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way) -> Result<Answers, GpuError> {
-        let m = queries.len() / self.dim.max(1);
+    /// `knn` into `out` (cleared first; its memory kept between batches):
+    /// the answers of the warp-per-query search go there flat, with no
+    /// vector per query.
+    pub fn knn_into(&self, gpu: &Gpu, queries: &[f32], k: usize, out: &mut FlatAnswers) -> Result<(), GpuError> {
+        self.batch_into(gpu, queries, Ask::Knn(k), Way::Auto, out)
+    }
+
+    /// `range_each` into `out`, as `knn_into`.
+    pub fn range_each_into(&self, gpu: &Gpu, queries: &[f32], radii: &[f64], out: &mut FlatAnswers) -> Result<(), GpuError> {
+        self.batch_into(gpu, queries, Ask::Range(radii), Way::Auto, out)
+    }
+
+    fn batch_into(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way, out: &mut FlatAnswers) -> Result<(), GpuError> {
+        out.clear();
+        if !self.flat(gpu, queries, ask, way, out)? {
+            out.extend_nested(&self.batch(gpu, queries, ask, way)?);
+        }
+        Ok(())
+    }
+
+    /// Answers the batch into `out` where the warp-per-query searches take
+    /// it (false: not theirs).
+    fn flat(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way, out: &mut FlatAnswers) -> Result<bool, GpuError> {
+        let k = match ask {
+            Ask::Knn(k) => Some(k),
+            Ask::Range(_) => None,
+        };
+        let theirs = match way {
+            Way::Depth => true,
+            Way::Auto => self.auto_depth(k),
+            _ => false,
+        };
+        if !theirs || self.empty || queries.is_empty() || k == Some(0) || self.check(ask, way).is_err() {
+            return Ok(false);
+        }
+        match ask {
+            Ask::Knn(k) => self.knn_depth(gpu, queries, k, out)?,
+            Ask::Range(radii) => {
+                let (free, _) = gpu.memory()?;
+                self.range_depth(gpu, queries, radii, self.budget.unwrap_or((free / 4).max(64 << 20)), out)?
+            }
+        }
+        Ok(true)
+    }
+
+    /// Refuses what a way cannot answer.
+    fn check(&self, ask: Ask, way: Way) -> Result<(), GpuError> {
         if let Ask::Knn(k) = ask {
             if k > MAX_GPU_K {
                 return Err(GpuError::Unavailable(format!("k = {k} is above the GPU search's limit of {MAX_GPU_K}")));
@@ -214,14 +261,25 @@ impl DeviceTree {
             if way == Way::Depth && k > DEPTH_MAX_K {
                 return Err(GpuError::Unavailable(format!("the per-query search is for k <= {DEPTH_MAX_K}")));
             }
-            if k == 0 {
-                return Ok(vec![Vec::new(); m]);
-            }
         }
         if way == Way::Depth && !self.walks_depth() {
             return Err(GpuError::Unavailable(format!(
                 "the per-query search is for vectors, fanout <= 32 and fanout x height below {DEPTH_STACK}"
             )));
+        }
+        Ok(())
+    }
+
+    fn batch(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way) -> Result<Answers, GpuError> {
+        let m = queries.len() / self.dim.max(1);
+        self.check(ask, way)?;
+        if matches!(ask, Ask::Knn(0)) {
+            return Ok(vec![Vec::new(); m]);
+        }
+        let mut flat = FlatAnswers::default();
+        flat.clear();
+        if self.flat(gpu, queries, ask, way, &mut flat)? {
+            return Ok(flat.nested());
         }
         if self.empty || m == 0 {
             return Ok(vec![Vec::new(); m]);
@@ -304,10 +362,6 @@ impl DeviceTree {
         let g = Group { host: queries, m, stream, queries: dq, qnorms };
         match (way, ask) {
             (Way::Filter | Way::FilterFloat4, Ask::Knn(k)) => self.filtered(gpu, &g, k, budget, self.filter(gpu, way)),
-            (Way::Depth, Ask::Knn(k)) => self.depth(gpu, &g, k),
-            (Way::Depth, Ask::Range(radii)) => self.depth_range(gpu, &g, radii, budget),
-            (Way::Auto, Ask::Knn(k)) if self.auto_depth(Some(k)) => self.depth(gpu, &g, k),
-            (Way::Auto, Ask::Range(radii)) if self.auto_depth(None) => self.depth_range(gpu, &g, radii, budget),
             (Way::Naive, _) => self.leaves(gpu, &g, ask, None, budget),
             _ => {
                 // Auto: L2 kNN takes the bounded brute force where the
@@ -495,56 +549,6 @@ impl DeviceTree {
                 .collect();
             return Ok(Some(answers));
         }
-    }
-
-    /// The tree's arguments of the warp-per-query kernels: internal nodes,
-    /// pivots, nodes, fanout, vectors, norms, pivot distances, ids.
-    fn walk_args(&self) -> (u32, u64, u64, u32, u64, u64, u64, u64) {
-        let internal = super::tree::internal_nodes(self.fanout, self.height) as u32;
-        let tree = (self.pivots.ptr(), self.nodes.ptr(), self.fanout as u32);
-        (internal, tree.0, tree.1, tree.2, self.vectors.ptr(), self.norms.ptr(), self.pdist.ptr(), self.ids.ptr())
-    }
-
-    /// Range search by a warp per query walking the tree depth first
-    /// (gts.cu's gts_range_depth): for low dimensions.
-    fn depth_range(&self, gpu: &Gpu, g: &Group, radii: &[f64], budget: usize) -> Result<Option<Answers>, GpuError> {
-        let (m, stream) = (g.m, &g.stream);
-        let radii = gpu.upload(radii)?;
-        let (qp, qnp, m32, dim, metric, rp) = (g.queries.ptr(), g.qnorms.ptr(), m as u32, self.dim as u32, self.metric as u32, radii.ptr());
-        let (internal, pp, nodep, fanout, vp, nop, pdp, idp) = self.walk_args();
-        self.gather_range(gpu, m, budget, |cap, curp, oqp, oip, odp| {
-            launch!(
-                gpu,
-                stream,
-                GTS,
-                "gts_range_depth",
-                (m.div_ceil(4), 128, 0),
-                [qp, qnp, m32, dim, metric, pp, nodep, fanout, internal, vp, nop, pdp, idp, rp, cap, curp, oqp, oip, odp]
-            )
-        })
-    }
-
-    /// kNN by a warp per query descending the tree depth first (gts.cu's
-    /// gts_knn_depth): for low dimensions, where a search opens a few
-    /// small leaves.
-    fn depth(&self, gpu: &Gpu, g: &Group, k: usize) -> Result<Option<Answers>, GpuError> {
-        let (m, stream) = (g.m, &g.stream);
-        let out_d = gpu.alloc::<f64>(m * k)?;
-        let out_id = gpu.alloc::<u64>(m * k)?;
-        let out_n = gpu.alloc::<u32>(m)?;
-        let (qp, qnp, m32, dim, metric) = (g.queries.ptr(), g.qnorms.ptr(), m as u32, self.dim as u32, self.metric as u32);
-        let (internal, pp, nodep, fanout, vp, nop, pdp, idp) = self.walk_args();
-        let k32 = k as u32;
-        let (odp, oip, onp) = (out_d.ptr(), out_id.ptr(), out_n.ptr());
-        launch!(
-            gpu,
-            stream,
-            GTS,
-            "gts_knn_depth",
-            (m.div_ceil(4), 128, 0),
-            [qp, qnp, m32, dim, metric, pp, nodep, fanout, internal, vp, nop, pdp, idp, k32, odp, oip, onp]
-        )?;
-        Ok(Some(nearest(gpu, &out_d, &out_id, &out_n, k)?.into_iter().map(Option::unwrap_or_default).collect()))
     }
 }
 

@@ -4,8 +4,11 @@
 //! kernel, and bounded by a float4 matrix-multiply pass then rechecked),
 //! for batches of 1 to 100K queries. "GTS GPU" is the level-synchronous
 //! search, "warp per query" the depth-first one (`Way::Depth`). "engine" is what `DeviceTree::knn`
-//! picks. Every GPU answer is checked: GTS on the GPU against the CPU's on
-//! a prefix of each batch, every other GPU way against GTS on the GPU.
+//! picks, answering a vector per query; "flat answers" the same search
+//! answering into one flat buffer kept between batches (`knn_into`,
+//! `range_each_into`). Every GPU answer is checked: GTS on the GPU against
+//! the CPU's on a prefix of each batch, every other GPU way against GTS on
+//! the GPU.
 //!
 //!   gpuindex-bench gts [--n 1e6] [--dim 128] [--batch 1,100,1e4,1e5] [--set clustered|uniform]
 
@@ -14,7 +17,7 @@ use crate::Args;
 use gpuindex_engine::datasets::VectorSet;
 use gpuindex_engine::gpu::Gpu;
 use gpuindex_engine::gts::bounded;
-use gpuindex_engine::gts::gpu::{DeviceTree, Way};
+use gpuindex_engine::gts::gpu::{DeviceTree, FlatAnswers, Way};
 use gpuindex_engine::gts::search::{self, Objects};
 use gpuindex_engine::gts::{Metric, Params, Tree, Vectors};
 use std::time::Instant;
@@ -101,7 +104,7 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
             let both = cpu_bn.min(cpu_n);
             assert_eq!(cpu_bounded[..both], cpu_knn[..both], "{}: CPU bounded brute force != CPU GTS (m = {m})", set.name());
             let (mut g_tree, mut g_filter, mut g_naive, mut g_auto, mut g_range) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN);
-            let (mut g_depth, mut g_range_tree) = (f64::NAN, f64::NAN);
+            let (mut g_depth, mut g_range_tree, mut g_flat, mut g_range_flat) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN);
             let mut visited = String::from("-");
             if let (Some(g), Some(d)) = (gpu, &dev) {
                 let _ = d.knn(g, &qs[..dim], k); // warm-up (kernels compiled, pools made)
@@ -117,8 +120,18 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                     Some(got) => assert_eq!(got, tree, "{}: GPU warp-per-query kNN != GPU GTS (m = {m})", set.name()),
                     None => g_depth = f64::NAN,
                 }
+                drop(got); // (dropping a vector per query is not the search's time)
+                let mut got = Vec::new();
                 g_auto = secs(|| got = d.knn(g, &qs, k).expect("gpu knn"));
                 assert_eq!(got, tree, "{}: GPU kNN (auto) != GPU GTS (m = {m})", set.name());
+                // Flat answers into a buffer kept from the batch before
+                // (here the warm-up's).
+                let mut flat = FlatAnswers::default();
+                d.knn_into(g, &qs, k, &mut flat).expect("gpu knn, flat");
+                g_flat = secs(|| d.knn_into(g, &qs, k, &mut flat).expect("gpu knn, flat"));
+                assert!(flat.nested() == tree, "{}: GPU kNN (flat) != GPU GTS (m = {m})", set.name());
+                drop(got);
+                let mut got = Vec::new();
                 let bm = m.min(BRUTE_MAX);
                 g_naive = secs(|| got = d.knn_by(g, &qs[..bm * dim], k, Way::Naive).expect("gpu brute force")) * m as f64 / bm as f64;
                 assert_eq!(got[..], tree[..bm], "{}: GPU brute force != GPU GTS (m = {m})", set.name());
@@ -128,6 +141,10 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 g_range_tree = secs(|| levels = d.range_each_by(g, &qs, &vec![r; m], Way::Tree).expect("gpu range by the tree"));
                 assert_eq!(levels, within, "{}: GPU range by the tree != GPU range (m = {m})", set.name());
                 assert_eq!(within[..cpu_rn], cpu_range[..], "{}: GPU range != CPU range (m = {m})", set.name());
+                let radii = vec![r; m];
+                d.range_each_into(g, &qs, &radii, &mut flat).expect("gpu range, flat");
+                g_range_flat = secs(|| d.range_each_into(g, &qs, &radii, &mut flat).expect("gpu range, flat"));
+                assert!(flat.nested() == within, "{}: GPU range (flat) != GPU range (m = {m})", set.name());
                 visited = format!("{:.1}", within.iter().map(|w| w.len()).sum::<usize>() as f64 / m as f64);
             }
             let q = |secs: f64| m as f64 / secs;
@@ -143,12 +160,25 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 rate(q(g_naive)),
                 rate(q(g_filter)),
                 rate(q(g_auto)),
+                rate(q(g_flat)),
                 ratio(q(g_auto), cq.max(cb)),
+                ratio(q(g_flat), cq.max(cb)),
                 ratio(q(g_auto), floor),
                 format!("{cpu_n} / {cpu_bn}"),
             ]);
             let (cr, gr) = (cpu_rn as f64 / cpu_rs, m as f64 / g_range);
-            range_rows.push(vec![m.to_string(), format!("{r:.3}"), visited, rate(cr), rate(q(g_range_tree)), rate(gr), ratio(gr, cr)]);
+            let gf = q(g_range_flat);
+            range_rows.push(vec![
+                m.to_string(),
+                format!("{r:.3}"),
+                visited,
+                rate(cr),
+                rate(q(g_range_tree)),
+                rate(gr),
+                rate(gf),
+                ratio(gr, cr),
+                ratio(gf, cr),
+            ]);
         }
         table(
             &format!("kNN, k = {k} (queries/s; transfers included)"),
@@ -161,7 +191,9 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
                 "brute force GPU",
                 "bounded brute force GPU",
                 "engine GPU",
+                "engine GPU, flat answers",
                 "engine/best CPU",
+                "engine flat/best CPU",
                 "engine/best GPU brute force",
                 "CPU queries run (GTS / bounded)",
             ],
@@ -169,7 +201,17 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
         );
         table(
             "range, radius = median 10th-neighbour distance (queries/s)",
-            &["batch", "radius", "answers/query", "GTS CPU", "GTS GPU, level by level", "engine GPU", "engine/CPU"],
+            &[
+                "batch",
+                "radius",
+                "answers/query",
+                "GTS CPU",
+                "GTS GPU, level by level",
+                "engine GPU",
+                "engine GPU, flat answers",
+                "engine/CPU",
+                "engine flat/CPU",
+            ],
             &range_rows,
         );
     }

@@ -1,0 +1,393 @@
+//! The warp-per-query searches (gts.cu's gts_knn_depth, gts_range_count
+//! and gts_range_place) for few dimensions, with their answers flat.
+//!
+//! There a batch's search takes about a millisecond per 10^5 queries on
+//! an H100 and moving its answers costs more: a vector per query, filled
+//! in fresh memory on one thread, took 4-20 ms (docs/bench/gts-2d-1e7-h100.md).
+//! So both searches run in chunks through pinned buffers, each chunk's
+//! answers going over the bus while the next one is searched, into one
+//! flat buffer the caller may keep between batches.
+
+use super::DeviceTree;
+use crate::gpu::kernels::GTS;
+use crate::gpu::pipeline::{cast, cast_mut, Slot};
+use crate::gpu::{copy_parallel, Gpu, GpuError, Plain, Schedule};
+use crate::launch;
+use cudarc::driver::CudaStream;
+use rayon::prelude::*;
+use std::mem::{size_of, MaybeUninit};
+use std::sync::Arc;
+
+/// One answer: an object's id and its distance to the query.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Pair {
+    pub id: u64,
+    pub dist: f64,
+}
+
+// SAFETY: repr(C), two 8-byte fields, no padding, any bits valid.
+unsafe impl Plain for Pair {}
+
+/// A batch's answers in one buffer: query i's are
+/// `pairs[start[i]..start[i + 1]]`, in `Answers`' order (kNN nearest
+/// first, ties by id; range by id).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FlatAnswers {
+    pub start: Vec<usize>,
+    pub pairs: Vec<Pair>,
+}
+
+impl FlatAnswers {
+    /// Emptied for a new batch (its memory kept).
+    pub fn clear(&mut self) {
+        self.start.clear();
+        self.start.push(0);
+        self.pairs.clear();
+    }
+
+    pub fn queries(&self) -> usize {
+        self.start.len().saturating_sub(1)
+    }
+
+    pub fn query(&self, i: usize) -> &[Pair] {
+        &self.pairs[self.start[i]..self.start[i + 1]]
+    }
+
+    /// A vector per query.
+    pub fn nested(&self) -> super::Answers {
+        (0..self.queries()).into_par_iter().map(|i| self.query(i).iter().map(|p| (p.id, p.dist)).collect()).collect()
+    }
+
+    /// Appended from a vector per query.
+    pub fn extend_nested(&mut self, answers: &super::Answers) {
+        for a in answers {
+            self.pairs.extend(a.iter().map(|&(id, dist)| Pair { id, dist }));
+            self.start.push(self.pairs.len());
+        }
+    }
+
+    /// Appends `src` on all cores (first touch of fresh memory on one
+    /// thread runs at ~2.5 GB/s on the H100 host).
+    fn append(&mut self, src: &[Pair]) {
+        const PIECE: usize = 1 << 14;
+        self.pairs.reserve(src.len());
+        let spare = &mut self.pairs.spare_capacity_mut()[..src.len()];
+        spare.par_chunks_mut(PIECE).zip(src.par_chunks(PIECE)).for_each(|(d, s)| {
+            for (d, s) in d.iter_mut().zip(s) {
+                *d = MaybeUninit::new(*s);
+            }
+        });
+        let len = self.pairs.len() + src.len();
+        // SAFETY: the first src.len() spare values were written above.
+        unsafe { self.pairs.set_len(len) };
+    }
+}
+
+/// The most queries a chunk of the pipelines takes.
+const CHUNK: usize = 1 << 16;
+/// Answers the first range pass keeps per query (gts.cu's `spare`, at
+/// most 32: the place kernel sorts them a lane each).
+const SPARE: usize = 32;
+/// Answers per query a range chunk's pinned buffer has room for on
+/// average (more: the chunk's answers come back the slow way).
+const ROOM: usize = 16;
+
+/// Queries a chunk of a batch of m takes: two chunks or more, so that the
+/// bus and the host overlap the search (each chunk costs the host a fixed
+/// share too: at 10^5 2-d queries on the H100 host, two chunks ran range
+/// searches 1.3x as fast as four), none too small to fill the GPU.
+fn chunk(m: usize) -> usize {
+    m.div_ceil(2).clamp(2048, CHUNK)
+}
+
+/// Range chunk layout in a slot's buffers, in bytes, for chunks of up to
+/// `cap` queries. In: queries, radii, offsets. Out: counts, then room for
+/// cap * ROOM answers.
+struct RangeLayout {
+    cap: usize,
+    radii: usize,
+    off: usize,
+    in_bytes: usize,
+    pairs: usize,
+    out_bytes: usize,
+}
+
+impl RangeLayout {
+    fn new(dim: usize, cap: usize) -> RangeLayout {
+        let radii = (cap * dim * 4).next_multiple_of(16);
+        let off = radii + cap * 8;
+        let pairs = (cap * 4).next_multiple_of(16);
+        RangeLayout { cap, radii, off, in_bytes: off + (cap + 1) * 8, pairs, out_bytes: pairs + cap * ROOM * size_of::<Pair>() }
+    }
+}
+
+impl DeviceTree {
+    /// The tree's arguments of the warp-per-query kernels: internal nodes,
+    /// pivots, nodes, fanout, vectors, norms, pivot distances, ids.
+    fn walk_args(&self) -> (u32, u64, u64, u32, u64, u64, u64, u64) {
+        let internal = crate::gts::tree::internal_nodes(self.fanout, self.height) as u32;
+        let tree = (self.pivots.ptr(), self.nodes.ptr(), self.fanout as u32);
+        (internal, tree.0, tree.1, tree.2, self.vectors.ptr(), self.norms.ptr(), self.pdist.ptr(), self.ids.ptr())
+    }
+
+    /// kNN (k <= `DEPTH_MAX_K`) by a warp per query descending the tree
+    /// depth first, appended to `out`.
+    pub(super) fn knn_depth(&self, gpu: &Gpu, queries: &[f32], k: usize, out: &mut FlatAnswers) -> Result<(), GpuError> {
+        let (dim, m) = (self.dim, queries.len() / self.dim);
+        let (dim32, metric, k32) = (dim as u32, self.metric as u32, k as u32);
+        let (internal, pp, nodep, fanout, vp, nop, pdp, idp) = self.walk_args();
+        // Per query: k answers (the chunk's first), then a count.
+        let record = k * size_of::<Pair>() + 4;
+        let fill = |at: usize, dst: &mut [f32]| copy_parallel(dst, &queries[at * dim..at * dim + dst.len()]);
+        let launch = |stream: &Arc<CudaStream>, qp: u64, op: u64, n: usize| {
+            let n32 = n as u32;
+            launch!(
+                gpu,
+                stream,
+                GTS,
+                "gts_knn_depth",
+                (n.div_ceil(4), 128, 0),
+                [qp, n32, dim32, metric, pp, nodep, fanout, internal, vp, nop, pdp, idp, k32, op]
+            )
+        };
+        let consume = |_: usize, bytes: &[u8]| {
+            let n = bytes.len() / record;
+            let pairs = cast::<Pair>(bytes, n * k);
+            let counts = cast::<u32>(&bytes[n * k * size_of::<Pair>()..], n);
+            if counts.iter().all(|&c| c as usize == k) {
+                out.append(pairs);
+                let base = out.pairs.len() - n * k;
+                out.start.extend((1..=n).map(|i| base + i * k));
+            } else {
+                // Fewer than k objects in the tree.
+                for (i, &c) in counts.iter().enumerate() {
+                    out.pairs.extend_from_slice(&pairs[i * k..i * k + c as usize]);
+                    out.start.push(out.pairs.len());
+                }
+            }
+        };
+        // (A chunk's answers kept to 16 MiB of pinned memory a slot.)
+        let schedule = Schedule { chunk: chunk(m).min((16 << 20) / record).max(1), in_flight: 3 };
+        gpu.pipeline_records(m, dim, record, schedule, fill, launch, consume)
+    }
+
+    /// Range search by a warp per query walking the tree depth first, each
+    /// query's answers by id, appended to `out`, in chunks on three slots,
+    /// three stages apart: while chunk i is counted on the device, the
+    /// host files chunk i-2's answers, then takes chunk i-1's counts to
+    /// offsets and has its answers packed and sent back.
+    pub(super) fn range_depth(
+        &self,
+        gpu: &Gpu,
+        queries: &[f32],
+        radii: &[f64],
+        budget: usize,
+        out: &mut FlatAnswers,
+    ) -> Result<(), GpuError> {
+        let (dim, m, step) = (self.dim, radii.len(), chunk(radii.len()));
+        let lay = RangeLayout::new(dim, step);
+        let chunks: Vec<usize> = (0..m).step_by(step).collect();
+        let ways = chunks.len().min(3);
+        // The first pass's answers, per slot (device only).
+        let dense = gpu.alloc::<Pair>(ways * step * SPARE)?;
+        let dense_of = |si: usize| dense.ptr() + (si * step * SPARE * size_of::<Pair>()) as u64;
+        let mut slots = gpu.guarded(|| gpu.take_slots(ways, lay.in_bytes, lay.out_bytes))?;
+        let result = gpu.guarded(|| {
+            // (slot, queries) counted; (slot, queries, answers) on their way back.
+            let mut counted: Option<(usize, usize)> = None;
+            let mut placed: Option<(usize, usize, usize)> = None;
+            for ci in 0..=chunks.len() {
+                if let Some(&at) = chunks.get(ci) {
+                    let (n, si) = (step.min(m - at), ci % ways);
+                    self.range_count(gpu, &mut slots[si], &lay, dense_of(si), &queries[at * dim..(at + n) * dim], &radii[at..at + n])?;
+                }
+                if let Some((si, n, total)) = placed.take() {
+                    finish(&slots[si], &lay, n, total, out)?;
+                }
+                if let Some((si, n)) = counted.take() {
+                    match self.range_place_all(gpu, &mut slots[si], &lay, dense_of(si), n)? {
+                        Ok(total) => placed = Some((si, n, total)),
+                        Err(off) => self.range_slow(gpu, &slots[si], &lay, dense_of(si), &off, budget, out)?,
+                    }
+                }
+                counted = chunks.get(ci).map(|&at| (ci % ways, step.min(m - at)));
+            }
+            if let Some((si, n, total)) = placed {
+                finish(&slots[si], &lay, n, total, out)?;
+            }
+            Ok(())
+        });
+        gpu.return_slots(slots);
+        result
+    }
+
+    /// A range chunk's first pass on `slot`: its queries and radii up, each
+    /// query's answers counted (up to SPARE kept), the counts on their way
+    /// back.
+    fn range_count(
+        &self,
+        gpu: &Gpu,
+        slot: &mut Slot,
+        lay: &RangeLayout,
+        densep: u64,
+        queries: &[f32],
+        radii: &[f64],
+    ) -> Result<(), GpuError> {
+        let n = radii.len();
+        let host = slot.host_in.as_mut_slice();
+        copy_parallel(cast_mut::<f32>(host, queries.len()), queries);
+        cast_mut::<f64>(&mut host[lay.radii..], n).copy_from_slice(radii);
+        slot.dev_in.write_async(&slot.host_in.as_slice()[..lay.radii + n * 8], &slot.stream)?;
+        let (dim, metric, n32, spare) = (self.dim as u32, self.metric as u32, n as u32, SPARE as u32);
+        let (internal, pp, nodep, fanout, vp, nop, pdp, idp) = self.walk_args();
+        let (qp, rp) = (slot.dev_in.ptr(), slot.dev_in.ptr() + lay.radii as u64);
+        let countp = slot.dev_out.ptr();
+        launch!(
+            gpu,
+            slot.stream,
+            GTS,
+            "gts_range_count",
+            (n.div_ceil(4), 128, 0),
+            [qp, rp, dim, metric, pp, nodep, fanout, internal, vp, nop, pdp, idp, n32, spare, densep, countp]
+        )?;
+        slot.dev_out.read_async(&mut slot.host_out.as_mut_slice()[..n * 4], &slot.stream)
+    }
+
+    /// A counted chunk of n queries on `slot`: Ok(its answers' count) when
+    /// they are packed and on their way to the slot's pinned buffer,
+    /// Err(its offsets) when they do not fit it (`range_slow`'s turn).
+    fn range_place_all(
+        &self,
+        gpu: &Gpu,
+        slot: &mut Slot,
+        lay: &RangeLayout,
+        densep: u64,
+        n: usize,
+    ) -> Result<Result<usize, Vec<u64>>, GpuError> {
+        slot.stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize"))?;
+        // Offsets from the counts (u64: one query may find every object).
+        let mut off = Vec::with_capacity(n + 1);
+        off.push(0u64);
+        for &c in cast::<u32>(slot.host_out.as_slice(), n) {
+            off.push(off[off.len() - 1] + c as u64);
+        }
+        let total = off[n] as usize;
+        cast_mut::<u64>(&mut slot.host_in.as_mut_slice()[lay.off..], n + 1).copy_from_slice(&off);
+        slot.dev_in.write_at_async(lay.off, &slot.host_in.as_slice()[lay.off..lay.off + (n + 1) * 8], &slot.stream)?;
+        if total > lay.cap * ROOM {
+            return Ok(Err(off));
+        }
+        self.range_place(gpu, slot, lay, densep, 0, n, 0, slot.dev_out.ptr() + lay.pairs as u64)?;
+        let bytes = total * size_of::<Pair>();
+        slot.dev_out.read_range_async(lay.pairs, &mut slot.host_out.as_mut_slice()[lay.pairs..lay.pairs + bytes], &slot.stream)?;
+        Ok(Ok(total))
+    }
+
+    /// gts_range_place for queries first .. first + len of the chunk on
+    /// `slot` (after its first pass and offsets), query q's answers to
+    /// `to` + (off[q] - base) pairs.
+    #[allow(clippy::too_many_arguments)]
+    fn range_place(
+        &self,
+        gpu: &Gpu,
+        slot: &Slot,
+        lay: &RangeLayout,
+        densep: u64,
+        first: usize,
+        len: usize,
+        base: u64,
+        to: u64,
+    ) -> Result<(), GpuError> {
+        let (dim, metric, spare, q0, len32) = (self.dim as u32, self.metric as u32, SPARE as u32, first as u32, len as u32);
+        let (internal, pp, nodep, fanout, vp, nop, pdp, idp) = self.walk_args();
+        let (qp, rp, offp) = (slot.dev_in.ptr(), slot.dev_in.ptr() + lay.radii as u64, slot.dev_in.ptr() + lay.off as u64);
+        let countp = slot.dev_out.ptr();
+        launch!(
+            gpu,
+            slot.stream,
+            GTS,
+            "gts_range_place",
+            (len.div_ceil(4), 128, 0),
+            [qp, rp, dim, metric, pp, nodep, fanout, internal, vp, nop, pdp, idp, q0, len32, spare, densep, countp, offp, base, to]
+        )
+    }
+
+    /// A chunk whose answers (at offsets `off`) outgrow its slot: runs of
+    /// its queries whose answers fit `budget` bytes (at least one query),
+    /// each placed into a device buffer of its own and downloaded.
+    #[allow(clippy::too_many_arguments)]
+    fn range_slow(
+        &self,
+        gpu: &Gpu,
+        slot: &Slot,
+        lay: &RangeLayout,
+        densep: u64,
+        off: &[u64],
+        budget: usize,
+        out: &mut FlatAnswers,
+    ) -> Result<(), GpuError> {
+        let n = off.len() - 1;
+        let per = (budget / size_of::<Pair>()).max(1) as u64;
+        let mut a = 0;
+        while a < n {
+            let mut b = a + 1;
+            while b < n && off[b + 1] - off[a] <= per {
+                b += 1;
+            }
+            let len = (off[b] - off[a]) as usize;
+            let dev = gpu.alloc::<Pair>(len.max(1))?;
+            self.range_place(gpu, slot, lay, densep, a, b - a, off[a], dev.ptr())?;
+            let got = dev.download_first(len)?;
+            let base = out.pairs.len();
+            out.append(&got);
+            for i in a..b {
+                let (x, y) = (base + (off[i] - off[a]) as usize, base + (off[i + 1] - off[a]) as usize);
+                by_id(&mut out.pairs[x..y]);
+                out.start.push(y);
+            }
+            a = b;
+        }
+        Ok(())
+    }
+}
+
+/// A query's range answers by id (the walk finds them in tree order).
+fn by_id(answers: &mut [Pair]) {
+    answers.sort_unstable_by_key(|p| p.id);
+}
+
+/// Appends a range chunk's answers from its slot's pinned buffer, each
+/// query's by id.
+fn finish(slot: &Slot, lay: &RangeLayout, n: usize, total: usize, out: &mut FlatAnswers) -> Result<(), GpuError> {
+    slot.stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize"))?;
+    let host = slot.host_out.as_slice();
+    let counts = cast::<u32>(host, n);
+    let base = out.pairs.len();
+    out.append(cast::<Pair>(&host[lay.pairs..], total));
+    let first = out.start.len();
+    let mut end = base;
+    out.start.extend(counts.iter().map(|&c| {
+        end += c as usize;
+        end
+    }));
+    // The place kernel sorted the runs it copied; the longer ones, found
+    // again by a walk, are sorted here.
+    let start = &out.start[first - 1..];
+    let mut rest = &mut out.pairs[base..];
+    let mut runs = Vec::new();
+    for (w, &c) in start.windows(2).zip(counts) {
+        let (run, tail) = rest.split_at_mut(w[1] - w[0]);
+        if c as usize > SPARE {
+            runs.push(run);
+        }
+        rest = tail;
+    }
+    // (On all cores only where it pays for waking them.)
+    if runs.iter().map(|r| r.len()).sum::<usize>() < 1 << 16 {
+        runs.into_iter().for_each(by_id);
+    } else {
+        runs.into_par_iter().for_each(by_id);
+    }
+    Ok(())
+}
