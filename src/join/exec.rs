@@ -34,11 +34,12 @@ static mut EXEC_METHODS: pg_sys::CustomExecMethods = pg_sys::CustomExecMethods {
     ReScanCustomScan: Some(rescan),
     MarkPosCustomScan: None,
     RestrPosCustomScan: None,
-    EstimateDSMCustomScan: None,
-    InitializeDSMCustomScan: None,
+    EstimateDSMCustomScan: Some(estimate_dsm),
+    InitializeDSMCustomScan: Some(initialize_dsm),
+    // (The workers' counters add up over rescans, as EXPLAIN's loops do.)
     ReInitializeDSMCustomScan: None,
-    InitializeWorkerCustomScan: None,
-    ShutdownCustomScan: None,
+    InitializeWorkerCustomScan: Some(initialize_worker),
+    ShutdownCustomScan: Some(shutdown),
     ExplainCustomScan: Some(explain),
 };
 
@@ -59,7 +60,7 @@ enum Phase {
     Unmatched,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Stats {
     pub(super) chunks: u64,
     pub(super) probes: u64,
@@ -138,6 +139,11 @@ pub(super) struct State {
     pub(super) unmatched: usize,
     /// Rows emitted since the per-row memory was last reset.
     pub(super) since_reset: u32,
+    /// Under a parallel-aware plan: the workers' counters in shared memory
+    /// (until this process shuts down), and in the leader their sum, taken
+    /// then.
+    shared: *const super::parallel::Shared,
+    workers: Stats,
     pub(super) stats: Stats,
 }
 
@@ -266,11 +272,54 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             fetched: None,
             unmatched: 0,
             since_reset: 0,
+            shared: std::ptr::null(),
+            workers: Stats::default(),
             stats: Stats::default(),
         };
         // Dropped with the query's memory, on error too (EndCustomScan is
         // not called then).
         (*node.cast::<JoinNode>()).state = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(state);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn estimate_dsm(_node: *mut pg_sys::CustomScanState, _pcxt: *mut pg_sys::ParallelContext) -> pg_sys::Size {
+    super::parallel::Shared::size()
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn initialize_dsm(
+    node: *mut pg_sys::CustomScanState,
+    _pcxt: *mut pg_sys::ParallelContext,
+    coordinate: *mut std::ffi::c_void,
+) {
+    // SAFETY: the node's share of the parallel query's memory, sized by
+    // `estimate_dsm`; the node began before.
+    unsafe { state(node).shared = super::parallel::Shared::init(coordinate) };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn initialize_worker(
+    node: *mut pg_sys::CustomScanState,
+    _toc: *mut pg_sys::shm_toc,
+    coordinate: *mut std::ffi::c_void,
+) {
+    // SAFETY: the share the leader initialised (`initialize_dsm`).
+    unsafe { state(node).shared = coordinate.cast() };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shutdown(node: *mut pg_sys::CustomScanState) {
+    // SAFETY: the node's state; `shared` is live until the Gather above
+    // shuts down, after this node.
+    unsafe {
+        let st = state(node);
+        let Some(shared) = std::ptr::replace(&mut st.shared, std::ptr::null()).as_ref() else { return };
+        if super::parallel::in_worker() {
+            shared.add(&st.stats);
+        } else {
+            st.workers = st.workers.plus(&shared.sum());
+        }
     }
 }
 
@@ -728,10 +777,11 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
         integer(es, c"Chunk Size", st.chunk_size as u64);
         text(es, c"Device", crate::guc::device_name());
         if (*es).analyze {
-            let s = &st.stats;
-            // Each process counts its own; workers' counts do not come
-            // back to the leader with a custom node's instrumentation.
-            if !(*node).ss.ps.worker_instrument.is_null() {
+            // Every participant's under a parallel-aware plan (`parallel`);
+            // a plan run whole by one worker (force_parallel_mode) counts
+            // there, out of the leader's sight.
+            let s = &st.stats.plus(&st.workers);
+            if !(*node).ss.ps.worker_instrument.is_null() && !(*(*node).ss.ps.plan).parallel_aware {
                 text(es, c"Counts", "the leader's share only (parallel workers' are not shown)");
             }
             integer(es, c"Chunks", s.chunks);

@@ -11,11 +11,13 @@
 //!   `<@ circle`, `~=` on gpu_spatial, `<@ ball` on gpu_metric);
 //! - `cost`: its estimate, from the batch and a bitmap-heap-scan-like fetch;
 //! - `plan`: the plan node (its scan tuple, quals and private data);
-//! - `exec`: execution, rescans and EXPLAIN.
+//! - `exec`: execution, rescans and EXPLAIN;
+//! - `parallel`: EXPLAIN ANALYZE's counters summed over a parallel plan's
+//!   processes.
 //!
-//! Inner, left, semi and anti joins; not parallel-aware (the path is not
-//! parallel-safe, so it runs above any Gather); not under row locks or in
-//! UPDATE/DELETE (EvalPlanQual would need to recheck it).
+//! Inner, left, semi and anti joins; parallel-safe, and over a partial
+//! outer path each participant of a Gather joins its share; not under row
+//! locks or in UPDATE/DELETE (EvalPlanQual would need to recheck it).
 
 mod cost;
 mod exec;
@@ -23,6 +25,7 @@ mod heap;
 mod lateral;
 mod list;
 mod nearest;
+mod parallel;
 mod path;
 mod plan;
 

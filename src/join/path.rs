@@ -146,6 +146,9 @@ unsafe fn offer(
                 let rows = ((*joinrel).rows / parallel_divisor((*outer).parallel_workers)).max(1.0).round();
                 let path = new_path(root, joinrel, outer, innerrel, &private, rows);
                 (*path).path.parallel_safe = true;
+                // Parallel-aware only to sum its counters for EXPLAIN
+                // ANALYZE in shared memory (`parallel`).
+                (*path).path.parallel_aware = true;
                 (*path).path.parallel_workers = (*outer).parallel_workers;
                 pg_sys::add_partial_path(joinrel, path.cast());
             }

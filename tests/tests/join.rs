@@ -326,6 +326,22 @@ fn parallel_workers_join_their_share() {
     c.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off").unwrap();
     let plan = explain(&mut c, sql);
     assert!(plan.contains("Gather") && plan.contains("GpuIndexJoin") && plan.contains("Parallel Seq Scan on po"), "{plan}");
+    // EXPLAIN ANALYZE counts every participant's share.
+    let analyzed: Vec<String> =
+        c.query(&format!("EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) {sql}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let value = |label: &str| -> i64 {
+        let line = analyzed
+            .iter()
+            .find(|l| l.trim_start().starts_with(&format!("{label}:")))
+            .unwrap_or_else(|| panic!("no {label}: {analyzed:?}"));
+        line.split(':').nth(1).unwrap().trim().parse().unwrap()
+    };
+    assert!(analyzed.iter().any(|l| l.contains("Parallel Custom Scan (GpuIndexJoin)")), "{analyzed:?}");
+    assert!(value("Workers Launched") >= 1, "{analyzed:?}");
+    assert!(!analyzed.iter().any(|l| l.contains("leader's share only")), "{analyzed:?}");
+    assert_eq!(value("Probes"), 200_000, "every outer row, whichever process read it: {analyzed:?}");
+    let pairs: i64 = c.query_one("SELECT count(*) FROM po JOIN pi ON pi.k = po.k", &[]).unwrap().get(0);
+    assert_eq!(value("Index Matches"), pairs, "{analyzed:?}");
     check_join(&mut c, sql);
     // The whole join in a worker: the plan is serialized and read back there.
     c.batch_execute("SET max_parallel_workers_per_gather = 0; SET force_parallel_mode = on").unwrap();

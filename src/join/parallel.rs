@@ -1,0 +1,94 @@
+//! EXPLAIN ANALYZE's counters of a join run by several processes (a
+//! partial path under a Gather, planned parallel-aware for this alone:
+//! each participant still joins its own share of the outer side). Each
+//! worker adds its counters to the node's share of the parallel query's
+//! shared memory as it shuts down; the leader takes their sum as it shuts
+//! down itself, before the Gather above frees that memory: children shut
+//! down first, and a Gather has seen every worker finish (their shutdown
+//! comes before their tuple queues close) unless a LIMIT stopped it early,
+//! when the sum is what the workers had done by then.
+
+use super::exec::Stats;
+use pgrx::pg_sys;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// The workers' counters, in shared memory.
+#[repr(C)]
+#[derive(Default)]
+pub(super) struct Shared {
+    chunks: AtomicU64,
+    probes: AtomicU64,
+    matches: AtomicU64,
+    fetches: AtomicU64,
+    removed_by_join_filter: AtomicU64,
+    gpu_batches: AtomicU64,
+    index_ns: AtomicU64,
+    heap_ns: AtomicU64,
+}
+
+impl Shared {
+    pub(super) fn size() -> usize {
+        std::mem::size_of::<Shared>()
+    }
+
+    /// Zeroed at `at` (the leader, before the workers start).
+    ///
+    /// # Safety
+    /// `at` is the node's share of the parallel query's memory, `size()`
+    /// bytes, suitably aligned (shm_toc_allocate's chunks are).
+    pub(super) unsafe fn init<'a>(at: *mut std::ffi::c_void) -> &'a Shared {
+        let shared = at.cast::<Shared>();
+        // SAFETY: as the caller promises.
+        unsafe {
+            shared.write(Shared::default());
+            &*shared
+        }
+    }
+
+    pub(super) fn add(&self, s: &Stats) {
+        self.chunks.fetch_add(s.chunks, Relaxed);
+        self.probes.fetch_add(s.probes, Relaxed);
+        self.matches.fetch_add(s.matches, Relaxed);
+        self.fetches.fetch_add(s.fetches, Relaxed);
+        self.removed_by_join_filter.fetch_add(s.removed_by_join_filter, Relaxed);
+        self.gpu_batches.fetch_add(s.gpu_batches, Relaxed);
+        self.index_ns.fetch_add(s.index_time.as_nanos() as u64, Relaxed);
+        self.heap_ns.fetch_add(s.heap_time.as_nanos() as u64, Relaxed);
+    }
+
+    pub(super) fn sum(&self) -> Stats {
+        Stats {
+            chunks: self.chunks.load(Relaxed),
+            probes: self.probes.load(Relaxed),
+            matches: self.matches.load(Relaxed),
+            fetches: self.fetches.load(Relaxed),
+            removed_by_join_filter: self.removed_by_join_filter.load(Relaxed),
+            gpu_batches: self.gpu_batches.load(Relaxed),
+            index_time: Duration::from_nanos(self.index_ns.load(Relaxed)),
+            heap_time: Duration::from_nanos(self.heap_ns.load(Relaxed)),
+        }
+    }
+}
+
+impl Stats {
+    /// Both processes' counters.
+    pub(super) fn plus(&self, o: &Stats) -> Stats {
+        Stats {
+            chunks: self.chunks + o.chunks,
+            probes: self.probes + o.probes,
+            matches: self.matches + o.matches,
+            fetches: self.fetches + o.fetches,
+            removed_by_join_filter: self.removed_by_join_filter + o.removed_by_join_filter,
+            gpu_batches: self.gpu_batches + o.gpu_batches,
+            index_time: self.index_time + o.index_time,
+            heap_time: self.heap_time + o.heap_time,
+        }
+    }
+}
+
+/// Whether this process is a parallel worker.
+pub(super) fn in_worker() -> bool {
+    // SAFETY: a process global.
+    unsafe { pg_sys::ParallelWorkerNumber >= 0 }
+}
