@@ -4,6 +4,7 @@
 //! exit (a `before_shmem_exit` callback: FATAL does not unwind), and
 //! shipping an image the service lacks.
 
+use super::served::Rows;
 use super::shmem::{self, *};
 use crate::guc::{self, ServiceSetting};
 use gpuindex_engine::executor::Policy;
@@ -111,42 +112,42 @@ impl Ask {
 /// Writes answers into a slot's data or a segment: one u32 count per
 /// query (padded to 8 bytes), then each row's id and, with `distances`,
 /// its distance. The requester sized the space (`Ask::answer_bytes`).
-pub fn encode_answers(rows: &[Vec<(u64, f64)>], distances: bool, data: &mut [u8]) {
-    let mut at = 0;
-    for r in rows {
-        data[at..at + 4].copy_from_slice(&(r.len() as u32).to_ne_bytes());
-        at += 4;
+pub fn encode_answers(rows: &Rows, distances: bool, data: &mut [u8]) {
+    let n = rows.queries();
+    for (q, out) in data[..n * 4].chunks_exact_mut(4).enumerate() {
+        out.copy_from_slice(&((rows.start[q + 1] - rows.start[q]) as u32).to_ne_bytes());
     }
-    at = at.next_multiple_of(8);
-    for &(id, d) in rows.iter().flatten() {
-        data[at..at + 8].copy_from_slice(&id.to_ne_bytes());
-        at += 8;
-        if distances {
-            data[at..at + 8].copy_from_slice(&d.to_ne_bytes());
-            at += 8;
+    let at = (n * 4).next_multiple_of(8);
+    if distances {
+        let out = data[at..at + rows.ids.len() * 16].chunks_exact_mut(16);
+        for ((out, id), d) in out.zip(&rows.ids).zip(&rows.dists) {
+            out[..8].copy_from_slice(&id.to_ne_bytes());
+            out[8..].copy_from_slice(&d.to_ne_bytes());
+        }
+    } else {
+        for (out, id) in data[at..at + rows.ids.len() * 8].chunks_exact_mut(8).zip(&rows.ids) {
+            out.copy_from_slice(&id.to_ne_bytes());
         }
     }
 }
 
-fn decode_answers(queries: usize, distances: bool, data: &[u8]) -> Vec<Vec<(u64, f64)>> {
-    let counts: Vec<usize> = (0..queries).map(|i| u32::from_ne_bytes(data[i * 4..i * 4 + 4].try_into().unwrap()) as usize).collect();
-    let mut at = (queries * 4).next_multiple_of(8);
-    let mut word = || {
-        let w = u64::from_ne_bytes(data[at..at + 8].try_into().unwrap());
-        at += 8;
-        w
-    };
-    counts
-        .iter()
-        .map(|&n| {
-            (0..n)
-                .map(|_| {
-                    let id = word();
-                    (id, if distances { f64::from_bits(word()) } else { 0.0 })
-                })
-                .collect()
-        })
-        .collect()
+fn decode_answers(queries: usize, distances: bool, data: &[u8]) -> Rows {
+    let mut rows = Rows::new();
+    let mut total = 0;
+    rows.start.extend(data[..queries * 4].chunks_exact(4).map(|c| {
+        total += u32::from_ne_bytes(c.try_into().unwrap()) as usize;
+        total
+    }));
+    let at = (queries * 4).next_multiple_of(8);
+    let word = |c: &[u8]| u64::from_ne_bytes(c[..8].try_into().unwrap());
+    if distances {
+        let rows_data = data[at..at + total * 16].chunks_exact(16);
+        rows.ids = rows_data.clone().map(word).collect();
+        rows.dists = rows_data.map(|c| f64::from_bits(word(&c[8..]))).collect();
+    } else {
+        rows.ids = data[at..at + total * 8].chunks_exact(8).map(word).collect();
+    }
+    rows
 }
 
 /// The bytes a request of `queries` queries of `dim` words, and then its
@@ -311,13 +312,13 @@ pub fn knn(
     k: usize,
     ship: &dyn Fn(&Path) -> std::io::Result<()>,
     what: &'static str,
-) -> Option<Vec<Vec<(u64, f64)>>> {
+) -> Option<Rows> {
     let dim = dim.max(1);
     let per_part = (super::segment::MAX_BYTES / bytes(1, dim, Ask::Knn(k))).max(1);
-    let mut out = Vec::with_capacity(queries.len() / dim);
+    let mut out = Rows::new();
     for part in queries.chunks(per_part * dim) {
         match request(key, dim, part, Ask::Knn(k), ship, what)? {
-            Ok(rows) => out.extend(rows),
+            Ok(rows) => out.append(rows),
             Err(_) => unreachable!("kNN answers have a known size"),
         }
     }
@@ -330,16 +331,10 @@ pub fn knn(
 /// needs more is asked again with room for it, one that needs more than
 /// a segment's part is not answered (the session searches itself under
 /// `auto`).
-pub fn range(
-    key: ImageKey,
-    dim: usize,
-    queries: &[f32],
-    ship: &dyn Fn(&Path) -> std::io::Result<()>,
-    what: &'static str,
-) -> Option<Vec<Vec<(u64, f64)>>> {
+pub fn range(key: ImageKey, dim: usize, queries: &[f32], ship: &dyn Fn(&Path) -> std::io::Result<()>, what: &'static str) -> Option<Rows> {
     let dim = dim.max(1);
     let per_part = (super::segment::MAX_BYTES / 2 / (dim * 4 + 4)).max(1);
-    let mut out = Vec::with_capacity(queries.len() / dim);
+    let mut out = Rows::new();
     for part in queries.chunks(per_part * dim) {
         let n = part.len() / dim;
         // At first what a slot holds besides the counts (no segment to
@@ -348,7 +343,7 @@ pub fn range(
         loop {
             match request(key, dim, part, Ask::Range(room), ship, what)? {
                 Ok(rows) => {
-                    out.extend(rows);
+                    out.append(rows);
                     break;
                 }
                 Err(need) if Ask::Range(need).answer_bytes(n) <= super::segment::MAX_BYTES && need > room => room = need,
@@ -371,7 +366,7 @@ fn request(
     ask: Ask,
     ship: &dyn Fn(&Path) -> std::io::Result<()>,
     what: &'static str,
-) -> Option<Result<Vec<Vec<(u64, f64)>>, usize>> {
+) -> Option<Result<Rows, usize>> {
     let sh = shmem::shared()?;
     let n = queries.len() / dim;
     let started = Instant::now();

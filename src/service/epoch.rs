@@ -33,7 +33,7 @@ pub(super) enum Answer {
     Failed(String),
     /// Per query its rows; with their distances (kNN) or not (ranges).
     Rows {
-        rows: Vec<Vec<(u64, f64)>>,
+        rows: super::served::Rows,
         distances: bool,
     },
     /// A range answer of this many rows, more than the request has room for.
@@ -211,12 +211,14 @@ pub(super) fn finish(sh: &Shared, store: &mut Store, searcher: &mut Searcher, mu
                 warning!("gpuindex service: GPU search failed, searching on the CPU: {e}");
             }
             on_gpu |= found.on_gpu;
-            let mut rows = found.rows.into_iter();
+            let mut at = 0;
             for &j in group {
                 let (head, queries) = (&epoch.jobs[j].head, &epoch.jobs[j].queries);
-                let mut mine: Vec<Vec<(u64, f64)>> = rows.by_ref().take(head.queries as usize).collect();
+                let qs = at..at + head.queries as usize;
+                at = qs.end;
                 epoch.answers[j] = Some(if head.op == OP_RANGE {
-                    let total: usize = mine.iter().map(Vec::len).sum();
+                    let mine = found.rows.part(qs, None);
+                    let total = mine.ids.len();
                     if total > head.k as usize {
                         // Kept for the ask again, which then needs no search.
                         store.hold_answer(head.owner_pid, head.key, queries, (mine, found.on_gpu));
@@ -225,10 +227,7 @@ pub(super) fn finish(sh: &Shared, store: &mut Store, searcher: &mut Searcher, mu
                         Answer::Rows { rows: mine, distances: false }
                     }
                 } else {
-                    for q in &mut mine {
-                        q.truncate(head.k as usize);
-                    }
-                    Answer::Rows { rows: mine, distances: true }
+                    Answer::Rows { rows: found.rows.part(qs, Some(head.k as usize)), distances: true }
                 });
             }
         }

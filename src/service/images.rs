@@ -149,7 +149,7 @@ pub struct Store {
 
 /// A kept range answer: its rows per query, and whether the GPU found
 /// them.
-pub type Kept = (Vec<Vec<(u64, f64)>>, bool);
+pub type Kept = (super::served::Rows, bool);
 
 /// How long a held answer waits for its ask again, and how many wait.
 const HELD_FOR: Duration = Duration::from_secs(10);
@@ -185,10 +185,8 @@ impl Store {
     /// fits `room` rows now (it is given once).
     pub fn held_answer(&mut self, pid: i32, key: ImageKey, queries: &[f32], room: usize) -> Option<Kept> {
         let same = |q: &[f32]| q.len() == queries.len() && q.iter().zip(queries).all(|(a, b)| a.to_bits() == b.to_bits());
-        let fits = self
-            .answers
-            .get(&(pid, key))
-            .is_some_and(|(q, (rows, _), at)| at.elapsed() < HELD_FOR && same(q) && rows.iter().map(Vec::len).sum::<usize>() <= room);
+        let fits =
+            self.answers.get(&(pid, key)).is_some_and(|(q, (rows, _), at)| at.elapsed() < HELD_FOR && same(q) && rows.ids.len() <= room);
         fits.then(|| self.answers.remove(&(pid, key)).expect("found above").1)
     }
 

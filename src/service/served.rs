@@ -19,8 +19,74 @@ pub enum Served {
 /// Words (4 bytes) of a gpu_spatial centre.
 pub const CENTRE_WORDS: usize = 4;
 
-/// One batch's answers: per query, (row id, distance) nearest first.
-pub type Rows = Vec<Vec<(u64, f64)>>;
+/// One batch's answers, flat (a vector per query cost the service a
+/// third of a 2.5M-row range batch's time): query q's row ids are
+/// `ids[start[q]..start[q + 1]]`, nearest first for kNN, with `dists`
+/// beside them (empty for ranges, whose rows have no distance).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rows {
+    pub start: Vec<usize>,
+    pub ids: Vec<u64>,
+    pub dists: Vec<f64>,
+}
+
+impl Rows {
+    /// No queries yet.
+    pub fn new() -> Rows {
+        Rows { start: vec![0], ids: Vec::new(), dists: Vec::new() }
+    }
+
+    pub fn queries(&self) -> usize {
+        self.start.len().saturating_sub(1)
+    }
+
+    /// From a vector per query (with distances or not).
+    pub fn from_nested(nested: &[Vec<(u64, f64)>], distances: bool) -> Rows {
+        let mut r = Rows::new();
+        for q in nested {
+            r.ids.extend(q.iter().map(|p| p.0));
+            if distances {
+                r.dists.extend(q.iter().map(|p| p.1));
+            }
+            r.start.push(r.ids.len());
+        }
+        r
+    }
+
+    /// A vector per query (distance 0 for ranges).
+    pub fn nested(&self) -> Vec<Vec<(u64, f64)>> {
+        (0..self.queries())
+            .map(|q| {
+                let r = self.start[q]..self.start[q + 1];
+                self.ids[r.clone()].iter().enumerate().map(|(i, &id)| (id, self.dists.get(r.start + i).copied().unwrap_or(0.0))).collect()
+            })
+            .collect()
+    }
+
+    /// Queries `qs` (each cut to its first `most` rows where given).
+    pub fn part(&self, qs: std::ops::Range<usize>, most: Option<usize>) -> Rows {
+        let mut r = Rows::new();
+        let with = self.dists.len() == self.ids.len();
+        for q in qs {
+            let (a, b) = (self.start[q], self.start[q + 1]);
+            let b = most.map_or(b, |k| b.min(a + k));
+            r.ids.extend_from_slice(&self.ids[a..b]);
+            if with {
+                r.dists.extend_from_slice(&self.dists[a..b]);
+            }
+            r.start.push(r.ids.len());
+        }
+        r
+    }
+
+    /// `other`'s queries after these.
+    pub fn append(&mut self, other: Rows) {
+        let base = self.ids.len();
+        self.start.extend(other.start[1..].iter().map(|s| s + base));
+        self.ids.extend(other.ids);
+        self.dists.extend(other.dists);
+    }
+}
 
 /// A batch's answers, and whether the GPU gave them (else why not, when
 /// it failed).
@@ -58,7 +124,10 @@ impl Served {
     /// pool.
     pub fn knn(&self, on: Option<&Gpu>, words: &[f32], k: usize) -> Found {
         match self {
-            Served::Metric(img) => found(on.map(|g| img.knn_gpu(g, words, k)), || img.knn_cpu(words, k)),
+            Served::Metric(img) => {
+                let flat = |n: Vec<Vec<(u64, f64)>>| Rows::from_nested(&n, true);
+                found(on.map(|g| img.knn_gpu(g, words, k).map(flat)), || flat(img.knn_cpu(words, k)))
+            }
             Served::Spatial(img) => {
                 let (c, tree) = (centres(words), &img.tree);
                 found(on.map(|g| tree.knn_gpu(g, &c, k).map(rows)), || rows(tree.knn_cpu(&c, k)))
@@ -78,7 +147,7 @@ impl Served {
     pub fn range(&self, on: Option<&Gpu>, words: &[f32]) -> Found {
         let Served::Spatial(img) = self else { unreachable!("range requests go to gpu_spatial images (checked)") };
         let (qs, tree) = (queries(words), &img.tree);
-        let rows = |h: Hits| -> Rows { (0..h.queries()).map(|q| h.of(q).iter().map(|&id| (id, 0.0)).collect()).collect() };
+        let rows = |h: Hits| Rows { start: h.offsets, ids: h.ids, dists: Vec::new() };
         found(on.map(|g| tree.search_gpu(g, &qs).map(rows)), || rows(tree.search_cpu(&qs)))
     }
 
@@ -165,14 +234,9 @@ fn found(tried: Option<Result<Rows, GpuError>>, cpu: impl FnOnce() -> Rows) -> F
     }
 }
 
-/// Neighbours as per-query rows.
+/// Neighbours as rows.
 fn rows(n: Neighbors) -> Rows {
-    (0..n.offsets.len().saturating_sub(1))
-        .map(|q| {
-            let (ids, ds) = n.of(q);
-            ids.iter().copied().zip(ds.iter().copied()).collect()
-        })
-        .collect()
+    Rows { start: n.offsets, ids: n.ids, dists: n.dists }
 }
 
 #[cfg(test)]

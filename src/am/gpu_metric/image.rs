@@ -162,7 +162,7 @@ pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[f32], k: usize
         cache::remove(rel, "rows");
         written
     };
-    client::knn(key, m.dim as usize, queries, k, &ship, what)
+    client::knn(key, m.dim as usize, queries, k, &ship, what).map(|rows| rows.nested())
 }
 
 /// The delta's rows (and a frozen delta's).

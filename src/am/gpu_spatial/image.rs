@@ -115,12 +115,7 @@ pub fn range_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[Query], what
     let n = queries.len() as f64;
     let key = worth_asking(rel, m, n * RANGE_US_PER_QUERY, n * RANGE_US_PER_QUERY_GPU)?;
     let rows = client::range(key, served::QUERY_WORDS, &served::query_words(queries), &|path| ship(rel, m, path), what)?;
-    let mut h = Hits { offsets: vec![0], ids: Vec::new() };
-    for r in rows {
-        h.ids.extend(r.iter().map(|p| p.0));
-        h.offsets.push(h.ids.len());
-    }
-    Some(h)
+    Some(Hits { offsets: rows.start, ids: rows.ids })
 }
 
 /// The image's key where a search that takes `search_us` in this backend
@@ -148,11 +143,5 @@ pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k
     let n = centres.len() as f64;
     let key = worth_asking(rel, m, n * KNN_US_PER_CENTRE, n * KNN_US_PER_CENTRE_GPU)?;
     let rows = client::knn(key, served::CENTRE_WORDS, &served::centre_words(centres), k, &|path| ship(rel, m, path), what)?;
-    let mut n = Neighbors { offsets: vec![0], ..Default::default() };
-    for r in rows {
-        n.ids.extend(r.iter().map(|p| p.0));
-        n.dists.extend(r.iter().map(|p| p.1));
-        n.offsets.push(n.ids.len());
-    }
-    Some(n)
+    Some(Neighbors { offsets: rows.start, ids: rows.ids, dists: rows.dists })
 }
