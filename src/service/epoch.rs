@@ -121,9 +121,10 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
             continue;
         };
         let range = op == OP_RANGE;
-        if range && !image.answers_ranges() {
+        if (range && !image.answers_ranges()) || (!range && !image.answers_knn()) {
+            let what = if range { "range" } else { "nearest-neighbour" };
             for &j in &group {
-                answers[j] = Some(Answer::Failed("this index's image answers nearest-neighbour requests only".into()));
+                answers[j] = Some(Answer::Failed(format!("this index's image does not answer {what} requests")));
             }
             continue;
         }

@@ -8,7 +8,7 @@
 
 use super::served::Served;
 use super::shmem::{ImageKey, ImageRow};
-use crate::am::{gpu_metric, gpu_spatial};
+use crate::am::{gpu_btree, gpu_metric, gpu_spatial};
 use gpuindex_engine::gpics::{Params, Points, QuadTree};
 use gpuindex_engine::gpu::Gpu;
 use gpuindex_engine::gts::search::Objects;
@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 pub const DIR: &str = "pg_gpuindex";
 const METRIC: &[u8; 8] = b"GPUIMG01";
 const SPATIAL: &[u8; 8] = b"GPUSPT01";
+const BTREE: &[u8; 8] = b"GPUBTR01";
 
 /// Where this backend ships an image.
 pub fn ship_path(key: &ImageKey) -> PathBuf {
@@ -83,7 +84,16 @@ pub fn write_spatial(path: &Path, img: &gpu_spatial::image::Image) -> std::io::R
     w.flush()
 }
 
-/// Reads what `write_metric` or `write_spatial` wrote.
+/// Writes gpu_btree's mirror as its lowest inner level: each leaf's high
+/// key and block.
+pub fn write_btree(path: &Path, highs: &[u64], blocks: &[u32]) -> std::io::Result<()> {
+    let mut w = create(path, BTREE)?;
+    put(&mut w, highs)?;
+    put(&mut w, blocks)?;
+    w.flush()
+}
+
+/// Reads what `write_metric`, `write_spatial` or `write_btree` wrote.
 fn read(path: &Path, key: &ImageKey) -> std::io::Result<Served> {
     let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {what}", path.display()));
     let mut r = BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
@@ -102,6 +112,15 @@ fn read(path: &Path, key: &ImageKey) -> std::io::Result<Served> {
         }
         let tree = QuadTree::from_parts(Params { mc: mc as usize, mh: mh as usize }, nodes, pts, odd);
         return Ok(Served::Spatial(gpu_spatial::image::Image::new(key.generation, key.vacuums, tree)));
+    }
+    if &magic == BTREE {
+        let highs: Vec<u64> = get(&mut r)?;
+        let blocks: Vec<u32> = get(&mut r)?;
+        if highs.is_empty() || highs.len() != blocks.len() || highs.windows(2).any(|w| w[0] > w[1]) {
+            return Err(bad("inconsistent sizes"));
+        }
+        let inner = gpuindex_engine::hbtree::implicit::ImplicitInner::build(&highs);
+        return Ok(Served::Btree(gpu_btree::mirror::Mirror { generation: key.generation, blocks, inner }));
     }
     if &magic != METRIC {
         return Err(bad("not an image"));

@@ -1,11 +1,13 @@
 //! What the service holds of an index and how it answers a batch on it:
-//! gpu_metric's tree rows (kNN; queries of `dim` floats) or gpu_spatial's
+//! gpu_metric's tree rows (kNN; queries of `dim` floats), gpu_spatial's
 //! G-PICS tree (kNN of centres: two float8s, four words; ranges: boxes,
-//! circles and points, ten words). A request's queries travel as 4-byte
-//! words either way; the image decides how to read them.
+//! circles and points, ten words) or gpu_btree's mirror (probes: a u64
+//! code, two words, answered as a "range" of one row, its leaf block). A
+//! request's queries travel as 4-byte words either way; the image decides
+//! how to read them.
 
 use crate::am::common::cache::Image as _;
-use crate::am::{gpu_metric, gpu_spatial};
+use crate::am::{gpu_btree, gpu_metric, gpu_spatial};
 use gpuindex_engine::gpics::{Hits, Neighbors, Query, Rect};
 use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
@@ -14,6 +16,7 @@ use gpuindex_engine::gts::Metric;
 pub enum Served {
     Metric(gpu_metric::image::Image),
     Spatial(gpu_spatial::image::Image),
+    Btree(gpu_btree::mirror::Mirror),
 }
 
 /// Words (4 bytes) of a gpu_spatial centre.
@@ -101,6 +104,7 @@ impl Served {
         match self {
             Served::Metric(i) => i.host_bytes(),
             Served::Spatial(i) => i.host_bytes(),
+            Served::Btree(m) => m.host_bytes(),
         }
     }
 
@@ -108,6 +112,7 @@ impl Served {
         match self {
             Served::Metric(i) => i.device_bytes(),
             Served::Spatial(i) => i.device_bytes(),
+            Served::Btree(m) => m.device_bytes(),
         }
     }
 
@@ -116,14 +121,17 @@ impl Served {
         match self {
             Served::Metric(i) => i.device(gpu).map(drop),
             Served::Spatial(i) => i.tree.device_image(gpu).map(drop),
+            Served::Btree(m) => m.inner.device_image(gpu).map(drop),
         }
     }
 
     /// The `k` nearest rows of each query (`words`), on `gpu` if given
     /// (the caller asked `gpu_pays`), else (or when it fails) on the CPU
     /// pool.
+    /// Callers checked `answers_knn`.
     pub fn knn(&self, on: Option<&Gpu>, words: &[f32], k: usize) -> Found {
         match self {
+            Served::Btree(_) => unreachable!("kNN requests never go to gpu_btree images (checked)"),
             Served::Metric(img) => {
                 let flat = |n: Vec<Vec<(u64, f64)>>| Rows::from_nested(&n, true);
                 found(on.map(|g| img.knn_gpu(g, words, k).map(flat)), || flat(img.knn_cpu(words, k)))
@@ -137,7 +145,12 @@ impl Served {
 
     /// Whether it answers `OP_RANGE` requests (`range`).
     pub fn answers_ranges(&self) -> bool {
-        matches!(self, Served::Spatial(_))
+        matches!(self, Served::Spatial(_) | Served::Btree(_))
+    }
+
+    /// Whether it answers `OP_KNN` requests (`knn`).
+    pub fn answers_knn(&self) -> bool {
+        !matches!(self, Served::Btree(_))
     }
 
     /// Every point matching each query (`QUERY_WORDS` words each: G-PICS
@@ -145,7 +158,10 @@ impl Served {
     /// on the CPU pool; ids only (distances 0). Callers checked
     /// `answers_ranges`.
     pub fn range(&self, on: Option<&Gpu>, words: &[f32]) -> Found {
-        let Served::Spatial(img) = self else { unreachable!("range requests go to gpu_spatial images (checked)") };
+        if let Served::Btree(m) = self {
+            return probe_hints(m, on, words);
+        }
+        let Served::Spatial(img) = self else { unreachable!("range requests go to gpu_spatial and gpu_btree images (checked)") };
         let (qs, tree) = (queries(words), &img.tree);
         let rows = |h: Hits| Rows { start: h.offsets, ids: h.ids, dists: Vec::new() };
         found(on.map(|g| tree.search_gpu(g, &qs).map(rows)), || rows(tree.search_cpu(&qs)))
@@ -174,9 +190,31 @@ impl Served {
                     && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little())
                     && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
             }
-            Served::Spatial(_) => n >= min_batch,
+            Served::Spatial(_) | Served::Btree(_) => n >= min_batch,
         }
     }
+}
+
+/// The leaf block of each probe (`gpu_btree::service::CODE_WORDS` words
+/// each) through gpu_btree's mirror `m`, on `on` if given.
+fn probe_hints(m: &gpu_btree::mirror::Mirror, on: Option<&Gpu>, words: &[f32]) -> Found {
+    let codes = gpu_btree::service::codes(words);
+    let blocks = |leaves: Vec<u32>| Rows {
+        start: (0..=leaves.len()).collect(),
+        ids: leaves.iter().map(|&l| m.blocks.get(l as usize).map_or(u64::from(u32::MAX), |&b| b as u64)).collect(),
+        dists: Vec::new(),
+    };
+    let cpu = || {
+        let mut out = vec![0u32; codes.len()];
+        m.inner.descend_cpu(&codes, &mut out);
+        blocks(out)
+    };
+    let gpu = |g: &Gpu| {
+        let mut out = vec![0u32; codes.len()];
+        m.inner.descend_gpu(g, &codes, gpuindex_engine::gpu::Schedule::default(), |off, r| out[off..off + r.len()].copy_from_slice(r))?;
+        Ok(blocks(out))
+    };
+    found(on.map(gpu), cpu)
 }
 
 /// The smallest batch of edit-distance queries the GPU takes.

@@ -146,6 +146,70 @@ fn scans_through_the_service_equal_sequential_scans() {
 /// scan: skewed points (a dense cluster, duplicates, a far outlier),
 /// through inserts, deletes and VACUUM; `auto` keeps a kNN batch in the
 /// session that holds its copy of the tree.
+/// gpu_btree probes (`gpu_btree_probe`, `= ANY`) through the service's
+/// copy of the mirror equal the session's and the sequential scan's:
+/// duplicates, a long run of one key, the extremes, misses; after inserts
+/// (splits: a new image) and after deletes and VACUUM (pages deleted and
+/// recycled under hints of the image the service holds). gpu_learned
+/// indexes, whose delta trees share the format, never ask.
+#[test]
+fn btree_probes_through_the_service_equal_the_sessions() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    c.batch_execute(
+        "DROP TABLE IF EXISTS sv_keys; CREATE TABLE sv_keys (id int, k int8);
+         SELECT setseed(0.5);
+         INSERT INTO sv_keys SELECT g, (random() * 20000)::int8 FROM generate_series(1, 60000) g;
+         INSERT INTO sv_keys SELECT 100000 + g, 777 FROM generate_series(1, 3000) g;
+         INSERT INTO sv_keys VALUES (200000, NULL), (200001, -9223372036854775808), (200002, 9223372036854775807);
+         CREATE INDEX sv_keys_k ON sv_keys USING gpu_btree (k);",
+    )
+    .unwrap();
+    let keys = "(SELECT array_agg((g * 7 % 25000)::int8 - 100) FROM generate_series(1, 5000) g)
+                || ARRAY[777, -9223372036854775808, 9223372036854775807]::int8[]";
+    let probe = |c: &mut Client, am: &str, index: &str| -> Vec<(i64, String)> {
+        c.query(&format!("SELECT ord, ctid::text FROM gpu_{am}_probe('{index}', {keys}) ORDER BY 1, 2"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    let any = |c: &mut Client| -> Vec<i32> {
+        c.query(&format!("SELECT id FROM sv_keys WHERE k = ANY({keys}) ORDER BY id"), &[]).unwrap().iter().map(|r| r.get(0)).collect()
+    };
+    let check = |c: &mut Client, when: &str| {
+        set_seq_only(c);
+        let want = any(c);
+        set_index_only(c, false);
+        c.batch_execute("SET gpuindex.service = off").unwrap();
+        let own = probe(c, "btree", "sv_keys_k");
+        c.batch_execute("SET gpuindex.service = on").unwrap();
+        let served = probe(c, "btree", "sv_keys_k");
+        assert!(service_epoch(c).is_some(), "{when}: gpu_btree_probe not through the service");
+        assert_eq!(served, own, "{when}: gpu_btree_probe");
+        assert!(!own.is_empty(), "{when}");
+        assert_eq!(any(c), want, "{when}: = ANY");
+        assert!(service_epoch(c).is_some(), "{when}: = ANY not through the service");
+        c.batch_execute("RESET gpuindex.service").unwrap();
+    };
+    check(&mut c, "at first");
+    assert!(!images_of(&mut c, "sv_keys_k").is_empty(), "the service holds the mirror");
+    c.batch_execute("INSERT INTO sv_keys SELECT 300000 + g, (random() * 25000)::int8 FROM generate_series(1, 40000) g").unwrap();
+    check(&mut c, "after inserts");
+    c.batch_execute("DELETE FROM sv_keys WHERE id % 3 = 0 OR k BETWEEN 1000 AND 9000").unwrap();
+    c.batch_execute("VACUUM sv_keys").unwrap();
+    check(&mut c, "after deletes and VACUUM");
+    c.batch_execute("INSERT INTO sv_keys SELECT 400000 + g, (random() * 10000)::int8 FROM generate_series(1, 20000) g").unwrap();
+    check(&mut c, "after pages were reused");
+    // gpu_learned (its delta a gpu_btree tree) searches in the session.
+    c.batch_execute("DROP INDEX sv_keys_k; CREATE INDEX sv_keys_l ON sv_keys USING gpu_learned (k)").unwrap();
+    c.batch_execute("SET gpuindex.service = off").unwrap();
+    let own = probe(&mut c, "learned", "sv_keys_l");
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    assert_eq!(probe(&mut c, "learned", "sv_keys_l"), own, "gpu_learned_probe");
+    c.batch_execute("RESET gpuindex.service; DROP TABLE sv_keys").unwrap();
+}
+
 #[test]
 fn spatial_batches_through_the_service_equal_the_sessions() {
     let _serial = serial();

@@ -2,10 +2,11 @@
 //! built from the lowest inner level's (high key, leaf) entries into the
 //! engine's implicit I-segment, cached per backend by (index, generation),
 //! mirrored on the GPU at first use. A batch of probes goes through the
-//! batch executor (GPU or CPU) to leaf hints; the leaf step then reads the
-//! leaf pages in this backend. Every hint is checked against the page's
-//! kind and fence keys, so a stale mirror costs right-moves or a descent,
-//! never answers.
+//! batch executor (GPU or CPU), or the GPU service's copy of the mirror
+//! (`service.rs`), to leaf hints; the leaf step then reads the leaf pages
+//! in this backend. Every hint is checked against the page's kind and
+//! fence keys, so a stale mirror costs right-moves or a descent, never
+//! answers.
 
 use super::page::Shared;
 use super::page::*;
@@ -84,25 +85,36 @@ fn hint_fits(page: &PageRef, q: u64) -> bool {
     s.page_id == PAGE_ID && s.kind == KIND_LEAF && (s.flags & LEFTMOST != 0 || s.low < q)
 }
 
-/// A leaf to start the search for q from: the mirror's hint (leaf number
-/// `leaf`) where it fits, else the leaf a descent of `tree` finds.
-pub fn hinted_leaf(tree: &Tree, mirror: &Mirror, leaf: u32, q: u64) -> Shared {
-    let block = *mirror.blocks.get(leaf as usize).unwrap_or_else(|| corrupted(format!("mirror leaf {leaf}")));
-    let g = Shared::lock(tree.rel, block);
-    if hint_fits(&g.page(), q) {
-        g
-    } else {
-        drop(g);
-        tree.find_leaf(q)
+/// A leaf to start the search for q from: the hint (a block, from this
+/// backend's mirror or the service's) where it fits, else the leaf a
+/// descent of `tree` finds. `blocks` is the index's size: a hint from an
+/// image of the index's file before a rewrite may lie past it.
+pub fn hinted_leaf(tree: &Tree, block: u32, blocks: u32, q: u64) -> Shared {
+    if block < blocks && block != META_BLOCK {
+        let g = Shared::lock(tree.rel, block);
+        if hint_fits(&g.page(), q) {
+            return g;
+        }
     }
+    tree.find_leaf(q)
 }
 
-/// The mirror and the leaf hints of the ascending `probes`, through the
-/// batch executor (CPU or GPU).
-pub fn hints(tree: &Tree, probes: &[u64], what: &'static str) -> (Arc<Mirror>, Vec<u32>) {
+/// The index's size in blocks, for `hinted_leaf`.
+pub fn blocks(tree: &Tree) -> u32 {
+    // SAFETY: an open index relation.
+    unsafe { pg_sys::RelationGetNumberOfBlocksInFork(tree.rel, pg_sys::ForkNumber::MAIN_FORKNUM) }
+}
+
+/// The leaf hints, as blocks, of the ascending `probes`: from the GPU
+/// service where it pays (`service::hints`), else through this backend's
+/// mirror and the batch executor (CPU or GPU).
+pub fn hints(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<u32> {
+    if let Some(blocks) = super::service::hints(tree, probes, what) {
+        return blocks;
+    }
     let mirror = get(tree);
-    let hints = crate::batch::submit(what, &LeafHints(&mirror.inner), probes);
-    (mirror, hints)
+    let leaves = crate::batch::submit(what, &LeafHints(&mirror.inner), probes);
+    leaves.iter().map(|&l| *mirror.blocks.get(l as usize).unwrap_or_else(|| corrupted(format!("mirror leaf {l}")))).collect()
 }
 
 /// Collects every entry with key `q` into `out`, starting from a page at
@@ -134,22 +146,23 @@ pub fn collect_from(rel: pg_sys::Relation, mut page: Shared, q: u64, out: &mut V
 /// Each search collects the entries equal to its query (into `out`) and
 /// returns how many; queries must ascend, and the page reached for one is
 /// kept for the next, so each leaf is locked about once per batch.
-pub struct PageLeaves<'a> {
+pub struct PageLeaves {
     rel: pg_sys::Relation,
-    mirror: &'a Mirror,
+    blocks: u32,
     current: RefCell<Option<Shared>>,
     pub out: RefCell<Vec<(u64, Tid)>>,
 }
 
-impl<'a> PageLeaves<'a> {
-    pub fn new(rel: pg_sys::Relation, mirror: &'a Mirror) -> Self {
-        PageLeaves { rel, mirror, current: RefCell::new(None), out: RefCell::new(Vec::new()) }
+impl PageLeaves {
+    pub fn new(tree: &Tree) -> Self {
+        PageLeaves { rel: tree.rel, blocks: blocks(tree), current: RefCell::new(None), out: RefCell::new(Vec::new()) }
     }
 }
 
-impl LeafLevel for PageLeaves<'_> {
+impl LeafLevel for PageLeaves {
     type Hit = u32;
 
+    /// `leaf`: the hint's block.
     fn search(&self, leaf: u32, q: u64) -> u32 {
         let mut cur = self.current.borrow_mut();
         // Stay on the current page while q is within it (every page to its
@@ -162,7 +175,7 @@ impl LeafLevel for PageLeaves<'_> {
             Some(g) if stay => g,
             old => {
                 drop(old);
-                hinted_leaf(&Tree::new(self.rel), self.mirror, leaf, q)
+                hinted_leaf(&Tree::new(self.rel), leaf, self.blocks, q)
             }
         };
         let mut out = self.out.borrow_mut();
@@ -176,8 +189,8 @@ impl LeafLevel for PageLeaves<'_> {
 /// key order: hints through the batch executor, then the leaf step over
 /// pages.
 pub fn probe(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<(u64, Tid)> {
-    let (mirror, hints) = hints(tree, probes, what);
-    let leaves = PageLeaves::new(tree.rel, &mirror);
+    let hints = hints(tree, probes, what);
+    let leaves = PageLeaves::new(tree);
     let mut counts = vec![0u32; probes.len()];
     leaf::leaf_step_seq(&leaves, &hints, probes, &mut counts);
     leaves.out.into_inner()

@@ -12,6 +12,7 @@ pub(crate) mod mirror;
 pub mod options;
 pub(crate) mod page;
 pub(crate) mod scan;
+pub(crate) mod service;
 pub(crate) mod tree;
 pub(crate) mod vacuum;
 pub(crate) mod validate;

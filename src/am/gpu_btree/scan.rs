@@ -18,7 +18,7 @@
 //! them.
 
 use super::keys::{self, Bounds};
-use super::mirror::{self, Mirror};
+use super::mirror;
 use super::page::*;
 use super::page::{Shared, Special};
 use super::tree::{upper_bound, Tree};
@@ -71,7 +71,8 @@ pub struct ScanState {
     null_chain: Vec<u32>,
     null_at: usize,
     /// Probe plans with many probes: the mirror and each probe's leaf.
-    hints: Option<(Arc<Mirror>, Vec<u32>)>,
+    /// Each probe's hint (a leaf block), and the index's size then.
+    hints: Option<(Vec<u32>, u32)>,
     /// The last item returned: its key, and whether it is a NULL.
     last: (u64, bool),
     /// Index-only scans keep the pin of the page their items came from
@@ -278,7 +279,7 @@ impl ScanState {
     /// tree, a gpu_learned delta or a small index, needs no mirror).
     fn compute_hints(&mut self, tree: &Tree, probes: &[u64]) {
         if probes.len() >= MIRROR_MIN_PROBES && tree.meta().root_level > 0 {
-            self.hints = Some(mirror::hints(tree, probes, "gpu_btree = ANY"));
+            self.hints = Some((mirror::hints(tree, probes, "gpu_btree = ANY"), mirror::blocks(tree)));
         }
     }
 
@@ -286,7 +287,7 @@ impl ScanState {
     fn probe_leaf(&self, tree: &Tree, probes: &[u64], i: usize) -> Shared {
         let q = probes[i];
         let mut g = match &self.hints {
-            Some((m, h)) => mirror::hinted_leaf(tree, m, h[i], q),
+            Some((h, blocks)) => mirror::hinted_leaf(tree, h[i], *blocks, q),
             None => tree.find_leaf(q),
         };
         // Past dead pages, and pages split off since the hint was made.
