@@ -45,6 +45,8 @@ pub(super) enum Answer {
 struct Search {
     image: Arc<Served>,
     queries: Vec<f32>,
+    /// Words a query.
+    dim: usize,
     k: usize,
     /// Every match (`OP_RANGE`) rather than the k nearest.
     range: bool,
@@ -86,7 +88,7 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
     }
     // One search per image and kind of question.
     let mut kept_on_gpu = false;
-    let mut groups: HashMap<(ImageKey, u32), Vec<usize>> = HashMap::new();
+    let mut groups: HashMap<(ImageKey, u32, u32), Vec<usize>> = HashMap::new();
     for (j, job) in jobs.iter().enumerate().filter(|(_, j)| matches!(j.head.op, OP_KNN | OP_RANGE)) {
         if job.queries.len() != job.head.queries as usize * job.head.dim as usize {
             // Its segment is gone (the requester withdrew) or short.
@@ -102,10 +104,12 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
                 continue;
             }
         }
-        groups.entry((job.head.key, job.head.op)).or_default().push(j);
+        // (Requests of one image and kind whose queries differ in width,
+        // gpu_art's probes, are searched apart.)
+        groups.entry((job.head.key, job.head.op, job.head.dim)).or_default().push(j);
     }
     let (mut members, mut searches) = (Vec::new(), Vec::new());
-    for ((key, op), group) in groups {
+    for ((key, op, dim), group) in groups {
         let n: usize = group.iter().map(|&j| jobs[j].head.queries as usize).sum();
         let Some(image) = store.get(&key, n) else {
             if let Some(why) = store.refused(&key).map(str::to_string) {
@@ -132,7 +136,7 @@ pub(super) fn prepare(sh: &Shared, store: &mut Store, gpu: Option<&Gpu>, jobs: V
         let queries: Vec<f32> = group.iter().flat_map(|&j| jobs[j].queries.iter().copied()).collect();
         // (Decided here: the searcher's thread must not read GUCs.)
         let on_gpu = gpu.is_some() && image.gpu_pays(k, n, guc::GPU_MIN_BATCH.get().max(1) as usize);
-        searches.push(Search { image, queries, k, range, on_gpu });
+        searches.push(Search { image, queries, dim: dim as usize, k, range, on_gpu });
         members.push(group);
     }
     Epoch { number, jobs, answers, members, searches, sent: false, kept_on_gpu, started }
@@ -194,7 +198,7 @@ impl Searcher {
 fn search(gpu: Option<&Gpu>, s: &Search) -> Found {
     let gpu = gpu.filter(|_| s.on_gpu);
     if s.range {
-        s.image.range(gpu, &s.queries)
+        s.image.range(gpu, &s.queries, s.dim)
     } else {
         s.image.knn(gpu, &s.queries, s.k)
     }

@@ -8,7 +8,7 @@
 
 use super::served::Served;
 use super::shmem::{ImageKey, ImageRow};
-use crate::am::{gpu_btree, gpu_metric, gpu_spatial};
+use crate::am::{gpu_art, gpu_btree, gpu_metric, gpu_spatial};
 use gpuindex_engine::gpics::{Params, Points, QuadTree};
 use gpuindex_engine::gpu::Gpu;
 use gpuindex_engine::gts::search::Objects;
@@ -25,6 +25,7 @@ pub const DIR: &str = "pg_gpuindex";
 const METRIC: &[u8; 8] = b"GPUIMG01";
 const SPATIAL: &[u8; 8] = b"GPUSPT01";
 const BTREE: &[u8; 8] = b"GPUBTR01";
+const ART: &[u8; 8] = b"GPUART01";
 
 /// Where this backend ships an image.
 pub fn ship_path(key: &ImageKey) -> PathBuf {
@@ -93,7 +94,18 @@ pub fn write_btree(path: &Path, highs: &[u64], blocks: &[u32]) -> std::io::Resul
     w.flush()
 }
 
-/// Reads what `write_metric`, `write_spatial` or `write_btree` wrote.
+/// Writes gpu_art's mirror as its lowest inner level: the leaves' high
+/// keys, then each one's leaf block and the block past them.
+pub fn write_art(path: &Path, keys: &gpuindex_engine::art::ByteKeys, blocks: &[u32]) -> std::io::Result<()> {
+    let mut w = create(path, ART)?;
+    let (data, ends) = keys.parts();
+    put(&mut w, data)?;
+    put(&mut w, ends)?;
+    put(&mut w, blocks)?;
+    w.flush()
+}
+
+/// Reads what a `write_*` function wrote.
 fn read(path: &Path, key: &ImageKey) -> std::io::Result<Served> {
     let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {what}", path.display()));
     let mut r = BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
@@ -121,6 +133,25 @@ fn read(path: &Path, key: &ImageKey) -> std::io::Result<Served> {
         }
         let inner = gpuindex_engine::hbtree::implicit::ImplicitInner::build(&highs);
         return Ok(Served::Btree(gpu_btree::mirror::Mirror { generation: key.generation, blocks, inner }));
+    }
+    if &magic == ART {
+        let data: Vec<u8> = get(&mut r)?;
+        let ends: Vec<u64> = get(&mut r)?;
+        let blocks: Vec<u32> = get(&mut r)?;
+        if blocks.len() != ends.len() + 1 || ends.windows(2).any(|w| w[0] > w[1]) || ends.last().is_some_and(|&e| e as usize != data.len())
+        {
+            return Err(bad("inconsistent sizes"));
+        }
+        let mut keys = gpuindex_engine::art::ByteKeys::new();
+        let mut at = 0;
+        for &e in &ends {
+            keys.push(&data[at..e as usize]);
+            at = e as usize;
+        }
+        if keys.iter().zip(keys.iter().skip(1)).any(|(a, b)| a >= b) {
+            return Err(bad("keys out of order"));
+        }
+        return Ok(Served::Art(Box::new(gpu_art::mirror::Mirror::new(key.generation, &keys, blocks))));
     }
     if &magic != METRIC {
         return Err(bad("not an image"));

@@ -18,8 +18,9 @@
 //! k`, `gpu_metric_knn`, the batched join's chunks); kNN and range batches
 //! on gpu_spatial (`gpu_spatial_knn`, `gpuindex_nearest`,
 //! `gpu_spatial_range`, `gpu_spatial_within`, the join's chunks); gpu_btree
-//! batches' leaf hints (`= ANY`, `gpu_btree_probe`, the join's chunks:
-//! `am::gpu_btree::service`); each where it pays (`client::worth_asking`).
+//! and gpu_art batches' leaf hints (`= ANY`, the probe functions, the
+//! join's chunks: `am::gpu_btree::service`, `am::gpu_art::service`); each
+//! where it pays (`client::worth_asking`).
 
 pub mod client;
 pub mod epoch;

@@ -2,12 +2,13 @@
 //! gpu_metric's tree rows (kNN; queries of `dim` floats), gpu_spatial's
 //! G-PICS tree (kNN of centres: two float8s, four words; ranges: boxes,
 //! circles and points, ten words) or gpu_btree's mirror (probes: a u64
-//! code, two words, answered as a "range" of one row, its leaf block). A
-//! request's queries travel as 4-byte words either way; the image decides
-//! how to read them.
+//! code, two words, answered as a "range" of one row, its leaf block) or
+//! gpu_art's (probes: length and bytes, as many words as the request's
+//! longest, answered the same way). A request's queries travel as 4-byte
+//! words either way; the image decides how to read them.
 
 use crate::am::common::cache::Image as _;
-use crate::am::{gpu_btree, gpu_metric, gpu_spatial};
+use crate::am::{gpu_art, gpu_btree, gpu_metric, gpu_spatial};
 use gpuindex_engine::gpics::{Hits, Neighbors, Query, Rect};
 use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
@@ -17,6 +18,8 @@ pub enum Served {
     Metric(gpu_metric::image::Image),
     Spatial(gpu_spatial::image::Image),
     Btree(gpu_btree::mirror::Mirror),
+    // (Boxed: CuART's mirror is large beside the others.)
+    Art(Box<gpu_art::mirror::Mirror>),
 }
 
 /// Words (4 bytes) of a gpu_spatial centre.
@@ -105,6 +108,7 @@ impl Served {
             Served::Metric(i) => i.host_bytes(),
             Served::Spatial(i) => i.host_bytes(),
             Served::Btree(m) => m.host_bytes(),
+            Served::Art(m) => m.host_bytes(),
         }
     }
 
@@ -113,6 +117,7 @@ impl Served {
             Served::Metric(i) => i.device_bytes(),
             Served::Spatial(i) => i.device_bytes(),
             Served::Btree(m) => m.device_bytes(),
+            Served::Art(m) => m.device_bytes(),
         }
     }
 
@@ -122,6 +127,8 @@ impl Served {
             Served::Metric(i) => i.device(gpu).map(drop),
             Served::Spatial(i) => i.tree.device_image(gpu).map(drop),
             Served::Btree(m) => m.inner.device_image(gpu).map(drop),
+            Served::Art(m) if m.has_keys() => m.device(gpu).map(drop),
+            Served::Art(_) => Ok(()),
         }
     }
 
@@ -131,7 +138,7 @@ impl Served {
     /// Callers checked `answers_knn`.
     pub fn knn(&self, on: Option<&Gpu>, words: &[f32], k: usize) -> Found {
         match self {
-            Served::Btree(_) => unreachable!("kNN requests never go to gpu_btree images (checked)"),
+            Served::Btree(_) | Served::Art(_) => unreachable!("kNN requests never go to gpu_btree or gpu_art images (checked)"),
             Served::Metric(img) => {
                 let flat = |n: Vec<Vec<(u64, f64)>>| Rows::from_nested(&n, true);
                 found(on.map(|g| img.knn_gpu(g, words, k).map(flat)), || flat(img.knn_cpu(words, k)))
@@ -145,21 +152,24 @@ impl Served {
 
     /// Whether it answers `OP_RANGE` requests (`range`).
     pub fn answers_ranges(&self) -> bool {
-        matches!(self, Served::Spatial(_) | Served::Btree(_))
+        matches!(self, Served::Spatial(_) | Served::Btree(_) | Served::Art(_))
     }
 
     /// Whether it answers `OP_KNN` requests (`knn`).
     pub fn answers_knn(&self) -> bool {
-        !matches!(self, Served::Btree(_))
+        !matches!(self, Served::Btree(_) | Served::Art(_))
     }
 
     /// Every point matching each query (`QUERY_WORDS` words each: G-PICS
     /// boxes, circles, points), on `gpu` if given, else (or when it fails)
     /// on the CPU pool; ids only (distances 0). Callers checked
     /// `answers_ranges`.
-    pub fn range(&self, on: Option<&Gpu>, words: &[f32]) -> Found {
-        if let Served::Btree(m) = self {
-            return probe_hints(m, on, words);
+    /// `dim`: words a query.
+    pub fn range(&self, on: Option<&Gpu>, words: &[f32], dim: usize) -> Found {
+        match self {
+            Served::Btree(m) => return probe_hints(m, on, words),
+            Served::Art(m) => return art_hints(m, on, words, dim),
+            _ => {}
         }
         let Served::Spatial(img) = self else { unreachable!("range requests go to gpu_spatial and gpu_btree images (checked)") };
         let (qs, tree) = (queries(words), &img.tree);
@@ -190,9 +200,24 @@ impl Served {
                     && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little())
                     && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
             }
-            Served::Spatial(_) | Served::Btree(_) => n >= min_batch,
+            Served::Spatial(_) | Served::Btree(_) | Served::Art(_) => n >= min_batch,
         }
     }
+}
+
+/// The leaf block each probe's walk starts from (`dim` words a probe:
+/// `gpu_art::service`'s records) through gpu_art's mirror `m`, on `on` if
+/// given; none for records that do not decode (the session searches).
+fn art_hints(m: &gpu_art::mirror::Mirror, on: Option<&Gpu>, words: &[f32], dim: usize) -> Found {
+    let Some(probes) = gpu_art::service::probes(words, dim) else {
+        return Found { rows: Rows::new(), on_gpu: false, gpu_failure: None };
+    };
+    let blocks = |ranks: Vec<u64>| Rows {
+        start: (0..=ranks.len()).collect(),
+        ids: m.blocks_of(&ranks).into_iter().map(u64::from).collect(),
+        dists: Vec::new(),
+    };
+    found(on.map(|g| m.ranks_gpu(g, &probes).map(blocks)), || blocks(m.ranks_cpu(&probes)))
 }
 
 /// The leaf block of each probe (`gpu_btree::service::CODE_WORDS` words

@@ -210,6 +210,68 @@ fn btree_probes_through_the_service_equal_the_sessions() {
     c.batch_execute("RESET gpuindex.service; DROP TABLE sv_keys").unwrap();
 }
 
+/// gpu_art probes (`gpu_art_probe`, `= ANY`) through the service's copy
+/// of the mirror equal the session's and the sequential scan's: keys
+/// sharing long prefixes, duplicates, the empty string, misses, a probe
+/// past the longest the service takes (the batch stays in the session);
+/// after inserts (splits: a new image) and after deletes and VACUUM.
+#[test]
+fn art_probes_through_the_service_equal_the_sessions() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    c.batch_execute(
+        "DROP TABLE IF EXISTS sv_urls; CREATE TABLE sv_urls (id int, u text COLLATE \"C\");
+         SELECT setseed(0.25);
+         INSERT INTO sv_urls SELECT g, 'https://example.com/' || (random() * 20000)::int || '/page' FROM generate_series(1, 40000) g;
+         INSERT INTO sv_urls SELECT 100000 + g, 'https://example.com/hot' FROM generate_series(1, 2000) g;
+         INSERT INTO sv_urls VALUES (200000, ''), (200001, NULL);
+         CREATE INDEX sv_urls_u ON sv_urls USING gpu_art (u);",
+    )
+    .unwrap();
+    let keys = "(SELECT array_agg('https://example.com/' || (g * 7 % 25000) || '/page') FROM generate_series(1, 3000) g)
+                || ARRAY['https://example.com/hot', '', 'nope']";
+    let probe = |c: &mut Client, keys: &str| -> Vec<(i64, String)> {
+        c.query(&format!("SELECT ord, ctid::text FROM gpu_art_probe('sv_urls_u', {keys}) ORDER BY 1, 2"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    let any = |c: &mut Client| -> Vec<i32> {
+        c.query(&format!("SELECT id FROM sv_urls WHERE u = ANY({keys}) ORDER BY id"), &[]).unwrap().iter().map(|r| r.get(0)).collect()
+    };
+    let check = |c: &mut Client, when: &str| {
+        set_seq_only(c);
+        let want = any(c);
+        set_index_only(c, false);
+        c.batch_execute("SET gpuindex.service = off").unwrap();
+        let own = probe(c, keys);
+        c.batch_execute("SET gpuindex.service = on").unwrap();
+        let served = probe(c, keys);
+        assert!(service_epoch(c).is_some(), "{when}: gpu_art_probe not through the service");
+        assert_eq!(served, own, "{when}: gpu_art_probe");
+        assert!(!own.is_empty(), "{when}");
+        assert_eq!(any(c), want, "{when}: = ANY");
+        assert!(service_epoch(c).is_some(), "{when}: = ANY not through the service");
+        // A probe longer than the service takes: the session's own walk.
+        let long = format!("{keys} || ARRAY[repeat('x', 300)]");
+        c.batch_execute("SET gpuindex.service = off").unwrap();
+        let own_long = probe(c, &long);
+        c.batch_execute("SET gpuindex.service = on").unwrap();
+        assert_eq!(probe(c, &long), own_long, "{when}: with a long probe");
+        c.batch_execute("RESET gpuindex.service").unwrap();
+    };
+    check(&mut c, "at first");
+    assert!(!images_of(&mut c, "sv_urls_u").is_empty(), "the service holds the mirror");
+    c.batch_execute("INSERT INTO sv_urls SELECT 300000 + g, 'https://example.com/' || (random() * 25000)::int || '/page' FROM generate_series(1, 30000) g")
+        .unwrap();
+    check(&mut c, "after inserts");
+    c.batch_execute("DELETE FROM sv_urls WHERE id % 3 = 0").unwrap();
+    c.batch_execute("VACUUM sv_urls").unwrap();
+    check(&mut c, "after deletes and VACUUM");
+    c.batch_execute("DROP TABLE sv_urls").unwrap();
+}
+
 #[test]
 fn spatial_batches_through_the_service_equal_the_sessions() {
     let _serial = serial();

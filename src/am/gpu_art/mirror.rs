@@ -53,71 +53,117 @@ pub fn get(tree: &Tree) -> Arc<Mirror> {
             return mirror;
         }
     }
+    let (keys, blocks) = lowest_level(tree);
+    cache::store(tree.rel, "art mirror", Mirror::new(m.generation, &keys, blocks))
+}
+
+/// The leaves' distinct high keys (value keys) and the first leaf of
+/// each, then the first leaf past every value key, from the lowest inner
+/// level (a one-leaf tree: no key, the root).
+pub fn lowest_level(tree: &Tree) -> (ByteKeys, Vec<u32>) {
+    let m = tree.meta();
     let mut keys = ByteKeys::new();
     let mut blocks = Vec::new();
     if m.root_level == 0 {
         blocks.push(m.root);
-    } else {
-        let mut g = tree.leftmost(1);
-        loop {
-            let n = Node::new(g.page());
-            for i in 0..n.count() {
-                let (k, child) = n.entry(i);
-                if k.rank != RANK_VALUE {
-                    break;
-                }
-                // A long key read whole (rare: a separator past 2000 bytes).
-                let whole = match k.as_key() {
-                    Some(k) => Cow::Borrowed(k.bytes),
-                    None => Cow::Owned(super::long::resolve(tree.rel, k).bytes),
-                };
-                if keys.is_empty() || keys.get(keys.len() - 1) != &whole[..] {
-                    keys.push(&whole);
-                    blocks.push(child as u32);
-                }
-            }
-            // The first child past the value keys: the rest of this page,
-            // or the first entry of a page to the right.
-            if let Some(i) = (0..n.count()).find(|&i| n.stored(i).rank != RANK_VALUE) {
-                blocks.push(n.entry(i).1 as u32);
+        return (keys, blocks);
+    }
+    let mut g = tree.leftmost(1);
+    loop {
+        let n = Node::new(g.page());
+        for i in 0..n.count() {
+            let (k, child) = n.entry(i);
+            if k.rank != RANK_VALUE {
                 break;
             }
-            if n.rightmost() {
-                corrupted("the lowest inner level does not end at +infinity".into());
+            // A long key read whole (rare: a separator past 2000 bytes).
+            let whole = match k.as_key() {
+                Some(k) => Cow::Borrowed(k.bytes),
+                None => Cow::Owned(super::long::resolve(tree.rel, k).bytes),
+            };
+            if keys.is_empty() || keys.get(keys.len() - 1) != &whole[..] {
+                keys.push(&whole);
+                blocks.push(child as u32);
             }
-            let right = n.s.right;
-            drop(g);
-            g = Shared::lock(tree.rel, right);
         }
+        // The first child past the value keys: the rest of this page,
+        // or the first entry of a page to the right.
+        if let Some(i) = (0..n.count()).find(|&i| n.stored(i).rank != RANK_VALUE) {
+            blocks.push(n.entry(i).1 as u32);
+            return (keys, blocks);
+        }
+        if n.rightmost() {
+            corrupted("the lowest inner level does not end at +infinity".into());
+        }
+        let right = n.s.right;
+        drop(g);
+        g = Shared::lock(tree.rel, right);
     }
-    let depth = if keys.len() < 4096 { 1 } else { 2 };
-    let art = (!keys.is_empty())
-        .then(|| art::build::build(&keys, depth).unwrap_or_else(|e| corrupted(format!("high keys the mirror cannot hold: {e:?}"))));
-    cache::store(tree.rel, "art mirror", Mirror { generation: m.generation, blocks, art, device: OnceLock::new() })
+}
+
+/// The leaf to start each query's search from: from the GPU service where
+/// it pays (`service::hints`), else through this backend's mirror.
+pub fn hints(tree: &Tree, queries: &ByteKeys, what: &'static str) -> Vec<u32> {
+    match super::service::hints(tree, queries, what) {
+        Some(blocks) => blocks,
+        None => get(tree).hints(queries, what),
+    }
 }
 
 impl Mirror {
-    /// The leaf to start each query's search from.
+    /// The mirror of `lowest_level`'s keys and blocks at `generation`.
+    pub fn new(generation: u64, keys: &ByteKeys, blocks: Vec<u32>) -> Mirror {
+        let depth = if keys.len() < 4096 { 1 } else { 2 };
+        let art = (!keys.is_empty())
+            .then(|| art::build::build(keys, depth).unwrap_or_else(|e| corrupted(format!("high keys the mirror cannot hold: {e:?}"))));
+        Mirror { generation, blocks, art, device: OnceLock::new() }
+    }
+
+    /// The leaf to start each query's search from, through the batch
+    /// executor (CPU or GPU, by this session's settings).
     pub fn hints(&self, queries: &ByteKeys, what: &'static str) -> Vec<u32> {
-        let Some(art) = &self.art else { return vec![self.blocks[0]; queries.len()] };
-        let ranks = crate::batch::run(
-            what,
-            queries.len(),
-            || (0..queries.len()).into_par_iter().map(|i| art.lower_bound(queries.get(i))).collect::<Vec<u64>>(),
-            |gpu| {
-                let dev = match self.device.get() {
-                    Some(d) => d,
-                    None => {
-                        let d = DeviceArt::upload(gpu, art)?;
-                        self.device.get_or_init(|| d)
-                    }
-                };
-                let mut out = vec![0u64; queries.len()];
-                search_gpu(gpu, art, dev, Op::LowerBound, queries, Format::for_queries(queries), &mut out, Schedule::default())?;
-                Ok(out)
-            },
-        );
-        ranks.into_iter().map(|r| self.blocks[r as usize]).collect()
+        if self.art.is_none() {
+            return vec![self.blocks[0]; queries.len()];
+        }
+        let ranks = crate::batch::run(what, queries.len(), || self.ranks_cpu(queries), |gpu| self.ranks_gpu(gpu, queries));
+        self.blocks_of(&ranks)
+    }
+
+    /// Each query's lower bound among the keys, on all cores.
+    pub fn ranks_cpu(&self, queries: &ByteKeys) -> Vec<u64> {
+        match &self.art {
+            Some(art) => (0..queries.len()).into_par_iter().map(|i| art.lower_bound(queries.get(i))).collect(),
+            None => vec![0; queries.len()],
+        }
+    }
+
+    /// The same on `gpu` (the tree uploaded at the first call).
+    pub fn ranks_gpu(&self, gpu: &gpuindex_engine::gpu::Gpu, queries: &ByteKeys) -> Result<Vec<u64>, gpuindex_engine::gpu::GpuError> {
+        let Some(art) = &self.art else { return Ok(vec![0; queries.len()]) };
+        let dev = self.device(gpu)?;
+        let mut out = vec![0u64; queries.len()];
+        search_gpu(gpu, art, dev, Op::LowerBound, queries, Format::for_queries(queries), &mut out, Schedule::default())?;
+        Ok(out)
+    }
+
+    /// The tree on `gpu`, uploaded at the first call (None: no keys).
+    pub fn device(&self, gpu: &gpuindex_engine::gpu::Gpu) -> Result<&DeviceArt, gpuindex_engine::gpu::GpuError> {
+        let art = self.art.as_ref().expect("a mirror with keys");
+        if let Some(d) = self.device.get() {
+            return Ok(d);
+        }
+        let d = DeviceArt::upload(gpu, art)?;
+        Ok(self.device.get_or_init(|| d))
+    }
+
+    /// Whether it holds keys (else every query starts at the one leaf).
+    pub fn has_keys(&self) -> bool {
+        self.art.is_some()
+    }
+
+    /// The leaf of each rank.
+    pub fn blocks_of(&self, ranks: &[u64]) -> Vec<u32> {
+        ranks.iter().map(|&r| self.blocks[r as usize]).collect()
     }
 }
 

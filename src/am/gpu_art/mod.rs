@@ -11,10 +11,11 @@ mod build;
 mod check;
 mod keys;
 mod long;
-mod mirror;
+pub(crate) mod mirror;
 mod page;
 mod probe;
 mod scan;
+pub(crate) mod service;
 mod tree;
 mod vacuum;
 

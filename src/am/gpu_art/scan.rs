@@ -369,7 +369,7 @@ impl ScanState {
                 _ => return,
             }
         }
-        self.hints = Some(mirror::get(tree).hints(&q, self.what));
+        self.hints = Some(mirror::hints(tree, &q, self.what));
     }
 
     fn empty(kind: KeyKind) -> ScanState {
