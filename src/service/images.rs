@@ -8,7 +8,7 @@
 
 use super::served::Served;
 use super::shmem::{ImageKey, ImageRow};
-use crate::am::{gpu_art, gpu_btree, gpu_metric, gpu_spatial};
+use crate::am::{gpu_art, gpu_btree, gpu_learned, gpu_metric, gpu_spatial};
 use gpuindex_engine::gpics::{Params, Points, QuadTree};
 use gpuindex_engine::gpu::Gpu;
 use gpuindex_engine::gts::search::Objects;
@@ -26,6 +26,7 @@ const METRIC: &[u8; 8] = b"GPUIMG01";
 const SPATIAL: &[u8; 8] = b"GPUSPT01";
 const BTREE: &[u8; 8] = b"GPUBTR01";
 const ART: &[u8; 8] = b"GPUART01";
+const LEARNED: &[u8; 8] = b"GPUPGM01";
 
 /// Where this backend ships an image.
 pub fn ship_path(key: &ImageKey) -> PathBuf {
@@ -105,6 +106,18 @@ pub fn write_art(path: &Path, keys: &gpuindex_engine::art::ByteKeys, blocks: &[u
     w.flush()
 }
 
+/// Writes gpu_learned's run model.
+pub fn write_learned(path: &Path, pgm: &gpuindex_engine::pgm::Pgm) -> std::io::Result<()> {
+    let mut w = create(path, LEARNED)?;
+    put(&mut w, &[pgm.eps as u64, pgm.eps_inner as u64, pgm.n as u64])?;
+    put(&mut w, &pgm.first)?;
+    put(&mut w, &pgm.slope)?;
+    put(&mut w, &pgm.intercept)?;
+    let levels: Vec<u64> = pgm.levels.iter().flat_map(|l| [l.offset as u64, l.len as u64]).collect();
+    put(&mut w, &levels)?;
+    w.flush()
+}
+
 /// Reads what a `write_*` function wrote.
 fn read(path: &Path, key: &ImageKey) -> std::io::Result<Served> {
     let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {what}", path.display()));
@@ -152,6 +165,24 @@ fn read(path: &Path, key: &ImageKey) -> std::io::Result<Served> {
             return Err(bad("keys out of order"));
         }
         return Ok(Served::Art(Box::new(gpu_art::mirror::Mirror::new(key.generation, &keys, blocks))));
+    }
+    if &magic == LEARNED {
+        use gpuindex_engine::pgm::{Level, Pgm};
+        let h: Vec<u64> = get(&mut r)?;
+        let [eps, eps_inner, n] = h[..] else { return Err(bad("short header")) };
+        let (first, slope, intercept): (Vec<u64>, Vec<f64>, Vec<f64>) = (get(&mut r)?, get(&mut r)?, get(&mut r)?);
+        let levels: Vec<u64> = get(&mut r)?;
+        let levels: Vec<Level> = levels.chunks_exact(2).map(|l| Level { offset: l[0] as usize, len: l[1] as usize }).collect();
+        let sane = slope.len() == first.len()
+            && intercept.len() == first.len()
+            && levels.iter().all(|l| l.offset.checked_add(l.len).is_some_and(|e| e <= first.len()))
+            && levels.last().is_none_or(|l| l.len == 1)
+            && (n == 0) == levels.is_empty();
+        if !sane {
+            return Err(bad("inconsistent sizes"));
+        }
+        let pgm = Pgm { eps: eps as usize, eps_inner: eps_inner as usize, n: n as usize, first, slope, intercept, levels };
+        return Ok(Served::Learned(Box::new(gpu_learned::service::Model::new(pgm))));
     }
     if &magic != METRIC {
         return Err(bad("not an image"));

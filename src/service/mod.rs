@@ -18,9 +18,10 @@
 //! k`, `gpu_metric_knn`, the batched join's chunks); kNN and range batches
 //! on gpu_spatial (`gpu_spatial_knn`, `gpuindex_nearest`,
 //! `gpu_spatial_range`, `gpu_spatial_within`, the join's chunks); gpu_btree
-//! and gpu_art batches' leaf hints (`= ANY`, the probe functions, the
-//! join's chunks: `am::gpu_btree::service`, `am::gpu_art::service`); each
-//! where it pays (`client::worth_asking`).
+//! and gpu_art batches' leaf hints and gpu_learned's run predictions (`=
+//! ANY`, the probe functions, the join's chunks: `am::gpu_btree::service`,
+//! `am::gpu_art::service`, `am::gpu_learned::service`); each where it pays
+//! (`client::worth_asking`).
 
 pub mod client;
 pub mod epoch;

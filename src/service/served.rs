@@ -4,11 +4,13 @@
 //! circles and points, ten words) or gpu_btree's mirror (probes: a u64
 //! code, two words, answered as a "range" of one row, its leaf block) or
 //! gpu_art's (probes: length and bytes, as many words as the request's
-//! longest, answered the same way). A request's queries travel as 4-byte
-//! words either way; the image decides how to read them.
+//! longest, answered the same way) or gpu_learned's run model (keys as
+//! gpu_btree's, answered with their predicted positions). A request's
+//! queries travel as 4-byte words either way; the image decides how to
+//! read them.
 
 use crate::am::common::cache::Image as _;
-use crate::am::{gpu_art, gpu_btree, gpu_metric, gpu_spatial};
+use crate::am::{gpu_art, gpu_btree, gpu_learned, gpu_metric, gpu_spatial};
 use gpuindex_engine::gpics::{Hits, Neighbors, Query, Rect};
 use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
@@ -20,6 +22,7 @@ pub enum Served {
     Btree(gpu_btree::mirror::Mirror),
     // (Boxed: CuART's mirror is large beside the others.)
     Art(Box<gpu_art::mirror::Mirror>),
+    Learned(Box<gpu_learned::service::Model>),
 }
 
 /// Words (4 bytes) of a gpu_spatial centre.
@@ -109,6 +112,7 @@ impl Served {
             Served::Spatial(i) => i.host_bytes(),
             Served::Btree(m) => m.host_bytes(),
             Served::Art(m) => m.host_bytes(),
+            Served::Learned(m) => m.host_bytes(),
         }
     }
 
@@ -118,6 +122,7 @@ impl Served {
             Served::Spatial(i) => i.device_bytes(),
             Served::Btree(m) => m.device_bytes(),
             Served::Art(m) => m.device_bytes(),
+            Served::Learned(m) => m.device_bytes(),
         }
     }
 
@@ -129,6 +134,7 @@ impl Served {
             Served::Btree(m) => m.inner.device_image(gpu).map(drop),
             Served::Art(m) if m.has_keys() => m.device(gpu).map(drop),
             Served::Art(_) => Ok(()),
+            Served::Learned(m) => m.device(gpu).map(drop),
         }
     }
 
@@ -138,7 +144,9 @@ impl Served {
     /// Callers checked `answers_knn`.
     pub fn knn(&self, on: Option<&Gpu>, words: &[f32], k: usize) -> Found {
         match self {
-            Served::Btree(_) | Served::Art(_) => unreachable!("kNN requests never go to gpu_btree or gpu_art images (checked)"),
+            Served::Btree(_) | Served::Art(_) | Served::Learned(_) => {
+                unreachable!("kNN requests go to gpu_metric and gpu_spatial images only (checked)")
+            }
             Served::Metric(img) => {
                 let flat = |n: Vec<Vec<(u64, f64)>>| Rows::from_nested(&n, true);
                 found(on.map(|g| img.knn_gpu(g, words, k).map(flat)), || flat(img.knn_cpu(words, k)))
@@ -152,12 +160,12 @@ impl Served {
 
     /// Whether it answers `OP_RANGE` requests (`range`).
     pub fn answers_ranges(&self) -> bool {
-        matches!(self, Served::Spatial(_) | Served::Btree(_) | Served::Art(_))
+        !matches!(self, Served::Metric(_))
     }
 
     /// Whether it answers `OP_KNN` requests (`knn`).
     pub fn answers_knn(&self) -> bool {
-        !matches!(self, Served::Btree(_) | Served::Art(_))
+        matches!(self, Served::Metric(_) | Served::Spatial(_))
     }
 
     /// Every point matching each query (`QUERY_WORDS` words each: G-PICS
@@ -169,6 +177,11 @@ impl Served {
         match self {
             Served::Btree(m) => return probe_hints(m, on, words),
             Served::Art(m) => return art_hints(m, on, words, dim),
+            Served::Learned(m) => {
+                let keys = gpu_btree::service::codes(words);
+                let rows = |p: Vec<u64>| Rows { start: (0..=p.len()).collect(), ids: p, dists: Vec::new() };
+                return found(on.map(|g| m.predict_gpu(g, &keys).map(rows)), || rows(m.predict_cpu(&keys)));
+            }
             _ => {}
         }
         let Served::Spatial(img) = self else { unreachable!("range requests go to gpu_spatial and gpu_btree images (checked)") };
@@ -200,7 +213,7 @@ impl Served {
                     && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little())
                     && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
             }
-            Served::Spatial(_) | Served::Btree(_) | Served::Art(_) => n >= min_batch,
+            Served::Spatial(_) | Served::Btree(_) | Served::Art(_) | Served::Learned(_) => n >= min_batch,
         }
     }
 }

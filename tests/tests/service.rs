@@ -150,8 +150,8 @@ fn scans_through_the_service_equal_sequential_scans() {
 /// copy of the mirror equal the session's and the sequential scan's:
 /// duplicates, a long run of one key, the extremes, misses; after inserts
 /// (splits: a new image) and after deletes and VACUUM (pages deleted and
-/// recycled under hints of the image the service holds). gpu_learned
-/// indexes, whose delta trees share the format, never ask.
+/// recycled under hints of the image the service holds). Then gpu_learned's
+/// run predictions, through a delta and the merge that replaces the run.
 #[test]
 fn btree_probes_through_the_service_equal_the_sessions() {
     let _serial = serial();
@@ -201,13 +201,34 @@ fn btree_probes_through_the_service_equal_the_sessions() {
     check(&mut c, "after deletes and VACUUM");
     c.batch_execute("INSERT INTO sv_keys SELECT 400000 + g, (random() * 10000)::int8 FROM generate_series(1, 20000) g").unwrap();
     check(&mut c, "after pages were reused");
-    // gpu_learned (its delta a gpu_btree tree) searches in the session.
+    // gpu_learned: the run's predictions through the service (its delta,
+    // a gpu_btree tree, in the session), through inserts into the delta
+    // and the VACUUM that merges it (a new run: a new image).
     c.batch_execute("DROP INDEX sv_keys_k; CREATE INDEX sv_keys_l ON sv_keys USING gpu_learned (k)").unwrap();
-    c.batch_execute("SET gpuindex.service = off").unwrap();
-    let own = probe(&mut c, "learned", "sv_keys_l");
-    c.batch_execute("SET gpuindex.service = on").unwrap();
-    assert_eq!(probe(&mut c, "learned", "sv_keys_l"), own, "gpu_learned_probe");
-    c.batch_execute("RESET gpuindex.service; DROP TABLE sv_keys").unwrap();
+    let learned = |c: &mut Client, when: &str| {
+        set_seq_only(c);
+        let want = any(c);
+        set_index_only(c, false);
+        c.batch_execute("SET gpuindex.service = off").unwrap();
+        let own = probe(c, "learned", "sv_keys_l");
+        c.batch_execute("SET gpuindex.service = on").unwrap();
+        // (The delta's batch, in the session, comes after the run's: the
+        // service's count tells.)
+        let served = |c: &mut Client| stats(c, "queries");
+        let before = served(c);
+        assert_eq!(probe(c, "learned", "sv_keys_l"), own, "{when}: gpu_learned_probe");
+        assert!(served(c) > before, "{when}: gpu_learned_probe not through the service");
+        assert_eq!(any(c), want, "{when}: = ANY on gpu_learned");
+        c.batch_execute("RESET gpuindex.service").unwrap();
+    };
+    learned(&mut c, "gpu_learned");
+    c.batch_execute("INSERT INTO sv_keys SELECT 500000 + g, (random() * 30000)::int8 FROM generate_series(1, 30000) g").unwrap();
+    learned(&mut c, "gpu_learned, a delta");
+    let before = images_of(&mut c, "sv_keys_l");
+    c.batch_execute("VACUUM sv_keys").unwrap();
+    learned(&mut c, "gpu_learned, merged");
+    assert_ne!(images_of(&mut c, "sv_keys_l"), before, "a merge makes a new image");
+    c.batch_execute("DROP TABLE sv_keys").unwrap();
 }
 
 /// gpu_art probes (`gpu_art_probe`, `= ANY`) through the service's copy

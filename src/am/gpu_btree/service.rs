@@ -63,7 +63,8 @@ pub fn hints(tree: &Tree, probes: &[u64], what: &'static str) -> Option<Vec<u32>
 /// Words (4 bytes) of a probe: its u64 code's native bytes.
 pub const CODE_WORDS: usize = 2;
 
-fn code_words(code: u64) -> [f32; 2] {
+/// A code as `CODE_WORDS` words.
+pub fn code_words(code: u64) -> [f32; 2] {
     let b = code.to_ne_bytes();
     [f32::from_ne_bytes(b[..4].try_into().unwrap()), f32::from_ne_bytes(b[4..].try_into().unwrap())]
 }

@@ -16,6 +16,7 @@ mod page;
 pub mod probe;
 mod run;
 mod scan;
+pub(crate) mod service;
 mod vacuum;
 
 use crate::am::common::options::Reloptions;

@@ -22,7 +22,7 @@ pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str) -> Vec<
     // two reads of it (as a scan starts, `scan.rs`).
     loop {
         let run = run::get(index);
-        let hints = run::predictions(&run, codes, what);
+        let hints = run::predictions(index, &run, codes, what);
         let mut out = Vec::with_capacity(codes.len());
         for (&q, &h) in codes.iter().zip(&hints) {
             run.collect_equal(index, q, h as usize, &mut out);

@@ -220,10 +220,15 @@ impl BatchJob for Predictions<'_> {
     }
 }
 
-/// Predicted positions of the ascending `keys`, through the batch executor.
-pub fn predictions(run: &Run, keys: &[u64], what: &'static str) -> Vec<u64> {
+/// Predicted positions of the ascending `keys` of index `rel`: from the
+/// GPU service where it pays (`service::predictions`), else through the
+/// batch executor.
+pub fn predictions(rel: pg_sys::Relation, run: &Run, keys: &[u64], what: &'static str) -> Vec<u64> {
     if run.n() == 0 {
         return vec![0; keys.len()];
+    }
+    if let Some(p) = super::service::predictions(rel, run, keys, what) {
+        return p;
     }
     crate::batch::submit(what, &Predictions(run), keys)
 }

@@ -58,10 +58,10 @@ impl RunCursor {
 
     /// The model's position for interval j's start: from one batch
     /// (GPU or all cores) when there are many intervals, else the CPU's.
-    fn hint(&mut self, run: &Run, j: usize) -> usize {
+    fn hint(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> usize {
         if self.hints.is_none() && self.intervals.len() >= BATCH_MIN_PROBES {
             let starts: Vec<u64> = self.intervals.iter().map(|iv| iv.0).collect();
-            self.hints = Some(run::predictions(run, &starts, "gpu_learned = ANY"));
+            self.hints = Some(run::predictions(rel, run, &starts, "gpu_learned = ANY"));
         }
         match &self.hints {
             Some(h) => h[j] as usize,
@@ -71,7 +71,7 @@ impl RunCursor {
 
     /// The first position of interval j's keys (or where they would be).
     fn first_of(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> usize {
-        let hint = self.hint(run, j);
+        let hint = self.hint(rel, run, j);
         run.lower_bound(rel, self.intervals[j].0, hint)
     }
 
