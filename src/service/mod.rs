@@ -15,8 +15,8 @@
 //! - `explain`: EXPLAIN ANALYZE's line on the service.
 //!
 //! Served now: kNN on gpu_metric (index scans' `ORDER BY v <op> q LIMIT
-//! k`, `gpu_metric_knn`, the batched join's chunks); kNN and range batches
-//! on gpu_spatial (`gpu_spatial_knn`, `gpuindex_nearest`,
+//! k`, `gpu_metric_knn`, the batched join's chunks); kNN scans and kNN and
+//! range batches on gpu_spatial (`ORDER BY p <-> q`, `gpu_spatial_knn`, `gpuindex_nearest`,
 //! `gpu_spatial_range`, `gpu_spatial_within`, the join's chunks); gpu_btree
 //! and gpu_art batches' leaf hints and gpu_learned's run predictions (`=
 //! ANY`, the probe functions, the join's chunks: `am::gpu_btree::service`,

@@ -382,8 +382,27 @@ fn spatial_batches_through_the_service_equal_the_sessions() {
             assert_eq!(own, want, "{when}: {f} in the session against the sequential scan");
         }
     };
+    // Single `ORDER BY p <-> q` scans through the service (rounds of
+    // doubling k, the delta merged in, ties at a round's end held back,
+    // the page walk past every point for the NULL).
+    let scans = |c: &mut Client, when: &str| {
+        for q in ["point(500.5, 500.5)", "point(250, 750)", "point(-1e15, 1e15)", "point(999, 1)"] {
+            for limit in [5, 40, 700, 30_000] {
+                let sql = format!("SELECT id, coalesce(p <-> {q}, -1) FROM sv_pts ORDER BY p <-> {q} LIMIT {limit}");
+                set_seq_only(c);
+                let want = rows(c, &sql);
+                set_index_only(c, false);
+                c.batch_execute("SET gpuindex.service = on").unwrap();
+                let got = rows(c, &sql);
+                assert!(service_epoch(c).is_some(), "{when}: {sql}: not through the service");
+                c.batch_execute("RESET gpuindex.service").unwrap();
+                same(&got, &want, &format!("{when}: {sql}"));
+            }
+        }
+    };
     check(&mut c, "built");
     ranges(&mut c, "built");
+    scans(&mut c, "built");
     c.batch_execute(
         "INSERT INTO sv_pts SELECT 50000 + g, point(random() * 1000, random() * 1000) FROM generate_series(1, 800) g;
          DELETE FROM sv_pts WHERE id % 4 = 1 OR id BETWEEN 30000 AND 30400;",
@@ -391,9 +410,11 @@ fn spatial_batches_through_the_service_equal_the_sessions() {
     .unwrap();
     check(&mut c, "after inserts and deletes");
     ranges(&mut c, "after inserts and deletes");
+    scans(&mut c, "after inserts and deletes");
     c.batch_execute("VACUUM sv_pts").unwrap();
     check(&mut c, "after VACUUM");
     ranges(&mut c, "after VACUUM");
+    scans(&mut c, "after VACUUM");
     // A session holding its copy searches it under auto (the service's
     // round trip buys nothing there), counted as declined.
     if stats(&mut c, "(device = 'gpu')::int") == 1 {

@@ -139,9 +139,33 @@ fn ship(rel: pg_sys::Relation, m: &Meta, path: &std::path::Path) -> std::io::Res
 /// itself (`gpuindex.service`; under `auto` also where this backend would
 /// answer as soon, or the service failed).
 pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k: usize, what: &'static str) -> Option<Neighbors> {
-    use crate::service::{client, served};
     let n = centres.len() as f64;
     let key = worth_asking(rel, m, n * KNN_US_PER_CENTRE, n * KNN_US_PER_CENTRE_GPU)?;
+    knn_from(key, rel, m, centres, k, what)
+}
+
+/// Microseconds an ordered index scan's page walk takes to its first rows
+/// (a few leaves: tens of microseconds), the alternative to asking.
+const WALK_US: f64 = 50.0;
+
+/// The `k` nearest tree points of one centre from the GPU service, for an
+/// ordered index scan: asked where the service's round trip beats the
+/// scan's page walk (which needs no copy of the tree), so under `auto`
+/// practically never; under `on` always.
+pub fn nearest_by_service(rel: pg_sys::Relation, m: &Meta, centre: (f64, f64), k: usize) -> Option<Neighbors> {
+    let key = crate::service::client::worth_asking(rel, m.generation, m.vacuums, WALK_US, KNN_US_PER_CENTRE_GPU)?;
+    knn_from(key, rel, m, &[centre], k, "gpu_spatial index scan")
+}
+
+fn knn_from(
+    key: crate::service::shmem::ImageKey,
+    rel: pg_sys::Relation,
+    m: &Meta,
+    centres: &[(f64, f64)],
+    k: usize,
+    what: &'static str,
+) -> Option<Neighbors> {
+    use crate::service::{client, served};
     let rows = client::knn(key, served::CENTRE_WORDS, &served::centre_words(centres), k, &|path| ship(rel, m, path), what)?;
     Some(Neighbors { offsets: rows.start, ids: rows.ids, dists: rows.dists })
 }

@@ -17,6 +17,7 @@ pub mod image;
 mod interlock;
 mod knn;
 pub mod merge;
+mod nearest;
 pub mod options;
 mod page;
 mod scan;

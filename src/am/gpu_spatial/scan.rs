@@ -5,12 +5,14 @@
 //! exactly (no recheck). A plain scan collects every match at its first
 //! call (the candidate leaves' pages and the delta, each read once, the
 //! lock dropped between pages: safe for the MVCC snapshots that are all a
-//! gpu_spatial scan accepts). An ordered scan walks best first (`knn.rs`).
+//! gpu_spatial scan accepts). An ordered scan walks best first (`knn.rs`),
+//! or asks the GPU service (`nearest.rs`).
 //! Index-only scans hold VACUUM's interlock (`interlock.rs`) from their
 //! first read to their end.
 
 use super::interlock::{self, ScanLock};
 use super::knn::Knn;
+use super::nearest::Nearest;
 use super::page::Entry;
 use super::shape;
 use crate::am::common::scan::{Found, IndexScan};
@@ -33,6 +35,8 @@ enum Mode {
         pos: usize,
     },
     Ordered(Box<Knn>),
+    /// Ordered through the GPU service (`nearest.rs`).
+    Served(Box<Nearest>),
 }
 
 pub struct ScanState {
@@ -133,6 +137,16 @@ impl IndexScan for ScanState {
         if self.mode.is_none() && scan.xs_want_itup && self.lock.is_none() {
             self.lock = Some(interlock::lock_for_scan(scan.indexRelation));
         }
+        // Ordered only, not index-only (the service returns no points).
+        if let (None, true, Some((x, y)), false) = (&self.mode, self.ordered, self.order, scan.xs_want_itup) {
+            if self.quals.as_ref().is_some_and(Vec::is_empty) {
+                self.mode = Nearest::start(scan.indexRelation, x, y).map(|n| Mode::Served(Box::new(n)));
+            }
+        }
+        if let Some(Mode::Served(n)) = &mut self.mode {
+            let (tid, distance) = n.next(scan.indexRelation)?;
+            return Some(Found { tid: tid_to(tid), distance });
+        }
         let (e, distance) = self.next_entry(scan.indexRelation)?;
         self.last = Some(e);
         Some(Found { tid: tid_to(e.heap_tid()), distance })
@@ -189,6 +203,7 @@ impl ScanState {
                 Some((e, None))
             }
             Mode::Ordered(k) => k.next(rel),
+            Mode::Served(_) => unreachable!("served scans return from `next`"),
         }
     }
 }
