@@ -146,6 +146,35 @@ fn scans_through_the_service_equal_sequential_scans() {
 /// scan: skewed points (a dense cluster, duplicates, a far outlier),
 /// through inserts, deletes and VACUUM; `auto` keeps a kNN batch in the
 /// session that holds its copy of the tree.
+/// A probe function's rows and `= ANY`'s through the service equal the
+/// session's and the sequential scan's, and the service answered them
+/// (its count of queries grows: a gpu_learned probe's last batch is its
+/// delta's, in the session).
+fn check_probes(c: &mut Client, function: &str, index: &str, table: &str, column: &str, keys: &str, when: &str) {
+    let probe = |c: &mut Client| -> Vec<(i64, String)> {
+        let sql = format!("SELECT ord, ctid::text FROM {function}('{index}', {keys}) ORDER BY 1, 2");
+        c.query(&sql, &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect()
+    };
+    let any = |c: &mut Client| -> Vec<i32> {
+        let sql = format!("SELECT id FROM {table} WHERE {column} = ANY({keys}) ORDER BY id");
+        c.query(&sql, &[]).unwrap().iter().map(|r| r.get(0)).collect()
+    };
+    set_seq_only(c);
+    let want = any(c);
+    set_index_only(c, false);
+    c.batch_execute("SET gpuindex.service = off").unwrap();
+    let own = probe(c);
+    assert!(!own.is_empty(), "{when}");
+    c.batch_execute("SET gpuindex.service = on").unwrap();
+    let before = stats(c, "queries");
+    assert_eq!(probe(c), own, "{when}: {function}");
+    let probed = stats(c, "queries");
+    assert!(probed > before, "{when}: {function} not through the service");
+    assert_eq!(any(c), want, "{when}: = ANY");
+    assert!(stats(c, "queries") > probed, "{when}: = ANY not through the service");
+    c.batch_execute("RESET gpuindex.service").unwrap();
+}
+
 /// gpu_btree probes (`gpu_btree_probe`, `= ANY`) through the service's
 /// copy of the mirror equal the session's and the sequential scan's:
 /// duplicates, a long run of one key, the extremes, misses; after inserts
@@ -167,31 +196,7 @@ fn btree_probes_through_the_service_equal_the_sessions() {
     .unwrap();
     let keys = "(SELECT array_agg((g * 7 % 25000)::int8 - 100) FROM generate_series(1, 5000) g)
                 || ARRAY[777, -9223372036854775808, 9223372036854775807]::int8[]";
-    let probe = |c: &mut Client, am: &str, index: &str| -> Vec<(i64, String)> {
-        c.query(&format!("SELECT ord, ctid::text FROM gpu_{am}_probe('{index}', {keys}) ORDER BY 1, 2"), &[])
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect()
-    };
-    let any = |c: &mut Client| -> Vec<i32> {
-        c.query(&format!("SELECT id FROM sv_keys WHERE k = ANY({keys}) ORDER BY id"), &[]).unwrap().iter().map(|r| r.get(0)).collect()
-    };
-    let check = |c: &mut Client, when: &str| {
-        set_seq_only(c);
-        let want = any(c);
-        set_index_only(c, false);
-        c.batch_execute("SET gpuindex.service = off").unwrap();
-        let own = probe(c, "btree", "sv_keys_k");
-        c.batch_execute("SET gpuindex.service = on").unwrap();
-        let served = probe(c, "btree", "sv_keys_k");
-        assert!(service_epoch(c).is_some(), "{when}: gpu_btree_probe not through the service");
-        assert_eq!(served, own, "{when}: gpu_btree_probe");
-        assert!(!own.is_empty(), "{when}");
-        assert_eq!(any(c), want, "{when}: = ANY");
-        assert!(service_epoch(c).is_some(), "{when}: = ANY not through the service");
-        c.batch_execute("RESET gpuindex.service").unwrap();
-    };
+    let check = |c: &mut Client, when: &str| check_probes(c, "gpu_btree_probe", "sv_keys_k", "sv_keys", "k", keys, when);
     check(&mut c, "at first");
     assert!(!images_of(&mut c, "sv_keys_k").is_empty(), "the service holds the mirror");
     c.batch_execute("INSERT INTO sv_keys SELECT 300000 + g, (random() * 25000)::int8 FROM generate_series(1, 40000) g").unwrap();
@@ -205,22 +210,7 @@ fn btree_probes_through_the_service_equal_the_sessions() {
     // a gpu_btree tree, in the session), through inserts into the delta
     // and the VACUUM that merges it (a new run: a new image).
     c.batch_execute("DROP INDEX sv_keys_k; CREATE INDEX sv_keys_l ON sv_keys USING gpu_learned (k)").unwrap();
-    let learned = |c: &mut Client, when: &str| {
-        set_seq_only(c);
-        let want = any(c);
-        set_index_only(c, false);
-        c.batch_execute("SET gpuindex.service = off").unwrap();
-        let own = probe(c, "learned", "sv_keys_l");
-        c.batch_execute("SET gpuindex.service = on").unwrap();
-        // (The delta's batch, in the session, comes after the run's: the
-        // service's count tells.)
-        let served = |c: &mut Client| stats(c, "queries");
-        let before = served(c);
-        assert_eq!(probe(c, "learned", "sv_keys_l"), own, "{when}: gpu_learned_probe");
-        assert!(served(c) > before, "{when}: gpu_learned_probe not through the service");
-        assert_eq!(any(c), want, "{when}: = ANY on gpu_learned");
-        c.batch_execute("RESET gpuindex.service").unwrap();
-    };
+    let learned = |c: &mut Client, when: &str| check_probes(c, "gpu_learned_probe", "sv_keys_l", "sv_keys", "k", keys, when);
     learned(&mut c, "gpu_learned");
     c.batch_execute("INSERT INTO sv_keys SELECT 500000 + g, (random() * 30000)::int8 FROM generate_series(1, 30000) g").unwrap();
     learned(&mut c, "gpu_learned, a delta");
@@ -233,8 +223,8 @@ fn btree_probes_through_the_service_equal_the_sessions() {
 
 /// gpu_art probes (`gpu_art_probe`, `= ANY`) through the service's copy
 /// of the mirror equal the session's and the sequential scan's: keys
-/// sharing long prefixes, duplicates, the empty string, misses, a probe
-/// past the longest the service takes (the batch stays in the session);
+/// sharing long prefixes, duplicates, the empty string, misses; a probe
+/// past the longest the service takes keeps the batch in the session;
 /// after inserts (splits: a new image) and after deletes and VACUUM.
 #[test]
 fn art_probes_through_the_service_equal_the_sessions() {
@@ -251,35 +241,17 @@ fn art_probes_through_the_service_equal_the_sessions() {
     .unwrap();
     let keys = "(SELECT array_agg('https://example.com/' || (g * 7 % 25000) || '/page') FROM generate_series(1, 3000) g)
                 || ARRAY['https://example.com/hot', '', 'nope']";
-    let probe = |c: &mut Client, keys: &str| -> Vec<(i64, String)> {
-        c.query(&format!("SELECT ord, ctid::text FROM gpu_art_probe('sv_urls_u', {keys}) ORDER BY 1, 2"), &[])
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect()
-    };
-    let any = |c: &mut Client| -> Vec<i32> {
-        c.query(&format!("SELECT id FROM sv_urls WHERE u = ANY({keys}) ORDER BY id"), &[]).unwrap().iter().map(|r| r.get(0)).collect()
-    };
     let check = |c: &mut Client, when: &str| {
-        set_seq_only(c);
-        let want = any(c);
-        set_index_only(c, false);
-        c.batch_execute("SET gpuindex.service = off").unwrap();
-        let own = probe(c, keys);
-        c.batch_execute("SET gpuindex.service = on").unwrap();
-        let served = probe(c, keys);
-        assert!(service_epoch(c).is_some(), "{when}: gpu_art_probe not through the service");
-        assert_eq!(served, own, "{when}: gpu_art_probe");
-        assert!(!own.is_empty(), "{when}");
-        assert_eq!(any(c), want, "{when}: = ANY");
-        assert!(service_epoch(c).is_some(), "{when}: = ANY not through the service");
+        check_probes(c, "gpu_art_probe", "sv_urls_u", "sv_urls", "u", keys, when);
         // A probe longer than the service takes: the session's own walk.
-        let long = format!("{keys} || ARRAY[repeat('x', 300)]");
+        let long = format!("SELECT ord, ctid::text FROM gpu_art_probe('sv_urls_u', {keys} || ARRAY[repeat('x', 300)]) ORDER BY 1, 2");
+        let rows = |c: &mut Client| -> Vec<(i64, String)> { c.query(&long, &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect() };
         c.batch_execute("SET gpuindex.service = off").unwrap();
-        let own_long = probe(c, &long);
+        let own = rows(c);
         c.batch_execute("SET gpuindex.service = on").unwrap();
-        assert_eq!(probe(c, &long), own_long, "{when}: with a long probe");
+        let queries = stats(c, "queries");
+        assert_eq!(rows(c), own, "{when}: with a long probe");
+        assert_eq!(stats(c, "queries"), queries, "{when}: a long probe went to the service");
         c.batch_execute("RESET gpuindex.service").unwrap();
     };
     check(&mut c, "at first");
