@@ -43,7 +43,8 @@ impl HeapRows {
     }
 }
 
-fn nblocks(index: pg_sys::Relation, fork: Fork) -> u32 {
+/// Blocks of `fork` of the open relation `index`.
+pub fn nblocks(index: pg_sys::Relation, fork: Fork) -> u32 {
     // SAFETY: an open relation.
     unsafe { pg_sys::RelationGetNumberOfBlocksInFork(index, fork.number()) }
 }

@@ -39,11 +39,7 @@ pub fn hints(tree: &Tree, queries: &ByteKeys, what: &'static str) -> Option<Vec<
     }
     let copy = match cache::lookup::<Mirror>(tree.rel, "art mirror") {
         Some(_) => 0.0,
-        None => {
-            // SAFETY: an open index relation.
-            let blocks = unsafe { pgrx::pg_sys::RelationGetNumberOfBlocksInFork(tree.rel, pgrx::pg_sys::ForkNumber::MAIN_FORKNUM) };
-            blocks as f64 * COPY_US_PER_BLOCK
-        }
+        None => crate::am::common::build::nblocks(tree.rel, crate::storage::Fork::Main) as f64 * COPY_US_PER_BLOCK,
     };
     let n = queries.len() as f64;
     let key =

@@ -101,8 +101,7 @@ pub fn hinted_leaf(tree: &Tree, block: u32, blocks: u32, q: u64) -> Shared {
 
 /// The index's size in blocks, for `hinted_leaf`.
 pub fn blocks(tree: &Tree) -> u32 {
-    // SAFETY: an open index relation.
-    unsafe { pg_sys::RelationGetNumberOfBlocksInFork(tree.rel, pg_sys::ForkNumber::MAIN_FORKNUM) }
+    crate::am::common::build::nblocks(tree.rel, crate::storage::Fork::Main)
 }
 
 /// The leaf hints, as blocks, of the ascending `probes`: from the GPU
