@@ -82,6 +82,10 @@ pub struct DeviceTree {
     budget: Option<usize>,
     /// The bounded brute force's buffers for small batches.
     space: parking_lot::Mutex<Option<Space>>,
+    /// The range search's first-pass answers (`depth.rs`), kept between
+    /// batches: allocating tens of MB costs a batch of 10^5 2-d queries a
+    /// share of its time.
+    range_scratch: parking_lot::Mutex<Option<DeviceBuffer<Pair>>>,
 }
 
 /// A batch's answers: for each query, (id, distance) pairs (kNN nearest
@@ -157,6 +161,7 @@ impl DeviceTree {
             norms,
             budget: None,
             space: parking_lot::Mutex::new(None),
+            range_scratch: parking_lot::Mutex::new(None),
         })
     }
 
@@ -174,6 +179,7 @@ impl DeviceTree {
             + self.pdist.bytes()
             + self.ids.bytes()
             + self.norms.bytes()
+            + self.range_scratch.lock().as_ref().map_or(0, |b| b.bytes())
     }
 
     /// The k nearest objects of each query (rows of `queries`), as

@@ -189,9 +189,26 @@ impl DeviceTree {
         let lay = RangeLayout::new(dim, step);
         let chunks: Vec<usize> = (0..m).step_by(step).collect();
         let ways = chunks.len().min(3);
-        // The first pass's answers, per slot (device only).
-        let dense = gpu.alloc::<Pair>(ways * step * SPARE)?;
-        let dense_of = |si: usize| dense.ptr() + (si * step * SPARE * size_of::<Pair>()) as u64;
+        // The first pass's answers, per slot (device only): the tree's
+        // kept buffer, or one of this batch's own while another batch
+        // holds that.
+        let need = ways * step * SPARE;
+        let mut kept = self.range_scratch.try_lock();
+        let own;
+        let dense = match kept.as_deref_mut() {
+            Some(slot) => {
+                if slot.as_ref().is_none_or(|b| b.len() < need) {
+                    *slot = None;
+                    *slot = Some(gpu.alloc::<Pair>(need)?);
+                }
+                slot.as_ref().expect("allocated above").ptr()
+            }
+            None => {
+                own = gpu.alloc::<Pair>(need)?;
+                own.ptr()
+            }
+        };
+        let dense_of = |si: usize| dense + (si * step * SPARE * size_of::<Pair>()) as u64;
         let mut slots = gpu.guarded(|| gpu.take_slots(ways, lay.in_bytes, lay.out_bytes))?;
         let result = gpu.guarded(|| {
             // (slot, queries) counted; (slot, queries, answers) on their way back.
