@@ -175,8 +175,8 @@ impl DeviceTree {
     /// Range search by a warp per query walking the tree depth first, each
     /// query's answers by id, appended to `out`, in chunks on three slots,
     /// three stages apart: while chunk i is counted on the device, the
-    /// host files chunk i-2's answers, then takes chunk i-1's counts to
-    /// offsets and has its answers packed and sent back.
+    /// host takes chunk i-1's counts to offsets and has its answers packed
+    /// and sent back, then files chunk i-2's answers.
     pub(super) fn range_depth(
         &self,
         gpu: &Gpu,
@@ -219,14 +219,23 @@ impl DeviceTree {
                     let (n, si) = (step.min(m - at), ci % ways);
                     self.range_count(gpu, &mut slots[si], &lay, dense_of(si), &queries[at * dim..(at + n) * dim], &radii[at..at + n])?;
                 }
-                if let Some((si, n, total)) = placed.take() {
-                    finish(&slots[si], &lay, n, total, out)?;
-                }
+                // Chunk i-1's answers go on the bus before chunk i-2's are
+                // filed, so that the two overlap.
+                let mut before = placed.take();
                 if let Some((si, n)) = counted.take() {
                     match self.range_place_all(gpu, &mut slots[si], &lay, dense_of(si), n)? {
                         Ok(total) => placed = Some((si, n, total)),
-                        Err(off) => self.range_slow(gpu, &slots[si], &lay, dense_of(si), &off, budget, out)?,
+                        Err(off) => {
+                            // In order: the chunk before first.
+                            if let Some((si, n, total)) = before.take() {
+                                finish(&slots[si], &lay, n, total, out)?;
+                            }
+                            self.range_slow(gpu, &slots[si], &lay, dense_of(si), &off, budget, out)?
+                        }
                     }
+                }
+                if let Some((si, n, total)) = before {
+                    finish(&slots[si], &lay, n, total, out)?;
                 }
                 counted = chunks.get(ci).map(|&at| (ci % ways, step.min(m - at)));
             }
