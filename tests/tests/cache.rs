@@ -35,8 +35,10 @@ fn images_of_dropped_and_rewritten_indexes_are_released() {
     let mut a = connect(DB);
     let mut b = connect(DB);
     let gpu = server_has_gpu(&mut a);
+    // (The session's own images: with a GPU service running, auto would
+    // ship them to it and drop this backend's copies.)
     a.batch_execute(
-        "SET client_min_messages = warning; SET gpuindex.gpu_min_batch = 1;
+        "SET client_min_messages = warning; SET gpuindex.gpu_min_batch = 1; SET gpuindex.service = off;
          DROP TABLE IF EXISTS ca;
          CREATE TABLE ca (k int8, p point);
          INSERT INTO ca SELECT g, point(g % 1000 * 0.1, g / 1000 * 0.1) FROM generate_series(1, 200000) g;
