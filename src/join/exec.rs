@@ -504,6 +504,15 @@ impl State {
                 return Some(Some(row as usize));
             }
             let &(tid, row) = self.matches.get(self.cursor)?;
+            // Matches come in heap order, their outer rows in any: each
+            // row's stored values are a cache miss (a tenth of a join's
+            // time in a profile) unless asked for a few matches ahead.
+            if let Some(&(_, ahead)) = self.matches.get(self.cursor + 8) {
+                let n = self.stored_atts.len();
+                super::heap::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * n));
+                super::heap::prefetch(self.nulls.as_ptr().wrapping_add(ahead as usize * n));
+                super::heap::prefetch(self.matched.as_ptr().wrapping_add(ahead as usize));
+            }
             self.cursor += 1;
             let row = row as usize;
             if self.semi_or_anti() && self.matched[row] {

@@ -16,7 +16,7 @@ use gpuindex_engine::executor::BatchJob;
 use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
 use gpuindex_engine::hbtree::implicit::ImplicitInner;
 use gpuindex_engine::hbtree::leaf::{self, LeafLevel};
-use gpuindex_engine::hbtree::line::lower_bound;
+use gpuindex_engine::hbtree::line::lower_bound_from;
 use pgrx::pg_sys;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -118,14 +118,16 @@ pub fn hints(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<u32> {
 
 /// Collects every entry with key `q` into `out`, starting from a page at
 /// or left of where q's entries begin (it moves right past pages split
-/// since and dead pages). Returns the live page where it stopped, still
-/// locked, so the next (larger) probe can start there.
-pub fn collect_from(rel: pg_sys::Relation, mut page: Shared, q: u64, out: &mut Vec<(u64, Tid)>) -> Shared {
+/// since and dead pages), on that first page from entry `from` (every
+/// entry before it below q). Returns the live page where it stopped,
+/// still locked, and the entry past q's there, so the next (larger) probe
+/// can start there.
+pub fn collect_from(rel: pg_sys::Relation, mut page: Shared, mut from: usize, q: u64, out: &mut Vec<(u64, Tid)>) -> (Shared, usize) {
     loop {
         let l = Leaf::new(page.page());
         if !is_dead(&l.s) && (l.rightmost() || q <= l.s.high) {
             let keys = l.keys();
-            let mut pos = lower_bound(keys, q);
+            let mut pos = lower_bound_from(keys, from, q);
             while pos < keys.len() && keys[pos] == q {
                 out.push((q, l.tid(pos)));
                 pos += 1;
@@ -133,11 +135,12 @@ pub fn collect_from(rel: pg_sys::Relation, mut page: Shared, q: u64, out: &mut V
             // Equal keys may continue on the right page only if this
             // page's high key is q.
             if pos < keys.len() || l.rightmost() || l.s.high != q {
-                return page;
+                return (page, pos);
             }
         }
         let next = l.s.right;
         page = Shared::lock(rel, next);
+        from = 0;
     }
 }
 
@@ -148,7 +151,8 @@ pub fn collect_from(rel: pg_sys::Relation, mut page: Shared, q: u64, out: &mut V
 pub struct PageLeaves {
     rel: pg_sys::Relation,
     blocks: u32,
-    current: RefCell<Option<Shared>>,
+    /// The page the last search stopped on, and the entry past its key.
+    current: RefCell<Option<(Shared, usize)>>,
     pub out: RefCell<Vec<(u64, Tid)>>,
 }
 
@@ -166,20 +170,20 @@ impl LeafLevel for PageLeaves {
         let mut cur = self.current.borrow_mut();
         // Stay on the current page while q is within it (every page to its
         // left has a high key below q); else go to the hint.
-        let stay = cur.as_ref().is_some_and(|g| {
+        let stay = cur.as_ref().is_some_and(|(g, _)| {
             let s = g.page().special();
             s.flags & RIGHTMOST != 0 || q <= s.high
         });
-        let page = match cur.take() {
-            Some(g) if stay => g,
+        let (page, from) = match cur.take() {
+            Some(at) if stay => at,
             old => {
                 drop(old);
-                hinted_leaf(&Tree::new(self.rel), leaf, self.blocks, q)
+                (hinted_leaf(&Tree::new(self.rel), leaf, self.blocks, q), 0)
             }
         };
         let mut out = self.out.borrow_mut();
         let before = out.len();
-        *cur = Some(collect_from(self.rel, page, q, &mut out));
+        *cur = Some(collect_from(self.rel, page, from, q, &mut out));
         (out.len() - before) as u32
     }
 }

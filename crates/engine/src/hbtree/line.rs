@@ -106,6 +106,28 @@ pub fn lower_bound(keys: &[u64], q: u64) -> usize {
     base + keys[base..base + len].iter().map(|&k| (k < q) as usize).sum::<usize>()
 }
 
+/// The first of `keys` at or above `q`, searched from `from` (from the
+/// start where a key before it is not below q): steps doubling from
+/// there, then a binary search within the last step (ascending probes of
+/// one page land a few entries apart, so this reads a line or two where a
+/// search of the whole page reads nine).
+pub fn lower_bound_from(keys: &[u64], from: usize, q: u64) -> usize {
+    let from = from.min(keys.len());
+    let (mut lo, mut step) = (if from > 0 && keys[from - 1] >= q { 0 } else { from }, 1);
+    let hi = loop {
+        let at = lo + step - 1;
+        if at >= keys.len() {
+            break keys.len();
+        }
+        if keys[at] >= q {
+            break at;
+        }
+        lo = at + 1;
+        step *= 2;
+    };
+    lo + lower_bound(&keys[lo..hi], q)
+}
+
 /// Prefetches the cache line holding `p` into all cache levels.
 #[inline(always)]
 pub fn prefetch<T>(p: *const T) {
@@ -120,6 +142,18 @@ pub fn prefetch<T>(p: *const T) {
 mod tests {
     use super::*;
     use crate::rng::SplitMix64;
+
+    #[test]
+    fn lower_bound_from_any_start() {
+        let mut rng = SplitMix64::new(9);
+        for _ in 0..20_000 {
+            let mut k: Vec<u64> = (0..rng.below(40)).map(|_| rng.below(30)).collect();
+            k.sort_unstable();
+            let q = rng.below(32);
+            let from = rng.below(k.len() as u64 + 2) as usize;
+            assert_eq!(lower_bound_from(&k, from, q), k.partition_point(|&x| x < q), "{k:?} from {from} q {q}");
+        }
+    }
 
     #[test]
     fn ranks_match_scalar() {
