@@ -47,6 +47,16 @@ fn strict() -> bool {
     guc::SERVICE.get() == ServiceSetting::On
 }
 
+/// Microseconds one short request row (a probe of a few words) and its
+/// one answer row cost on their way through the service, besides the
+/// search: the session's encoding, the shared segments both ways, the
+/// service's decoding and answering, the session's decoding. On the H100
+/// host 10^6 gpu_btree probes took 102 ms longer through the service than
+/// in the session on its 16 cores, whose own search of them takes some
+/// 3 ms (docs/bench/sql-join-equi-1e6x1e7-h100.md): searches of a few
+/// nanoseconds a probe never pay for the trip; `auto` keeps them.
+pub const TRIP_US_PER_ROW: f64 = 0.1;
+
 /// The key of index `rel`'s image (at the metapage's `generation` and
 /// `vacuums`) where a search of it goes to the service: when the service
 /// is `wanted`, and then under `on` always, under `auto` where it `pays`.

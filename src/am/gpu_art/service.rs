@@ -16,7 +16,9 @@ use gpuindex_engine::art::ByteKeys;
 /// cores, and on the service's GPU with transfers: CuART over 10^7 URLs
 /// answered 1.69e7 lookups/s on 16 cores and 2.09e8 on the GPU end to end
 /// (docs/bench/art-h100.md; a mirror holds fewer, shorter keys: both
-/// faster, the ratio much the same).
+/// faster, the ratio much the same). With the trip
+/// (`client::TRIP_US_PER_ROW`) a batch pays under `auto` only where this
+/// backend would first read its copy of a mirror larger than the batch.
 const SESSION_US_PER_PROBE: f64 = 1.0 / 17.0;
 const SERVICE_US_PER_PROBE: f64 = 1.0 / 209.0;
 /// Microseconds this backend spends per index block to read the lowest
@@ -42,8 +44,13 @@ pub fn hints(tree: &Tree, queries: &ByteKeys, what: &'static str) -> Option<Vec<
         None => crate::am::common::build::nblocks(tree.rel, crate::storage::Fork::Main) as f64 * COPY_US_PER_BLOCK,
     };
     let n = queries.len() as f64;
-    let key =
-        client::worth_asking(tree.rel, m.generation / SPLITS_PER_IMAGE, 0, copy + n * SESSION_US_PER_PROBE, n * SERVICE_US_PER_PROBE)?;
+    let key = client::worth_asking(
+        tree.rel,
+        m.generation / SPLITS_PER_IMAGE,
+        0,
+        copy + n * SESSION_US_PER_PROBE,
+        n * (SERVICE_US_PER_PROBE + client::TRIP_US_PER_ROW),
+    )?;
     let dim = 1 + longest.div_ceil(4);
     let ship = |path: &std::path::Path| {
         let (keys, blocks) = super::mirror::lowest_level(tree);

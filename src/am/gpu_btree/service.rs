@@ -16,9 +16,10 @@ use std::sync::OnceLock;
 /// Microseconds a probe costs this backend through its mirror on all
 /// cores, and the service's GPU, transfers included: 3e8 and 2e9 lookups/s
 /// (docs/bench/hbtree-h100.md, 2^23 keys: the CPU implicit tree, whose
-/// inner part a mirror is, and the GPU inner search with transfers). So
-/// under `auto` a batch goes to the service from some 400K probes, or
-/// sooner where this backend would first read its copy of the mirror.
+/// inner part a mirror is, and the GPU inner search with transfers). The
+/// trip (`client::TRIP_US_PER_ROW`) costs a probe more than either: under
+/// `auto` a batch goes to the service only where this backend would first
+/// read its copy of a mirror far larger than the batch.
 const SESSION_US_PER_PROBE: f64 = 1.0 / 300.0;
 const SERVICE_US_PER_PROBE: f64 = 1.0 / 2000.0;
 /// Microseconds this backend spends per index block to read the lowest
@@ -46,8 +47,13 @@ pub fn hints(tree: &Tree, probes: &[u64], what: &'static str) -> Option<Vec<u32>
         None => super::mirror::blocks(tree) as f64 * COPY_US_PER_BLOCK,
     };
     let n = probes.len() as f64;
-    let key =
-        client::worth_asking(tree.rel, m.generation / SPLITS_PER_IMAGE, 0, copy + n * SESSION_US_PER_PROBE, n * SERVICE_US_PER_PROBE)?;
+    let key = client::worth_asking(
+        tree.rel,
+        m.generation / SPLITS_PER_IMAGE,
+        0,
+        copy + n * SESSION_US_PER_PROBE,
+        n * (SERVICE_US_PER_PROBE + client::TRIP_US_PER_ROW),
+    )?;
     let words: Vec<f32> = probes.iter().flat_map(|p| code_words(*p)).collect();
     let ship = |path: &std::path::Path| {
         let m = tree.meta();

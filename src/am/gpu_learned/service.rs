@@ -20,7 +20,9 @@ use std::sync::OnceLock;
 /// service's GPU with transfers: 2e8 and 2.4e9 lookups/s over 10^7 keys
 /// (docs/bench/pgm-h100.md: PGM lower bounds on all cores, the GPU end to
 /// end; a prediction alone costs the CPU less). The session holds the
-/// model already (it reads the run's pages): no copy to count.
+/// model already (it reads the run's pages): no copy to count, and the
+/// trip (`client::TRIP_US_PER_ROW`) costs a key more than either search,
+/// so `auto` keeps predictions in the session; `on` sends them.
 const SESSION_US_PER_KEY: f64 = 1.0 / 200.0;
 const SERVICE_US_PER_KEY: f64 = 1.0 / 2400.0;
 
@@ -28,7 +30,8 @@ const SERVICE_US_PER_KEY: f64 = 1.0 / 2400.0;
 /// service, or None where this backend predicts them itself.
 pub fn predictions(rel: pg_sys::Relation, run: &Run, keys: &[u64], what: &'static str) -> Option<Vec<u64>> {
     let n = keys.len() as f64;
-    let key = client::worth_asking(rel, run.meta.generation, 0, n * SESSION_US_PER_KEY, n * SERVICE_US_PER_KEY)?;
+    let key =
+        client::worth_asking(rel, run.meta.generation, 0, n * SESSION_US_PER_KEY, n * (SERVICE_US_PER_KEY + client::TRIP_US_PER_ROW))?;
     let words: Vec<f32> = keys.iter().flat_map(|&k| code_words(k)).collect();
     let rows = client::range(key, CODE_WORDS, &words, &|path| images::write_learned(path, &run.pgm), what)?;
     (rows.ids.len() == keys.len() && rows.start.windows(2).all(|w| w[1] - w[0] == 1)).then_some(rows.ids)
