@@ -192,6 +192,21 @@ impl<T> PinnedBuffer<T> {
         // SAFETY: as above, and &mut self is exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
+
+    /// The buffer's address for kernels: page-locked memory is mapped into
+    /// the device's address space (unified addressing), so a kernel may
+    /// write its answers straight over the bus, overlapped with its own
+    /// work, instead of into device memory copied back after it. The host
+    /// reads them once the kernel's stream is synchronized.
+    pub fn device_ptr(&self) -> Result<u64, GpuError> {
+        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        let mut dptr: cudarc::driver::sys::CUdeviceptr = 0;
+        // SAFETY: ptr was allocated by cuMemHostAlloc in this context.
+        unsafe { cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut dptr, self.ptr.cast(), 0) }
+            .result()
+            .map_err(driver("cuMemHostGetDevicePointer"))?;
+        Ok(dptr)
+    }
 }
 
 impl<T> Drop for PinnedBuffer<T> {

@@ -6,7 +6,8 @@
 //! in fresh memory on one thread, took 4-20 ms (docs/bench/gts-2d-1e7-h100.md).
 //! So both searches run in chunks through pinned buffers, each chunk's
 //! answers going over the bus while the next one is searched, into one
-//! flat buffer the caller may keep between batches.
+//! flat buffer the caller may keep between batches; a small kNN batch
+//! runs in one launch whose kernel writes into pinned memory itself.
 
 use super::DeviceTree;
 use crate::gpu::kernels::GTS;
@@ -86,6 +87,12 @@ impl FlatAnswers {
 
 /// The most queries a chunk of the pipelines takes.
 const CHUNK: usize = 1 << 16;
+/// The largest kNN answer (bytes) a kernel writes straight into pinned
+/// memory in one launch (`knn_direct`): at 10^4 2-d queries (1.6 MB) that
+/// ran 2.6e7-2.8e7 queries/s on the H100 host where chunks ran 1.4e7-2.8e7;
+/// at 10^5 (16 MB) chunks overlapping their downloads ran 5.8e7 where one
+/// launch ran 5.4e7.
+const DIRECT_MAX: usize = 4 << 20;
 /// Answers the first range pass keeps per query (gts.cu's `spare`, at
 /// most 32: the place kernel sorts them a lane each).
 const SPARE: usize = 32;
@@ -167,9 +174,40 @@ impl DeviceTree {
                 }
             }
         };
+        if m * record <= DIRECT_MAX {
+            return self.knn_direct(gpu, m, record, fill, launch, consume);
+        }
         // (A chunk's answers kept to 16 MiB of pinned memory a slot.)
         let schedule = Schedule { chunk: chunk(m).min((16 << 20) / record).max(1), in_flight: 3 };
         gpu.pipeline_records(m, dim, record, schedule, fill, launch, consume)
+    }
+
+    /// A batch in one launch whose kernel writes its answers straight into
+    /// a slot's pinned memory (`PinnedBuffer::device_ptr`): no download
+    /// after the kernel and no chunks, whose fixed costs dominate a small
+    /// batch.
+    fn knn_direct(
+        &self,
+        gpu: &Gpu,
+        m: usize,
+        record: usize,
+        fill: impl Fn(usize, &mut [f32]),
+        launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
+        mut consume: impl FnMut(usize, &[u8]),
+    ) -> Result<(), GpuError> {
+        let in_bytes = m * self.dim * size_of::<f32>();
+        let mut slots = gpu.guarded(|| gpu.take_slots(1, in_bytes, m * record))?;
+        let result = gpu.guarded(|| {
+            let s = &mut slots[0];
+            fill(0, cast_mut::<f32>(s.host_in.as_mut_slice(), m * self.dim));
+            s.dev_in.write_async(&s.host_in.as_slice()[..in_bytes], &s.stream)?;
+            launch(&s.stream, s.dev_in.ptr(), s.host_out.device_ptr()?, m)?;
+            s.stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize"))?;
+            consume(0, &s.host_out.as_slice()[..m * record]);
+            Ok(())
+        });
+        gpu.return_slots(slots);
+        result
     }
 
     /// Range search by a warp per query walking the tree depth first, each
