@@ -43,6 +43,16 @@ pub fn wanted() -> bool {
     }
 }
 
+/// `wanted` without its ERROR (for the planner): whether searches would
+/// go to a running service.
+pub fn may_answer() -> bool {
+    match guc::SERVICE.get() {
+        ServiceSetting::Off => false,
+        ServiceSetting::On => shmem::shared().is_some_and(|sh| sh.running()),
+        ServiceSetting::Auto => wanted(),
+    }
+}
+
 fn strict() -> bool {
     guc::SERVICE.get() == ServiceSetting::On
 }

@@ -73,6 +73,12 @@ pub trait BatchSearch {
     fn order_bound(_index: pg_sys::Relation, _query: pg_sys::Datum, _d: f64) -> Option<f64> {
         None
     }
+    /// What this backend would spend, in the planner's units, reading the
+    /// index into the copy its batches search, where it holds none and no
+    /// GPU service answers for it (the planner's price of a first batch).
+    fn load_cost(_index: pg_sys::Relation) -> f64 {
+        0.0
+    }
 }
 
 /// An access method that answers batches, as the registry lists it.
@@ -82,11 +88,19 @@ pub struct Searcher {
     pub joins: fn(u16) -> bool,
     pub nearest: fn(u16) -> bool,
     pub order_bound: fn(pg_sys::Relation, pg_sys::Datum, f64) -> Option<f64>,
+    pub load_cost: fn(pg_sys::Relation) -> f64,
 }
 
 /// The registry's entry of `A`.
 pub const fn entry<A: BatchSearch>() -> Searcher {
-    Searcher { name: A::NAME, search: A::search, joins: A::joins, nearest: A::nearest, order_bound: A::order_bound }
+    Searcher {
+        name: A::NAME,
+        search: A::search,
+        joins: A::joins,
+        nearest: A::nearest,
+        order_bound: A::order_bound,
+        load_cost: A::load_cost,
+    }
 }
 
 /// The registry's entry of access method `name`.

@@ -44,6 +44,12 @@ fn cached(rel: pg_sys::Relation, m: &Meta) -> Option<Arc<Image>> {
     cache::lookup::<Image>(rel, "points").filter(|i| i.generation == m.generation && i.vacuums == m.vacuums)
 }
 
+/// Whether this backend holds an image of the index (of any generation:
+/// the planner's question, without reading the metapage).
+pub fn held(rel: pg_sys::Relation) -> bool {
+    cache::lookup::<Image>(rel, "points").is_some()
+}
+
 /// The tree part of the index `m` describes.
 pub fn tree(rel: pg_sys::Relation, m: &Meta) -> Arc<Image> {
     if let Some(i) = cached(rel, m) {
