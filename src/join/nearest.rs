@@ -41,6 +41,8 @@ pub struct TopKState {
     econtext: *mut pg_sys::ExprContext,
     /// Outer columns the subquery's expressions read.
     atts: Vec<usize>,
+    /// Each of them with its place among the node's stored columns.
+    cols: Vec<(usize, usize)>,
     /// The chunk's output: (outer row, subquery row), by row then rank.
     pub stored: Vec<(u32, Stored)>,
     pub rounds: u64,
@@ -88,6 +90,7 @@ impl TopKState {
                 outer_row: pg_sys::ExecAllocTableSlot(table, pg_sys::ExecGetResultType(outer), &pg_sys::TTSOpsVirtual),
                 econtext,
                 atts,
+                cols: Vec::new(),
                 stored: Vec::new(),
                 rounds: 0,
                 scanned: 0,
@@ -141,6 +144,9 @@ impl State {
     /// to `top.stored`.
     pub(super) unsafe fn run_top_k(&mut self, keys: Vec<(i64, pg_sys::Datum)>, snapshot: pg_sys::Snapshot) {
         let mut top = self.top.take().expect("a top-k node");
+        if top.cols.len() != top.atts.len() {
+            top.cols = top.atts.iter().map(|&a| (a, self.stored_atts.binary_search(&a).expect("a stored column"))).collect();
+        }
         let (n, k) = (self.rows, top.k);
         // (ORDER BY value when rechecked, rank, row) of each outer row.
         let mut results: Vec<Vec<Ranked>> = vec![Vec::new(); n];
@@ -183,13 +189,22 @@ impl State {
             self.stats.matches += cands.len() as u64;
             cands.sort_unstable();
             for &(row, _) in &pending {
-                results[row as usize].clear();
+                let r = &mut results[row as usize];
+                r.clear();
+                r.reserve(want.min(4096));
             }
             // SAFETY: the node's fetch.
             unsafe { self.pages.reset() };
+            let width = self.stored_atts.len();
             for (i, &(tid, row, rank)) in cands.iter().enumerate() {
                 if i % 4096 == 4095 {
                     pgrx::check_for_interrupts!();
+                }
+                // Candidates come in heap order, their outer rows in any:
+                // the row's values and its result list, asked for ahead.
+                if let Some(&(_, ahead, _)) = cands.get(i + 8) {
+                    super::heap::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * width));
+                    super::heap::prefetch(results.as_ptr().wrapping_add(ahead as usize));
                 }
                 // SAFETY: the node's fetch and slots.
                 if unsafe { self.fetch(tid, snapshot, cands[i + 1..].iter().map(|c| c.0)) } {
@@ -280,8 +295,7 @@ impl State {
         unsafe {
             let slot = top.outer_row;
             let n = self.stored_atts.len();
-            for &att in &top.atts {
-                let i = self.stored_atts.binary_search(&att).expect("stored");
+            for &(att, i) in &top.cols {
                 *(*slot).tts_values.add(att - 1) = self.values[row * n + i];
                 *(*slot).tts_isnull.add(att - 1) = self.nulls[row * n + i];
             }
