@@ -63,8 +63,9 @@ fn strict() -> bool {
 /// service's decoding and answering, the session's decoding. On the H100
 /// host 10^6 gpu_btree probes took 102 ms longer through the service than
 /// in the session on its 16 cores, whose own search of them takes some
-/// 3 ms (docs/bench/sql-join-equi-1e6x1e7-h100.md): searches of a few
-/// nanoseconds a probe never pay for the trip; `auto` keeps them.
+/// 3 ms (docs/bench/sql-join-equi-1e6x1e7-h100-e5cd206.md): searches of a few
+/// nanoseconds a probe never pay for the trip; `auto` keeps them. Every
+/// answer row pays it too (a kNN centre's k, a range query's rows).
 pub const TRIP_US_PER_ROW: f64 = 0.1;
 
 /// The key of index `rel`'s image (at the metapage's `generation` and

@@ -112,6 +112,11 @@ const COPY_US_PER_POINT: f64 = 0.1;
 /// (docs/bench/gpics-h100.md).
 const RANGE_US_PER_QUERY: f64 = 0.25;
 const RANGE_US_PER_QUERY_GPU: f64 = 0.025;
+/// Rows a range query's answer is taken to hold, for the trip's cost
+/// (`client::TRIP_US_PER_ROW` each, as a kNN centre's k): 10^5 boxes of
+/// ~10 rows took 171 ms through the service against 86 ms in a session
+/// holding its copy (docs/bench/sql-join-spatial-1e7-h100-a28ded3.md).
+const RANGE_ROWS: f64 = 10.0;
 
 /// Every tree point matching each query, from the GPU service (shipping
 /// it the tree if it lacks it); None where this backend searches itself,
@@ -119,7 +124,7 @@ const RANGE_US_PER_QUERY_GPU: f64 = 0.025;
 pub fn range_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[Query], what: &'static str) -> Option<Hits> {
     use crate::service::{client, served};
     let n = queries.len() as f64;
-    let key = worth_asking(rel, m, n * RANGE_US_PER_QUERY, n * RANGE_US_PER_QUERY_GPU)?;
+    let key = worth_asking(rel, m, n * RANGE_US_PER_QUERY, n * (RANGE_US_PER_QUERY_GPU + RANGE_ROWS * client::TRIP_US_PER_ROW))?;
     let rows = client::range(key, served::QUERY_WORDS, &served::query_words(queries), &|path| ship(rel, m, path), what)?;
     Some(Hits { offsets: rows.start, ids: rows.ids })
 }
@@ -146,7 +151,8 @@ fn ship(rel: pg_sys::Relation, m: &Meta, path: &std::path::Path) -> std::io::Res
 /// answer as soon, or the service failed).
 pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k: usize, what: &'static str) -> Option<Neighbors> {
     let n = centres.len() as f64;
-    let key = worth_asking(rel, m, n * KNN_US_PER_CENTRE, n * KNN_US_PER_CENTRE_GPU)?;
+    let trip = k as f64 * crate::service::client::TRIP_US_PER_ROW;
+    let key = worth_asking(rel, m, n * KNN_US_PER_CENTRE, n * (KNN_US_PER_CENTRE_GPU + trip))?;
     knn_from(key, rel, m, centres, k, what)
 }
 
@@ -159,7 +165,8 @@ const WALK_US: f64 = 50.0;
 /// scan's page walk (which needs no copy of the tree), so under `auto`
 /// practically never; under `on` always.
 pub fn nearest_by_service(rel: pg_sys::Relation, m: &Meta, centre: (f64, f64), k: usize) -> Option<Neighbors> {
-    let key = crate::service::client::worth_asking(rel, m.generation, m.vacuums, WALK_US, KNN_US_PER_CENTRE_GPU)?;
+    let trip = k as f64 * crate::service::client::TRIP_US_PER_ROW;
+    let key = crate::service::client::worth_asking(rel, m.generation, m.vacuums, WALK_US, KNN_US_PER_CENTRE_GPU + trip)?;
     knn_from(key, rel, m, &[centre], k, "gpu_spatial index scan")
 }
 
