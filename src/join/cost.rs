@@ -17,8 +17,7 @@
 //!   each outer row, each also paying the subquery's quals and select list
 //!   (candidates the quals reject make the node ask again: not priced),
 //!   and its heap fetches are priced as PostgreSQL prices them in the
-//!   subquery's own plan (a share of a full index scan's).
-//!
+//!   subquery's own plan (a share of a full index scan's);
 //! - reading the index into the backend's copy where it holds none and
 //!   no GPU service answers (`BatchSearch::load_cost`), once.
 //!

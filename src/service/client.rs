@@ -66,13 +66,15 @@ fn strict() -> bool {
 /// 3 ms (docs/bench/sql-join-equi-1e6x1e7-h100-e5cd206.md): searches of a few
 /// nanoseconds a probe never pay for the trip; `auto` keeps them. Every
 /// answer row pays it too (a kNN centre's k, a range query's rows).
-pub const TRIP_US_PER_ROW: f64 = 0.1;
+const TRIP_US_PER_ROW: f64 = 0.1;
 
 /// The key of index `rel`'s image (at the metapage's `generation` and
 /// `vacuums`) where a search of it goes to the service: when the service
-/// is `wanted`, and then under `on` always, under `auto` where it `pays`.
-pub fn worth_asking(rel: pg_sys::Relation, generation: u64, vacuums: u64, session_us: f64, service_us: f64) -> Option<ImageKey> {
-    (wanted() && pays(session_us, service_us)).then(|| key_of(rel, generation, vacuums))
+/// is `wanted`, and then under `on` always, under `auto` where it `pays`
+/// (`service_us`: its search; `rows`: the request and answer rows whose
+/// trip is added to it).
+pub fn worth_asking(rel: pg_sys::Relation, generation: u64, vacuums: u64, session_us: f64, service_us: f64, rows: f64) -> Option<ImageKey> {
+    (wanted() && pays(session_us, service_us + rows * TRIP_US_PER_ROW)).then(|| key_of(rel, generation, vacuums))
 }
 
 /// Whether a search goes to the service (called after `wanted`): under

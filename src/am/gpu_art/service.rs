@@ -44,13 +44,8 @@ pub fn hints(tree: &Tree, queries: &ByteKeys, what: &'static str) -> Option<Vec<
         None => crate::am::common::build::nblocks(tree.rel, crate::storage::Fork::Main) as f64 * COPY_US_PER_BLOCK,
     };
     let n = queries.len() as f64;
-    let key = client::worth_asking(
-        tree.rel,
-        m.generation / SPLITS_PER_IMAGE,
-        0,
-        copy + n * SESSION_US_PER_PROBE,
-        n * (SERVICE_US_PER_PROBE + client::TRIP_US_PER_ROW),
-    )?;
+    let key =
+        client::worth_asking(tree.rel, m.generation / SPLITS_PER_IMAGE, 0, copy + n * SESSION_US_PER_PROBE, n * SERVICE_US_PER_PROBE, n)?;
     let dim = 1 + longest.div_ceil(4);
     let ship = |path: &std::path::Path| {
         let (keys, blocks) = super::mirror::lowest_level(tree);

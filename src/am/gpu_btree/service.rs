@@ -47,13 +47,8 @@ pub fn hints(tree: &Tree, probes: &[u64], what: &'static str) -> Option<Vec<u32>
         None => super::mirror::blocks(tree) as f64 * COPY_US_PER_BLOCK,
     };
     let n = probes.len() as f64;
-    let key = client::worth_asking(
-        tree.rel,
-        m.generation / SPLITS_PER_IMAGE,
-        0,
-        copy + n * SESSION_US_PER_PROBE,
-        n * (SERVICE_US_PER_PROBE + client::TRIP_US_PER_ROW),
-    )?;
+    let key =
+        client::worth_asking(tree.rel, m.generation / SPLITS_PER_IMAGE, 0, copy + n * SESSION_US_PER_PROBE, n * SERVICE_US_PER_PROBE, n)?;
     let words: Vec<f32> = probes.iter().flat_map(|p| code_words(*p)).collect();
     let ship = |path: &std::path::Path| {
         let m = tree.meta();

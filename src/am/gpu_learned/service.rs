@@ -30,8 +30,7 @@ const SERVICE_US_PER_KEY: f64 = 1.0 / 2400.0;
 /// service, or None where this backend predicts them itself.
 pub fn predictions(rel: pg_sys::Relation, run: &Run, keys: &[u64], what: &'static str) -> Option<Vec<u64>> {
     let n = keys.len() as f64;
-    let key =
-        client::worth_asking(rel, run.meta.generation, 0, n * SESSION_US_PER_KEY, n * (SERVICE_US_PER_KEY + client::TRIP_US_PER_ROW))?;
+    let key = client::worth_asking(rel, run.meta.generation, 0, n * SESSION_US_PER_KEY, n * SERVICE_US_PER_KEY, n)?;
     let words: Vec<f32> = keys.iter().flat_map(|&k| code_words(k)).collect();
     let rows = client::range(key, CODE_WORDS, &words, &|path| images::write_learned(path, &run.pgm), what)?;
     (rows.ids.len() == keys.len() && rows.start.windows(2).all(|w| w[1] - w[0] == 1)).then_some(rows.ids)

@@ -155,7 +155,8 @@ pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[f32], k: usize
     let rows = m.tree_entries as f64;
     let copy = if cached(rel, m).is_some() { 0.0 } else { rows * m.dim.max(1) as f64 * COPY_US_PER_ROW_FLOAT };
     let work = queries.len() as f64 * rows;
-    let key = client::worth_asking(rel, m.generation, m.vacuums, copy + work * SESSION_US_PER_ROW_FLOAT, work * SERVICE_US_PER_ROW_FLOAT)?;
+    let key =
+        client::worth_asking(rel, m.generation, m.vacuums, copy + work * SESSION_US_PER_ROW_FLOAT, work * SERVICE_US_PER_ROW_FLOAT, 0.0)?;
     let ship = |path: &std::path::Path| {
         let written = images::write_metric(path, &tree(rel, m));
         // The service holds it now; this backend need not.

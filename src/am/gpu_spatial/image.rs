@@ -124,7 +124,7 @@ const RANGE_ROWS: f64 = 10.0;
 pub fn range_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[Query], what: &'static str) -> Option<Hits> {
     use crate::service::{client, served};
     let n = queries.len() as f64;
-    let key = worth_asking(rel, m, n * RANGE_US_PER_QUERY, n * (RANGE_US_PER_QUERY_GPU + RANGE_ROWS * client::TRIP_US_PER_ROW))?;
+    let key = worth_asking(rel, m, n * RANGE_US_PER_QUERY, n * RANGE_US_PER_QUERY_GPU, n * RANGE_ROWS)?;
     let rows = client::range(key, served::QUERY_WORDS, &served::query_words(queries), &|path| ship(rel, m, path), what)?;
     Some(Hits { offsets: rows.start, ids: rows.ids })
 }
@@ -132,9 +132,9 @@ pub fn range_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[Query], what
 /// The image's key where a search that takes `search_us` in this backend
 /// (and `service_us` on the service) goes to the service, counting the
 /// copy of the tree this backend would read first if it holds none.
-fn worth_asking(rel: pg_sys::Relation, m: &Meta, search_us: f64, service_us: f64) -> Option<crate::service::shmem::ImageKey> {
+fn worth_asking(rel: pg_sys::Relation, m: &Meta, search_us: f64, service_us: f64, rows: f64) -> Option<crate::service::shmem::ImageKey> {
     let copy = if cached(rel, m).is_some() { 0.0 } else { m.tree_entries as f64 * COPY_US_PER_POINT };
-    crate::service::client::worth_asking(rel, m.generation, m.vacuums, copy + search_us, service_us)
+    crate::service::client::worth_asking(rel, m.generation, m.vacuums, copy + search_us, service_us, rows)
 }
 
 /// Writes the tree for the service, which holds it from then on (this
@@ -151,8 +151,7 @@ fn ship(rel: pg_sys::Relation, m: &Meta, path: &std::path::Path) -> std::io::Res
 /// answer as soon, or the service failed).
 pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k: usize, what: &'static str) -> Option<Neighbors> {
     let n = centres.len() as f64;
-    let trip = k as f64 * crate::service::client::TRIP_US_PER_ROW;
-    let key = worth_asking(rel, m, n * KNN_US_PER_CENTRE, n * (KNN_US_PER_CENTRE_GPU + trip))?;
+    let key = worth_asking(rel, m, n * KNN_US_PER_CENTRE, n * KNN_US_PER_CENTRE_GPU, n * k as f64)?;
     knn_from(key, rel, m, centres, k, what)
 }
 
@@ -165,8 +164,7 @@ const WALK_US: f64 = 50.0;
 /// scan's page walk (which needs no copy of the tree), so under `auto`
 /// practically never; under `on` always.
 pub fn nearest_by_service(rel: pg_sys::Relation, m: &Meta, centre: (f64, f64), k: usize) -> Option<Neighbors> {
-    let trip = k as f64 * crate::service::client::TRIP_US_PER_ROW;
-    let key = crate::service::client::worth_asking(rel, m.generation, m.vacuums, WALK_US, KNN_US_PER_CENTRE_GPU + trip)?;
+    let key = crate::service::client::worth_asking(rel, m.generation, m.vacuums, WALK_US, KNN_US_PER_CENTRE_GPU, k as f64)?;
     knn_from(key, rel, m, &[centre], k, "gpu_spatial index scan")
 }
 
