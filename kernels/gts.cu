@@ -1349,6 +1349,23 @@ extern "C" __global__ void __launch_bounds__(128) gts_range_count(WALK_PARAMS, u
     if (threadIdx.x % 32 == 0) counts[q] = e.count;
 }
 
+// Lane i's Pair p (pad: past the query's answers) after a bitonic sort
+// over the warp by id, pads last.
+__device__ __forceinline__ Pair warp_sort_by_id(Pair p, bool pad) {
+    const u32 lane = threadIdx.x % 32, full = 0xffffffffu;
+    for (u32 size = 2; size <= 32; size <<= 1)
+        for (u32 j = size >> 1; j > 0; j >>= 1) {
+            const u64 oid = __shfl_xor_sync(full, p.id, j);
+            const double od = __shfl_xor_sync(full, p.d, j);
+            const bool opad = __shfl_xor_sync(full, pad, j);
+            const bool other_less = oid < p.id || (oid == p.id && opad < pad);
+            // The lower lane of a pair keeps the smaller in an ascending run.
+            const bool keep_small = ((lane & j) == 0) == ((lane & size) == 0);
+            if (other_less == keep_small && (oid != p.id || opad != pad)) p = Pair{oid, od}, pad = opad;
+        }
+    return p;
+}
+
 // Second pass, queries q0 .. q0 + m: query q's answers go to out + off[q]
 // - base, copied from dense by id where the first pass kept them all,
 // else found again by the same walk (in tree order: the host sorts them).
@@ -1362,24 +1379,49 @@ extern "C" __global__ void __launch_bounds__(128) gts_range_place(WALK_PARAMS, u
     const u32 q = q0 + i, n = counts[q];
     Pair *to = out + (off[q] - base);
     if (n <= spare) {
-        // By id (spare <= 32: an answer a lane, a bitonic sort over the
-        // warp; lanes past n sort last).
-        const u32 lane = threadIdx.x % 32, full = 0xffffffffu;
-        Pair p = lane < n ? dense[(u64)q * spare + lane] : Pair{~0ull, 0.0};
-        bool pad = lane >= n;
-        for (u32 size = 2; size <= 32; size <<= 1)
-            for (u32 j = size >> 1; j > 0; j >>= 1) {
-                const u64 oid = __shfl_xor_sync(full, p.id, j);
-                const double od = __shfl_xor_sync(full, p.d, j);
-                const bool opad = __shfl_xor_sync(full, pad, j);
-                const bool other_less = oid < p.id || (oid == p.id && opad < pad);
-                // The lower lane of a pair keeps the smaller in an ascending run.
-                const bool keep_small = ((lane & j) == 0) == ((lane & size) == 0);
-                if (other_less == keep_small && (oid != p.id || opad != pad)) p = Pair{oid, od}, pad = opad;
-            }
+        // By id (spare <= 32: an answer a lane; lanes past n sort last).
+        const u32 lane = threadIdx.x % 32;
+        const Pair p = warp_sort_by_id(lane < n ? dense[(u64)q * spare + lane] : Pair{~0ull, 0.0}, lane >= n);
         if (lane < n) to[lane] = p;
         return;
     }
     Emit e{to, n, 0};
     range_walk(WALK_ARGS(q, e));
+}
+
+// A small batch's range search in one pass: query q (warp q, four a
+// block) counts its answers into counts[q] and, where the room left holds
+// them, writes them to out + place[q], a place claimed from *cursor: by
+// id where they are at most 32, else found again by a second walk (in
+// tree order: the host sorts them). place[q] = ~0 (no room left) leaves
+// the query to the two passes above.
+extern "C" __global__ void __launch_bounds__(128) gts_range_direct(WALK_PARAMS, u32 m, Pair *__restrict__ out,
+                                                                  u64 room, u64 *__restrict__ cursor,
+                                                                  u64 *__restrict__ place, u32 *__restrict__ counts) {
+    __shared__ u32 sn[4][DEPTH_STACK];
+    __shared__ double sdp[4][DEPTH_STACK];
+    __shared__ Pair keep[4][32];
+    const u32 w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const u32 q = blockIdx.x * 4 + w;
+    if (q >= m) return;  // (a whole warp)
+    Emit e{keep[w], 32, 0};
+    range_walk(WALK_ARGS(q, e));
+    __syncwarp();
+    const u32 n = e.count;
+    u64 at = 0;
+    if (n > 0) {
+        if (lane == 0) {
+            at = atomicAdd((unsigned long long *)cursor, (unsigned long long)n);
+            at = at + n <= room ? at : ~0ull;
+        }
+        at = __shfl_sync(0xffffffffu, at, 0);
+    }
+    if (at != ~0ull && n <= 32) {
+        const Pair p = warp_sort_by_id(lane < n ? keep[w][lane] : Pair{~0ull, 0.0}, lane >= n);
+        if (lane < n) out[at + lane] = p;
+    } else if (at != ~0ull) {
+        Emit again{out + at, n, 0};
+        range_walk(WALK_ARGS(q, again));
+    }
+    if (lane == 0) place[q] = at, counts[q] = n;
 }

@@ -320,6 +320,33 @@ fn gpu_flat_answers_over_chunks() {
             assert_eq!(flat.queries(), m);
             assert_eq!(flat.nested(), want, "{}: range_each_into, budget {budget:?}", metric.name());
         }
+        // A small batch (one pass): queries with exactly 32 answers, 33
+        // and ~400 (left to the two passes) among ones with ~10.
+        let sm = 12_000;
+        let near = knn(s, &objects, &qs[..16], 400);
+        let mut radii: Vec<f64> = (0..sm).map(|i| if i % 97 == 5 { large } else { small }).collect();
+        radii[..4].copy_from_slice(&[near[0][31].1, near[1][32].1, near[2][399].1, near[3][0].1]);
+        let want = range_each(s, &objects, &qs[..sm * 2], &radii);
+        assert!(want.iter().any(|w| w.len() == 32) && want.iter().any(|w| w.len() > 32));
+        for budget in [64 << 10, 1 << 30] {
+            dev.limit_memory(budget);
+            dev.range_each_into(&gpu, &qs[..sm * 2], &radii, &mut flat).expect("range_each_into, one pass");
+            assert_eq!(flat.nested(), want, "{}: range_each_into, one pass, budget {budget}", metric.name());
+        }
+        // 28 answers a query: more than the one pass's room (16 a query
+        // on average, rounded up to a power of two in bytes) holds.
+        let radii: Vec<f64> = knn(s, &objects, &qs[..sm * 2], 28).iter().map(|a| a[27].1).collect();
+        let want = range_each(s, &objects, &qs[..sm * 2], &radii);
+        let fit: usize = want.iter().map(Vec::len).filter(|&n| n <= 32).sum();
+        assert!(fit > (sm * 16 * 16).next_power_of_two() / 16, "{fit}");
+        let mut fresh = FlatAnswers::default();
+        dev.range_each_into(&gpu, &qs[..sm * 2], &radii, &mut fresh).expect("range_each_into, past the room");
+        assert_eq!(fresh.nested(), want, "{}: range_each_into, past the room", metric.name());
+        // The same answers again into its grown memory, and kNN after.
+        dev.range_each_into(&gpu, &qs[..sm * 2], &radii, &mut fresh).expect("range_each_into, grown");
+        assert_eq!(fresh.nested(), want, "{}: range_each_into, grown", metric.name());
+        dev.knn_into(&gpu, &qs[..sm * 2], 10, &mut fresh).expect("knn_into, one launch");
+        assert_eq!(fresh.nested(), knn(s, &objects, &qs[..sm * 2], 10), "{}: knn_into, one launch", metric.name());
     }
 }
 

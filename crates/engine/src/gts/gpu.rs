@@ -34,9 +34,10 @@ use std::sync::Arc;
 
 mod depth;
 mod filter;
-pub use depth::{FlatAnswers, Pair};
+mod flat;
 pub use filter::FILTER_MAX_K;
 use filter::{filter_kernel, float4_filter, Space, SMALL_BATCH};
+pub use flat::{FlatAnswers, Pair};
 
 pub(super) const BLOCK: usize = 256;
 /// The largest k the leaf kernel keeps in shared memory (its CAP / 2).
@@ -86,6 +87,10 @@ pub struct DeviceTree {
     /// batches: allocating tens of MB costs a batch of 10^5 2-d queries a
     /// share of its time.
     range_scratch: parking_lot::Mutex<Option<DeviceBuffer<Pair>>>,
+    /// The flat answers of `batch` (before they become a vector per
+    /// query), kept for the page-locked memory small batches' kernels
+    /// write into: allocating it costs more than such a batch.
+    answers: parking_lot::Mutex<FlatAnswers>,
 }
 
 /// A batch's answers: for each query, (id, distance) pairs (kNN nearest
@@ -162,6 +167,7 @@ impl DeviceTree {
             budget: None,
             space: parking_lot::Mutex::new(None),
             range_scratch: parking_lot::Mutex::new(None),
+            answers: parking_lot::Mutex::new(FlatAnswers::default()),
         })
     }
 
@@ -282,9 +288,12 @@ impl DeviceTree {
         if matches!(ask, Ask::Knn(0)) {
             return Ok(vec![Vec::new(); m]);
         }
-        let mut flat = FlatAnswers::default();
+        // (Another thread's batch holding the kept answers: fresh ones.)
+        let mut own = FlatAnswers::default();
+        let mut kept = self.answers.try_lock();
+        let flat = kept.as_deref_mut().unwrap_or(&mut own);
         flat.clear();
-        if self.flat(gpu, queries, ask, way, &mut flat)? {
+        if self.flat(gpu, queries, ask, way, flat)? {
             return Ok(flat.nested());
         }
         if self.empty || m == 0 {

@@ -6,84 +6,20 @@
 //! in fresh memory on one thread, took 4-20 ms (docs/bench/gts-2d-1e7-h100.md).
 //! So both searches run in chunks through pinned buffers, each chunk's
 //! answers going over the bus while the next one is searched, into one
-//! flat buffer the caller may keep between batches; a small kNN batch
-//! runs in one launch whose kernel writes into pinned memory itself.
+//! flat buffer the caller may keep between batches; a small batch (kNN
+//! or range) runs in one launch whose kernel writes into that buffer's
+//! page-locked memory itself.
 
+use super::flat::{FlatAnswers, Pair};
 use super::DeviceTree;
 use crate::gpu::kernels::GTS;
 use crate::gpu::pipeline::{cast, cast_mut, Slot};
-use crate::gpu::{copy_parallel, Gpu, GpuError, Plain, Schedule};
+use crate::gpu::{copy_parallel, Gpu, GpuError, Schedule};
 use crate::launch;
 use cudarc::driver::CudaStream;
 use rayon::prelude::*;
-use std::mem::{size_of, MaybeUninit};
+use std::mem::size_of;
 use std::sync::Arc;
-
-/// One answer: an object's id and its distance to the query.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Pair {
-    pub id: u64,
-    pub dist: f64,
-}
-
-// SAFETY: repr(C), two 8-byte fields, no padding, any bits valid.
-unsafe impl Plain for Pair {}
-
-/// A batch's answers in one buffer: query i's are
-/// `pairs[start[i]..start[i + 1]]`, in `Answers`' order (kNN nearest
-/// first, ties by id; range by id).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct FlatAnswers {
-    pub start: Vec<usize>,
-    pub pairs: Vec<Pair>,
-}
-
-impl FlatAnswers {
-    /// Emptied for a new batch (its memory kept).
-    pub fn clear(&mut self) {
-        self.start.clear();
-        self.start.push(0);
-        self.pairs.clear();
-    }
-
-    pub fn queries(&self) -> usize {
-        self.start.len().saturating_sub(1)
-    }
-
-    pub fn query(&self, i: usize) -> &[Pair] {
-        &self.pairs[self.start[i]..self.start[i + 1]]
-    }
-
-    /// A vector per query.
-    pub fn nested(&self) -> super::Answers {
-        (0..self.queries()).into_par_iter().map(|i| self.query(i).iter().map(|p| (p.id, p.dist)).collect()).collect()
-    }
-
-    /// Appended from a vector per query.
-    pub fn extend_nested(&mut self, answers: &super::Answers) {
-        for a in answers {
-            self.pairs.extend(a.iter().map(|&(id, dist)| Pair { id, dist }));
-            self.start.push(self.pairs.len());
-        }
-    }
-
-    /// Appends `src` on all cores (first touch of fresh memory on one
-    /// thread runs at ~2.5 GB/s on the H100 host).
-    fn append(&mut self, src: &[Pair]) {
-        const PIECE: usize = 1 << 14;
-        self.pairs.reserve(src.len());
-        let spare = &mut self.pairs.spare_capacity_mut()[..src.len()];
-        spare.par_chunks_mut(PIECE).zip(src.par_chunks(PIECE)).for_each(|(d, s)| {
-            for (d, s) in d.iter_mut().zip(s) {
-                *d = MaybeUninit::new(*s);
-            }
-        });
-        let len = self.pairs.len() + src.len();
-        // SAFETY: the first src.len() spare values were written above.
-        unsafe { self.pairs.set_len(len) };
-    }
-}
 
 /// The most queries a chunk of the pipelines takes.
 const CHUNK: usize = 1 << 16;
@@ -100,6 +36,11 @@ const SPARE: usize = 32;
 /// Answers per query a range chunk's pinned buffer has room for on
 /// average (more: the chunk's answers come back the slow way).
 const ROOM: usize = 16;
+/// The most queries of a range batch searched in one pass
+/// (`range_direct`).
+const DIRECT_RANGE: usize = 1 << 14;
+/// gts_range_direct's place of a query it left to the two passes.
+const LEFT: u64 = u64::MAX;
 
 /// Queries a chunk of a batch of m takes: two chunks or more, so that the
 /// bus and the host overlap the search (each chunk costs the host a fixed
@@ -159,63 +100,64 @@ impl DeviceTree {
                 [qp, n32, dim32, metric, pp, nodep, fanout, internal, vp, nop, pdp, idp, k32, op]
             )
         };
+        if m * record <= DIRECT_MAX {
+            return self.knn_direct(gpu, queries, k, launch, out);
+        }
         let consume = |_: usize, bytes: &[u8]| {
             let n = bytes.len() / record;
             let pairs = cast::<Pair>(bytes, n * k);
             let counts = cast::<u32>(&bytes[n * k * size_of::<Pair>()..], n);
+            let base = out.host_len();
             if counts.iter().all(|&c| c as usize == k) {
                 out.append(pairs);
-                let base = out.pairs.len() - n * k;
-                out.start.extend((1..=n).map(|i| base + i * k));
+                (1..=n).for_each(|i| out.end_at(base + i * k));
             } else {
                 // Fewer than k objects in the tree.
                 for (i, &c) in counts.iter().enumerate() {
-                    out.pairs.extend_from_slice(&pairs[i * k..i * k + c as usize]);
-                    out.start.push(out.pairs.len());
+                    out.append(&pairs[i * k..i * k + c as usize]);
+                    out.end_at(out.host_len());
                 }
             }
         };
-        if m * record <= DIRECT_MAX {
-            return self.knn_direct(gpu, m, record, fill, launch, consume);
-        }
         // (A chunk's answers kept to 16 MiB of pinned memory a slot.)
         let schedule = Schedule { chunk: chunk(m).min((16 << 20) / record).max(1), in_flight: 3 };
         gpu.pipeline_records(m, dim, record, schedule, fill, launch, consume)
     }
 
-    /// A batch in one launch whose kernel writes its answers straight into
-    /// a slot's pinned memory (`PinnedBuffer::device_ptr`): no download
-    /// after the kernel and no chunks, whose fixed costs dominate a small
-    /// batch.
+    /// A batch in one launch whose kernel writes its answers (k a query,
+    /// then the counts) straight into `out`'s page-locked memory: no
+    /// download or copy after the kernel and no chunks, whose fixed costs
+    /// dominate a small batch.
     fn knn_direct(
         &self,
         gpu: &Gpu,
-        m: usize,
-        record: usize,
-        fill: impl Fn(usize, &mut [f32]),
+        queries: &[f32],
+        k: usize,
         launch: impl Fn(&Arc<CudaStream>, u64, u64, usize) -> Result<(), GpuError>,
-        mut consume: impl FnMut(usize, &[u8]),
+        out: &mut FlatAnswers,
     ) -> Result<(), GpuError> {
-        let in_bytes = m * self.dim * size_of::<f32>();
-        let mut slots = gpu.guarded(|| gpu.take_slots(1, in_bytes, m * record))?;
+        let (dim, m) = (self.dim, queries.len() / self.dim);
+        let in_bytes = m * dim * size_of::<f32>();
+        let mut slots = gpu.guarded(|| gpu.take_slots(1, in_bytes, 16))?;
         let result = gpu.guarded(|| {
             let s = &mut slots[0];
-            fill(0, cast_mut::<f32>(s.host_in.as_mut_slice(), m * self.dim));
+            copy_parallel(cast_mut::<f32>(s.host_in.as_mut_slice(), m * dim), queries);
             s.dev_in.write_async(&s.host_in.as_slice()[..in_bytes], &s.stream)?;
-            launch(&s.stream, s.dev_in.ptr(), s.host_out.device_ptr()?, m)?;
-            s.stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize"))?;
-            consume(0, &s.host_out.as_slice()[..m * record]);
-            Ok(())
+            let to = out.pinned_for(gpu, m * (k * size_of::<Pair>() + 4))?.device_ptr()?;
+            launch(&s.stream, s.dev_in.ptr(), to, m)?;
+            s.stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize"))
         });
         gpu.return_slots(slots);
-        result
+        result?;
+        let counts = cast::<u32>(&out.pinned_bytes()[m * k * size_of::<Pair>()..], m);
+        let span: Vec<(usize, usize)> = counts.iter().enumerate().map(|(i, &c)| (i * k, i * k + c as usize)).collect();
+        out.placed(m * k, span);
+        Ok(())
     }
 
     /// Range search by a warp per query walking the tree depth first, each
-    /// query's answers by id, appended to `out`, in chunks on three slots,
-    /// three stages apart: while chunk i is counted on the device, the
-    /// host takes chunk i-1's counts to offsets and has its answers packed
-    /// and sent back, then files chunk i-2's answers.
+    /// query's answers by id, appended to `out`: a small batch in one pass,
+    /// a larger one in two.
     pub(super) fn range_depth(
         &self,
         gpu: &Gpu,
@@ -224,6 +166,18 @@ impl DeviceTree {
         budget: usize,
         out: &mut FlatAnswers,
     ) -> Result<(), GpuError> {
+        if radii.len() <= DIRECT_RANGE {
+            self.range_direct(gpu, queries, radii, budget, out)
+        } else {
+            self.range_depth_chunks(gpu, queries, radii, budget, out)
+        }
+    }
+
+    /// The two passes of a range batch, in chunks on three slots,
+    /// three stages apart: while chunk i is counted on the device, the
+    /// host takes chunk i-1's counts to offsets and has its answers packed
+    /// and sent back, then files chunk i-2's answers.
+    fn range_depth_chunks(&self, gpu: &Gpu, queries: &[f32], radii: &[f64], budget: usize, out: &mut FlatAnswers) -> Result<(), GpuError> {
         let (dim, m, step) = (self.dim, radii.len(), chunk(radii.len()));
         let lay = RangeLayout::new(dim, step);
         let chunks: Vec<usize> = (0..m).step_by(step).collect();
@@ -285,6 +239,85 @@ impl DeviceTree {
         });
         gpu.return_slots(slots);
         result
+    }
+
+    /// A small range batch in one pass: one launch whose kernel takes each
+    /// query's answers to a place of `out`'s page-locked memory (claimed
+    /// from a cursor, so in any order of the queries), and their place and
+    /// count to a slot's; the queries it leaves (no room left) go through
+    /// the two passes as a batch of their own. The two passes cost a small
+    /// batch two kernels' latency, the counts' round trip and a copy of the
+    /// answers; H100 host, 10^4 2-d queries: ~160 us against ~480 us.
+    fn range_direct(&self, gpu: &Gpu, queries: &[f32], radii: &[f64], budget: usize, out: &mut FlatAnswers) -> Result<(), GpuError> {
+        let (dim, m) = (self.dim, radii.len());
+        // In: queries, radii, the cursor (zero). Out: places, counts.
+        let radii_at = (m * dim * 4).next_multiple_of(16);
+        let cursor_at = radii_at + m * 8;
+        let counts_at = m * 8;
+        let mut slots = gpu.guarded(|| gpu.take_slots(1, cursor_at + 8, counts_at + m * 4))?;
+        let result = gpu.guarded(|| {
+            let s = &mut slots[0];
+            let host = s.host_in.as_mut_slice();
+            copy_parallel(cast_mut::<f32>(host, queries.len()), queries);
+            cast_mut::<f64>(&mut host[radii_at..], m).copy_from_slice(radii);
+            cast_mut::<u64>(&mut host[cursor_at..], 1)[0] = 0;
+            s.dev_in.write_async(&s.host_in.as_slice()[..cursor_at + 8], &s.stream)?;
+            let (dim32, metric, m32) = (dim as u32, self.metric as u32, m as u32);
+            let (internal, pp, nodep, fanout, vp, nop, pdp, idp) = self.walk_args();
+            let (qp, rp, cursorp) = (s.dev_in.ptr(), s.dev_in.ptr() + radii_at as u64, s.dev_in.ptr() + cursor_at as u64);
+            let placep = s.host_out.device_ptr()?;
+            let countp = placep + counts_at as u64;
+            // Room for ROOM answers a query on average (kept between batches).
+            let to = out.pinned_for(gpu, m * ROOM * size_of::<Pair>())?;
+            let room = (to.len() / size_of::<Pair>()) as u64;
+            let top = to.device_ptr()?;
+            launch!(
+                gpu,
+                s.stream,
+                GTS,
+                "gts_range_direct",
+                (m.div_ceil(4), 128, 0),
+                [qp, rp, dim32, metric, pp, nodep, fanout, internal, vp, nop, pdp, idp, m32, top, room, cursorp, placep, countp]
+            )?;
+            s.stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize"))
+        });
+        let rest = result.map(|()| {
+            let host = slots[0].host_out.as_slice();
+            let (place, counts) = (cast::<u64>(host, m), cast::<u32>(&host[counts_at..], m));
+            let mut placed = 0;
+            let span: Vec<(usize, usize)> = place
+                .iter()
+                .zip(counts)
+                .map(|(&at, &c)| match at {
+                    LEFT => (0, 0),
+                    at => {
+                        placed += c as usize;
+                        (at as usize, at as usize + c as usize)
+                    }
+                })
+                .collect();
+            out.placed(placed, span);
+            // The kernel sorted the answers it kept; longer runs, found
+            // again by a walk, are sorted here.
+            for q in (0..m).filter(|&q| place[q] != LEFT && counts[q] as usize > SPARE) {
+                by_id(out.placed_mut(q));
+            }
+            (0..m).filter(|&q| place[q] == LEFT).collect::<Vec<usize>>()
+        });
+        gpu.return_slots(slots);
+        let rest = rest?;
+        if rest.is_empty() {
+            return Ok(());
+        }
+        let sub_q: Vec<f32> = rest.iter().flat_map(|&q| &queries[q * dim..(q + 1) * dim]).copied().collect();
+        let sub_r: Vec<f64> = rest.iter().map(|&q| radii[q]).collect();
+        let mut sub = FlatAnswers::default();
+        self.range_depth_chunks(gpu, &sub_q, &sub_r, budget, &mut sub)?;
+        for (i, &q) in rest.iter().enumerate() {
+            let span = out.place_rest(gpu, sub.query(i))?;
+            out.set_span(q, span);
+        }
+        Ok(())
     }
 
     /// A range chunk's first pass on `slot`: its queries and radii up, each
@@ -412,12 +445,12 @@ impl DeviceTree {
             let dev = gpu.alloc::<Pair>(len.max(1))?;
             self.range_place(gpu, slot, lay, densep, a, b - a, off[a], dev.ptr())?;
             let got = dev.download_first(len)?;
-            let base = out.pairs.len();
+            let base = out.host_len();
             out.append(&got);
             for i in a..b {
                 let (x, y) = (base + (off[i] - off[a]) as usize, base + (off[i + 1] - off[a]) as usize);
-                by_id(&mut out.pairs[x..y]);
-                out.start.push(y);
+                by_id(&mut out.host_mut()[x..y]);
+                out.end_at(y);
             }
             a = b;
         }
@@ -436,21 +469,19 @@ fn finish(slot: &Slot, lay: &RangeLayout, n: usize, total: usize, out: &mut Flat
     slot.stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize"))?;
     let host = slot.host_out.as_slice();
     let counts = cast::<u32>(host, n);
-    let base = out.pairs.len();
+    let base = out.host_len();
     out.append(cast::<Pair>(&host[lay.pairs..], total));
-    let first = out.start.len();
     let mut end = base;
-    out.start.extend(counts.iter().map(|&c| {
+    for &c in counts {
         end += c as usize;
-        end
-    }));
+        out.end_at(end);
+    }
     // The place kernel sorted the runs it copied; the longer ones, found
     // again by a walk, are sorted here.
-    let start = &out.start[first - 1..];
-    let mut rest = &mut out.pairs[base..];
+    let mut rest = &mut out.host_mut()[base..];
     let mut runs = Vec::new();
-    for (w, &c) in start.windows(2).zip(counts) {
-        let (run, tail) = rest.split_at_mut(w[1] - w[0]);
+    for &c in counts {
+        let (run, tail) = rest.split_at_mut(c as usize);
         if c as usize > SPARE {
             runs.push(run);
         }
