@@ -5,10 +5,11 @@
 
 use super::keys::{self, KeyKind};
 use super::page::{Key, OwnedKey};
-use super::scan::{Interval, ScanState};
+use super::scan::ScanState;
 use super::tree::Tree;
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
 use crate::am::common::OpenIndex;
+use gpuindex_engine::art::ByteKeys;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -56,11 +57,11 @@ fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datu
         .collect();
     wanted.sort_unstable();
     // Each distinct key once, with where its positions start in `wanted`.
-    let mut points = Vec::new();
+    let mut points = ByteKeys::new();
     let mut starts = Vec::new();
     for (i, (k, _)) in wanted.iter().enumerate() {
         if i == 0 || wanted[i - 1].0 != *k {
-            points.push(Interval::point(k.clone()));
+            points.push(&k.bytes);
             starts.push(i);
         }
     }

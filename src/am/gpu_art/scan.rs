@@ -125,11 +125,20 @@ fn value_key(bytes: Vec<u8>) -> OwnedKey {
     OwnedKey { rank: RANK_VALUE, bytes }
 }
 
-/// The intervals of the scan's keys, in key order.
-pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Vec<Interval> {
+/// What a scan walks, in key order: key intervals, or the points of
+/// `= ANY` elements, kept flat (one buffer for all of them: 128K
+/// elements as two allocations each took a fifth of such a scan's time,
+/// their frees another tenth).
+pub enum Plan {
+    Intervals(Vec<Interval>),
+    Points(ByteKeys),
+}
+
+/// The intervals (or points) of the scan's keys, in key order.
+pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Plan {
     let mut iv = Interval { lo: Bound::Unbounded, hi: Bound::Unbounded };
     let (mut is_null, mut not_null) = (false, false);
-    let mut points: Option<Vec<OwnedKey>> = None;
+    let mut points: Option<ByteKeys> = None;
     let mut enc = Vec::new();
     for i in 0..scan.numberOfKeys as usize {
         // SAFETY: keyData holds numberOfKeys keys.
@@ -141,25 +150,22 @@ pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Vec<Interval>
             } else if flags & pg_sys::SK_SEARCHNOTNULL != 0 {
                 not_null = true;
             } else {
-                return Vec::new(); // a comparison with NULL
+                return Plan::Intervals(Vec::new()); // a comparison with NULL
             }
             continue;
         }
         not_null = true;
         if flags & pg_sys::SK_SEARCHARRAY != 0 {
             let (_, values) = keys::array_elements(k.sk_argument);
-            let mut set: Vec<OwnedKey> = values
-                .iter()
-                .map(|&(_, v)| {
-                    keys::encode(v, kind, &mut enc);
-                    value_key(enc.clone())
-                })
-                .collect();
-            set.sort_unstable();
-            set.dedup();
+            let mut all = ByteKeys::new();
+            for &(_, v) in &values {
+                keys::encode(v, kind, &mut enc);
+                all.push(&enc);
+            }
+            let set = all.sorted_unique();
             points = Some(match points {
                 None => set,
-                Some(prev) => prev.into_iter().filter(|p| set.binary_search(p).is_ok()).collect(),
+                Some(prev) => prev.iter().filter(|p| set.position(p).is_some()).collect(),
             });
             continue;
         }
@@ -193,17 +199,23 @@ pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Vec<Interval>
     }
     if is_null {
         if not_null {
-            return Vec::new();
+            return Plan::Intervals(Vec::new());
         }
-        return vec![Interval::point(Key::NULL.to_owned())];
+        return Plan::Intervals(vec![Interval::point(Key::NULL.to_owned())]);
     }
     if not_null {
         iv.hi = min_hi(iv.hi, Bound::Excl(Key::NULL.to_owned()));
     }
     match points {
-        Some(ps) => ps.into_iter().filter(|p| iv.above_lo(p.key()) && iv.below_hi(p.key())).map(Interval::point).collect(),
-        None if iv.is_empty() => Vec::new(),
-        None => vec![iv],
+        Some(ps) => {
+            let inside = |p: &[u8]| iv.above_lo(Key::value(p)) && iv.below_hi(Key::value(p));
+            if ps.iter().all(inside) {
+                return Plan::Points(ps);
+            }
+            Plan::Points(ps.iter().filter(|p| inside(p)).collect())
+        }
+        None if iv.is_empty() => Plan::Intervals(Vec::new()),
+        None => Plan::Intervals(vec![iv]),
     }
 }
 
@@ -305,6 +317,28 @@ impl PageCopy {
         let a = self.partition(self.w0, self.w1, |k| !iv.above_lo(k));
         (a - self.w0, self.partition(a, self.w1, |k| iv.below_hi(k)) - self.w0)
     }
+    /// The window's entries of point interval `iv`, [a, end), searched
+    /// from window entry `from` on by doubling steps (sorted points:
+    /// the next one's entries are usually near the last one's; a point's
+    /// entries are usually one).
+    fn point_range(&self, iv: &Interval, from: usize) -> (usize, usize) {
+        let a = self.gallop(self.w0 + from, self.w1, |k| !iv.above_lo(k));
+        (a - self.w0, self.gallop(a, self.w1, |k| iv.below_hi(k)) - self.w0)
+    }
+    /// `partition` by doubling steps from `from`, then a binary search.
+    fn gallop(&self, from: usize, to: usize, pred: impl Fn(Key) -> bool) -> usize {
+        let (mut lo, mut step) = (from, 1);
+        loop {
+            let probe = lo + step - 1;
+            if probe >= to {
+                return self.partition(lo, to, &pred);
+            }
+            if !pred(self.slot(probe).0) {
+                return self.partition(lo, probe, &pred);
+            }
+            (lo, step) = (probe + 1, step * 2);
+        }
+    }
     /// Whether a forward scan of `iv` goes on right of this page.
     fn continues_right(&self, iv: &Interval) -> bool {
         self.w1 == self.node().count() && self.s.flags & RIGHTMOST == 0 && iv.below_hi(self.high.key())
@@ -333,7 +367,9 @@ impl PageCopy {
 
 pub struct ScanState {
     kind: KeyKind,
+    /// The intervals; with `points`, one: the current point's.
     intervals: Vec<Interval>,
+    points: Option<ByteKeys>,
     started: bool,
     /// The current interval.
     iv: usize,
@@ -355,27 +391,62 @@ pub struct ScanState {
 }
 
 impl ScanState {
-    /// A forward walk over `intervals` outside an index scan (batches).
-    pub fn over(kind: KeyKind, intervals: Vec<Interval>, what: &'static str) -> ScanState {
-        ScanState { kind, intervals, what, ..ScanState::empty(kind) }
+    /// A forward walk over `points` (sorted, distinct) outside an index
+    /// scan (batches).
+    pub fn over(kind: KeyKind, points: ByteKeys, what: &'static str) -> ScanState {
+        let mut s = ScanState { what, ..ScanState::empty(kind) };
+        s.set_plan(Plan::Points(points));
+        s
+    }
+
+    fn set_plan(&mut self, plan: Plan) {
+        match plan {
+            Plan::Intervals(ivs) => (self.intervals, self.points) = (ivs, None),
+            Plan::Points(ps) => {
+                let none = || Bound::Incl(Key::MIN.to_owned());
+                (self.intervals, self.points) = (vec![Interval { lo: none(), hi: none() }], Some(ps));
+            }
+        }
+    }
+
+    /// How many intervals (or points) the scan walks.
+    fn count(&self) -> usize {
+        self.points.as_ref().map_or(self.intervals.len(), |p| p.len())
+    }
+
+    /// The current interval.
+    fn interval(&self) -> &Interval {
+        &self.intervals[if self.points.is_some() { 0 } else { self.iv }]
+    }
+
+    /// Makes interval i the current one (a point's written over the last
+    /// one's, in the same buffers).
+    fn set_iv(&mut self, i: usize) {
+        self.iv = i;
+        if let Some(ps) = &self.points {
+            let p = ps.get(i);
+            let iv = &mut self.intervals[0];
+            for b in [&mut iv.lo, &mut iv.hi] {
+                if let Bound::Incl(k) = b {
+                    k.bytes.clear();
+                    k.bytes.extend_from_slice(p);
+                }
+            }
+        }
     }
 
     /// Leaf hints for a forward walk over many points, in one batch.
     fn compute_hints(&mut self, tree: &Tree) {
-        let mut q = ByteKeys::new();
-        for iv in &self.intervals {
-            match &iv.lo {
-                Bound::Incl(k) if k.rank == RANK_VALUE => q.push(&k.bytes),
-                _ => return,
-            }
+        if let Some(ps) = &self.points {
+            self.hints = Some(mirror::hints(tree, ps, self.what));
         }
-        self.hints = Some(mirror::hints(tree, &q, self.what));
     }
 
     fn empty(kind: KeyKind) -> ScanState {
         ScanState {
             kind,
             intervals: Vec::new(),
+            points: None,
             started: false,
             iv: 0,
             copy: None,
@@ -405,21 +476,29 @@ impl ScanState {
             self.pins.release();
             self.pins.keep(g);
         }
-        let only = (self.intervals.len() == 1).then(|| &self.intervals[0]);
-        self.copy = Some(PageCopy::of(tree.rel, g, from, self.copy.take(), only));
+        let old = self.copy.take();
+        let only = (self.count() == 1).then(|| self.interval());
+        self.copy = Some(PageCopy::of(tree.rel, g, from, old, only));
     }
 
-    fn set_range(&mut self, forward: bool) {
+    /// The copy's entries of the current interval; a point's searched
+    /// from window entry `from` on (every entry before it is below it).
+    fn set_range(&mut self, forward: bool, from: usize) {
         let c = self.copy.as_ref().expect("a page");
-        (self.a, self.end) = c.range(&self.intervals[self.iv]);
+        (self.a, self.end) = if self.points.is_some() { c.point_range(self.interval(), from) } else { c.range(self.interval()) };
         self.cur = if forward { self.a as isize - 1 } else { self.end as isize };
     }
 
     /// Positions on interval `iv` for a walk in direction `forward`.
     fn start(&mut self, tree: &Tree, forward: bool) {
-        let iv = &self.intervals[self.iv];
+        let iv = self.interval();
+        // Forward from a copy that holds the interval's start: sorted
+        // points lie past the last one's entries.
+        let mut from = 0;
         if forward {
-            if !self.copy.as_ref().is_some_and(|c| c.holds_start_of(iv)) {
+            if self.copy.as_ref().is_some_and(|c| c.holds_start_of(iv)) {
+                from = self.end;
+            } else {
                 let lo = match &iv.lo {
                     Bound::Incl(l) | Bound::Excl(l) => l.clone(),
                     Bound::Unbounded => Key::MIN.to_owned(),
@@ -438,7 +517,7 @@ impl ScanState {
             };
             self.take(tree, &g, (Key::INF.to_owned(), false));
         }
-        self.set_range(forward);
+        self.set_range(forward, from);
     }
 
     /// A parallel scan of one interval forward: copies the walk's next
@@ -446,7 +525,7 @@ impl ScanState {
     fn take_shared(&mut self, tree: &Tree, w: Walk) -> bool {
         let g = match w.seize() {
             Seized::First => {
-                let lo = match &self.intervals[0].lo {
+                let lo = match &self.interval().lo {
                     Bound::Incl(l) | Bound::Excl(l) => l.clone(),
                     Bound::Unbounded => Key::MIN.to_owned(),
                 };
@@ -458,8 +537,8 @@ impl ScanState {
         // `from` serves only scans of several intervals.
         self.take(tree, &g, (Key::INF.to_owned(), false));
         let c = self.copy.as_ref().expect("a page");
-        w.release(c.continues_right(&self.intervals[0]).then_some(c.s.right));
-        self.set_range(true);
+        w.release(c.continues_right(self.interval()).then_some(c.s.right));
+        self.set_range(true, 0);
         true
     }
 
@@ -468,24 +547,24 @@ impl ScanState {
         if !self.started {
             self.started = true;
             if let Some(w) = self.walk {
-                if !(forward && self.intervals.len() == 1) {
+                if !(forward && self.count() == 1) {
                     // Not split: one participant takes it all, serially.
                     self.walk = None;
                     if !w.claim_all() {
-                        self.intervals.clear();
+                        self.set_plan(Plan::Intervals(Vec::new()));
                     }
                 }
             }
-            if self.intervals.is_empty() {
+            if self.count() == 0 {
                 return None;
             }
+            self.set_iv(if forward { 0 } else { self.count() - 1 });
             if let Some(w) = self.walk {
                 if !self.take_shared(tree, w) {
                     return None;
                 }
             } else {
-                self.iv = if forward { 0 } else { self.intervals.len() - 1 };
-                if forward && self.hints.is_none() && self.intervals.len() >= MIRROR_MIN_POINTS {
+                if forward && self.hints.is_none() && self.count() >= MIRROR_MIN_POINTS {
                     self.compute_hints(tree);
                 }
                 self.start(tree, forward);
@@ -498,7 +577,7 @@ impl ScanState {
                     return Some(self.cur as usize);
                 }
                 let c = self.copy.as_ref()?;
-                let iv = &self.intervals[self.iv];
+                let iv = self.interval();
                 if let Some(w) = self.walk {
                     if !self.take_shared(tree, w) {
                         self.cur = self.end as isize;
@@ -508,9 +587,9 @@ impl ScanState {
                     let from = (c.high.clone(), false);
                     let g = Shared::lock(tree.rel, c.s.right);
                     self.take(tree, &g, from);
-                    self.set_range(true);
-                } else if self.iv + 1 < self.intervals.len() {
-                    self.iv += 1;
+                    self.set_range(true, 0);
+                } else if self.iv + 1 < self.count() {
+                    self.set_iv(self.iv + 1);
                     self.start(tree, true);
                 } else {
                     self.cur = self.end as isize;
@@ -522,13 +601,13 @@ impl ScanState {
                     return Some(self.cur as usize);
                 }
                 let c = self.copy.as_ref()?;
-                let iv = &self.intervals[self.iv];
+                let iv = self.interval();
                 if self.a == 0 && c.continues_left(iv) {
                     let g = tree.leaf_left_of(c.block, c.s.left);
                     self.take(tree, &g, (Key::INF.to_owned(), false));
-                    self.set_range(false);
+                    self.set_range(false, 0);
                 } else if self.iv > 0 {
-                    self.iv -= 1;
+                    self.set_iv(self.iv - 1);
                     self.start(tree, false);
                 } else {
                     self.cur = self.a as isize - 1;
@@ -549,7 +628,7 @@ impl IndexScan for ScanState {
 
     fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
         self.pins.release();
-        self.intervals = plan_of(scan, self.kind);
+        self.set_plan(plan_of(scan, self.kind));
         self.started = false;
         self.copy = None;
         self.hints = None;
@@ -606,6 +685,6 @@ impl IndexScan for ScanState {
     fn end(&mut self) {
         self.pins.release();
         self.copy = None;
-        self.intervals = Vec::new();
+        self.set_plan(Plan::Intervals(Vec::new()));
     }
 }
