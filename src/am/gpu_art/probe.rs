@@ -4,7 +4,6 @@
 //! holds), returning each input position's visible rows in heap order.
 
 use super::keys::{self, KeyKind};
-use super::page::{Key, OwnedKey};
 use super::scan::ScanState;
 use super::tree::Tree;
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
@@ -12,6 +11,7 @@ use crate::am::common::OpenIndex;
 use gpuindex_engine::art::ByteKeys;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use rayon::prelude::*;
 
 impl BatchSearch for super::GpuArt {
     const NAME: &'static str = "gpu_art";
@@ -47,21 +47,23 @@ impl BatchSearch for super::GpuArt {
 
 /// (TID, input position) of every entry equal to a query.
 fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datum)], what: &'static str) -> Vec<(u64, i64)> {
+    // The keys in one buffer (not a vector each), ordered by key, then
+    // input position.
     let mut enc = Vec::new();
-    let mut wanted: Vec<(OwnedKey, i64)> = queries
-        .iter()
-        .map(|&(pos, v)| {
-            keys::encode(v, kind, &mut enc);
-            (Key::value(&enc).to_owned(), pos)
-        })
-        .collect();
-    wanted.sort_unstable();
+    let mut all = ByteKeys::new();
+    for &(_, v) in queries {
+        keys::encode(v, kind, &mut enc);
+        all.push(&enc);
+    }
+    let pos: Vec<i64> = queries.iter().map(|q| q.0).collect();
+    let mut wanted: Vec<usize> = (0..queries.len()).collect();
+    wanted.par_sort_unstable_by(|&a, &b| all.get(a).cmp(all.get(b)).then(pos[a].cmp(&pos[b])));
     // Each distinct key once, with where its positions start in `wanted`.
     let mut points = ByteKeys::new();
     let mut starts = Vec::new();
-    for (i, (k, _)) in wanted.iter().enumerate() {
-        if i == 0 || wanted[i - 1].0 != *k {
-            points.push(&k.bytes);
+    for (i, &q) in wanted.iter().enumerate() {
+        if i == 0 || all.get(wanted[i - 1]) != all.get(q) {
+            points.push(all.get(q));
             starts.push(i);
         }
     }
@@ -70,7 +72,7 @@ fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datu
     let tree = Tree::new(index);
     let mut out = Vec::new();
     while let Some((point, tid)) = scan.next_entry(&tree) {
-        out.extend(wanted[starts[point]..starts[point + 1]].iter().map(|w| (tid, w.1)));
+        out.extend(wanted[starts[point]..starts[point + 1]].iter().map(|&q| (tid, pos[q])));
     }
     out
 }
