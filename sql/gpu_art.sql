@@ -41,6 +41,9 @@ UNION ALL SELECT 't like exact', array_agg(id ORDER BY id) FROM ga WHERE t LIKE 
 UNION ALL SELECT 't ^@ empty', array_agg(id ORDER BY id) FROM ga WHERE t ^@ '' AND id > 2990
 UNION ALL SELECT 't any', array_agg(id ORDER BY id) FROM ga WHERE t = ANY (ARRAY['dup', '', 'https://www.site4.com/p/30', 'nope', NULL])
 UNION ALL SELECT 't any many', array_agg(id ORDER BY id) FROM ga WHERE t = ANY (ARRAY(SELECT 'https://www.site' || (g % 13) || '.com/p/' || g FROM generate_series(1, 3000, 3) g))
+UNION ALL SELECT 't any range', array_agg(id ORDER BY id) FROM ga WHERE t = ANY (ARRAY(SELECT 'https://www.site' || (g % 13) || '.com/p/' || g FROM generate_series(1, 3000, 3) g) || ARRAY['dup', '']) AND t > 'https://www.site5'
+UNION ALL SELECT 't any any', array_agg(id ORDER BY id) FROM ga WHERE t = ANY (ARRAY(SELECT 'https://www.site' || (g % 13) || '.com/p/' || g FROM generate_series(1, 3000, 2) g) || ARRAY['dup']) AND t = ANY (ARRAY(SELECT 'https://www.site' || (g % 13) || '.com/p/' || g FROM generate_series(1, 3000, 3) g) || ARRAY['dup', ''])
+UNION ALL SELECT 't any desc', array_agg(hashtext(t)) FROM (SELECT t FROM ga WHERE t = ANY (ARRAY(SELECT 'https://www.site' || (g % 13) || '.com/p/' || g FROM generate_series(1, 3000, 3) g) || ARRAY['dup', '', repeat('z', 1990)]) ORDER BY t DESC) x
 UNION ALL SELECT 't null', array_agg(id ORDER BY id) FROM ga WHERE t IS NULL
 UNION ALL SELECT 't not null', array_agg(id ORDER BY id) FROM ga WHERE t IS NOT NULL AND t > 'https://www.site9.com/p/990'
 UNION ALL SELECT 't long', array_agg(id ORDER BY id) FROM ga WHERE t = repeat('z', 1990)
@@ -66,6 +69,7 @@ EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE t = 'dup';
 EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE t ^@ 'https://www.site11';
 EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE t LIKE 'https://www.site3%';
 EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE t = ANY (ARRAY['a', 'b']);
+EXPLAIN (COSTS OFF) SELECT t FROM ga WHERE t = ANY (ARRAY(SELECT 'https://www.site' || (g % 13) || '.com/p/' || g FROM generate_series(1, 3000, 3) g) || ARRAY['dup', '']) ORDER BY t DESC;
 EXPLAIN (COSTS OFF) SELECT id FROM ga WHERE u IS NULL;
 SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS index_scan_ok, cardinality(w.ids) AS n FROM want w JOIN ga_got() g USING (q) ORDER BY w.q;
 SET enable_indexscan = off; SET enable_bitmapscan = on;
