@@ -19,7 +19,7 @@
 //! Keys are the byte-comparable encodings of `keys.rs` with a rank before
 //! them: values, then NULL (btree's NULLS LAST), then +infinity.
 
-use crate::storage::PageData;
+use crate::storage::{PageData, CONTENT_START};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -292,6 +292,24 @@ impl<'a> Node<'a> {
             self.entry_at(self.s.high as usize).0
         } else {
             self.stored(self.count() - 1)
+        }
+    }
+    /// Copies into `image` (a page-sized buffer) what reading entries
+    /// [w0, w1) needs, at the page's own offsets: their slots and their
+    /// bytes. A node over the image reads those entries as the page's.
+    pub fn copy_entries(&self, w0: usize, w1: usize, image: &mut [u8]) {
+        let page = self.page.as_ptr();
+        let mut copy = |at: usize, len: usize| {
+            // SAFETY: `at + len` lies within the page (`front` checked
+            // the slots and entries when they were read).
+            image[at..at + len].copy_from_slice(unsafe { std::slice::from_raw_parts(page.add(at), len) });
+        };
+        let slots = self.page.front::<u16>(0, self.count());
+        copy(CONTENT_START + 2 * w0, 2 * (w1 - w0));
+        for &off in &slots[w0..w1] {
+            let off = off as usize;
+            let len = u16::from_le_bytes(self.page.front::<u8>(off, 2).try_into().unwrap()) as usize;
+            copy(CONTENT_START + off, ENTRY_HEADER + len);
         }
     }
     /// Bytes free between the slots and the entries.

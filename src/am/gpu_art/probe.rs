@@ -11,7 +11,6 @@ use crate::am::common::OpenIndex;
 use gpuindex_engine::art::ByteKeys;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use rayon::prelude::*;
 
 impl BatchSearch for super::GpuArt {
     const NAME: &'static str = "gpu_art";
@@ -56,8 +55,7 @@ fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datu
         all.push(&enc);
     }
     let pos: Vec<i64> = queries.iter().map(|q| q.0).collect();
-    let mut wanted: Vec<usize> = (0..queries.len()).collect();
-    wanted.par_sort_unstable_by(|&a, &b| all.get(a).cmp(all.get(b)).then(pos[a].cmp(&pos[b])));
+    let wanted = all.order_by(|a, b| pos[a].cmp(&pos[b]));
     // Each distinct key once, with where its positions start in `wanted`.
     let mut points = ByteKeys::new();
     let mut starts = Vec::new();
