@@ -3,11 +3,15 @@
 //! value order and no key a prefix of another (what a radix tree needs).
 
 use rayon::prelude::*;
+use std::cmp::Ordering;
 
 /// How many 8-byte words past the prefix all keys share `order_by`
 /// sorts by at most (the rest by comparisons): a bound on its recursion
 /// whatever the keys' length.
 const RADIX_LEVELS: usize = 32;
+
+/// Runs of at least this many keys sort on all cores.
+const PARALLEL_RUN: usize = 4096;
 
 /// Byte strings packed in one buffer: key `i` is `data[ends[i-1]..ends[i]]`.
 /// (A `Vec<Vec<u8>>` of 10^8 keys would cost a heap block each.)
@@ -56,7 +60,7 @@ impl ByteKeys {
 
     /// The keys in byte order with duplicates removed, on all cores.
     pub fn sorted_unique(&self) -> ByteKeys {
-        let mut order = self.order_by(|_, _| std::cmp::Ordering::Equal);
+        let mut order = self.order_by(|_, _| Ordering::Equal);
         order.dedup_by(|a, b| self.get(*a) == self.get(*b));
         let mut out = ByteKeys { data: Vec::with_capacity(self.data.len()), ends: Vec::with_capacity(order.len()) };
         for i in order {
@@ -72,13 +76,19 @@ impl ByteKeys {
     /// the keys themselves was most of a 128K-key `= ANY` scan's time on
     /// two cores (a random read of two keys for every comparison, memcmp
     /// through the prefix URLs share).
-    pub fn order_by(&self, tie: impl Fn(usize, usize) -> std::cmp::Ordering + Sync) -> Vec<usize> {
+    pub fn order_by(&self, tie: impl Fn(usize, usize) -> Ordering + Sync) -> Vec<usize> {
         let skip = self.common_prefix();
         let mut order: Vec<(u64, u32)> = (0..self.len() as u32).into_par_iter().map(|i| (self.word(i, skip), i)).collect();
         order.par_sort_unstable_by_key(|e| e.0);
-        // Runs of one word, each sorted on by the words that follow.
+        self.sort_runs(&mut order, skip, RADIX_LEVELS, &tie);
+        order.into_iter().map(|(_, i)| i as usize).collect()
+    }
+
+    /// Sorts each run of one word of `sorted` (sorted by words) on, in
+    /// parallel (`sort_words`).
+    fn sort_runs(&self, sorted: &mut [(u64, u32)], depth: usize, levels: usize, tie: &(impl Fn(usize, usize) -> Ordering + Sync)) {
         let mut runs: Vec<&mut [(u64, u32)]> = Vec::new();
-        let mut rest = &mut order[..];
+        let mut rest = sorted;
         while !rest.is_empty() {
             let n = rest.iter().take_while(|e| e.0 == rest[0].0).count();
             let (run, more) = rest.split_at_mut(n);
@@ -87,8 +97,7 @@ impl ByteKeys {
             }
             rest = more;
         }
-        runs.into_par_iter().for_each(|run| self.sort_words(run, skip, RADIX_LEVELS, &tie));
-        order.into_iter().map(|(_, i)| i as usize).collect()
+        runs.into_par_iter().for_each(|run| self.sort_words(run, depth, levels, tie));
     }
 
     /// Sorts `run`, keys sharing their bytes up to `depth + 8` (the words
@@ -96,18 +105,25 @@ impl ByteKeys {
     /// end by then are prefixes of the others, first, by length (`tie`
     /// among equal ones); the others by their next words, recursively
     /// (`levels` deeper at most: then, or for few keys, by comparing the
-    /// rest of the keys).
-    fn sort_words(&self, run: &mut [(u64, u32)], depth: usize, levels: usize, tie: &(impl Fn(usize, usize) -> std::cmp::Ordering + Sync)) {
+    /// rest of the keys). Large runs (URLs of one host) sort on all cores.
+    fn sort_words(&self, run: &mut [(u64, u32)], depth: usize, levels: usize, tie: &(impl Fn(usize, usize) -> Ordering + Sync)) {
         let len = |e: &(u64, u32)| self.get(e.1 as usize).len();
+        let sort = |run: &mut [(u64, u32)], cmp: &(dyn Fn(&(u64, u32), &(u64, u32)) -> Ordering + Sync)| {
+            if run.len() >= PARALLEL_RUN {
+                run.par_sort_unstable_by(cmp)
+            } else {
+                run.sort_unstable_by(cmp)
+            }
+        };
         if levels == 0 || run.len() <= 8 {
             let rest = |e: &(u64, u32)| &self.get(e.1 as usize)[depth.min(len(e))..];
-            run.sort_unstable_by(|a, b| rest(a).cmp(rest(b)).then_with(|| tie(a.1 as usize, b.1 as usize)));
+            sort(run, &|a, b| rest(a).cmp(rest(b)).then_with(|| tie(a.1 as usize, b.1 as usize)));
             return;
         }
         let next = depth + 8;
-        run.sort_unstable_by(|a, b| {
-            let ended = |e| (len(e) > next, len(e).min(next + 1));
-            ended(a).cmp(&ended(b)).then_with(|| if len(a) <= next { tie(a.1 as usize, b.1 as usize) } else { std::cmp::Ordering::Equal })
+        let ended = |e: &(u64, u32)| (len(e) > next, len(e).min(next + 1));
+        sort(run, &|a, b| {
+            ended(a).cmp(&ended(b)).then_with(|| if len(a) <= next { tie(a.1 as usize, b.1 as usize) } else { Ordering::Equal })
         });
         let from = run.partition_point(|e| len(e) <= next);
         let longer = &mut run[from..];
@@ -115,16 +131,8 @@ impl ByteKeys {
             return;
         }
         longer.iter_mut().for_each(|e| e.0 = self.word(e.1, next));
-        longer.sort_unstable_by_key(|e| e.0);
-        let mut rest = longer;
-        while !rest.is_empty() {
-            let n = rest.iter().take_while(|e| e.0 == rest[0].0).count();
-            let (same, more) = rest.split_at_mut(n);
-            if n > 1 {
-                self.sort_words(same, next, levels - 1, tie);
-            }
-            rest = more;
-        }
+        sort(longer, &|a, b| a.0.cmp(&b.0));
+        self.sort_runs(longer, next, levels - 1, tie);
     }
 
     /// Key i's 8 bytes from `at` as a big-endian word, zeros past its end:
