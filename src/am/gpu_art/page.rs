@@ -298,18 +298,14 @@ impl<'a> Node<'a> {
     /// [w0, w1) needs, at the page's own offsets: their slots and their
     /// bytes. A node over the image reads those entries as the page's.
     pub fn copy_entries(&self, w0: usize, w1: usize, image: &mut [u8]) {
-        let page = self.page.as_ptr();
         let mut copy = |at: usize, len: usize| {
-            // SAFETY: `at + len` lies within the page (`front` checked
-            // the slots and entries when they were read).
-            image[at..at + len].copy_from_slice(unsafe { std::slice::from_raw_parts(page.add(at), len) });
+            image[CONTENT_START + at..][..len].copy_from_slice(self.page.front::<u8>(at, len));
         };
-        let slots = self.page.front::<u16>(0, self.count());
-        copy(CONTENT_START + 2 * w0, 2 * (w1 - w0));
-        for &off in &slots[w0..w1] {
-            let off = off as usize;
+        copy(2 * w0, 2 * (w1 - w0));
+        for i in w0..w1 {
+            let off = self.slot(i);
             let len = u16::from_le_bytes(self.page.front::<u8>(off, 2).try_into().unwrap()) as usize;
-            copy(CONTENT_START + off, ENTRY_HEADER + len);
+            copy(off, ENTRY_HEADER + len);
         }
     }
     /// Bytes free between the slots and the entries.
