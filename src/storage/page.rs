@@ -129,6 +129,15 @@ impl<'a, S: SpecialArea> PageRef<'a, S> {
         unsafe { std::ptr::read_unaligned(self.ptr.add(off) as *const T) }
     }
 
+    /// The bytes of the values `from..to` of `size` bytes each stored from
+    /// the back (in memory value `to - 1` comes first).
+    pub fn back_bytes(&self, size: usize, from: usize, to: usize) -> &'a [u8] {
+        assert!(from <= to && to * size <= Self::SPECIAL_START - CONTENT_START);
+        let (start, end) = (Self::SPECIAL_START - to * size, Self::SPECIAL_START - from * size);
+        // SAFETY: in bounds (checked); bytes need no alignment.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(start), end - start) }
+    }
+
     /// The page's first byte (BLCKSZ bytes follow), for a copy of it.
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr

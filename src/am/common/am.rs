@@ -190,6 +190,8 @@ macro_rules! index_am {
             }
         }
 
+        // Kept out of line: the fast path's frame stays small.
+        #[inline(never)]
         #[pgrx::pg_guard]
         unsafe extern "C-unwind" fn amgettuple_full(
             scan: pgrx::pg_sys::IndexScanDesc,

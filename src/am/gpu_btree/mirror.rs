@@ -127,11 +127,9 @@ pub fn collect_from(rel: pg_sys::Relation, mut page: Shared, mut from: usize, q:
         let l = Leaf::new(page.page());
         if !is_dead(&l.s) && (l.rightmost() || q <= l.s.high) {
             let keys = l.keys();
-            let mut pos = lower_bound_from(keys, from, q);
-            while pos < keys.len() && keys[pos] == q {
-                out.push((q, l.tid(pos)));
-                pos += 1;
-            }
+            let start = lower_bound_from(keys, from, q);
+            let pos = l.run_end(start, q);
+            out.extend(l.entries(start, pos));
             // Equal keys may continue on the right page only if this
             // page's high key is q.
             if pos < keys.len() || l.rightmost() || l.s.high != q {

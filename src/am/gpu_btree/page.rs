@@ -196,6 +196,19 @@ impl<'a> Leaf<'a> {
     pub fn rightmost(&self) -> bool {
         self.s.flags & RIGHTMOST != 0
     }
+    /// The end of the run of key `q` from entry `from` on.
+    pub fn run_end(&self, from: usize, q: u64) -> usize {
+        let keys = self.keys();
+        keys[from..].iter().position(|&k| k != q).map_or(keys.len(), |n| from + n)
+    }
+    /// Entries `from..to`, in key order (one slice of each kind read, no
+    /// check per entry).
+    pub fn entries(&self, from: usize, to: usize) -> impl Iterator<Item = (u64, Tid)> + 'a {
+        let tids = self.page.back_bytes(TID_BYTES, from, to);
+        let half = |t: &[u8], i: usize| u16::from_ne_bytes([t[i], t[i + 1]]) as u64;
+        // ItemPointerData: bi_hi, bi_lo, ip_posid (tid_from's order).
+        self.keys()[from..to].iter().zip(tids.rchunks_exact(TID_BYTES)).map(move |(&k, t)| (k, half(t, 0) << 32 | half(t, 2) << 16 | half(t, 4)))
+    }
 }
 
 /// Writes a leaf's entries (the whole contents).

@@ -184,13 +184,10 @@ fn null_items(g: &Shared, out: &mut Vec<(u64, Tid)>) {
 fn page_items(g: &Shared, b: &Bounds, out: &mut Vec<(u64, Tid)>) -> PageInfo {
     let l = Leaf::new(g.page());
     let keys = l.keys();
+    let from = lower_bound(keys, b.lo);
+    let to = from + upper_bound(&keys[from..], b.hi);
     out.clear();
-    for (i, &k) in keys.iter().enumerate().skip(lower_bound(keys, b.lo)) {
-        if k > b.hi {
-            break;
-        }
-        out.push((k, l.tid(i)));
-    }
+    out.extend(l.entries(from, to));
     PageInfo { block: g.block(), s: l.s }
 }
 
@@ -202,11 +199,9 @@ fn probe_page_items(g: &Shared, probes: &[u64], out: &mut Vec<(u64, Tid)>) -> Pa
     if let (Some(&first), Some(&last)) = (keys.first(), keys.last()) {
         let mut pos = 0;
         for &q in &probes[lower_bound(probes, first)..upper_bound(probes, last)] {
-            pos += lower_bound(&keys[pos..], q);
-            while pos < keys.len() && keys[pos] == q {
-                out.push((q, l.tid(pos)));
-                pos += 1;
-            }
+            let start = pos + lower_bound(&keys[pos..], q);
+            pos = l.run_end(start, q);
+            out.extend(l.entries(start, pos));
         }
     }
     PageInfo { block: g.block(), s: l.s }
@@ -633,6 +628,7 @@ impl IndexScan for ScanState {
         Some(Found { tid: tid_to(tid), distance: None })
     }
 
+    #[inline]
     fn next_buffered(&mut self, forward: bool) -> Option<(pg_sys::ItemPointerData, pg_sys::Datum)> {
         // Keys of the page already copied (NULLs take the full path).
         if !self.started || self.phase != Phase::Keys {
