@@ -417,6 +417,73 @@ fn vacuum_deletes_and_recycles_empty_leaves() {
     c.batch_execute("DROP TABLE del_t").unwrap();
 }
 
+/// Entries per leaf: more than a plain leaf holds (581) only where run
+/// leaves store a key once for its TIDs.
+fn entries_per_leaf(c: &mut Client, index: &str) -> f64 {
+    let row = c.query_one(&format!("SELECT entries, pages FROM gpu_btree_check('{index}') WHERE level = 0"), &[]).unwrap();
+    row.get::<_, i64>(0) as f64 / row.get::<_, i64>(1) as f64
+}
+
+fn check_runs(c: &mut Client, rng: &mut SplitMix64) {
+    check_index(c, "run_t_v");
+    for _ in 0..6 {
+        let (a, b) = (rng.below(12_000) as i64, rng.below(12_000) as i64);
+        check_predicate(c, "run_t", "run_t_v", &format!("v BETWEEN {} AND {}", a.min(b), a.max(b)));
+    }
+    check_predicate(c, "run_t", "run_t_v", "v = ANY (ARRAY[0, 1, 2000, 2001, 4000, 7777, 9000])");
+    check_predicate(c, "run_t", "run_t_v", "v = 3000");
+    for desc in [false, true] {
+        check_order(c, "run_t", "true", desc, 1_000_000);
+        check_order(c, "run_t", "v BETWEEN 1000 AND 5000", desc, 1_000_000);
+    }
+}
+
+/// Duplicates are stored as run leaves (one key, then its TIDs): built,
+/// grown by inserts of the same keys and of keys between their runs,
+/// thinned by deletes and VACUUM, every scan equal to the sequential
+/// scan. Five keys of 40,000 rows take over 581 entries a leaf, which
+/// plain leaves cannot hold; the same after 100,000 inserts.
+#[test]
+fn duplicates_are_stored_as_run_leaves() {
+    let mut c = connect(DB);
+    let mut rng = SplitMix64::new(79);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS run_t;
+         CREATE TABLE run_t (id int, v int8) WITH (autovacuum_enabled = off);
+         INSERT INTO run_t SELECT g, (g % 5) * 2000 FROM generate_series(1, 200000) g;
+         INSERT INTO run_t SELECT g, g - 200000 + 1 FROM generate_series(200001, 200500) g;
+         INSERT INTO run_t SELECT g, NULL FROM generate_series(200501, 200600) g;
+         CREATE INDEX run_t_v ON run_t USING gpu_btree (v);",
+    )
+    .unwrap();
+    let built = entries_per_leaf(&mut c, "run_t_v");
+    assert!(built > 1000.0, "built: {built:.0} entries a leaf");
+    check_runs(&mut c, &mut rng);
+    // More copies (they land on the first page of their run), keys inside
+    // the runs' fences (a run leaf takes another key: rewritten or split
+    // at the run's boundary), new keys above everything.
+    c.batch_execute(
+        "INSERT INTO run_t SELECT 300000 + g, (g % 5) * 2000 FROM generate_series(1, 100000) g;
+         INSERT INTO run_t SELECT 400000 + g, (g % 5) * 2000 + 1 + g % 3 FROM generate_series(1, 3000) g;
+         INSERT INTO run_t SELECT 500000 + g, 10000 + g % 7 FROM generate_series(1, 5000) g;",
+    )
+    .unwrap();
+    let grown = entries_per_leaf(&mut c, "run_t_v");
+    assert!(grown > 700.0, "after inserts: {grown:.0} entries a leaf");
+    check_runs(&mut c, &mut rng);
+    c.batch_execute(
+        "DELETE FROM run_t WHERE v = 2000 AND id % 10 <> 0;
+         DELETE FROM run_t WHERE v = 4000;
+         DELETE FROM run_t WHERE v BETWEEN 6001 AND 6003;",
+    )
+    .unwrap();
+    c.batch_execute("VACUUM run_t").unwrap();
+    c.batch_execute("INSERT INTO run_t SELECT 600000 + g, 4000 + g % 2 FROM generate_series(1, 2000) g").unwrap();
+    check_runs(&mut c, &mut rng);
+    c.batch_execute("DROP TABLE run_t").unwrap();
+}
+
 /// Pages per level (gpu_btree_check), and its missing downlinks.
 fn level_pages(c: &mut Client, index: &str) -> (Vec<i64>, i64) {
     let rows = c.query(&format!("SELECT pages, missing_downlinks FROM gpu_btree_check('{index}') ORDER BY level"), &[]).unwrap();
@@ -485,10 +552,10 @@ fn vacuum_deletes_emptied_subtrees() {
     c.batch_execute("DROP TABLE sub_t").unwrap();
 }
 
-/// Subtree deletion among runs of one key: 150 keys of 2,000 rows each
-/// (each run spans ~35 leaves at fillfactor 10, so separators and fence
-/// keys repeat across pages and parents are found among equal keys).
-/// Deleting all but scattered rows of the first 140 keys, first
+/// Subtree deletion among runs of one key: 300 keys of 2,000 rows each
+/// (each run spans ~15 run leaves at fillfactor 10, so separators and
+/// fence keys repeat across pages and parents are found among equal
+/// keys). Deleting all but scattered rows of the first 290 keys, first
 /// interrupted after stage 1, then finished: the check passes with no
 /// missing downlinks, pages go, and equality, ranges and ordered scans
 /// both ways equal the sequential scan at each step.
@@ -499,20 +566,20 @@ fn vacuum_deletes_subtrees_among_duplicate_keys() {
         "SET client_min_messages = warning;
          DROP TABLE IF EXISTS dup_t;
          CREATE TABLE dup_t (id int, v int8) WITH (autovacuum_enabled = off);
-         INSERT INTO dup_t SELECT g, g / 2000 FROM generate_series(0, 299999) g;
+         INSERT INTO dup_t SELECT g, g / 2000 FROM generate_series(0, 599999) g;
          CREATE INDEX dup_t_v ON dup_t USING gpu_btree (v) WITH (fillfactor = 10);
-         DELETE FROM dup_t WHERE v < 140 AND id % 25013 <> 0;",
+         DELETE FROM dup_t WHERE v < 290 AND id % 50021 <> 0;",
     )
     .unwrap();
     let (before, _) = level_pages(&mut c, "dup_t_v");
     let check = |c: &mut Client| {
         let (_, missing) = level_pages(c, "dup_t_v");
         assert_eq!(missing, 0);
-        for pred in ["v = 100", "v = 140", "v BETWEEN 90 AND 145", "v >= 139", "v < 12"] {
+        for pred in ["v = 100", "v = 290", "v BETWEEN 280 AND 295", "v >= 289", "v < 12"] {
             check_predicate(c, "dup_t", "dup_t_v", pred);
         }
         for desc in [false, true] {
-            check_order(c, "dup_t", "v BETWEEN 20 AND 141", desc, 1_000_000);
+            check_order(c, "dup_t", "v BETWEEN 20 AND 291", desc, 1_000_000);
         }
     };
     c.batch_execute("SET gpuindex.debug_interrupt_page_deletion = on").unwrap();
@@ -521,8 +588,8 @@ fn vacuum_deletes_subtrees_among_duplicate_keys() {
     check(&mut c);
     c.batch_execute("VACUUM dup_t").unwrap();
     let (after, _) = level_pages(&mut c, "dup_t_v");
-    // 20,000 rows left (~345 leaves) and 12 scattered ones, each keeping
-    // its leaf and the level-1 page above it.
+    // 20,000 rows left (~150 run leaves) and 11 scattered ones, each
+    // keeping its leaf and the level-1 page above it.
     assert!(after[0] * 10 < before[0] && after[1] * 3 < before[1], "levels {before:?} -> {after:?}");
     check_index(&mut c, "dup_t_v");
     check(&mut c);

@@ -71,16 +71,24 @@ fn write_tree(
     let mut meta = new_page_in(index, fork);
     assert_eq!(meta.block(), META_BLOCK);
     let per_leaf = (LEAF_CAPACITY * fill / 100).max(1);
+    let per_run = (RUN_LEAF_CAPACITY * fill / 100).max(per_leaf);
     let mut leftmost = [NONE; MAX_LEVELS];
     let mut leaves = LevelWriter::new(index, fork, 0);
-    let (mut keys, mut tids) = (Vec::with_capacity(per_leaf), Vec::with_capacity(per_leaf));
+    let (mut keys, mut tids) = (Vec::with_capacity(per_run), Vec::with_capacity(per_run));
     let mut entries = entries.peekable();
     loop {
         keys.clear();
         tids.clear();
-        for (k, t) in entries.by_ref().take(per_leaf) {
+        // A leaf holds per_leaf entries, or per_run while all have one key
+        // (a run leaf); a run leaf ends where its key does.
+        while let Some(&(k, t)) = entries.peek() {
+            let run = keys.first().is_some_and(|&first| first == k);
+            if keys.len() >= if run { per_run } else { per_leaf } {
+                break;
+            }
             keys.push(k);
             tids.push(t);
+            entries.next();
         }
         let last = entries.peek().is_none();
         leaves.page(last, |page, low| {

@@ -16,7 +16,6 @@ use gpuindex_engine::executor::BatchJob;
 use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
 use gpuindex_engine::hbtree::implicit::ImplicitInner;
 use gpuindex_engine::hbtree::leaf::{self, LeafLevel};
-use gpuindex_engine::hbtree::line::lower_bound_from;
 use pgrx::pg_sys;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -126,13 +125,12 @@ pub fn collect_from(rel: pg_sys::Relation, mut page: Shared, mut from: usize, q:
     loop {
         let l = Leaf::new(page.page());
         if !is_dead(&l.s) && (l.rightmost() || q <= l.s.high) {
-            let keys = l.keys();
-            let start = lower_bound_from(keys, from, q);
+            let start = l.lower_bound_from(from, q);
             let pos = l.run_end(start, q);
             out.extend(l.entries(start, pos));
             // Equal keys may continue on the right page only if this
             // page's high key is q.
-            if pos < keys.len() || l.rightmost() || l.s.high != q {
+            if pos < l.count() || l.rightmost() || l.s.high != q {
                 return (page, pos);
             }
         }

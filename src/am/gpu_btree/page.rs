@@ -5,7 +5,9 @@
 //!   inner levels is current while it matches), the chain of NULL pages;
 //! - leaf pages: up to LEAF_CAPACITY (key, heap TID) entries sorted by key,
 //!   keys from the front (searched with SIMD), TIDs from the back; fence
-//!   keys and both sibling links in the special area;
+//!   keys and both sibling links in the special area. A run leaf (flag
+//!   RUN: every entry has one key) stores the key once and up to
+//!   RUN_LEAF_CAPACITY TIDs: duplicates take 6 bytes an entry, not 14;
 //! - inner pages: (key, child) entries, child j holding keys in
 //!   [key[j-1], key[j]] (upper-bound separators, as in the HB+-tree); the
 //!   last key of a page is its high fence (MAX on the rightmost page);
@@ -14,6 +16,7 @@
 //! Keys are the order-preserving u64 encodings of `keys.rs`.
 
 use crate::storage::PageData;
+use gpuindex_engine::hbtree::line::{lower_bound, lower_bound_from};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -75,6 +78,10 @@ pub const INCOMPLETE_SPLIT: u16 = 16;
 /// VACUUM recycles it as a deleted page once no snapshot can reach it.
 /// gpu_btree's own code never sets it and reads such pages as before.
 pub const RETIRED: u16 = 32;
+/// A leaf whose entries all have one key (deduplication): the key is
+/// stored once at the front, the TIDs from the back as in a plain leaf.
+/// `leaf_set` makes one wherever all of two or more keys are equal.
+pub const RUN: u16 = 64;
 
 /// Whether a page is half-dead or deleted: holds nothing, and a scan or
 /// descent on it moves right whatever its fence keys say.
@@ -85,6 +92,8 @@ pub fn is_dead(s: &Special) -> bool {
 const TID_BYTES: usize = std::mem::size_of::<pg_sys::ItemPointerData>();
 const _: () = assert!(TID_BYTES == 6);
 pub const LEAF_CAPACITY: usize = CONTENT_BYTES / (8 + TID_BYTES);
+/// A run leaf: one key, then the TIDs (about 2.3 times a plain leaf's).
+pub const RUN_LEAF_CAPACITY: usize = (CONTENT_BYTES - 8) / TID_BYTES;
 pub const INNER_CAPACITY: usize = CONTENT_BYTES / 12;
 pub const NULLS_CAPACITY: usize = CONTENT_BYTES / TID_BYTES;
 
@@ -172,64 +181,143 @@ pub fn special(kind: u8, level: u8, flags: u16, low: u64, high: u64) -> Special 
     Special { kind, level, flags, low, high, right: NONE, left: NONE, page_id: PAGE_ID, ..Default::default() }
 }
 
-/// A leaf page, read.
+/// A leaf page, read: a plain leaf's keys are a slice of the page, a run
+/// leaf's one key stands for all of its entries.
 #[derive(Clone, Copy)]
 pub struct Leaf<'a> {
     page: PageRef<'a>,
     pub s: Special,
+    keys: &'a [u64],
+    run: Option<u64>,
 }
 
 impl<'a> Leaf<'a> {
     pub fn new(page: PageRef<'a>) -> Self {
         let s = expect_kind(&page, KIND_LEAF);
-        Leaf { page, s }
+        let n = s.count as usize;
+        if s.flags & RUN != 0 && n > 0 {
+            if n > RUN_LEAF_CAPACITY {
+                corrupted(format!("run leaf of {n} entries, more than {RUN_LEAF_CAPACITY}"));
+            }
+            Leaf { page, s, keys: &[], run: Some(page.front::<u64>(0, 1)[0]) }
+        } else {
+            if n > LEAF_CAPACITY {
+                corrupted(format!("leaf of {n} entries, more than {LEAF_CAPACITY}"));
+            }
+            Leaf { page, s, keys: page.front(0, n), run: None }
+        }
     }
     pub fn count(&self) -> usize {
         self.s.count as usize
     }
-    pub fn keys(&self) -> &'a [u64] {
-        self.page.front(0, self.count())
+    pub fn key(&self, i: usize) -> u64 {
+        match self.run {
+            Some(k) if i < self.count() => k,
+            _ => self.keys[i],
+        }
     }
-    pub fn tid(&self, i: usize) -> Tid {
-        tid_from(self.page.back::<pg_sys::ItemPointerData>(i))
+    pub fn first_key(&self) -> Option<u64> {
+        (self.count() > 0).then(|| self.key(0))
+    }
+    pub fn last_key(&self) -> Option<u64> {
+        (self.count() > 0).then(|| self.key(self.count() - 1))
     }
     pub fn rightmost(&self) -> bool {
         self.s.flags & RIGHTMOST != 0
     }
+    /// The first entry with key >= q.
+    pub fn lower_bound(&self, q: u64) -> usize {
+        match self.run {
+            Some(k) => if k >= q { 0 } else { self.count() },
+            None => lower_bound(self.keys, q),
+        }
+    }
+    /// The first entry with key >= q at or after `from`, every entry
+    /// before `from` being below q.
+    pub fn lower_bound_from(&self, from: usize, q: u64) -> usize {
+        match self.run {
+            Some(k) => if k >= q { from } else { self.count() },
+            None => lower_bound_from(self.keys, from, q),
+        }
+    }
+    /// The first entry with key > q.
+    pub fn upper_bound(&self, q: u64) -> usize {
+        match self.run {
+            Some(k) => if k > q { 0 } else { self.count() },
+            None => super::tree::upper_bound(self.keys, q),
+        }
+    }
     /// The end of the run of key `q` from entry `from` on.
     pub fn run_end(&self, from: usize, q: u64) -> usize {
-        let keys = self.keys();
-        keys[from..].iter().position(|&k| k != q).map_or(keys.len(), |n| from + n)
+        match self.run {
+            Some(k) => if k == q { self.count() } else { from },
+            None => self.keys[from..].iter().position(|&k| k != q).map_or(self.keys.len(), |n| from + n),
+        }
     }
     /// Entries `from..to`, in key order (one slice of each kind read, no
     /// check per entry).
     pub fn entries(&self, from: usize, to: usize) -> impl Iterator<Item = (u64, Tid)> + 'a {
         let tids = self.page.back_bytes(TID_BYTES, from, to);
         let half = |t: &[u8], i: usize| u16::from_ne_bytes([t[i], t[i + 1]]) as u64;
+        // A run leaf's key repeats; a plain leaf's keys are as many as the
+        // TIDs, so the repeat is never reached there.
+        let keys = if self.run.is_some() { &[][..] } else { &self.keys[from..to] };
+        let repeat = std::iter::repeat(self.run.unwrap_or(0));
         // ItemPointerData: bi_hi, bi_lo, ip_posid (tid_from's order).
-        self.keys()[from..to].iter().zip(tids.rchunks_exact(TID_BYTES)).map(move |(&k, t)| (k, half(t, 0) << 32 | half(t, 2) << 16 | half(t, 4)))
+        keys.iter().copied().chain(repeat).zip(tids.rchunks_exact(TID_BYTES)).map(move |(k, t)| (k, half(t, 0) << 32 | half(t, 2) << 16 | half(t, 4)))
+    }
+    /// Every entry, as (keys, TIDs).
+    pub fn to_vecs(&self) -> (Vec<u64>, Vec<Tid>) {
+        self.entries(0, self.count()).unzip()
+    }
+    /// Whether `key` goes in by `leaf_insert` (else the leaf is rewritten
+    /// or split).
+    pub fn has_room(&self, key: u64) -> bool {
+        match self.run {
+            Some(k) => k == key && self.count() < RUN_LEAF_CAPACITY,
+            None => self.count() < LEAF_CAPACITY,
+        }
     }
 }
 
-/// Writes a leaf's entries (the whole contents).
+/// Whether sorted `keys` fit one leaf: a plain one, or a run of one key.
+pub fn fits_leaf(keys: &[u64]) -> bool {
+    keys.len() <= LEAF_CAPACITY || (keys.len() <= RUN_LEAF_CAPACITY && keys.first() == keys.last())
+}
+
+/// Writes a leaf's entries (the whole contents, sorted): a run leaf where
+/// there are two or more and all keys are equal, else a plain one.
 pub fn leaf_set(page: &mut PageMut, keys: &[u64], tids: &[Tid]) {
-    assert!(keys.len() == tids.len() && keys.len() <= LEAF_CAPACITY);
-    page.front_mut::<u64>(0, keys.len()).copy_from_slice(keys);
+    assert!(keys.len() == tids.len() && fits_leaf(keys));
+    let run = keys.len() > 1 && keys.first() == keys.last();
+    let front = if run { 1 } else { keys.len() };
+    page.front_mut::<u64>(0, front).copy_from_slice(&keys[..front]);
     for (i, &t) in tids.iter().enumerate() {
         page.set_back(i, tid_to(t));
     }
-    page.update_special(|s| s.count = keys.len() as u32);
-    page.set_used(keys.len() * 8, tids.len() * TID_BYTES);
+    page.update_special(|s| {
+        s.count = keys.len() as u32;
+        s.flags = if run { s.flags | RUN } else { s.flags & !RUN };
+    });
+    page.set_used(front * 8, tids.len() * TID_BYTES);
 }
 
-/// Inserts an entry at position `pos` of a leaf with room.
+/// Inserts an entry at position `pos` of a leaf that has room for its key
+/// (`Leaf::has_room`): a plain leaf's key and TID, a run leaf's TID.
 pub fn leaf_insert(page: &mut PageMut, pos: usize, key: u64, tid: Tid) {
-    let n = page.as_ref().special().count as usize;
-    assert!(n < LEAF_CAPACITY && pos <= n);
-    page.set_used((n + 1) * 8, (n + 1) * TID_BYTES);
-    let keys = page.front_mut::<u64>(0, n + 1);
-    keys.copy_within(pos..n, pos + 1);
-    keys[pos] = key;
+    let s = page.as_ref().special();
+    let n = s.count as usize;
+    assert!(pos <= n);
+    if s.flags & RUN != 0 && n > 0 {
+        assert!(n < RUN_LEAF_CAPACITY && page.as_ref().front::<u64>(0, 1)[0] == key);
+        page.set_used(8, (n + 1) * TID_BYTES);
+    } else {
+        assert!(n < LEAF_CAPACITY);
+        page.set_used((n + 1) * 8, (n + 1) * TID_BYTES);
+        let keys = page.front_mut::<u64>(0, n + 1);
+        keys.copy_within(pos..n, pos + 1);
+        keys[pos] = key;
+    }
     page.move_back::<pg_sys::ItemPointerData>(pos, pos + 1, n - pos);
     page.set_back(pos, tid_to(tid));
     page.update_special(|s| s.count = n as u32 + 1);
@@ -252,7 +340,7 @@ pub fn set_top(s: &mut Special, top: Option<u32>) {
 /// subtree, or an empty NULL page taken off its chain), at safe xid `xid`.
 pub fn set_deleted(page: &mut PageMut, xid: u64) {
     page.update_special(|s| {
-        s.flags = (s.flags & !HALF_DEAD) | DELETED;
+        s.flags = (s.flags & !(HALF_DEAD | RUN)) | DELETED;
         s.count = 0;
     });
     page.front_mut::<u64>(0, 1)[0] = xid;

@@ -183,9 +183,8 @@ fn null_items(g: &Shared, out: &mut Vec<(u64, Tid)>) {
 /// The entries of one leaf with keys in [b.lo, b.hi].
 fn page_items(g: &Shared, b: &Bounds, out: &mut Vec<(u64, Tid)>) -> PageInfo {
     let l = Leaf::new(g.page());
-    let keys = l.keys();
-    let from = lower_bound(keys, b.lo);
-    let to = from + upper_bound(&keys[from..], b.hi);
+    let from = l.lower_bound(b.lo);
+    let to = l.upper_bound(b.hi).max(from);
     out.clear();
     out.extend(l.entries(from, to));
     PageInfo { block: g.block(), s: l.s }
@@ -194,12 +193,11 @@ fn page_items(g: &Shared, b: &Bounds, out: &mut Vec<(u64, Tid)>) -> PageInfo {
 /// The entries of one leaf whose keys are among the ascending `probes`.
 fn probe_page_items(g: &Shared, probes: &[u64], out: &mut Vec<(u64, Tid)>) -> PageInfo {
     let l = Leaf::new(g.page());
-    let keys = l.keys();
     out.clear();
-    if let (Some(&first), Some(&last)) = (keys.first(), keys.last()) {
+    if let (Some(first), Some(last)) = (l.first_key(), l.last_key()) {
         let mut pos = 0;
         for &q in &probes[lower_bound(probes, first)..upper_bound(probes, last)] {
-            let start = pos + lower_bound(&keys[pos..], q);
+            let start = l.lower_bound_from(pos, q);
             pos = l.run_end(start, q);
             out.extend(l.entries(start, pos));
         }

@@ -251,11 +251,11 @@ impl Tree {
     pub fn insert(&self, key: u64, tid: Tid) {
         let mut path = Vec::new();
         let Locked::X(mut leaf) = self.descend(key, 0, true, &mut path) else { unreachable!("exclusive descent") };
-        let (count, pos) = {
+        let (room, pos) = {
             let l = Leaf::new(leaf.page());
-            (l.count(), upper_bound(l.keys(), key))
+            (l.has_room(key), l.upper_bound(key))
         };
-        if count < LEAF_CAPACITY {
+        if room {
             if crate::storage::rmgr::available() {
                 super::wal::leaf_insert_logged(self.rel, &mut leaf, pos, key, tid);
             } else {
@@ -265,21 +265,66 @@ impl Tree {
             }
             return;
         }
-        self.split_leaf(leaf, pos, key, tid, path);
+        self.rewrite_leaf(leaf, pos, key, tid, path);
     }
 
-    /// Splits a full leaf while inserting: one record changes the leaf, the
-    /// new right page, the old right neighbour's left link and the
-    /// metapage's generation (4 pages, GenericXLog's limit).
-    fn split_leaf(&self, leaf: Exclusive, pos: usize, key: u64, tid: Tid, path: Vec<u32>) {
+    /// Inserts into a leaf without room for the key as it is: rewritten in
+    /// place where the entries fit one leaf of either format (a plain leaf
+    /// whose keys became one, a run leaf taking another key), else split.
+    fn rewrite_leaf(&self, leaf: Exclusive, pos: usize, key: u64, tid: Tid, path: Vec<u32>) {
         let (mut keys, mut tids, s) = {
             let l = Leaf::new(leaf.page());
-            (l.keys().to_vec(), (0..l.count()).map(|i| l.tid(i)).collect::<Vec<_>>(), l.s)
+            let (keys, tids) = l.to_vecs();
+            (keys, tids, l.s)
         };
         keys.insert(pos, key);
         tids.insert(pos, tid);
-        let appending = s.flags & RIGHTMOST != 0 && pos + 1 == keys.len();
-        let split = if appending { self.fill_leaf().clamp(1, keys.len() - 1) } else { keys.len() / 2 };
+        if fits_leaf(&keys) {
+            let x = Xlog::start(self.rel);
+            leaf_set(&mut x.register(&leaf, false), &keys, &tids);
+            x.finish();
+            return;
+        }
+        let split = self.leaf_split_point(&keys, pos, s.flags & RIGHTMOST != 0);
+        self.split_leaf(leaf, keys, tids, split, s, path);
+    }
+
+    /// Where a leaf's entries (the new one at `pos`) split, both halves
+    /// fitting a leaf. Later copies of a key land on the first page of
+    /// its run, so a run leaf that overflows keeps the fillfactor's share
+    /// on the right and the room on the left. Appending to the rightmost
+    /// leaf keeps the fillfactor's share on the left (nbtree's way). A long
+    /// run of the new key (half a plain leaf or more) goes to a page of its
+    /// own, which becomes a run leaf. Otherwise the middle.
+    fn leaf_split_point(&self, keys: &[u64], pos: usize, rightmost: bool) -> usize {
+        let n = keys.len();
+        let q = keys[pos];
+        let (start, end) = (keys.partition_point(|&k| k < q), keys.partition_point(|&k| k <= q));
+        let fits = |s: usize| s > 0 && s < n && fits_leaf(&keys[..s]) && fits_leaf(&keys[s..]);
+        let preferred = if start == 0 && end == n {
+            n - RUN_LEAF_CAPACITY * super::options::fillfactor(self.rel) / 100
+        } else if rightmost && pos + 1 == n {
+            self.fill_leaf()
+        } else if end - start >= LEAF_CAPACITY / 2 {
+            // The run's page on its own: split at its start, unless that
+            // leaves nothing on the left (then at its end).
+            if start > 0 { start } else { end }
+        } else {
+            n / 2
+        };
+        if fits(preferred) {
+            return preferred;
+        }
+        // Outward from the middle: a plain leaf plus one fits at its
+        // middle; a run leaf plus another key at the run's boundary.
+        (0..n).flat_map(|d| [n / 2 + d, n / 2 - d.min(n / 2)]).find(|&s| fits(s)).expect("a split point where both halves fit")
+    }
+
+    /// Splits a leaf at `split` of its entries (the new one among them):
+    /// one record changes the leaf, the new right page, the old right
+    /// neighbour's left link and the metapage's generation (4 pages,
+    /// GenericXLog's limit).
+    fn split_leaf(&self, leaf: Exclusive, keys: Vec<u64>, tids: Vec<Tid>, split: usize, s: Special, path: Vec<u32>) {
         let sep = keys[split - 1];
         let right = new_page(self.rel);
         let neighbour = (s.flags & RIGHTMOST == 0).then(|| Exclusive::lock(self.rel, s.right));

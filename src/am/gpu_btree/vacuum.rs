@@ -23,7 +23,7 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
         unsafe { pg_sys::vacuum_delay_point() };
         let page = Exclusive::lock_for_cleanup(index, block);
         let l = Leaf::new(page.page());
-        let (keys, tids): (Vec<u64>, Vec<Tid>) = (0..l.count()).map(|i| (l.keys()[i], l.tid(i))).filter(|&(_, t)| !dead(t)).unzip();
+        let (keys, tids): (Vec<u64>, Vec<Tid>) = l.entries(0, l.count()).filter(|&(_, t)| !dead(t)).unzip();
         removed += (l.count() - keys.len()) as f64;
         kept += keys.len() as f64;
         let (next, half_dead) = (if l.rightmost() { NONE } else { l.s.right }, l.s.flags & HALF_DEAD != 0);

@@ -197,7 +197,7 @@ fn merge(index: pg_sys::Relation) -> u64 {
             let g = Shared::lock(index, leaf);
             let l = Leaf::new(g.page());
             leaf = if l.rightmost() { NONE } else { l.s.right };
-            let items: Vec<(u64, Tid)> = if is_dead(&l.s) { Vec::new() } else { (0..l.count()).map(|i| (l.keys()[i], l.tid(i))).collect() };
+            let items: Vec<(u64, Tid)> = if is_dead(&l.s) { Vec::new() } else { l.entries(0, l.count()).collect() };
             moved.set(moved.get() + items.len() as u64);
             items
         })

@@ -399,6 +399,10 @@ fn interleaved(c: &mut postgres::Client, method: &str, singles: &[i64], ranges: 
         eprintln!("{name} built in {:.1} s", t.elapsed().as_secs_f64());
     }
     c.batch_execute("VACUUM (ANALYZE) bench_t").unwrap();
+    let mib = |c: &mut postgres::Client, name: &str| -> f64 {
+        c.query_one(&format!("SELECT pg_relation_size('{name}')::float8 / 1048576"), &[]).unwrap().get(0)
+    };
+    let sizes = (mib(c, indexes[0]), mib(c, indexes[1]));
     c.batch_execute(SERVER_LOOP).unwrap();
     for name in indexes {
         let _ = c.batch_execute(&format!("SELECT pg_prewarm('{name}')"));
@@ -463,7 +467,8 @@ fn interleaved(c: &mut postgres::Client, method: &str, singles: &[i64], ranges: 
     }
     println!("\nInterleaved: {rounds} rounds, each contender in a fresh session per round, the order rotating; a warm-up pass,");
     println!("then one timed pass per measure from the client (prepared; {} lookups, 200 or 20 ranges), then the same", singles.len());
-    println!("statements in a PL/pgSQL loop in the server. Median microseconds a statement (fastest - slowest round).\n");
+    println!("statements in a PL/pgSQL loop in the server. Median microseconds a statement (fastest - slowest round).");
+    println!("Index sizes: btree {:.1} MiB, {method} {:.1} MiB.\n", sizes.0, sizes.1);
     let labels: Vec<&str> = contenders.iter().map(|c| c.0).collect();
     println!("| measure | {} | rounds {auto} <= btree |", labels.join(" | "));
     println!("|---|{}---:|", "---:|".repeat(nc));
