@@ -302,7 +302,7 @@ impl Tree {
         let (start, end) = (keys.partition_point(|&k| k < q), keys.partition_point(|&k| k <= q));
         let fits = |s: usize| s > 0 && s < n && fits_leaf(&keys[..s]) && fits_leaf(&keys[s..]);
         let preferred = if start == 0 && end == n {
-            n - RUN_LEAF_CAPACITY * super::options::fillfactor(self.rel) / 100
+            n.saturating_sub(RUN_LEAF_CAPACITY * super::options::fillfactor(self.rel) / 100)
         } else if rightmost && pos + 1 == n {
             self.fill_leaf()
         } else if end - start >= LEAF_CAPACITY / 2 {
