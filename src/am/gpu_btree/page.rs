@@ -228,7 +228,8 @@ impl<'a> Leaf<'a> {
     /// The first entry with key >= q.
     pub fn lower_bound(&self, q: u64) -> usize {
         match self.run {
-            Some(k) => if k >= q { 0 } else { self.count() },
+            Some(k) if k >= q => 0,
+            Some(_) => self.count(),
             None => lower_bound(self.keys, q),
         }
     }
@@ -236,21 +237,24 @@ impl<'a> Leaf<'a> {
     /// before `from` being below q.
     pub fn lower_bound_from(&self, from: usize, q: u64) -> usize {
         match self.run {
-            Some(k) => if k >= q { from } else { self.count() },
+            Some(k) if k >= q => from,
+            Some(_) => self.count(),
             None => lower_bound_from(self.keys, from, q),
         }
     }
     /// The first entry with key > q.
     pub fn upper_bound(&self, q: u64) -> usize {
         match self.run {
-            Some(k) => if k > q { 0 } else { self.count() },
+            Some(k) if k > q => 0,
+            Some(_) => self.count(),
             None => super::tree::upper_bound(self.keys, q),
         }
     }
     /// The end of the run of key `q` from entry `from` on.
     pub fn run_end(&self, from: usize, q: u64) -> usize {
         match self.run {
-            Some(k) => if k == q { self.count() } else { from },
+            Some(k) if k == q => self.count(),
+            Some(_) => from,
             None => self.keys[from..].iter().position(|&k| k != q).map_or(self.keys.len(), |n| from + n),
         }
     }
@@ -264,10 +268,14 @@ impl<'a> Leaf<'a> {
         let keys = if self.run.is_some() { &[][..] } else { &self.keys[from..to] };
         let repeat = std::iter::repeat(self.run.unwrap_or(0));
         // ItemPointerData: bi_hi, bi_lo, ip_posid (tid_from's order).
-        keys.iter().copied().chain(repeat).zip(tids.rchunks_exact(TID_BYTES)).map(move |(k, t)| (k, half(t, 0) << 32 | half(t, 2) << 16 | half(t, 4)))
+        keys.iter()
+            .copied()
+            .chain(repeat)
+            .zip(tids.rchunks_exact(TID_BYTES))
+            .map(move |(k, t)| (k, half(t, 0) << 32 | half(t, 2) << 16 | half(t, 4)))
     }
     /// Every entry, as (keys, TIDs).
-    pub fn to_vecs(&self) -> (Vec<u64>, Vec<Tid>) {
+    pub fn keys_and_tids(&self) -> (Vec<u64>, Vec<Tid>) {
         self.entries(0, self.count()).unzip()
     }
     /// Whether `key` goes in by `leaf_insert` (else the leaf is rewritten

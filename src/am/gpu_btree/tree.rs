@@ -274,7 +274,7 @@ impl Tree {
     fn rewrite_leaf(&self, leaf: Exclusive, pos: usize, key: u64, tid: Tid, path: Vec<u32>) {
         let (mut keys, mut tids, s) = {
             let l = Leaf::new(leaf.page());
-            let (keys, tids) = l.to_vecs();
+            let (keys, tids) = l.keys_and_tids();
             (keys, tids, l.s)
         };
         keys.insert(pos, key);
@@ -308,7 +308,11 @@ impl Tree {
         } else if end - start >= LEAF_CAPACITY / 2 {
             // The run's page on its own: split at its start, unless that
             // leaves nothing on the left (then at its end).
-            if start > 0 { start } else { end }
+            if start > 0 {
+                start
+            } else {
+                end
+            }
         } else {
             n / 2
         };
