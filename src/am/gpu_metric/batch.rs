@@ -69,6 +69,17 @@ impl BatchSearch for super::GpuMetric {
         gpuindex_engine::gts::Metric::from_code(strategy as u8).is_some()
     }
 
+    /// Every page of the index read once (the tree's rows into this
+    /// backend's copy), unless it holds a copy or a GPU service would
+    /// answer: gpu_spatial's rule.
+    fn load_cost(index: pg_sys::Relation) -> f64 {
+        if crate::service::client::may_answer() || super::image::held(index) {
+            return 0.0;
+        }
+        // SAFETY: an open index's relcache entry; a cost GUC.
+        unsafe { (*(*index).rd_rel).relpages as f64 * pg_sys::seq_page_cost }
+    }
+
     /// pgvector's operators sum in float4: `float4::lower_bound` of the
     /// batch's distance (index scans return the same bound).
     fn order_bound(index: pg_sys::Relation, query: pg_sys::Datum, d: f64) -> Option<f64> {

@@ -102,6 +102,12 @@ impl cache::Image for Image {
     }
 }
 
+/// Whether this backend holds a copy of the index's tree (of any
+/// generation: the planner's guess that the next batch finds one).
+pub fn held(rel: pg_sys::Relation) -> bool {
+    cache::lookup::<Image>(rel, "rows").is_some()
+}
+
 /// The copy of `m`'s tree this backend holds already, if it is current.
 pub fn cached(rel: pg_sys::Relation, m: &Meta) -> Option<Arc<Image>> {
     cache::lookup::<Image>(rel, "rows").filter(|i| i.generation == m.generation && i.vacuums == m.vacuums)

@@ -10,9 +10,10 @@
 //! (`text_pattern_ops` for URLs), hash, gpu_art) measures CREATE INDEX,
 //! size, single lookups, `= ANY` of 1K/16K/128K keys, 128K keys to rows
 //! (the join users write over btree and hash; `gpu_art_probe` joined back
-//! by ctid; then that join for every contender) and, for URLs, prefix queries (`LIKE 'prefix%'` of about 10
-//! and 1000 rows). Lookups pick stored keys (one in 11 a miss). Every
-//! answer is checked against btree's. Prints one table.
+//! by ctid; then that join for every contender) and, for URLs, prefix
+//! queries (`LIKE 'prefix%'` of about 10 and 1000 rows). Lookups pick
+//! stored keys (one in 11 a miss). Every answer is checked against
+//! btree's. Prints one table.
 
 use gpuindex_engine::datasets::StringSet;
 use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Row, SplitMix64};
@@ -178,10 +179,12 @@ fn main() {
         // 128K keys to rows: the join users write, or the probe function
         // joined back by ctid.
         let p = &probe_sets[2];
+        // The join btree users write (gpu_art's own below: the probe).
+        let join = format!("SELECT count(*) FROM unnest($1::text[]::{ty}[]) u(k) JOIN bench_s t ON t.k = u.k");
         let sql = if *label == "gpu_art" {
             format!("SELECT count(*) FROM gpu_art_probe('bench_s_k', $1::text[]::{ty}[]) p JOIN bench_s t ON t.ctid = p.ctid")
         } else {
-            format!("SELECT count(*) FROM unnest($1::text[]::{ty}[]) u(k) JOIN bench_s t ON t.k = u.k")
+            join.clone()
         };
         let mut s = session();
         s.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off").unwrap();
@@ -190,10 +193,8 @@ fn main() {
         answers.push(got);
         push(&mut rows, setups.len(), i, "128K keys to rows (join / gpu_art_probe)".into(), "ms", true, secs * 1e3);
         plans.push(format!("{label}: 128K keys to rows -> {}", plan_of(&mut s, &sql, &[p])));
-        // The join btree users write, for every contender as the planner
-        // runs it by default (gpu_art's index: GpuIndexJoin where its cost
-        // wins).
-        let join = format!("SELECT count(*) FROM unnest($1::text[]::{ty}[]) u(k) JOIN bench_s t ON t.k = u.k");
+        // That join for every contender as the planner runs it by default
+        // (gpu_art's index: GpuIndexJoin where its cost wins).
         let mut s = session();
         let secs = time(a.reps, || got = s.query_one(&join, &[p]).unwrap().get(0));
         answers.push(got);

@@ -121,11 +121,17 @@ impl ByteKeys {
             return;
         }
         let next = depth + 8;
-        let ended = |e: &(u64, u32)| (len(e) > next, len(e).min(next + 1));
-        sort(run, &|a, b| {
-            ended(a).cmp(&ended(b)).then_with(|| if len(a) <= next { tie(a.1 as usize, b.1 as usize) } else { Ordering::Equal })
-        });
-        let from = run.partition_point(|e| len(e) <= next);
+        // Keys that end here first (a pass to see whether any does: most
+        // runs of long keys have none, and need no sort for it).
+        let from = if run.iter().any(|e| len(e) <= next) {
+            let ended = |e: &(u64, u32)| (len(e) > next, len(e).min(next + 1));
+            sort(run, &|a, b| {
+                ended(a).cmp(&ended(b)).then_with(|| if len(a) <= next { tie(a.1 as usize, b.1 as usize) } else { Ordering::Equal })
+            });
+            run.partition_point(|e| len(e) <= next)
+        } else {
+            0
+        };
         let longer = &mut run[from..];
         if longer.len() < 2 {
             return;
