@@ -417,7 +417,7 @@ fn vacuum_deletes_and_recycles_empty_leaves() {
     c.batch_execute("DROP TABLE del_t").unwrap();
 }
 
-/// Entries per leaf: more than a plain leaf holds (581) only where run
+/// Entries per leaf: more than a plain leaf holds (580) only where run
 /// leaves store a key once for its TIDs.
 fn entries_per_leaf(c: &mut Client, index: &str) -> f64 {
     let row = c.query_one(&format!("SELECT entries, pages FROM gpu_btree_check('{index}') WHERE level = 0"), &[]).unwrap();
@@ -441,7 +441,7 @@ fn check_runs(c: &mut Client, rng: &mut SplitMix64) {
 /// Duplicates are stored as run leaves (one key, then its TIDs): built,
 /// grown by inserts of the same keys and of keys between their runs,
 /// thinned by deletes and VACUUM, every scan equal to the sequential
-/// scan. Five keys of 40,000 rows take over 581 entries a leaf, which
+/// scan. Five keys of 40,000 rows take over 580 entries a leaf, which
 /// plain leaves cannot hold; the same after 100,000 inserts.
 #[test]
 fn duplicates_are_stored_as_run_leaves() {
