@@ -16,5 +16,5 @@ mod xlog;
 pub use buffer::{new_page, new_page_in, read as pin_page, Exclusive, Fork, Locked, Pins, Shared};
 pub use page::{content_bytes, PageData, PageMut, PageRef, SpecialArea, CONTENT_START};
 pub use temp_file::TempFile;
-pub use tid::{tid_from, tid_to, Tid};
+pub use tid::{tid_from, tid_from_bytes, tid_to, Tid};
 pub use xlog::Xlog;

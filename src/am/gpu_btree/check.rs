@@ -111,7 +111,7 @@ pub(crate) fn check_tree(rel: pg_sys::Relation) -> Vec<(i32, i64, i64, i64)> {
                 let keys: Vec<u64> = if level == 0 {
                     let l = Leaf::new(g.page());
                     left_link = l.s.left;
-                    l.keys_and_tids().0
+                    (0..l.count()).map(|i| l.key(i)).collect()
                 } else {
                     let p = Inner::new(g.page());
                     downlinks.extend((0..p.count()).map(|j| p.child(j)));

@@ -16,7 +16,7 @@
 //! Keys are the order-preserving u64 encodings of `keys.rs`.
 
 use crate::storage::PageData;
-use gpuindex_engine::hbtree::line::{lower_bound, lower_bound_from};
+use gpuindex_engine::hbtree::line::{lower_bound, lower_bound_from, upper_bound};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -97,7 +97,7 @@ pub const RUN_LEAF_CAPACITY: usize = (CONTENT_BYTES - 8) / TID_BYTES;
 pub const INNER_CAPACITY: usize = CONTENT_BYTES / 12;
 pub const NULLS_CAPACITY: usize = CONTENT_BYTES / TID_BYTES;
 
-pub use crate::storage::{tid_from, tid_to, Tid};
+pub use crate::storage::{tid_from, tid_from_bytes, tid_to, Tid};
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -247,7 +247,7 @@ impl<'a> Leaf<'a> {
         match self.run {
             Some(k) if k > q => 0,
             Some(_) => self.count(),
-            None => super::tree::upper_bound(self.keys, q),
+            None => upper_bound(self.keys, q),
         }
     }
     /// The end of the run of key `q` from entry `from` on.
@@ -262,17 +262,11 @@ impl<'a> Leaf<'a> {
     /// check per entry).
     pub fn entries(&self, from: usize, to: usize) -> impl Iterator<Item = (u64, Tid)> + 'a {
         let tids = self.page.back_bytes(TID_BYTES, from, to);
-        let half = |t: &[u8], i: usize| u16::from_ne_bytes([t[i], t[i + 1]]) as u64;
         // A run leaf's key repeats; a plain leaf's keys are as many as the
         // TIDs, so the repeat is never reached there.
         let keys = if self.run.is_some() { &[][..] } else { &self.keys[from..to] };
         let repeat = std::iter::repeat(self.run.unwrap_or(0));
-        // ItemPointerData: bi_hi, bi_lo, ip_posid (tid_from's order).
-        keys.iter()
-            .copied()
-            .chain(repeat)
-            .zip(tids.rchunks_exact(TID_BYTES))
-            .map(move |(k, t)| (k, half(t, 0) << 32 | half(t, 2) << 16 | half(t, 4)))
+        keys.iter().copied().chain(repeat).zip(tids.rchunks_exact(TID_BYTES)).map(|(k, t)| (k, tid_from_bytes(t)))
     }
     /// Every entry, as (keys, TIDs).
     pub fn keys_and_tids(&self) -> (Vec<u64>, Vec<Tid>) {

@@ -21,11 +21,11 @@ use super::keys::{self, Bounds};
 use super::mirror;
 use super::page::*;
 use super::page::{Shared, Special};
-use super::tree::{upper_bound, Tree};
+use super::tree::Tree;
 use crate::am::common::parallel::{Seized, Walk};
 use crate::am::common::scan::{Found, IndexScan};
 use crate::storage::Pins;
-use gpuindex_engine::hbtree::line::lower_bound;
+use gpuindex_engine::hbtree::line::{lower_bound, upper_bound};
 use pgrx::pg_sys;
 use std::sync::Arc;
 

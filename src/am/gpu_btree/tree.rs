@@ -20,14 +20,6 @@ use pgrx::prelude::*;
 /// A page of this tree locked either way.
 pub type Locked = crate::storage::Locked<Special>;
 
-/// First position with key > q.
-pub fn upper_bound(keys: &[u64], q: u64) -> usize {
-    match q.checked_add(1) {
-        Some(next) => lower_bound(keys, next),
-        None => keys.len(),
-    }
-}
-
 /// The root and its level, cached per index: descents start there
 /// without reading the metapage. A stale root is still a page of its level,
 /// and one that has split is noticed (it lost RIGHTMOST).

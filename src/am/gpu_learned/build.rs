@@ -2,9 +2,9 @@
 //! `maintenance_work_mem`, as gpu_btree's), then one pass over the sorted
 //! entries that packs the run's data pages and fits the model as the keys
 //! stream by (`StreamFit`: the model's memory is its segments), then the
-//! model pages (`write_run`, which merges use too). NULLs go to the delta's
-//! NULL chain; the delta starts as one empty leaf. No WAL per page: the
-//! common build logs every page.
+//! model and directory pages (`write_run`, which merges use too). NULLs
+//! go to the delta's NULL chain; the delta starts as one empty leaf. No
+//! WAL per page: the common build logs every page.
 
 use super::page::*;
 use crate::am::common::HeapRows;
@@ -87,23 +87,33 @@ impl PageSink for BuildPages {
 }
 
 /// Writes the sorted entries as a run: its data pages, fitting the model
-/// as the keys stream by, then its model pages. Returns the run's
+/// as the keys stream by, then its model and directory pages. Returns the run's
 /// metapage (generation and retired extents left to the caller).
 pub fn write_run(sink: &mut dyn PageSink, entries: impl Iterator<Item = (u64, Tid)>) -> RunMeta {
     let mut fit = StreamFit::new(EPS, DEFAULT_EPS_INNER);
     let mut rm = RunMeta { eps: EPS as u32, eps_inner: DEFAULT_EPS_INNER as u32, generation: 1, ..RunMeta::default() };
     let mut extents = Vec::new();
-    let (mut keys, mut tids) = (Vec::with_capacity(RUN_CAPACITY), Vec::with_capacity(RUN_CAPACITY));
+    // The first position of each data page, for the directory.
+    let mut firsts = Vec::new();
+    let (mut keys, mut tids) = (Vec::with_capacity(RUN_PAGE_CAPACITY), Vec::with_capacity(RUN_PAGE_CAPACITY));
     let mut entries = entries.peekable();
     while entries.peek().is_some() {
         keys.clear();
         tids.clear();
-        for (k, t) in entries.by_ref().take(RUN_CAPACITY) {
+        // A plain page's worth, or more while they are all one key (a run
+        // page, which ends where its key does).
+        while let Some(&(k, t)) = entries.peek() {
+            let n = keys.len();
+            if n >= RUN_CAPACITY && (n == RUN_PAGE_CAPACITY || keys[0] != k) {
+                break;
+            }
+            entries.next();
             fit.push(k);
             keys.push(k);
             tids.push(t);
         }
         push_block(&mut extents, sink.write(&|p| run_page_set(p, &keys, &tids)));
+        firsts.push(rm.n);
         rm.data_pages += 1;
         rm.n += keys.len() as u64;
     }
@@ -120,6 +130,10 @@ pub fn write_run(sink: &mut dyn PageSink, entries: impl Iterator<Item = (u64, Ti
     for chunk in segments.chunks(SEGMENTS_PER_PAGE) {
         push_block(&mut extents, sink.write(&|p| model_page_set(p, chunk)));
         rm.model_pages += 1;
+    }
+    for chunk in firsts.chunks(DIRECTORY_PER_PAGE) {
+        push_block(&mut extents, sink.write(&|p| directory_page_set(p, chunk)));
+        rm.directory_pages += 1;
     }
     if !set_extents(&mut rm.extents, &mut rm.nextents, &extents) {
         learned_corrupted(format!("a run in {} extents", extents.len()));

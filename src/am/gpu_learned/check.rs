@@ -1,6 +1,7 @@
 //! `gpu_learned_check(index regclass)`: verifies the run (data pages of
-//! the right kind, full but the last, keys sorted within and across pages,
-//! fences equal to the first and last keys, the metapage's count) and that
+//! the right kind, none empty, each where the directory says it starts,
+//! keys sorted within and across pages, fences equal to the first and
+//! last keys, the metapage's count) and that
 //! the model predicts every distinct key's first position within its ε,
 //! and the run's and retired extents (disjoint, inside the relation); then
 //! the delta as `gpu_btree_check` does. Raises an ERROR at the first
@@ -37,15 +38,15 @@ fn gpu_learned_check(
     for i in 0..run.pages() {
         let g = run.page(rel, i);
         let p = RunPage::new(g.page());
-        let keys = p.keys();
-        let full = i + 1 == run.pages() || keys.len() == RUN_CAPACITY;
-        if keys.is_empty() || !full {
-            fail(format!("data page {i} holds {} entries", keys.len()));
+        let n = p.count();
+        if n == 0 || entries != run.first(i) {
+            fail(format!("data page {i} holds {n} entries from position {entries}; the directory says {}", run.first(i)));
         }
+        let keys: Vec<u64> = (0..n).map(|s| p.key(s)).collect();
         if keys.windows(2).any(|w| w[0] > w[1]) || prev.is_some_and(|k| k > keys[0]) {
             fail(format!("data page {i}: keys out of order"));
         }
-        if (p.s.low, p.s.high) != (keys[0], keys[keys.len() - 1]) {
+        if (p.s.low, p.s.high) != (keys[0], keys[n - 1]) {
             fail(format!("data page {i}: fences are not its first and last keys"));
         }
         for (s, &k) in keys.iter().enumerate() {
@@ -56,7 +57,7 @@ fn gpu_learned_check(
             }
             dead += p.dead(s) as i64;
         }
-        entries += keys.len();
+        entries += n;
         prev = keys.last().copied();
     }
     if entries != run.n() {

@@ -5,11 +5,11 @@
 //! - the delta, a gpu_btree B-link tree (block 0 is its metapage): the
 //!   entries inserted since the run was written, and every NULL;
 //! - the run (block 1 is its metapage, `RunMeta`): sorted entries packed
-//!   into data pages of `RUN_CAPACITY` entries, so that position p is in
-//!   the run's data page p / RUN_CAPACITY, slot p % RUN_CAPACITY, then the
-//!   PGM model's segments in model pages. The run's pages (data, then
-//!   model) lie in a few extents of consecutive blocks, listed in the
-//!   metapage. A run never changes but for VACUUM's dead bits: positions,
+//!   into data pages, then the PGM model's segments in model pages, then
+//!   the directory: the position (entry number) of each data page's first
+//!   entry, so that position p is in the last data page whose first
+//!   position is <= p. The run's pages (data, model, directory) lie in a
+//!   few extents of consecutive blocks, listed in the metapage. A run never changes but for VACUUM's dead bits: positions,
 //!   and so the model, stay valid. A merge (`merge.rs`) writes a new run
 //!   and empties the delta, bumping the generation; the old run's extents
 //!   are kept as `retired` for a later merge to write into once no
@@ -17,20 +17,28 @@
 //!
 //! Data pages: keys from the front, then a bitmap of dead entries at a
 //! fixed offset, TIDs from the back; the special area's low and high are
-//! the page's first and last keys.
+//! the page's first and last keys. A data page whose entries all have
+//! one key (flag `RUN`, gpu_btree's) stores it once, then the bitmap, and
+//! holds about 2.3 times the entries (deduplication: duplicate-heavy keys
+//! take about 6 bytes an entry, not 14).
 
 use crate::am::gpu_btree::page::*;
 use crate::storage::{tid_from, tid_to, Tid};
+use gpuindex_engine::hbtree::line::{lower_bound, upper_bound};
 use pgrx::pg_sys;
 
 pub const RUN_META_BLOCK: u32 = 1;
 pub const KIND_RUN_META: u8 = 8;
 pub const KIND_RUN: u8 = 9;
 pub const KIND_MODEL: u8 = 10;
+pub const KIND_DIRECTORY: u8 = 11;
 
 const RUN_MAGIC: u32 = 0x474C_524E; // "GLRN"
-/// 2: extents and generations (merges); version 1 had one contiguous run.
-const RUN_VERSION: u32 = 2;
+/// 3: run pages and the directory; 2 (extents and generations) is read
+/// as a run of plain pages, RUN_CAPACITY entries each but the last;
+/// version 1 had one contiguous run.
+const RUN_VERSION: u32 = 3;
+const RUN_VERSION_PLAIN: u32 = 2;
 pub const MAX_MODEL_LEVELS: usize = 24;
 
 /// Entries of a data page: 8 key bytes, 6 TID bytes and a dead bit each.
@@ -38,6 +46,12 @@ pub const RUN_CAPACITY: usize = CONTENT_BYTES * 8 / (14 * 8 + 1);
 const DEAD_AT: usize = RUN_CAPACITY * 8;
 const DEAD_BYTES: usize = RUN_CAPACITY.div_ceil(8);
 const _: () = assert!(DEAD_AT + DEAD_BYTES + RUN_CAPACITY * 6 <= CONTENT_BYTES);
+/// Entries of a run page: 6 TID bytes and a dead bit each, after its key.
+pub const RUN_PAGE_CAPACITY: usize = (CONTENT_BYTES - 8) * 8 / (6 * 8 + 1);
+const RUN_DEAD_AT: usize = 8;
+const _: () = assert!(RUN_DEAD_AT + RUN_PAGE_CAPACITY.div_ceil(8) + RUN_PAGE_CAPACITY * 6 <= CONTENT_BYTES);
+/// First positions of data pages a directory page lists.
+pub const DIRECTORY_PER_PAGE: usize = CONTENT_BYTES / 8;
 /// Segments of a model page: first key, slope and intercept.
 pub const SEGMENTS_PER_PAGE: usize = CONTENT_BYTES / 24;
 
@@ -73,6 +87,9 @@ pub struct RunMeta {
     /// Pages of replaced runs, free for a merge once `retired_xid` is
     /// removable.
     pub retired: [[u32; 2]; MAX_EXTENTS],
+    /// Directory pages (after the model pages); zero in version 2.
+    pub directory_pages: u32,
+    pub _pad: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<RunMeta>() <= CONTENT_BYTES);
@@ -118,10 +135,19 @@ unsafe impl crate::storage::PageData for RunMeta {}
 pub fn run_meta(page: PageRef) -> RunMeta {
     let s = page.special();
     let m: RunMeta = page.header();
-    if s.page_id != PAGE_ID || s.kind != KIND_RUN_META || m.magic != RUN_MAGIC || m.version != RUN_VERSION {
+    let version_ok = m.version == RUN_VERSION || (m.version == RUN_VERSION_PLAIN && m.directory_pages == 0);
+    if s.page_id != PAGE_ID || s.kind != KIND_RUN_META || m.magic != RUN_MAGIC || !version_ok {
         learned_corrupted(format!("bad run metapage (kind {}, magic {:#x}, version {})", s.kind, m.magic, m.version));
     }
     m
+}
+
+impl RunMeta {
+    /// Whether the run has a directory (else every data page but the last
+    /// holds RUN_CAPACITY entries).
+    pub fn has_directory(&self) -> bool {
+        self.version == RUN_VERSION
+    }
 }
 
 pub fn init_run_meta(page: &mut PageMut, mut m: RunMeta) {
@@ -139,10 +165,13 @@ pub fn learned_corrupted(what: String) -> ! {
     )
 }
 
-/// A data page of the run, read.
+/// A data page of the run, read: a plain page's keys are a slice of the
+/// page, a run page's one key stands for all of its entries.
 pub struct RunPage<'a> {
     page: PageRef<'a>,
     pub s: Special,
+    keys: &'a [u64],
+    run: Option<u64>,
 }
 
 impl<'a> RunPage<'a> {
@@ -151,38 +180,113 @@ impl<'a> RunPage<'a> {
         if s.page_id != PAGE_ID || s.kind != KIND_RUN {
             learned_corrupted(format!("expected a run data page, found kind {} (page id {:#x})", s.kind, s.page_id));
         }
-        RunPage { page, s }
+        let n = s.count as usize;
+        let (keys, run) = if s.flags & RUN != 0 {
+            if n == 0 || n > RUN_PAGE_CAPACITY {
+                learned_corrupted(format!("a run page of {n} entries"));
+            }
+            (&[][..], Some(page.front::<u64>(0, 1)[0]))
+        } else {
+            if n > RUN_CAPACITY {
+                learned_corrupted(format!("a data page of {n} entries"));
+            }
+            (page.front(0, n), None)
+        };
+        RunPage { page, s, keys, run }
     }
     pub fn count(&self) -> usize {
         self.s.count as usize
     }
-    pub fn keys(&self) -> &'a [u64] {
-        self.page.front(0, self.count())
+    pub fn key(&self, i: usize) -> u64 {
+        self.run.unwrap_or_else(|| self.keys[i])
+    }
+    /// The first slot holding a key >= q (count if none).
+    pub fn lower_bound(&self, q: u64) -> usize {
+        match self.run {
+            Some(k) => {
+                if q <= k {
+                    0
+                } else {
+                    self.count()
+                }
+            }
+            None => lower_bound(self.keys, q),
+        }
+    }
+    /// The first slot holding a key > q (count if none).
+    pub fn upper_bound(&self, q: u64) -> usize {
+        match self.run {
+            Some(k) => {
+                if q < k {
+                    0
+                } else {
+                    self.count()
+                }
+            }
+            None => upper_bound(self.keys, q),
+        }
     }
     pub fn tid(&self, i: usize) -> Tid {
         tid_from(self.page.back::<pg_sys::ItemPointerData>(i))
     }
     pub fn dead(&self, i: usize) -> bool {
-        self.page.front::<u8>(DEAD_AT + i / 8, 1)[0] & (1 << (i % 8)) != 0
+        self.page.front::<u8>(dead_at(self.s.flags) + i / 8, 1)[0] & (1 << (i % 8)) != 0
     }
 }
 
-/// Writes a data page's entries (all alive).
+fn dead_at(flags: u16) -> usize {
+    if flags & RUN != 0 {
+        RUN_DEAD_AT
+    } else {
+        DEAD_AT
+    }
+}
+
+/// Writes a data page's entries (all alive): a run page where two or
+/// more keys are all one.
 pub fn run_page_set(page: &mut PageMut, keys: &[u64], tids: &[Tid]) {
-    assert!(keys.len() == tids.len() && !keys.is_empty() && keys.len() <= RUN_CAPACITY);
-    page.init(special(KIND_RUN, 0, 0, keys[0], *keys.last().expect("non-empty")));
-    page.front_mut::<u64>(0, keys.len()).copy_from_slice(keys);
-    page.front_mut::<u8>(DEAD_AT, DEAD_BYTES).fill(0);
+    let (first, last) = (keys[0], *keys.last().expect("non-empty"));
+    let run = keys.len() > 1 && first == last;
+    assert!(keys.len() == tids.len() && keys.len() <= if run { RUN_PAGE_CAPACITY } else { RUN_CAPACITY });
+    page.init(special(KIND_RUN, 0, if run { RUN } else { 0 }, first, last));
+    let dead_at = if run {
+        page.front_mut::<u64>(0, 1)[0] = first;
+        RUN_DEAD_AT
+    } else {
+        page.front_mut::<u64>(0, keys.len()).copy_from_slice(keys);
+        DEAD_AT
+    };
+    let dead_bytes = keys.len().div_ceil(8);
+    page.front_mut::<u8>(dead_at, dead_bytes).fill(0);
     for (i, &t) in tids.iter().enumerate() {
         page.set_back(i, tid_to(t));
     }
     page.update_special(|s| s.count = keys.len() as u32);
-    page.set_used(DEAD_AT + DEAD_BYTES, tids.len() * 6);
+    page.set_used(dead_at + dead_bytes, tids.len() * 6);
 }
 
 /// Marks entry `i` of a data page dead.
 pub fn set_dead(page: &mut PageMut, i: usize) {
-    page.front_mut::<u8>(DEAD_AT + i / 8, 1)[0] |= 1 << (i % 8);
+    let at = dead_at(page.as_ref().special().flags) + i / 8;
+    page.front_mut::<u8>(at, 1)[0] |= 1 << (i % 8);
+}
+
+/// Writes first positions into a directory page.
+pub fn directory_page_set(page: &mut PageMut, firsts: &[u64]) {
+    assert!(firsts.len() <= DIRECTORY_PER_PAGE);
+    page.init(special(KIND_DIRECTORY, 0, 0, 0, 0));
+    page.front_mut::<u64>(0, firsts.len()).copy_from_slice(firsts);
+    page.update_special(|s| s.count = firsts.len() as u32);
+    page.set_used(firsts.len() * 8, 0);
+}
+
+/// The first positions a directory page lists.
+pub fn directory_page_firsts(page: PageRef<'_>) -> &[u64] {
+    let s = page.special();
+    if s.page_id != PAGE_ID || s.kind != KIND_DIRECTORY || s.count as usize > DIRECTORY_PER_PAGE {
+        learned_corrupted(format!("expected a directory page, found kind {} (page id {:#x})", s.kind, s.page_id));
+    }
+    page.front::<u64>(0, s.count as usize)
 }
 
 /// Writes segments (first, slope, intercept) into a model page.

@@ -13,7 +13,6 @@ use gpuindex_engine::executor::BatchJob;
 use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
 use gpuindex_engine::pgm::gpu::{predict_gpu, DevicePgm};
 use gpuindex_engine::pgm::{Level, Pgm};
-use gpuindex_engine::sorted_array::lower_bound;
 use pgrx::pg_sys;
 use std::sync::{Arc, Mutex};
 
@@ -22,6 +21,8 @@ pub struct Run {
     pub pgm: Pgm,
     /// The run page index at which each extent starts.
     starts: Vec<usize>,
+    /// The first position of each data page, then n.
+    firsts: Vec<u64>,
     device: Mutex<Option<Arc<DevicePgm>>>,
 }
 
@@ -30,7 +31,7 @@ impl cache::Image for Run {
         self.meta.generation
     }
     fn host_bytes(&self) -> usize {
-        self.pgm.bytes()
+        self.pgm.bytes() + self.firsts.len() * 8
     }
     fn device_bytes(&self) -> usize {
         self.device.lock().expect("not poisoned").as_ref().map_or(0, |d| d.bytes())
@@ -55,10 +56,27 @@ pub fn get(rel: pg_sys::Relation) -> Arc<Run> {
         starts.push(pages);
         pages += e[1] as usize;
     }
-    if pages != (meta.data_pages + meta.model_pages) as usize {
-        learned_corrupted(format!("extents of {pages} pages for {} data and {} model pages", meta.data_pages, meta.model_pages));
+    let (data_pages, model_pages) = (meta.data_pages as usize, meta.model_pages as usize);
+    if pages != data_pages + model_pages + meta.directory_pages as usize {
+        learned_corrupted(format!(
+            "extents of {pages} pages for {data_pages} data, {model_pages} model and {} directory pages",
+            meta.directory_pages
+        ));
     }
-    let mut run = Run { meta, pgm: Pgm::default(), starts, device: Mutex::new(None) };
+    let mut run = Run { meta, pgm: Pgm::default(), starts, firsts: Vec::with_capacity(data_pages + 1), device: Mutex::new(None) };
+    if meta.has_directory() {
+        for j in 0..meta.directory_pages as usize {
+            let g = Shared::lock(rel, run.block(data_pages + model_pages + j));
+            run.firsts.extend_from_slice(directory_page_firsts(g.page()));
+        }
+    } else {
+        run.firsts.extend((0..data_pages).map(|i| (i * RUN_CAPACITY) as u64));
+    }
+    run.firsts.push(meta.n);
+    if run.firsts.len() != data_pages + 1 || run.firsts.first() != Some(&0) && data_pages > 0 || run.firsts.windows(2).any(|w| w[0] >= w[1])
+    {
+        learned_corrupted(format!("a directory of {} pages for {data_pages} data pages of {} entries", run.firsts.len() - 1, meta.n));
+    }
     let mut pgm = Pgm { eps: meta.eps as usize, eps_inner: meta.eps_inner as usize, n: meta.n as usize, ..Pgm::default() };
     for j in 0..meta.model_pages as usize {
         let g = Shared::lock(rel, run.block(meta.data_pages as usize + j));
@@ -87,6 +105,17 @@ impl Run {
 
     pub fn pages(&self) -> usize {
         self.meta.data_pages as usize
+    }
+
+    /// The first position of data page i (n for i = pages).
+    pub fn first(&self, i: usize) -> usize {
+        self.firsts[i] as usize
+    }
+
+    /// The data page holding position p < n.
+    pub fn page_of(&self, p: usize) -> usize {
+        debug_assert!(p < self.n());
+        self.firsts.partition_point(|&f| f as usize <= p) - 1
     }
 
     /// The block of the run's page `i` (data pages first, then model).
@@ -118,12 +147,12 @@ impl Run {
         // The answer's page: the least i with last_key(i) >= q. Where the
         // predicted page's fences bound q it is that page (every earlier
         // page ends at or below its first key): one page read.
-        let h = (hint / RUN_CAPACITY).min(pages - 1);
+        let h = self.page_of(hint.min(self.n() - 1));
         let high = {
             let g = self.page(rel, h);
             let p = RunPage::new(g.page());
             if (p.s.low < q || h == 0) && (q <= p.s.high || h + 1 == pages) {
-                return h * RUN_CAPACITY + lower_bound(p.keys(), q);
+                return self.first(h) + p.lower_bound(q);
             }
             p.s.high
         };
@@ -163,8 +192,7 @@ impl Run {
             return self.n();
         }
         let g = self.page(rel, i);
-        let p = RunPage::new(g.page());
-        i * RUN_CAPACITY + lower_bound(p.keys(), q)
+        self.first(i) + RunPage::new(g.page()).lower_bound(q)
     }
 
     /// Every live entry with key `q`, from q's lower bound (hint: its
@@ -172,20 +200,15 @@ impl Run {
     pub fn collect_equal(&self, rel: pg_sys::Relation, q: u64, hint: usize, out: &mut Vec<(u64, Tid)>) {
         let mut pos = self.lower_bound(rel, q, hint);
         while pos < self.n() {
-            let (i, mut slot) = (pos / RUN_CAPACITY, pos % RUN_CAPACITY);
+            let i = self.page_of(pos);
             let g = self.page(rel, i);
             let p = RunPage::new(g.page());
-            let keys = p.keys();
-            while slot < keys.len() && keys[slot] == q {
-                if !p.dead(slot) {
-                    out.push((q, p.tid(slot)));
-                }
-                slot += 1;
-            }
-            if slot < keys.len() {
+            let end = p.upper_bound(q);
+            out.extend((pos - self.first(i)..end).filter(|&s| !p.dead(s)).map(|s| (q, p.tid(s))));
+            if end < p.count() {
                 return;
             }
-            pos = (i + 1) * RUN_CAPACITY;
+            pos = self.first(i + 1);
         }
     }
 

@@ -22,9 +22,7 @@ use crate::am::common::scan::{Found, IndexScan};
 use crate::am::gpu_btree::keys;
 use crate::am::gpu_btree::page::Shared;
 use crate::am::gpu_btree::scan::{plan_of, Plan, ScanState as DeltaScan};
-use crate::am::gpu_btree::tree::upper_bound;
 use crate::storage::{tid_from, tid_to, Pins, Tid};
-use gpuindex_engine::sorted_array::lower_bound;
 use pgrx::pg_sys;
 use std::sync::Arc;
 
@@ -89,14 +87,13 @@ impl RunCursor {
     fn load(&mut self, rel: pg_sys::Relation, run: &Run, i: usize, dir: isize) {
         let g: Shared = run.page(rel, i);
         let p = RunPage::new(g.page());
-        let keys = p.keys();
         self.items.clear();
-        let (first, last) = (keys[0], *keys.last().expect("a data page is never empty"));
+        // The fences are the first and last keys (a page is never empty).
+        let (first, last) = (p.s.low, p.s.high);
         let from = self.intervals.partition_point(|iv| iv.1 < first);
         for &(lo, hi) in self.intervals[from..].iter().take_while(|iv| iv.0 <= last) {
-            let from = lower_bound(keys, lo);
-            let live = (from..upper_bound(keys, hi)).filter(|&s| !p.dead(s));
-            self.items.extend(live.map(|s| (keys[s], p.tid(s))));
+            let live = (p.lower_bound(lo)..p.upper_bound(hi)).filter(|&s| !p.dead(s));
+            self.items.extend(live.map(|s| (p.key(s), p.tid(s))));
         }
         self.page = Some((i, first, last));
         self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
@@ -110,7 +107,7 @@ impl RunCursor {
     /// successor on; false when the walk is over.
     fn advance_shared(&mut self, rel: pg_sys::Relation, run: &Run, w: Walk) -> bool {
         let page = match w.seize() {
-            Seized::First => Some(self.first_of(rel, run, 0)).filter(|&p| p < run.n()).map(|p| p / RUN_CAPACITY),
+            Seized::First => Some(self.first_of(rel, run, 0)).filter(|&p| p < run.n()).map(|p| run.page_of(p)),
             Seized::Page(i) => Some(i as usize),
             Seized::Done => return false,
         };
@@ -147,7 +144,7 @@ impl RunCursor {
         }
         let next = if dir > 0 {
             // A position past the last key (n) has no page.
-            let page_of = |p: usize| (p < run.n()).then_some(p / RUN_CAPACITY);
+            let page_of = |p: usize| (p < run.n()).then(|| run.page_of(p));
             match self.page {
                 None => page_of(self.first_of(rel, run, 0)),
                 Some((i, _, last)) => {
@@ -162,14 +159,14 @@ impl RunCursor {
             }
         } else {
             match self.page {
-                None => self.last_of(rel, run, self.intervals.len() - 1).map(|p| p / RUN_CAPACITY),
+                None => self.last_of(rel, run, self.intervals.len() - 1).map(|p| run.page_of(p)),
                 Some((i, first, _)) => {
                     // Earlier pages hold keys <= this one's first.
                     let j = self.intervals.partition_point(|iv| iv.0 <= first);
                     match j.checked_sub(1).map(|j| (j, self.intervals[j])) {
                         None => None,
                         Some((_, (_, hi))) if hi >= first => i.checked_sub(1),
-                        Some((j, _)) => self.last_of(rel, run, j).map(|p| p / RUN_CAPACITY),
+                        Some((j, _)) => self.last_of(rel, run, j).map(|p| run.page_of(p)),
                     }
                 }
             }

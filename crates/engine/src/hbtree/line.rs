@@ -106,6 +106,15 @@ pub fn lower_bound(keys: &[u64], q: u64) -> usize {
     base + keys[base..base + len].iter().map(|&k| (k < q) as usize).sum::<usize>()
 }
 
+/// The first of `keys` above `q` (a page's upper bound).
+#[inline]
+pub fn upper_bound(keys: &[u64], q: u64) -> usize {
+    match q.checked_add(1) {
+        Some(next) => lower_bound(keys, next),
+        None => keys.len(),
+    }
+}
+
 /// The first of `keys` at or above `q`, searched from `from` (from the
 /// start where a key before it is not below q): steps doubling from
 /// there, then a binary search within the last step (ascending probes of
