@@ -185,7 +185,7 @@ fn merge(index: pg_sys::Relation) -> u64 {
         (i < run.pages()).then(|| {
             let g = run.page(index, i);
             let p = RunPage::new(g.page());
-            (0..p.count()).filter(|&s| !p.dead(s)).map(|s| (p.key(s), p.tid(s))).collect()
+            p.live(0, p.count()).collect()
         })
     });
     let moved = Cell::new(0u64);

@@ -23,7 +23,7 @@
 //! take about 6 bytes an entry, not 14).
 
 use crate::am::gpu_btree::page::*;
-use crate::storage::{tid_from, tid_to, Tid};
+use crate::storage::{tid_from, tid_from_bytes, tid_to, Tid};
 use gpuindex_engine::hbtree::line::{lower_bound, upper_bound};
 use pgrx::pg_sys;
 
@@ -41,6 +41,7 @@ const RUN_VERSION: u32 = 3;
 const RUN_VERSION_PLAIN: u32 = 2;
 pub const MAX_MODEL_LEVELS: usize = 24;
 
+const TID_BYTES: usize = std::mem::size_of::<pg_sys::ItemPointerData>();
 /// Entries of a data page: 8 key bytes, 6 TID bytes and a dead bit each.
 pub const RUN_CAPACITY: usize = CONTENT_BYTES * 8 / (14 * 8 + 1);
 const DEAD_AT: usize = RUN_CAPACITY * 8;
@@ -228,6 +229,21 @@ impl<'a> RunPage<'a> {
     }
     pub fn tid(&self, i: usize) -> Tid {
         tid_from(self.page.back::<pg_sys::ItemPointerData>(i))
+    }
+    /// The live entries of slots from..to as (key, TID): the keys as a
+    /// slice (or the run's key repeated) zipped with the TIDs' bytes.
+    pub fn live(&self, from: usize, to: usize) -> impl Iterator<Item = (u64, Tid)> + 'a {
+        let tids = self.page.back_bytes(TID_BYTES, from, to);
+        let dead = self.page.front::<u8>(dead_at(self.s.flags), self.count().div_ceil(8));
+        // A plain page's keys are as many as the TIDs: the repeat is
+        // never reached there.
+        let keys = if self.run.is_some() { &[][..] } else { &self.keys[from..to] };
+        let keys = keys.iter().copied().chain(std::iter::repeat(self.run.unwrap_or(0)));
+        (from..to)
+            .zip(keys)
+            .zip(tids.rchunks_exact(TID_BYTES))
+            .filter(move |((s, _), _)| dead[s / 8] & (1 << (s % 8)) == 0)
+            .map(|((_, k), t)| (k, tid_from_bytes(t)))
     }
     pub fn dead(&self, i: usize) -> bool {
         self.page.front::<u8>(dead_at(self.s.flags) + i / 8, 1)[0] & (1 << (i % 8)) != 0

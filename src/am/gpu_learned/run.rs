@@ -204,7 +204,7 @@ impl Run {
             let g = self.page(rel, i);
             let p = RunPage::new(g.page());
             let end = p.upper_bound(q);
-            out.extend((pos - self.first(i)..end).filter(|&s| !p.dead(s)).map(|s| (q, p.tid(s))));
+            out.extend(p.live(pos - self.first(i), end));
             if end < p.count() {
                 return;
             }

@@ -92,8 +92,7 @@ impl RunCursor {
         let (first, last) = (p.s.low, p.s.high);
         let from = self.intervals.partition_point(|iv| iv.1 < first);
         for &(lo, hi) in self.intervals[from..].iter().take_while(|iv| iv.0 <= last) {
-            let live = (p.lower_bound(lo)..p.upper_bound(hi)).filter(|&s| !p.dead(s));
-            self.items.extend(live.map(|s| (p.key(s), p.tid(s))));
+            self.items.extend(p.live(p.lower_bound(lo), p.upper_bound(hi)));
         }
         self.page = Some((i, first, last));
         self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
@@ -337,6 +336,7 @@ impl IndexScan for ScanState {
         Some(Found { tid: tid_to(item.2), distance: None })
     }
 
+    #[inline]
     fn next_buffered(&mut self, forward: bool) -> Option<(pg_sys::ItemPointerData, pg_sys::Datum)> {
         // The run's next copied entry, where it is the merge's next match:
         // the scan goes on in its direction, nothing of the run is peeked,
