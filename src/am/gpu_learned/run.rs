@@ -43,6 +43,13 @@ pub fn generation(rel: pg_sys::Relation) -> u64 {
     run_meta(Shared::lock(rel, RUN_META_BLOCK).page()).generation
 }
 
+/// The run of index `rel` this backend read last, if any, without
+/// reading the metapage: maybe of an older generation, which the caller
+/// checks (`generation`) before trusting it.
+pub fn cached(rel: pg_sys::Relation) -> Option<Arc<Run>> {
+    cache::lookup::<Run>(rel, "learned run")
+}
+
 /// The current run of index `rel`: cached, or read from its pages.
 pub fn get(rel: pg_sys::Relation) -> Arc<Run> {
     let meta = run_meta(Shared::lock(rel, RUN_META_BLOCK).page());
@@ -139,10 +146,22 @@ impl Run {
     /// predicted position `hint`: the first page whose last key is >= q,
     /// found by galloping from the hint's page, then searched.
     pub fn lower_bound(&self, rel: pg_sys::Relation, q: u64, hint: usize) -> usize {
+        self.lower_bound_page(rel, q, hint).0
+    }
+
+    /// `lower_bound`, and the data page holding the position (its index
+    /// and the page, still locked) where there is one: a scan goes on to
+    /// read it without looking it up again.
+    pub fn lower_bound_page(&self, rel: pg_sys::Relation, q: u64, hint: usize) -> (usize, Option<(usize, Shared)>) {
         let pages = self.pages();
         if pages == 0 {
-            return 0;
+            return (0, None);
         }
+        let found = |i: usize, g: Shared| {
+            let slot = RunPage::new(g.page()).lower_bound(q);
+            let page = (slot < self.first(i + 1) - self.first(i)).then_some((i, g));
+            (self.first(i) + slot, page)
+        };
         let last_key = |i: usize| self.page(rel, i).page().special().high;
         // The answer's page: the least i with last_key(i) >= q. Where the
         // predicted page's fences bound q it is that page (every earlier
@@ -150,11 +169,11 @@ impl Run {
         let h = self.page_of(hint.min(self.n() - 1));
         let high = {
             let g = self.page(rel, h);
-            let p = RunPage::new(g.page());
-            if (p.s.low < q || h == 0) && (q <= p.s.high || h + 1 == pages) {
-                return self.first(h) + p.lower_bound(q);
+            let s = g.page().special();
+            if (s.low < q || h == 0) && (q <= s.high || h + 1 == pages) {
+                return found(h, g);
             }
-            p.s.high
+            s.high
         };
         // Else gallop left or right from h, then bisect: (lo, hi] holds it.
         let (mut lo, mut hi): (isize, isize);
@@ -189,10 +208,9 @@ impl Run {
         }
         let i = hi as usize;
         if i == pages {
-            return self.n();
+            return (self.n(), None);
         }
-        let g = self.page(rel, i);
-        self.first(i) + RunPage::new(g.page()).lower_bound(q)
+        found(i, self.page(rel, i))
     }
 
     /// Every live entry with key `q`, from q's lower bound (hint: its

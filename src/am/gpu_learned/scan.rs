@@ -67,10 +67,15 @@ impl RunCursor {
         }
     }
 
-    /// The first position of interval j's keys (or where they would be).
-    fn first_of(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> usize {
+    /// The data page of interval j's first position (where its keys are
+    /// or would be), if any, with the page where the search left it
+    /// locked.
+    fn first_page(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> Option<(usize, Option<Shared>)> {
         let hint = self.hint(rel, run, j);
-        run.lower_bound(rel, self.intervals[j].0, hint)
+        match run.lower_bound_page(rel, self.intervals[j].0, hint) {
+            (_, Some((i, g))) => Some((i, Some(g))),
+            (pos, None) => (pos < run.n()).then(|| (run.page_of(pos), None)),
+        }
     }
 
     /// The last position holding a key <= interval j's end, if any.
@@ -83,9 +88,10 @@ impl RunCursor {
         end.checked_sub(1)
     }
 
-    /// Copies data page i's live entries inside the intervals.
-    fn load(&mut self, rel: pg_sys::Relation, run: &Run, i: usize, dir: isize) {
-        let g: Shared = run.page(rel, i);
+    /// Copies data page i's live entries inside the intervals (`page`:
+    /// it, locked, if the caller has it).
+    fn load(&mut self, rel: pg_sys::Relation, run: &Run, (i, page): (usize, Option<Shared>), dir: isize) {
+        let g = page.unwrap_or_else(|| run.page(rel, i));
         let p = RunPage::new(g.page());
         self.items.clear();
         // The fences are the first and last keys (a page is never empty).
@@ -106,15 +112,16 @@ impl RunCursor {
     /// successor on; false when the walk is over.
     fn advance_shared(&mut self, rel: pg_sys::Relation, run: &Run, w: Walk) -> bool {
         let page = match w.seize() {
-            Seized::First => Some(self.first_of(rel, run, 0)).filter(|&p| p < run.n()).map(|p| run.page_of(p)),
-            Seized::Page(i) => Some(i as usize),
+            Seized::First => self.first_page(rel, run, 0),
+            Seized::Page(i) => Some((i as usize, None)),
             Seized::Done => return false,
         };
-        let Some(i) = page else {
+        let Some(page) = page else {
             w.release(None);
             return false;
         };
-        self.load(rel, run, i, 1);
+        let i = page.0;
+        self.load(rel, run, page, 1);
         let last = self.page.expect("a page was loaded").2;
         w.release((i + 1 < run.pages() && self.intervals[0].1 >= last).then_some(i as u32 + 1));
         true
@@ -142,22 +149,20 @@ impl RunCursor {
             }
         }
         let next = if dir > 0 {
-            // A position past the last key (n) has no page.
-            let page_of = |p: usize| (p < run.n()).then(|| run.page_of(p));
             match self.page {
-                None => page_of(self.first_of(rel, run, 0)),
+                None => self.first_page(rel, run, 0),
                 Some((i, _, last)) => {
                     // Later pages hold keys >= this one's last.
                     let j = self.intervals.partition_point(|iv| iv.1 < last);
                     match self.intervals.get(j) {
                         None => None,
-                        Some(&(lo, _)) if lo <= last => Some(i + 1).filter(|&i| i < run.pages()),
-                        Some(_) => page_of(self.first_of(rel, run, j)),
+                        Some(&(lo, _)) if lo <= last => Some(i + 1).filter(|&i| i < run.pages()).map(|i| (i, None)),
+                        Some(_) => self.first_page(rel, run, j),
                     }
                 }
             }
         } else {
-            match self.page {
+            let page = match self.page {
                 None => self.last_of(rel, run, self.intervals.len() - 1).map(|p| run.page_of(p)),
                 Some((i, first, _)) => {
                     // Earlier pages hold keys <= this one's first.
@@ -168,11 +173,12 @@ impl RunCursor {
                         Some((j, _)) => self.last_of(rel, run, j).map(|p| run.page_of(p)),
                     }
                 }
-            }
+            };
+            page.map(|i| (i, None))
         };
         match next {
-            Some(i) => {
-                self.load(rel, run, i, dir);
+            Some(page) => {
+                self.load(rel, run, page, dir);
                 true
             }
             None => false,
@@ -245,9 +251,18 @@ impl ScanState {
     /// a parallel scan agree on it first: one that comes after a merge
     /// takes no part (before it claims anything; the first participant,
     /// on the agreed generation, goes on until every walk is done).
+    ///
+    /// A serial scan starts from the run this backend cached without
+    /// reading the metapage first: the generation read after the delta
+    /// checks it too (generations only grow, so one equal to the cached
+    /// run's after the delta was read was its all along).
     fn start(&mut self, scan: &pg_sys::IndexScanDescData, dir: isize) {
+        let mut fresh = !scan.parallel_scan.is_null();
         loop {
-            let run = run::get(self.index);
+            let run = match run::cached(self.index) {
+                Some(run) if !fresh => run,
+                _ => run::get(self.index),
+            };
             let generation = run.meta.generation;
             if Walk::nth(scan, 2).is_some_and(|w| !w.agree(generation)) {
                 (self.heads, self.done, self.dir) = ([None, None], [true, true], dir);
@@ -266,6 +281,7 @@ impl ScanState {
                 merged_under_parallel_scan(self.index);
             }
             self.delta.rescan(scan);
+            fresh = true;
         }
     }
 
