@@ -87,8 +87,8 @@ impl PageSink for BuildPages {
 }
 
 /// Writes the sorted entries as a run: its data pages, fitting the model
-/// as the keys stream by, then its model and directory pages. Returns the run's
-/// metapage (generation and retired extents left to the caller).
+/// as the keys stream by, then its model and directory pages. Returns the
+/// run's metapage (generation and retired extents left to the caller).
 pub fn write_run(sink: &mut dyn PageSink, entries: impl Iterator<Item = (u64, Tid)>) -> RunMeta {
     let mut fit = StreamFit::new(EPS, DEFAULT_EPS_INNER);
     let mut rm = RunMeta { eps: EPS as u32, eps_inner: DEFAULT_EPS_INNER as u32, generation: 1, ..RunMeta::default() };

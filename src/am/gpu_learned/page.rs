@@ -9,11 +9,12 @@
 //!   the directory: the position (entry number) of each data page's first
 //!   entry, so that position p is in the last data page whose first
 //!   position is <= p. The run's pages (data, model, directory) lie in a
-//!   few extents of consecutive blocks, listed in the metapage. A run never changes but for VACUUM's dead bits: positions,
-//!   and so the model, stay valid. A merge (`merge.rs`) writes a new run
-//!   and empties the delta, bumping the generation; the old run's extents
-//!   are kept as `retired` for a later merge to write into once no
-//!   snapshot can read them.
+//!   few extents of consecutive blocks, listed in the metapage. A run
+//!   never changes but for VACUUM's dead bits: positions, and so the
+//!   model, stay valid. A merge (`merge.rs`) writes a new run and empties
+//!   the delta, bumping the generation; the old run's extents are kept as
+//!   `retired` for a later merge to write into once no snapshot can read
+//!   them.
 //!
 //! Data pages: keys from the front, then a bitmap of dead entries at a
 //! fixed offset, TIDs from the back; the special area's low and high are

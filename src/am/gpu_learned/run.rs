@@ -80,8 +80,7 @@ pub fn get(rel: pg_sys::Relation) -> Arc<Run> {
         run.firsts.extend((0..data_pages).map(|i| (i * RUN_CAPACITY) as u64));
     }
     run.firsts.push(meta.n);
-    if run.firsts.len() != data_pages + 1 || run.firsts.first() != Some(&0) && data_pages > 0 || run.firsts.windows(2).any(|w| w[0] >= w[1])
-    {
+    if run.firsts.len() != data_pages + 1 || (data_pages > 0 && run.firsts[0] != 0) || run.firsts.windows(2).any(|w| w[0] >= w[1]) {
         learned_corrupted(format!("a directory of {} pages for {data_pages} data pages of {} entries", run.firsts.len() - 1, meta.n));
     }
     let mut pgm = Pgm { eps: meta.eps as usize, eps_inner: meta.eps_inner as usize, n: meta.n as usize, ..Pgm::default() };
@@ -158,9 +157,11 @@ impl Run {
             return (0, None);
         }
         let found = |i: usize, g: Shared| {
-            let slot = RunPage::new(g.page()).lower_bound(q);
-            let page = (slot < self.first(i + 1) - self.first(i)).then_some((i, g));
-            (self.first(i) + slot, page)
+            let (slot, count) = {
+                let p = RunPage::new(g.page());
+                (p.lower_bound(q), p.count())
+            };
+            (self.first(i) + slot, (slot < count).then_some((i, g)))
         };
         let last_key = |i: usize| self.page(rel, i).page().special().high;
         // The answer's page: the least i with last_key(i) >= q. Where the
