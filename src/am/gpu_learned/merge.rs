@@ -185,7 +185,9 @@ fn merge(index: pg_sys::Relation) -> u64 {
         (i < run.pages()).then(|| {
             let g = run.page(index, i);
             let p = RunPage::new(g.page());
-            p.live(0, p.count()).collect()
+            let mut live = Vec::with_capacity(p.count());
+            p.copy_live(0, p.count(), &mut live);
+            live
         })
     });
     let moved = Cell::new(0u64);

@@ -231,20 +231,29 @@ impl<'a> RunPage<'a> {
     pub fn tid(&self, i: usize) -> Tid {
         tid_from(self.page.back::<pg_sys::ItemPointerData>(i))
     }
-    /// The live entries of slots from..to as (key, TID): the keys as a
-    /// slice (or the run's key repeated) zipped with the TIDs' bytes.
-    pub fn live(&self, from: usize, to: usize) -> impl Iterator<Item = (u64, Tid)> + 'a {
+    /// The entries of slots from..to as (key, TID), dead or not: the keys
+    /// as a slice (or the run's key repeated) zipped with the TIDs' bytes,
+    /// an iterator of known length (copied in bulk).
+    pub fn entries(&self, from: usize, to: usize) -> impl Iterator<Item = (u64, Tid)> + 'a {
         let tids = self.page.back_bytes(TID_BYTES, from, to);
-        let dead = self.page.front::<u8>(dead_at(self.s.flags), self.count().div_ceil(8));
         // A plain page's keys are as many as the TIDs: the repeat is
         // never reached there.
         let keys = if self.run.is_some() { &[][..] } else { &self.keys[from..to] };
         let keys = keys.iter().copied().chain(std::iter::repeat(self.run.unwrap_or(0)));
-        (from..to)
-            .zip(keys)
-            .zip(tids.rchunks_exact(TID_BYTES))
-            .filter(move |((s, _), _)| dead[s / 8] & (1 << (s % 8)) == 0)
-            .map(|((_, k), t)| (k, tid_from_bytes(t)))
+        keys.zip(tids.rchunks_exact(TID_BYTES)).map(|(k, t)| (k, tid_from_bytes(t)))
+    }
+    /// Whether a slot of from..to is dead (a byte test per 8 slots).
+    pub fn any_dead(&self, from: usize, to: usize) -> bool {
+        from < to && self.page.front::<u8>(dead_at(self.s.flags) + from / 8, (to - 1) / 8 - from / 8 + 1).iter().any(|&b| b != 0)
+    }
+    /// The live entries of slots from..to into `out`: in bulk where none
+    /// is dead (the usual page), else filtered by the dead bits.
+    pub fn copy_live(&self, from: usize, to: usize, out: &mut Vec<(u64, Tid)>) {
+        if !self.any_dead(from, to) {
+            out.extend(self.entries(from, to));
+        } else {
+            out.extend((from..to).zip(self.entries(from, to)).filter(|&(s, _)| !self.dead(s)).map(|(_, e)| e));
+        }
     }
     pub fn dead(&self, i: usize) -> bool {
         self.page.front::<u8>(dead_at(self.s.flags) + i / 8, 1)[0] & (1 << (i % 8)) != 0

@@ -223,7 +223,7 @@ impl Run {
             let g = self.page(rel, i);
             let p = RunPage::new(g.page());
             let end = p.upper_bound(q);
-            out.extend(p.live(pos - self.first(i), end));
+            p.copy_live(pos - self.first(i), end, out);
             if end < p.count() {
                 return;
             }

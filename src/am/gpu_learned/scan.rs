@@ -98,7 +98,7 @@ impl RunCursor {
         let (first, last) = (p.s.low, p.s.high);
         let from = self.intervals.partition_point(|iv| iv.1 < first);
         for &(lo, hi) in self.intervals[from..].iter().take_while(|iv| iv.0 <= last) {
-            self.items.extend(p.live(p.lower_bound(lo), p.upper_bound(hi)));
+            p.copy_live(p.lower_bound(lo), p.upper_bound(hi), &mut self.items);
         }
         self.page = Some((i, first, last));
         self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
