@@ -1,5 +1,5 @@
 -- GpuIndexJoin: the plans it makes (join types, the LATERAL top-k
--- pattern), what it does not take (right and full joins, volatile probes,
+-- pattern, TID probes), what it does not take (right and full joins, volatile probes,
 -- row locks, OFFSET), gpuindex.enable_join, and answers equal to the
 -- planner's own joins on small tables.
 SET client_min_messages = warning;
@@ -39,9 +39,11 @@ EXPLAIN (COSTS OFF) SELECT jo.id, s.id FROM jo CROSS JOIN LATERAL (SELECT id FRO
 CREATE FUNCTION jsame(q text) RETURNS TABLE (rows bigint, same boolean) AS $$
 DECLARE a text[]; b text[];
 BEGIN
+  -- (SET LOCAL: the session's settings stay forced for the next call.)
+  SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_nestloop = off;
   EXECUTE format('SELECT array_agg(x::text ORDER BY x::text) FROM (%s) x', q) INTO a;
   SET LOCAL gpuindex.enable_join = off;
-  RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop;
+  SET LOCAL enable_hashjoin = on; SET LOCAL enable_mergejoin = on; SET LOCAL enable_nestloop = on;
   EXECUTE format('SELECT array_agg(x::text ORDER BY x::text) FROM (%s) x', q) INTO b;
   RETURN QUERY SELECT coalesce(cardinality(a), 0)::bigint, a IS NOT DISTINCT FROM b;
 END $$ LANGUAGE plpgsql;
@@ -51,6 +53,45 @@ SELECT * FROM jsame('SELECT id FROM jo WHERE NOT EXISTS (SELECT 1 FROM ji WHERE 
 SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.p <@ box(jo.p, point(jo.p[0] + 2, jo.p[1] + 2))');
 SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.v <@ l2_ball(ARRAY[jo.f, jo.f]::real[], 1.5)');
 SELECT * FROM jsame('SELECT jo.id, s.d FROM jo CROSS JOIN LATERAL (SELECT ji.p <-> jo.p AS d FROM ji ORDER BY ji.p <-> jo.p LIMIT 3) s');
+
+-- TID probes: `t.ctid = outer.ctid`, as the batch functions' rows are
+-- joined back. The row at each TID, as a TID scan finds it: old versions
+-- of HOT-updated rows, deleted rows, TIDs past a page's last line pointer
+-- or the table's last block, offset 0 and NULL name no row; repeats match
+-- once each. Inside a transaction that changed rows (pages not
+-- all-visible), after VACUUM (all-visible), under SERIALIZABLE.
+CREATE TABLE jt (id int, k int8, pad text) WITH (fillfactor = 50);
+INSERT INTO jt SELECT g, g % 100, repeat('y', g % 20) FROM generate_series(1, 3000) g;
+CREATE TABLE jc (n int, c tid);
+INSERT INTO jc SELECT id, ctid FROM jt;
+INSERT INTO jc SELECT 0, c::tid FROM unnest(ARRAY['(0,0)', '(0,999)', '(99999,1)', NULL]) c;
+INSERT INTO jc SELECT -n, c FROM jc WHERE n % 7 = 0;
+UPDATE jt SET pad = pad || 'u' WHERE id % 5 = 0;
+DELETE FROM jt WHERE id % 11 = 0;
+ANALYZE jt; ANALYZE jc;
+EXPLAIN (COSTS OFF) SELECT jc.n, jt.id FROM jc JOIN jt ON jt.ctid = jc.c;
+EXPLAIN (COSTS OFF) SELECT n FROM jc WHERE NOT EXISTS (SELECT 1 FROM jt WHERE jt.ctid = jc.c);
+SELECT * FROM jsame('SELECT jc.n, jt.id, jt.pad FROM jc JOIN jt ON jt.ctid = jc.c');
+SELECT * FROM jsame('SELECT jc.n, jt.id FROM jc LEFT JOIN jt ON jt.ctid = jc.c AND jt.k < 50');
+SELECT * FROM jsame('SELECT n FROM jc WHERE EXISTS (SELECT 1 FROM jt WHERE jt.ctid = jc.c)');
+SELECT * FROM jsame('SELECT n FROM jc WHERE NOT EXISTS (SELECT 1 FROM jt WHERE jt.ctid = jc.c)');
+SELECT * FROM jsame('SELECT count(*) FROM jc JOIN jt ON jc.c = jt.ctid');
+SELECT * FROM jsame('SELECT p.ord, t.id FROM gpu_btree_probe(''ji_k'', ARRAY[1, 5, 5, NULL, 399]::int8[]) p JOIN ji t ON t.ctid = p.ctid');
+BEGIN;
+UPDATE jt SET pad = 'v' WHERE id % 3 = 0;
+DELETE FROM jt WHERE id % 13 = 0;
+INSERT INTO jc SELECT 1000000 + id, ctid FROM jt WHERE id % 3 = 0;
+SELECT * FROM jsame('SELECT jc.n, jt.id, jt.pad FROM jc JOIN jt ON jt.ctid = jc.c');
+ROLLBACK;
+VACUUM jt;
+SELECT * FROM jsame('SELECT jc.n, jt.id, jt.pad FROM jc JOIN jt ON jt.ctid = jc.c');
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT * FROM jsame('SELECT jc.n, jt.id FROM jc LEFT JOIN jt ON jt.ctid = jc.c');
+COMMIT;
+SET gpuindex.join_chunk = 7;
+SELECT * FROM jsame('SELECT jc.n, jt.id, jt.pad FROM jc JOIN jt ON jt.ctid = jc.c');
+RESET gpuindex.join_chunk;
+DROP TABLE jt, jc;
 
 -- gpuindex.enable_join = off: the planner's own joins only.
 SET gpuindex.enable_join = off;

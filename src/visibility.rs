@@ -65,13 +65,18 @@ pub unsafe fn visible(heap: pg_sys::Relation, mut matches: Vec<(Tid, i64)>) -> V
 
 /// Whether, under `snapshot`, a line pointer on an all-visible page
 /// answers alone: an MVCC snapshot, and not SERIALIZABLE (which needs the
-/// tuple-level predicate locks of the chain search).
+/// tuple-level predicate locks of the chain search), nor taken on a hot
+/// standby (where heapam does not trust the page flag either: heapgetpage).
 ///
 /// # Safety
 /// `snapshot` is a valid snapshot.
 pub unsafe fn line_pointers_answer(snapshot: pg_sys::Snapshot) -> bool {
     // SAFETY: the caller's snapshot.
-    unsafe { (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC && pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32 }
+    unsafe {
+        (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC
+            && !(*snapshot).takenDuringRecovery
+            && pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32
+    }
 }
 
 /// The visible member of each HOT chain rooted at `tids` (TIDs of the
@@ -106,25 +111,78 @@ pub unsafe fn resolve_page(
     }
 }
 
-/// On an all-visible page: a normal line pointer is its own visible row;
-/// an unused or dead one is no row (Some(None)); a redirect is left to the
-/// chain search (None).
-unsafe fn line_pointer_answer(page: pg_sys::Page, tid: Tid) -> Option<Option<pg_sys::ItemPointerData>> {
+/// The row at each of `tids` (TIDs of the page in `buf`, sorted; repeats
+/// answered once) that `snapshot` sees, into `out` as (tid, itself or
+/// None), under one share lock of the page: what `heap_fetch` answers for
+/// each (a normal line pointer whose tuple is visible; no HOT chain
+/// followed), for a join by ctid.
+///
+/// # Safety
+/// As `resolve_page`, and `line_pointers_answer(snapshot)` (heap_fetch's
+/// predicate locks are then none to take).
+pub unsafe fn resolve_exact(
+    heap: pg_sys::Relation,
+    buf: pg_sys::Buffer,
+    snapshot: pg_sys::Snapshot,
+    tids: impl Iterator<Item = Tid>,
+    out: &mut Vec<(Tid, Option<pg_sys::ItemPointerData>)>,
+) {
     // SAFETY: the caller keeps this function's contract (# Safety).
+    unsafe {
+        out.clear();
+        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+        let page = pg_sys::BufferGetPage(buf);
+        let header = &*(page as *const pg_sys::PageHeaderData);
+        let all_visible = (header.pd_flags as u32 & pg_sys::PD_ALL_VISIBLE) != 0;
+        for tid in tids {
+            if out.last().is_some_and(|l| l.0 == tid) {
+                continue;
+            }
+            let v = line_pointer(page, tid).filter(|lp| lp.lp_flags() == pg_sys::LP_NORMAL).and_then(|lp| {
+                if all_visible {
+                    return Some(tid_to(tid));
+                }
+                let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
+                tuple.t_data = (page as *mut u8).add(lp.lp_off() as usize).cast();
+                tuple.t_len = lp.lp_len();
+                tuple.t_self = tid_to(tid);
+                tuple.t_tableOid = (*heap).rd_id;
+                pg_sys::HeapTupleSatisfiesVisibility(&mut tuple, snapshot, buf).then_some(tuple.t_self)
+            });
+            out.push((tid, v));
+        }
+        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+    }
+}
+
+/// `tid`'s line pointer on `page`, if the page has one at its offset.
+///
+/// # Safety
+/// A heap page, pinned and locked.
+unsafe fn line_pointer(page: pg_sys::Page, tid: Tid) -> Option<pg_sys::ItemIdData> {
+    // SAFETY: the caller's contract; offsets are checked against the
+    // page's line pointer count.
     unsafe {
         let header = &*(page as *const pg_sys::PageHeaderData);
         let off = (tid & 0xffff) as usize;
         let count = (header.pd_lower as usize).saturating_sub(std::mem::offset_of!(pg_sys::PageHeaderData, pd_linp))
             / std::mem::size_of::<pg_sys::ItemIdData>();
         if off == 0 || off > count {
-            return Some(None);
+            return None;
         }
-        let lp = &*header.pd_linp.as_ptr().add(off - 1);
-        match lp.lp_flags() {
-            pg_sys::LP_NORMAL => Some(Some(tid_to(tid))),
-            pg_sys::LP_REDIRECT => None,
-            _ => Some(None),
-        }
+        Some(*header.pd_linp.as_ptr().add(off - 1))
+    }
+}
+
+/// On an all-visible page: a normal line pointer is its own visible row;
+/// an unused or dead one is no row (Some(None)); a redirect is left to the
+/// chain search (None).
+unsafe fn line_pointer_answer(page: pg_sys::Page, tid: Tid) -> Option<Option<pg_sys::ItemPointerData>> {
+    // SAFETY: the caller keeps this function's contract (# Safety).
+    match unsafe { line_pointer(page, tid) }.map(|lp| lp.lp_flags()) {
+        Some(pg_sys::LP_NORMAL) => Some(Some(tid_to(tid))),
+        Some(pg_sys::LP_REDIRECT) => None,
+        _ => Some(None),
     }
 }
 
@@ -143,7 +201,7 @@ unsafe fn hot_search(heap: pg_sys::Relation, buf: pg_sys::Buffer, snapshot: pg_s
 /// Sorts matches on all cores (plain data, no PostgreSQL calls): batches
 /// reach millions of matches.
 /// Callers that sorted already (to drop duplicates) cost one scan.
-pub fn sort(matches: &mut [(Tid, i64)]) {
+pub fn sort<T: Ord + Send>(matches: &mut [T]) {
     use rayon::slice::ParallelSliceMut;
     if matches.is_sorted() {
         return;

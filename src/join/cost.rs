@@ -3,7 +3,8 @@
 //! - the outer side, once;
 //! - the batch: per outer row a descent (log2 of the index's entries
 //!   comparisons) and per match a copy, priced as one CPU would run them
-//!   (the GPU or all cores only make it cheaper);
+//!   (the GPU or all cores only make it cheaper); for a TID probe, the
+//!   sort of each chunk's TIDs;
 //! - the heap: each chunk's matches fetched in TID order. The pages read
 //!   over all chunks are PostgreSQL's estimate for that many fetches
 //!   (Mackert-Lohman with the cache, as index_pages_fetched gives a
@@ -72,11 +73,17 @@ pub unsafe fn estimate(
             }
         };
 
-        let batch = outer_rows * ((*probe.index).tuples.max(2.0).log2() + 1.0) * cpu_operator + matches * cpu_operator;
+        // A TID probe's batch is the sort of its chunk's TIDs.
+        let (descent, index_pages) = if probe.by_tid() {
+            ((outer_rows / chunks).max(2.0).log2(), 0.0)
+        } else {
+            ((*probe.index).tuples.max(2.0).log2() + 1.0, (*probe.index).pages as f64)
+        };
+        let batch = outer_rows * descent * cpu_operator + matches * cpu_operator;
 
         let (mut random, mut seq) = (0.0, 0.0);
         pg_sys::get_tablespace_page_costs((*table).reltablespace, &mut random, &mut seq);
-        let fetched = |tuples: f64| pg_sys::index_pages_fetched(tuples, pages as pg_sys::BlockNumber, (*probe.index).pages as f64, root);
+        let fetched = |tuples: f64| pg_sys::index_pages_fetched(tuples, pages as pg_sys::BlockNumber, index_pages, root);
         let (join_quals, other_quals) = split_quals(jointype, restrictlist, (*joinrel).relids);
         let (matching_list, other_list) = (match_quals(innerrel, &join_quals, probe.rinfo), clauses(&other_quals));
         let mut matching = pg_sys::QualCost::default();
@@ -89,7 +96,8 @@ pub unsafe fn estimate(
         // Index-only: pages the visibility map has all-visible are not read
         // (as cost_index prices an index-only scan).
         let read = [(*(*joinrel).reltarget).exprs.cast(), matching_list.cast(), other_list.cast()];
-        let unread = if probe.top.is_none() && reads_no_inner_column(innerrel, &read) { (*table).allvisfrac } else { 0.0 };
+        let unread =
+            if probe.top.is_none() && !probe.by_tid() && reads_no_inner_column(innerrel, &read) { (*table).allvisfrac } else { 0.0 };
         let heap = match &probe.top {
             None => fetched(matches) * (1.0 - unread) * per_page + matches * cpu_tuple,
             // As PostgreSQL prices the subquery it replaces: its ordered
@@ -107,7 +115,7 @@ pub unsafe fn estimate(
 
         // Reading the index into this backend's copy, before the first
         // chunk.
-        let load = super::path::searcher_of((*probe.index).relam).map_or(0.0, |s| {
+        let load = (!probe.by_tid()).then(|| super::path::searcher_of((*probe.index).relam)).flatten().map_or(0.0, |s| {
             let index = pg_sys::index_open((*probe.index).indexoid, pg_sys::NoLock as i32);
             let cost = (s.load_cost)(index);
             pg_sys::index_close(index, pg_sys::NoLock as i32);

@@ -75,6 +75,7 @@ pub(super) struct Stats {
 pub(super) struct State {
     pub(super) outer: *mut pg_sys::PlanState,
     pub(super) heap: pg_sys::Relation,
+    /// Null for a TID probe (`inner.ctid = outer_expression`).
     pub(super) index: pg_sys::Relation,
     pub(super) am: &'static str,
     pub(super) pages: super::heap::PageFetch,
@@ -173,6 +174,26 @@ fn searcher_name(index: pg_sys::Relation) -> &'static str {
         .unwrap_or_else(|| pgrx::error!("gpuindex: GpuIndexJoin: the index is no longer a gpuindex index"))
 }
 
+/// A TID probe's matches, (TID, row) in TID order: the rows' TIDs that
+/// can name a row of the table (an offset from 1, a block it has), as a
+/// TID scan keeps them (`heapam_tuple_tid_valid`); the page says the rest.
+///
+/// # Safety
+/// `heap` open; `keys` tid datums.
+unsafe fn tid_matches(heap: pg_sys::Relation, keys: &[(i64, pg_sys::Datum)]) -> Vec<(Tid, u32)> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM) as u64;
+        let mut matches: Vec<(Tid, u32)> = keys
+            .iter()
+            .map(|&(row, d)| (tid_from(*d.cast_mut_ptr::<pg_sys::ItemPointerData>()), row as u32))
+            .filter(|&(t, _)| t & 0xffff != 0 && t >> 16 < blocks)
+            .collect();
+        crate::visibility::sort(&mut matches);
+        matches
+    }
+}
+
 /// The scan column a key expression reads when it is just that column
 /// (after setrefs: a Var of INDEX_VAR) and the column comes from the outer
 /// side.
@@ -200,7 +221,9 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         (*node).custom_ps = list::of_ptrs(&[outer]);
         let lock = pg_sys::AccessShareLock as i32;
         let heap = pg_sys::table_open(p.heap, lock);
-        let index = pg_sys::index_open(p.index, lock);
+        // A TID probe reads no index.
+        let by_tid = p.index == pg_sys::InvalidOid;
+        let index = if by_tid { std::ptr::null_mut() } else { pg_sys::index_open(p.index, lock) };
         let table = &raw mut (*estate).es_tupleTable;
         let heap_slot = pg_sys::table_slot_create(heap, table);
         let outer_slot = pg_sys::ExecAllocTableSlot(table, pg_sys::ExecGetResultType(outer), &pg_sys::TTSOpsMinimalTuple);
@@ -228,8 +251,8 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             outer,
             heap,
             index,
-            am: searcher_name(index),
-            pages: super::heap::PageFetch::begin(heap, heap_slot),
+            am: if by_tid { "" } else { searcher_name(index) },
+            pages: super::heap::PageFetch::begin(heap, heap_slot, by_tid),
             // The visibility map is heapam's.
             index_only: p.index_only && (*heap).rd_tableam == pg_sys::GetHeapamTableAmRoutine(),
             vm_buf: pg_sys::InvalidBuffer as pg_sys::Buffer,
@@ -461,16 +484,15 @@ impl State {
         self.vm_last = None;
         // SAFETY: the node's fetch.
         unsafe { self.pages.reset() };
-        if !keys.is_empty() {
+        if self.index.is_null() {
+            // SAFETY: the node's open table; TID datums.
+            self.matches = unsafe { tid_matches(self.heap, keys) };
+        } else if !keys.is_empty() {
             let open = OpenIndex::for_plan(self.heap, self.index, self.am);
             let batch = Batch { ask: Ask::Matches(self.strategy), query_type: self.key_type, queries: keys, what: "GpuIndexJoin" };
             let hits = search::search(&open, &batch);
             self.matches = hits.rows.into_iter().map(|(row, t)| (tid_from(t), row as u32)).collect();
-            if !self.matches.is_sorted() {
-                use rayon::slice::ParallelSliceMut;
-                crate::batch::ensure_cpu_pool();
-                self.matches.par_sort_unstable();
-            }
+            crate::visibility::sort(&mut self.matches);
             self.note_batch(started);
         }
         self.stats.chunks += 1;
@@ -722,7 +744,9 @@ unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
         pg_sys::ExecClearTuple(st.heap_slot);
         st.pages.end();
         st.release_vm();
-        pg_sys::index_close(st.index, pg_sys::NoLock as i32);
+        if !st.index.is_null() {
+            pg_sys::index_close(st.index, pg_sys::NoLock as i32);
+        }
         pg_sys::table_close(st.heap, pg_sys::NoLock as i32);
     }
 }
@@ -764,9 +788,15 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
         let deparse =
             |e: *mut pg_sys::Node| CStr::from_ptr(pg_sys::deparse_expression(e, context, true, false)).to_string_lossy().into_owned();
         pg_sys::ExplainPropertyText(c"Join Type".as_ptr(), join_type_name(st.jointype).as_ptr(), es);
-        let name = CStr::from_ptr(pg_sys::get_rel_name((*st.index).rd_id)).to_string_lossy();
-        text(es, c"Index", &format!("{name} ({})", st.am));
+        if st.index.is_null() {
+            // As a TID scan shows its condition.
+            text(es, c"TID Cond", &format!("(ctid = {})", deparse(exprs[0])));
+        } else {
+            let name = CStr::from_ptr(pg_sys::get_rel_name((*st.index).rd_id)).to_string_lossy();
+            text(es, c"Index", &format!("{name} ({})", st.am));
+        }
         match &st.top {
+            None if st.index.is_null() => {}
             None => text(es, c"Probe", &deparse(exprs[2])),
             Some(top) => {
                 let op = CStr::from_ptr(pg_sys::get_opname(top.op)).to_string_lossy().into_owned();
@@ -784,7 +814,9 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
             text(es, c"Inner Rows", "not read (index-only)");
         }
         integer(es, c"Chunk Size", st.chunk_size as u64);
-        text(es, c"Device", crate::guc::device_name());
+        if !st.index.is_null() {
+            text(es, c"Device", crate::guc::device_name());
+        }
         if (*es).analyze {
             // Every participant's under a parallel-aware plan (`parallel`);
             // a plan run whole by one worker (force_parallel_mode) counts
@@ -804,7 +836,9 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
                 integer(es, c"Rows by Heap Scan", top.scanned);
             }
             if (*es).timing {
-                millis(es, c"Index Time", s.index_time);
+                if !st.index.is_null() {
+                    millis(es, c"Index Time", s.index_time);
+                }
                 millis(es, c"Heap Time", s.heap_time);
             }
         }

@@ -12,14 +12,23 @@
 //!
 //! Tables of other access methods, or slots that are not buffer heap
 //! slots, go through `table_index_fetch_tuple`.
+//!
+//! A TID probe (`exact`: `inner.ctid = outer.ctid`) fetches the row at
+//! each TID itself, as a TID scan does (`heap_fetch`: no HOT chain is
+//! followed; a TID of an unused, dead or redirect line pointer, or past the
+//! page's last, is no row): resolved a page at a time under an MVCC
+//! snapshot below SERIALIZABLE, else row by row through
+//! `table_tuple_fetch_row_version` (heapam's predicate locks).
 
 use crate::storage::{pin_page, tid_to, Tid};
-use crate::visibility::{line_pointers_answer, resolve_page};
+use crate::visibility::{line_pointers_answer, resolve_exact, resolve_page};
 use pgrx::pg_sys;
 
 pub(super) struct PageFetch {
     /// Heap table and buffer heap slot: pages are read here.
     by_page: bool,
+    /// The row at each TID, not its HOT chain's visible member.
+    exact: bool,
     /// Non-heap tables: the table AM's own fetch.
     index_fetch: *mut pg_sys::IndexFetchTableData,
     /// The pinned page (InvalidBuffer: none) and its block.
@@ -64,14 +73,15 @@ unsafe fn prefetch_rows(buf: pg_sys::Buffer, rows: &[(Tid, Option<pg_sys::ItemPo
 impl PageFetch {
     /// # Safety
     /// `heap` open; `slot` made for it by `table_slot_create`.
-    pub(super) unsafe fn begin(heap: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot) -> PageFetch {
+    pub(super) unsafe fn begin(heap: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, exact: bool) -> PageFetch {
         // SAFETY: the caller's relation and slot.
         unsafe {
             let by_page = (*heap).rd_tableam == pg_sys::GetHeapamTableAmRoutine()
                 && std::ptr::eq((*slot).tts_ops, &raw const pg_sys::TTSOpsBufferHeapTuple);
             PageFetch {
                 by_page,
-                index_fetch: if by_page { std::ptr::null_mut() } else { pg_sys::table_index_fetch_begin(heap) },
+                exact,
+                index_fetch: if by_page || exact { std::ptr::null_mut() } else { pg_sys::table_index_fetch_begin(heap) },
                 buf: pg_sys::InvalidBuffer as pg_sys::Buffer,
                 block: pg_sys::InvalidBlockNumber,
                 page: Vec::new(),
@@ -95,6 +105,11 @@ impl PageFetch {
     ) -> bool {
         // SAFETY: the caller keeps this function's contract (# Safety).
         unsafe {
+            let fast = line_pointers_answer(snapshot);
+            if self.exact && !(self.by_page && fast) {
+                let mut ip = tid_to(tid);
+                return pg_sys::table_tuple_fetch_row_version(heap, &mut ip, snapshot, slot);
+            }
             if !self.by_page {
                 let mut ip = tid_to(tid);
                 let (mut call_again, mut all_dead) = (false, false);
@@ -108,7 +123,9 @@ impl PageFetch {
                 // As heapam's index fetch does when it moves to a page.
                 pg_sys::heap_page_prune_opt(heap, self.buf);
                 let on_page = std::iter::once(tid).chain(upcoming.take_while(|&t| (t >> 16) as u32 == block && t >= tid));
-                resolve_page(heap, self.buf, snapshot, line_pointers_answer(snapshot), on_page, &mut self.page);
+                let mut page = std::mem::take(&mut self.page);
+                self.resolve(heap, snapshot, fast, on_page, &mut page);
+                self.page = page;
                 prefetch_rows(self.buf, &self.page);
             }
             let visible = match self.page.binary_search_by_key(&tid, |p| p.0) {
@@ -116,7 +133,7 @@ impl PageFetch {
                 Err(_) => {
                     // Out of the caller's order: this TID alone.
                     let mut one = Vec::with_capacity(1);
-                    resolve_page(heap, self.buf, snapshot, line_pointers_answer(snapshot), std::iter::once(tid), &mut one);
+                    self.resolve(heap, snapshot, fast, std::iter::once(tid), &mut one);
                     one[0].1
                 }
             };
@@ -133,6 +150,25 @@ impl PageFetch {
             (*tuple).t_tableOid = (*heap).rd_id;
             pg_sys::ExecStoreBufferHeapTuple(tuple, slot, self.buf);
             true
+        }
+    }
+
+    /// Resolves `tids` of the pinned page into `out`.
+    unsafe fn resolve(
+        &self,
+        heap: pg_sys::Relation,
+        snapshot: pg_sys::Snapshot,
+        fast: bool,
+        tids: impl Iterator<Item = Tid>,
+        out: &mut Vec<(Tid, Option<pg_sys::ItemPointerData>)>,
+    ) {
+        // SAFETY: `fetch`'s contract; the page is pinned.
+        unsafe {
+            if self.exact {
+                resolve_exact(heap, self.buf, snapshot, tids, out)
+            } else {
+                resolve_page(heap, self.buf, snapshot, fast, tids, out)
+            }
         }
     }
 

@@ -35,16 +35,26 @@ pub unsafe fn install() {
     }
 }
 
-/// How the node probes an index: a join clause of the inner table
-/// (`rinfo`), or a LATERAL top-k subquery (`top`).
+/// How the node finds its matches: a join clause of the inner table that
+/// probes an index (`rinfo`, `index`), a LATERAL top-k subquery (`top`), or
+/// `inner.ctid = outer_expression` (`rinfo`, no index: the outer side's
+/// TIDs are the matches, fetched in TID order as the batch functions'
+/// rows are joined back).
 pub struct Probe {
     /// The probe clause; null for a top-k subquery.
     pub rinfo: *mut pg_sys::RestrictInfo,
+    /// Null for a TID probe.
     pub index: *mut pg_sys::IndexOptInfo,
     pub strategy: u16,
     /// Each outer row's query: the clause's or the ordering's outer side.
     pub key: *mut pg_sys::Expr,
     pub top: Option<super::lateral::TopK>,
+}
+
+impl Probe {
+    pub fn by_tid(&self) -> bool {
+        self.index.is_null()
+    }
 }
 
 #[pg_guard]
@@ -118,7 +128,8 @@ unsafe fn offer(
             return;
         }
         let probe = if inner_is_plain_table(root, innerrel) {
-            find_probe(joinrel, outerrel, innerrel, jointype, &clauses)
+            find_tid_probe(joinrel, outerrel, innerrel, jointype, &clauses)
+                .or_else(|| find_probe(joinrel, outerrel, innerrel, jointype, &clauses))
         } else if matches!(jointype, pg_sys::JoinType::JOIN_INNER | pg_sys::JoinType::JOIN_LEFT) {
             super::lateral::find(root, (*(*outer_path).pathtarget).exprs, innerrel).map(|top| Probe {
                 rinfo: std::ptr::null_mut(),
@@ -131,7 +142,10 @@ unsafe fn offer(
             None
         };
         let Some(probe) = probe else { return };
-        if !vars_supported(joinrel, innerrel, outer_path, &clauses) {
+        // A TID probe is answered by the fetch itself: its clause's ctid
+        // is not a column the node supplies.
+        let read: Vec<_> = clauses.iter().copied().filter(|&r| !(probe.by_tid() && r == probe.rinfo)).collect();
+        if !vars_supported(joinrel, innerrel, outer_path, &read) {
             return;
         }
         let private = plan::PathPrivate { restrictlist, probe: &probe, jointype, innerrel };
@@ -208,7 +222,6 @@ unsafe fn inner_is_plain_table(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys:
         if (*rel).reloptkind != pg_sys::RelOptKind::RELOPT_BASEREL
             || (*rel).rtekind != pg_sys::RTEKind::RTE_RELATION
             || !(*rel).lateral_relids.is_null()
-            || (*rel).indexlist.is_null()
         {
             return false;
         }
@@ -241,6 +254,32 @@ unsafe fn find_probe(
                 if let Some((strategy, key)) = probe_clause(rinfo, (*innerrel).relid, (*outerrel).relids, ix, searcher) {
                     return Some(Probe { rinfo, index, strategy, key, top: None });
                 }
+            }
+        }
+        None
+    }
+}
+
+/// The first clause `inner.ctid = outer_expression` (either way round):
+/// the batch functions' rows joined back to their table.
+unsafe fn find_tid_probe(
+    joinrel: *mut pg_sys::RelOptInfo,
+    outerrel: *mut pg_sys::RelOptInfo,
+    innerrel: *mut pg_sys::RelOptInfo,
+    jointype: pg_sys::JoinType::Type,
+    clauses: &[*mut pg_sys::RestrictInfo],
+) -> Option<Probe> {
+    // SAFETY: planner structures.
+    unsafe {
+        for &rinfo in clauses {
+            if is_outer(jointype) && pushed_down(rinfo, (*joinrel).relids) {
+                continue;
+            }
+            let Some((opno, key)) = outer_side(rinfo, (*innerrel).relid, (*outerrel).relids, pg_sys::SelfItemPointerAttributeNumber) else {
+                continue;
+            };
+            if opno == pg_sys::Oid::from(pg_sys::TIDEqualOperator) && pg_sys::exprType(key.cast()) == pg_sys::TIDOID && stable(key) {
+                return Some(Probe { rinfo, index: std::ptr::null_mut(), strategy: 0, key, top: None });
             }
         }
         None
@@ -283,14 +322,14 @@ unsafe fn is_column(e: *mut pg_sys::Expr, relid: pg_sys::Index, attno: i32) -> b
     }
 }
 
-/// (strategy, outer side) when `rinfo` probes index `ix`.
-unsafe fn probe_clause(
+/// (operator, outer side) when `rinfo` is `inner column attno OP outer
+/// expression`, commuted to put the column on the left.
+unsafe fn outer_side(
     rinfo: *mut pg_sys::RestrictInfo,
     inner_relid: pg_sys::Index,
     outer_relids: *mut pg_sys::Bitmapset,
-    ix: &pg_sys::IndexOptInfo,
-    searcher: &Searcher,
-) -> Option<(u16, *mut pg_sys::Expr)> {
+    attno: i32,
+) -> Option<(pg_sys::Oid, *mut pg_sys::Expr)> {
     // SAFETY: planner structures.
     unsafe {
         let clause = (*rinfo).clause;
@@ -302,23 +341,38 @@ unsafe fn probe_clause(
         if args.len() != 2 {
             return None;
         }
-        let column = *ix.indexkeys;
         let from_outer = |relids: *mut pg_sys::Bitmapset| !pg_sys::bms_is_empty(relids) && pg_sys::bms_is_subset(relids, outer_relids);
-        let (opno, key) = if is_column(args[0], inner_relid, column) && from_outer((*rinfo).right_relids) {
+        let (opno, key) = if is_column(args[0], inner_relid, attno) && from_outer((*rinfo).right_relids) {
             (op.opno, args[1])
-        } else if is_column(args[1], inner_relid, column) && from_outer((*rinfo).left_relids) {
+        } else if is_column(args[1], inner_relid, attno) && from_outer((*rinfo).left_relids) {
             (pg_sys::get_commutator(op.opno), args[0])
         } else {
             return None;
         };
-        if opno == pg_sys::InvalidOid {
-            return None;
-        }
+        (opno != pg_sys::InvalidOid).then_some((opno, key))
+    }
+}
+
+/// Whether an outer expression gives one value per outer row: evaluated
+/// once per row, it must not be volatile.
+unsafe fn stable(key: *mut pg_sys::Expr) -> bool {
+    // SAFETY: an expression node.
+    unsafe { !pg_sys::contain_volatile_functions(key.cast()) && !pg_sys::contain_subplans(key.cast()) }
+}
+
+/// (strategy, outer side) when `rinfo` probes index `ix`.
+unsafe fn probe_clause(
+    rinfo: *mut pg_sys::RestrictInfo,
+    inner_relid: pg_sys::Index,
+    outer_relids: *mut pg_sys::Bitmapset,
+    ix: &pg_sys::IndexOptInfo,
+    searcher: &Searcher,
+) -> Option<(u16, *mut pg_sys::Expr)> {
+    // SAFETY: planner structures.
+    unsafe {
+        let (opno, key) = outer_side(rinfo, inner_relid, outer_relids, *ix.indexkeys)?;
         let strategy = pg_sys::get_op_opfamily_strategy(opno, *ix.opfamily);
-        if strategy <= 0 || !(searcher.joins)(strategy as u16) {
-            return None;
-        }
-        if pg_sys::contain_volatile_functions(key.cast()) || pg_sys::contain_subplans(key.cast()) {
+        if strategy <= 0 || !(searcher.joins)(strategy as u16) || !stable(key) {
             return None;
         }
         Some((strategy as u16, key))

@@ -3,9 +3,10 @@
 //! quals and `custom_exprs` to read from it. Execution fills it from the
 //! outer child's row and the fetched inner row (`Plan::colmap`).
 //!
-//! - `custom_exprs`: [the probe's outer side (one query per outer row),
-//!   the match quals (as a List), the probe clause (for EXPLAIN; NULL for
-//!   a LATERAL top-k subquery)];
+//! - `custom_exprs`: [the probe's outer side (one query, or for a TID
+//!   probe one TID, per outer row), the match quals (as a List), the probe
+//!   clause (for EXPLAIN; NULL for a LATERAL top-k subquery or a TID
+//!   probe)];
 //! - match quals: the inner table's own quals and the join clauses but
 //!   the probe clause, by security level (row-level security policies
 //!   first); a row pair that passes them is a match, for left, semi and
@@ -14,7 +15,8 @@
 //!   which the differential tests hold it to;
 //! - `plan.qual`: clauses pushed down to a left or anti join from WHERE,
 //!   which filter joined rows;
-//! - `custom_private`: [OIDs (the table probed, index), (join type,
+//! - `custom_private`: [OIDs (the table probed, index: InvalidOid for a
+//!   TID probe), (join type,
 //!   strategy, index-only (1: no inner column read), and for a top-k
 //!   subquery its k and ordering operator), the column map, and for a
 //!   top-k subquery its quals and select list, planned by
@@ -231,11 +233,15 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         let matching = copy(match_quals(innerrel, &join_quals, rinfo));
         let other_quals = copy(clauses(&other_quals));
         let key = copy(key);
-        let probe_clause = if rinfo.is_null() { std::ptr::null_mut() } else { copy((*rinfo).clause) };
-        // A top-k subquery's rows are always read.
+        // A TID probe's clause is answered by the fetch (its inner ctid is
+        // no column of the scan tuple); EXPLAIN shows its key.
+        let by_tid = index.is_null();
+        let probe_clause = if rinfo.is_null() || by_tid { std::ptr::null_mut() } else { copy((*rinfo).clause) };
+        // A top-k subquery's rows are always read, and a TID probe's
+        // (its TID may name no row: only the page tells).
         let mut ints = ints;
         let read = [tlist.cast(), (*(*best_path).path.pathtarget).exprs.cast(), matching.cast(), other_quals.cast()];
-        ints[2] = (!rinfo.is_null() && reads_no_inner_column(innerrel, &read)) as i32;
+        ints[2] = (!rinfo.is_null() && !by_tid && reads_no_inner_column(innerrel, &read)) as i32;
 
         // The scan tuple: every Var of what the node evaluates. (The
         // target list is NIL under a projection: its Vars come from the
@@ -290,7 +296,8 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         (*cscan).flags = (*best_path).flags;
         (*cscan).custom_plans = custom_plans;
         (*cscan).custom_exprs = list::of_ptrs::<std::ffi::c_void>(&[key.cast(), matching.cast(), probe_clause.cast()]);
-        let mut private = vec![list::of_oids(&[heap, (*index).indexoid]), list::of_ints(&ints), list::of_ints(&colmap)];
+        let index_oid = if by_tid { pg_sys::InvalidOid } else { (*index).indexoid };
+        let mut private = vec![list::of_oids(&[heap, index_oid]), list::of_ints(&ints), list::of_ints(&colmap)];
         private.extend(top);
         (*cscan).custom_private = list::of_ptrs(&private);
         (*cscan).custom_scan_tlist = scan_tlist;

@@ -705,7 +705,8 @@ pub fn concurrent_with(db: &'static str, case: Case, table: &'static str, seed: 
 /// an outer table holds `n` of the case's batch queries (duplicates and a
 /// NULL among them), joined with the case's table by the batch's operator
 /// as inner, left (with an extra join clause), semi and anti joins, and
-/// with an outer filter and a projection. Returns the inner join's rows.
+/// with an outer filter and a projection; and the same queries through
+/// `gpuindex_search`, joined back by ctid. Returns the inner join's rows.
 pub fn join_differential(c: &mut Client, case: &Case, table: &str, rng: &mut SplitMix64, n: usize) -> usize {
     let q = (case.batch)(case.data, rng, n);
     let outer = format!("{table}_q");
@@ -729,6 +730,11 @@ pub fn join_differential(c: &mut Client, case: &Case, table: &str, rng: &mut Spl
     ] {
         crate::check_join(c, &sql);
     }
+    // The batch's rows joined back to the table by ctid (a TID probe).
+    let quoted: Vec<String> = q.literals.iter().map(|l| format!("'{l}'")).collect();
+    let arr = format!("ARRAY[{}]::{}[]", quoted.join(","), q.query_type);
+    let search = format!("gpuindex_search('{table}_v', '{op}({},{})', {arr})", case.column_type, q.query_type);
+    crate::check_join(c, &format!("SELECT p.ord, t.id, t.v FROM {search} p JOIN {table} t ON t.ctid = p.ctid"));
     c.batch_execute(&format!("DROP TABLE {outer}")).unwrap();
     inner
 }
