@@ -56,7 +56,7 @@ fn run(index: pg_sys::Oid, op: pg_sys::Oid, queries: &AnyArray, k: Option<usize>
         Some(k) => Ask::Nearest { strategy, k },
         None => Ask::Matches(strategy),
     };
-    search::search(&open, &Batch { ask, query_type, queries: &values, what })
+    search::search(&open, &Batch { ask, query_type, queries: &values, what, heap_order: false })
 }
 
 #[pg_extern(

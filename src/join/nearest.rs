@@ -166,7 +166,7 @@ impl State {
             let started = Instant::now();
             let open = OpenIndex::for_plan(self.heap, self.index, self.am);
             let ask = Ask::Nearest { strategy: self.strategy, k: want };
-            let batch = Batch { ask, query_type: self.key_type, queries: &pending, what: "GpuIndexJoin" };
+            let batch = Batch { ask, query_type: self.key_type, queries: &pending, what: "GpuIndexJoin", heap_order: false };
             let hits = search::search(&open, &batch);
             self.note_batch(started);
             let rechecked = bound(open.index, pending[0].1, 0.0).is_some();

@@ -34,7 +34,8 @@ impl std::fmt::Display for Ask {
 /// A batch's answer: `rows` are (query position, TID); `distances` (for
 /// `Ask::Nearest`) are the rows' distances. Rows of one position are in
 /// the access method's order: heap order for matches, nearest first for
-/// neighbours.
+/// neighbours; under `Batch::heap_order` matches are in heap order
+/// whatever their positions.
 #[derive(Default)]
 pub struct Hits {
     pub rows: Vec<(i64, pg_sys::ItemPointerData)>,
@@ -49,6 +50,9 @@ pub struct Batch<'a> {
     pub queries: &'a [(i64, pg_sys::Datum)],
     /// Recorded as the batch's name in `gpuindex_last_batch()`.
     pub what: &'static str,
+    /// The caller takes the rows in heap (TID) order: an access method
+    /// that finds them so need not group them by position.
+    pub heap_order: bool,
 }
 
 /// What an access method implements to be searched in batches.

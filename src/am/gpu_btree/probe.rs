@@ -119,7 +119,7 @@ pub(crate) fn probe_function(
     let (query_type, queries) = keys::array_elements(keys.datum());
     let open = OpenIndex::open(index, am, Access::Read, pg_sys::AccessShareLock as i32);
     let ask = Ask::Matches(pg_sys::BTEqualStrategyNumber as u16);
-    let hits = search::search(&open, &Batch { ask, query_type, queries: &queries, what });
+    let hits = search::search(&open, &Batch { ask, query_type, queries: &queries, what, heap_order: false });
     drop(open);
     // SAFETY: the caller's own fcinfo, declared (ord bigint, ctid tid).
     unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }

@@ -44,7 +44,7 @@ impl BatchSearch for super::GpuSpatial {
             None => {
                 // SAFETY: datums of the strategy's type (checked above).
                 let qs: Vec<(i64, Query)> = batch.queries.iter().map(|&(i, d)| (i, unsafe { query_of(strategy, d) })).collect();
-                Hits { rows: matches(open, &qs, batch.what), distances: None }
+                Hits { rows: matches(open, &qs, batch.what, batch.heap_order), distances: None }
             }
             Some(k) => {
                 let centers: Vec<(i64, (f64, f64))> = batch.queries.iter().map(|&(i, d)| (i, point_of(d))).collect();
@@ -88,8 +88,8 @@ fn point_of(d: pg_sys::Datum) -> (f64, f64) {
 }
 
 /// Every (position, visible TID) answering the queries, grouped by
-/// position, in heap order within each.
-fn matches(open: &OpenIndex, qs: &[(i64, Query)], what: &'static str) -> Vec<(i64, pg_sys::ItemPointerData)> {
+/// position, in heap order within each; or (`heap_order`) in heap order.
+fn matches(open: &OpenIndex, qs: &[(i64, Query)], what: &'static str, heap_order: bool) -> Vec<(i64, pg_sys::ItemPointerData)> {
     let rel = open.index;
     let m = shape::meta(rel);
     let queries: Vec<Query> = qs.iter().map(|q| q.1).collect();
@@ -106,7 +106,12 @@ fn matches(open: &OpenIndex, qs: &[(i64, Query)], what: &'static str) -> Vec<(i6
     // A merge running beside the call may show an entry twice.
     crate::visibility::sort(&mut matches);
     matches.dedup();
-    crate::visibility::by_position(open.visible(matches))
+    let rows = open.visible(matches);
+    if heap_order {
+        rows
+    } else {
+        crate::visibility::by_position(rows)
+    }
 }
 
 /// A kNN candidate: distance key (NaN last), TID, distance.

@@ -61,7 +61,7 @@ fn datums<T>(positions: impl IntoIterator<Item = i64>, values: &[T]) -> Vec<(i64
 /// Runs one batch over gpu_spatial index `oid`.
 fn run(oid: pg_sys::Oid, ask: Ask, query_type: pg_sys::Oid, queries: &[(i64, pg_sys::Datum)], what: &'static str) -> Hits {
     let open = OpenIndex::open(oid, "gpu_spatial", Access::Read, pg_sys::AccessShareLock as i32);
-    search::search(&open, &Batch { ask, query_type, queries, what })
+    search::search(&open, &Batch { ask, query_type, queries, what, heap_order: false })
 }
 
 /// Returns a batch's (ord, ctid) rows.
@@ -235,7 +235,7 @@ fn gpu_spatial_join(
             }
             // Datums pointing at the values; positions index outer_tids.
             let qs = if kind == pg_sys::BOXOID { datums(0.., &boxes) } else { datums(0.., &circles) };
-            let hits = search::search(&inner, &Batch { ask: Ask::Matches(strategy), query_type, queries: &qs, what: "gpu_spatial_join" });
+            let hits = search::search(&inner, &Batch { ask: Ask::Matches(strategy), query_type, queries: &qs, what: "gpu_spatial_join", heap_order: false });
             out.extend(hits.rows.into_iter().map(|(ord, tid)| (outer_tids[ord as usize], tid)));
         }
         Ok::<_, pgrx::spi::Error>(())
