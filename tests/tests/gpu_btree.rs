@@ -311,6 +311,62 @@ fn probe_function_equals_join() {
     c.batch_execute("DROP TABLE probe_t").unwrap();
 }
 
+/// Batches of 4,096 probes and more copy their leaves and search them on
+/// all cores (`mirror::copied_leaf_step`): equal to the join on runs of one
+/// key over many leaves, after VACUUM has deleted leaves (dead pages on
+/// the walk) and after inserts split leaves the backend's mirror does not
+/// know of (stale hints).
+#[test]
+fn large_probe_batches_equal_the_join() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS bigprobe_t;
+         CREATE TABLE bigprobe_t (id int, v int8);
+         INSERT INTO bigprobe_t SELECT g, (g * 7919) % 60000 FROM generate_series(1, 120000) g;
+         INSERT INTO bigprobe_t SELECT g, 777 FROM generate_series(120001, 130000) g;
+         INSERT INTO bigprobe_t SELECT g, 40000 + g % 3 FROM generate_series(130001, 136000) g;
+         CREATE INDEX bigprobe_t_v ON bigprobe_t USING gpu_btree (v);
+         -- The join to compare with reads the table, not the index.
+         SET gpuindex.enable_join = off; SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;",
+    )
+    .unwrap();
+    let diff = |c: &mut Client, keys: &[i64]| -> (i64, i64, i64) {
+        let r = c
+            .query_one(
+                "WITH p AS (SELECT p.ord, t.id FROM gpu_btree_probe('bigprobe_t_v', $1::int8[]) p JOIN bigprobe_t t ON t.ctid = p.ctid),
+                      j AS (SELECT k.ord, t.id FROM unnest($1::int8[]) WITH ORDINALITY k(v, ord) JOIN bigprobe_t t ON t.v = k.v)
+                 SELECT (SELECT count(*) FROM p),
+                        (SELECT count(*) FROM (SELECT * FROM p EXCEPT ALL SELECT * FROM j) a),
+                        (SELECT count(*) FROM (SELECT * FROM j EXCEPT ALL SELECT * FROM p) b)",
+                &[&keys],
+            )
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    let mut rng = SplitMix64::new(21);
+    let mut keys: Vec<i64> = (0..70_000).step_by(3).collect();
+    keys.extend([777, 40_000, 40_001, 40_002, -5, 1 << 40]);
+    keys.extend((0..5000).map(|_| rng.below(70_000) as i64));
+    for step in ["built", "deleted and vacuumed", "split"] {
+        match step {
+            "deleted and vacuumed" => {
+                c.batch_execute("DELETE FROM bigprobe_t WHERE v BETWEEN 10000 AND 30000").unwrap();
+                c.batch_execute("VACUUM bigprobe_t").unwrap();
+            }
+            "split" => c.batch_execute("INSERT INTO bigprobe_t SELECT -g, g % 60000 FROM generate_series(1, 60000) g").unwrap(),
+            _ => {}
+        }
+        let (rows, extra, missing) = diff(&mut c, &keys);
+        assert!(rows > 20_000, "{step}: {rows} rows");
+        assert_eq!((extra, missing), (0, 0), "{step}: {rows} rows");
+    }
+    c.batch_execute(
+        "DROP TABLE bigprobe_t; RESET gpuindex.enable_join; RESET enable_indexscan; RESET enable_bitmapscan; RESET enable_indexonlyscan",
+    )
+    .unwrap();
+}
+
 /// Temporary files this database has written (flushed from this backend).
 fn temp_files(c: &mut Client) -> i64 {
     c.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();

@@ -186,11 +186,120 @@ impl LeafLevel for PageLeaves {
 
 /// Every (key, TID) whose key is one of the ascending distinct `probes`, in
 /// key order: hints through the batch executor, then the leaf step over
-/// pages.
+/// pages (searched on all cores for large batches: `copied_leaf_step`).
 pub fn probe(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<(u64, Tid)> {
     let hints = hints(tree, probes, what);
+    if probes.len() >= PARALLEL_PROBES {
+        return copied_leaf_step(tree, &hints, probes);
+    }
     let leaves = PageLeaves::new(tree);
     let mut counts = vec![0u32; probes.len()];
     leaf::leaf_step_seq(&leaves, &hints, probes, &mut counts);
     leaves.out.into_inner()
+}
+
+/// Batches from this many probes search their leaves on all cores.
+const PARALLEL_PROBES: usize = 4096;
+/// Leaves copied before a parallel search of them (4 MB).
+const WINDOW: usize = 512;
+const PAGE_WORDS: usize = pg_sys::BLCKSZ as usize / 8;
+
+/// The leaf step of a large batch: this backend reads the leaves the
+/// probes need, left to right as `PageLeaves` does (hints, right-moves past
+/// splits and dead pages, a run of one key continued on the right while a
+/// page's high key is that key), copying each under its share lock; then
+/// all cores search the copies, each for the probes within its keys. A
+/// window of pages at a time. Every entry is on one page, so each comes
+/// out once; a page split after its copy moved only entries the copy has
+/// (the walk follows the copy's right link), as in a B-link scan.
+fn copied_leaf_step(tree: &Tree, hints: &[u32], probes: &[u64]) -> Vec<(u64, Tid)> {
+    crate::batch::ensure_cpu_pool();
+    let blocks = blocks(tree);
+    let mut w = Window { words: vec![0; WINDOW * PAGE_WORDS], pages: Vec::with_capacity(WINDOW), probes, out: Vec::new() };
+    // The last copy's fences: (high key, rightmost, right link).
+    let mut last: Option<(u64, bool, u32)> = None;
+    for (j, &q) in probes.iter().enumerate() {
+        match last {
+            Some((high, rightmost, _)) if rightmost || q <= high => w.pages.last_mut().expect("a page").end = j + 1,
+            _ => last = Some(w.copy(&live_leaf_for(tree.rel, hinted_leaf(tree, hints[j], blocks, q), q), j)),
+        }
+        // q's run may go on past the page: its right page too.
+        while let Some((high, false, right)) = last {
+            if high != q {
+                break;
+            }
+            last = Some(w.copy(&live_leaf_for(tree.rel, Shared::lock(tree.rel, right), q), j));
+        }
+    }
+    w.search();
+    w.out
+}
+
+/// The copied leaves of `copied_leaf_step` not yet searched.
+struct Window<'a> {
+    /// The pages, BLCKSZ bytes each (words: the page layout's alignment).
+    words: Vec<u64>,
+    /// Each page's probes (a range of `probes`).
+    pages: Vec<std::ops::Range<usize>>,
+    probes: &'a [u64],
+    out: Vec<(u64, Tid)>,
+}
+
+impl Window<'_> {
+    /// Copies the locked leaf `g` as the page of probe `j` on (after a
+    /// search of the window if it is full); returns its high key, whether
+    /// it is the rightmost, and its right link.
+    fn copy(&mut self, g: &Shared, j: usize) -> (u64, bool, u32) {
+        if self.pages.len() == WINDOW {
+            self.search();
+        }
+        let l = Leaf::new(g.page());
+        let at = self.pages.len() * PAGE_WORDS;
+        let slot = &mut self.words[at..at + PAGE_WORDS];
+        // SAFETY: a locked page of BLCKSZ bytes into a slot of as many.
+        unsafe { std::ptr::copy_nonoverlapping(g.page().as_ptr(), slot.as_mut_ptr().cast::<u8>(), pg_sys::BLCKSZ as usize) };
+        self.pages.push(j..j + 1);
+        (l.s.high, l.rightmost(), l.s.right)
+    }
+
+    /// Searches every page of the window for its probes, on all cores;
+    /// appends the entries found in page order (key order) to `out`.
+    fn search(&mut self) {
+        use rayon::prelude::*;
+        let probes = self.probes;
+        let found: Vec<Vec<(u64, Tid)>> = self
+            .pages
+            .par_iter()
+            .zip(self.words.par_chunks(PAGE_WORDS))
+            .map(|(range, page)| {
+                // SAFETY: a copy of a leaf page (8-aligned, BLCKSZ bytes)
+                // that Leaf::new accepted while it was locked.
+                let l = Leaf::new(unsafe { PageRef::new(page.as_ptr().cast()) });
+                let mut got = Vec::new();
+                let mut from = 0;
+                for &q in &probes[range.clone()] {
+                    let start = l.lower_bound_from(from, q);
+                    from = l.run_end(start, q);
+                    got.extend(l.entries(start, from));
+                }
+                got
+            })
+            .collect();
+        self.out.extend(found.into_iter().flatten());
+        self.pages.clear();
+    }
+}
+
+/// From `page` (at or left of where q's entries begin), the first live
+/// leaf that may hold q: right past dead pages and pages whose high key is
+/// below q (split since the hint).
+fn live_leaf_for(rel: pg_sys::Relation, mut page: Shared, q: u64) -> Shared {
+    loop {
+        let l = Leaf::new(page.page());
+        if !is_dead(&l.s) && (l.rightmost() || q <= l.s.high) {
+            return page;
+        }
+        let next = l.s.right;
+        page = Shared::lock(rel, next);
+    }
 }
