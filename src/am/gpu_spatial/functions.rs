@@ -235,7 +235,10 @@ fn gpu_spatial_join(
             }
             // Datums pointing at the values; positions index outer_tids.
             let qs = if kind == pg_sys::BOXOID { datums(0.., &boxes) } else { datums(0.., &circles) };
-            let hits = search::search(&inner, &Batch { ask: Ask::Matches(strategy), query_type, queries: &qs, what: "gpu_spatial_join", heap_order: false });
+            let hits = search::search(
+                &inner,
+                &Batch { ask: Ask::Matches(strategy), query_type, queries: &qs, what: "gpu_spatial_join", heap_order: false },
+            );
             out.extend(hits.rows.into_iter().map(|(ord, tid)| (outer_tids[ord as usize], tid)));
         }
         Ok::<_, pgrx::spi::Error>(())
