@@ -311,11 +311,10 @@ fn probe_function_equals_join() {
     c.batch_execute("DROP TABLE probe_t").unwrap();
 }
 
-/// Batches of 4,096 probes and more copy their leaves and search them on
-/// all cores (`mirror::copied_leaf_step`): equal to the join on runs of one
-/// key over many leaves, after VACUUM has deleted leaves (dead pages on
-/// the walk) and after inserts split leaves the backend's mirror does not
-/// know of (stale hints).
+/// Batches of tens of thousands of probes (the size of a join's chunks)
+/// equal the join: on runs of one key over many leaves, after VACUUM has
+/// deleted leaves (dead pages on the leaf step's walk) and after inserts
+/// split leaves the backend's mirror does not know of (stale hints).
 #[test]
 fn large_probe_batches_equal_the_join() {
     let mut c = connect(DB);
