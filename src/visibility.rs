@@ -96,18 +96,9 @@ pub unsafe fn resolve_page(
 ) {
     // SAFETY: the caller keeps this function's contract (# Safety).
     unsafe {
-        out.clear();
-        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
-        let page = pg_sys::BufferGetPage(buf);
-        let all_visible = fast && ((*(page as *const pg_sys::PageHeaderData)).pd_flags as u32 & pg_sys::PD_ALL_VISIBLE) != 0;
-        for tid in tids {
-            if out.last().is_some_and(|l| l.0 == tid) {
-                continue;
-            }
-            let v = if all_visible { line_pointer_answer(page, tid) } else { None }.unwrap_or_else(|| hot_search(heap, buf, snapshot, tid));
-            out.push((tid, v));
-        }
-        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+        each_locked(buf, tids, out, |page, all_visible, tid| {
+            if fast && all_visible { line_pointer_answer(page, tid) } else { None }.unwrap_or_else(|| hot_search(heap, buf, snapshot, tid))
+        })
     }
 }
 
@@ -129,26 +120,43 @@ pub unsafe fn resolve_exact(
 ) {
     // SAFETY: the caller keeps this function's contract (# Safety).
     unsafe {
+        each_locked(buf, tids, out, |page, all_visible, tid| {
+            let lp = line_pointer(page, tid).filter(|lp| lp.lp_flags() == pg_sys::LP_NORMAL)?;
+            if all_visible {
+                return Some(tid_to(tid));
+            }
+            let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
+            tuple.t_data = (page as *mut u8).add(lp.lp_off() as usize).cast();
+            tuple.t_len = lp.lp_len();
+            tuple.t_self = tid_to(tid);
+            tuple.t_tableOid = (*heap).rd_id;
+            pg_sys::HeapTupleSatisfiesVisibility(&mut tuple, snapshot, buf).then_some(tuple.t_self)
+        })
+    }
+}
+
+/// `answer(page, all-visible flag, tid)` for each of `tids` (sorted;
+/// repeats answered once) into `out`, under one share lock of `buf`.
+///
+/// # Safety
+/// `buf` pinned, a heap page.
+unsafe fn each_locked(
+    buf: pg_sys::Buffer,
+    tids: impl Iterator<Item = Tid>,
+    out: &mut Vec<(Tid, Option<pg_sys::ItemPointerData>)>,
+    mut answer: impl FnMut(pg_sys::Page, bool, Tid) -> Option<pg_sys::ItemPointerData>,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
         out.clear();
         pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
         let page = pg_sys::BufferGetPage(buf);
-        let header = &*(page as *const pg_sys::PageHeaderData);
-        let all_visible = (header.pd_flags as u32 & pg_sys::PD_ALL_VISIBLE) != 0;
+        let all_visible = ((*(page as *const pg_sys::PageHeaderData)).pd_flags as u32 & pg_sys::PD_ALL_VISIBLE) != 0;
         for tid in tids {
             if out.last().is_some_and(|l| l.0 == tid) {
                 continue;
             }
-            let v = line_pointer(page, tid).filter(|lp| lp.lp_flags() == pg_sys::LP_NORMAL).and_then(|lp| {
-                if all_visible {
-                    return Some(tid_to(tid));
-                }
-                let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
-                tuple.t_data = (page as *mut u8).add(lp.lp_off() as usize).cast();
-                tuple.t_len = lp.lp_len();
-                tuple.t_self = tid_to(tid);
-                tuple.t_tableOid = (*heap).rd_id;
-                pg_sys::HeapTupleSatisfiesVisibility(&mut tuple, snapshot, buf).then_some(tuple.t_self)
-            });
+            let v = answer(page, all_visible, tid);
             out.push((tid, v));
         }
         pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);

@@ -489,7 +489,13 @@ impl State {
             self.matches = unsafe { tid_matches(self.heap, keys) };
         } else if !keys.is_empty() {
             let open = OpenIndex::for_plan(self.heap, self.index, self.am);
-            let batch = Batch { ask: Ask::Matches(self.strategy), query_type: self.key_type, queries: keys, what: "GpuIndexJoin", heap_order: true };
+            let batch = Batch {
+                ask: Ask::Matches(self.strategy),
+                query_type: self.key_type,
+                queries: keys,
+                what: "GpuIndexJoin",
+                heap_order: true,
+            };
             let hits = search::search(&open, &batch);
             self.matches = hits.rows.into_iter().map(|(row, t)| (tid_from(t), row as u32)).collect();
             crate::visibility::sort(&mut self.matches);

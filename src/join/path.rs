@@ -231,6 +231,20 @@ unsafe fn inner_is_plain_table(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys:
     }
 }
 
+/// The clauses that decide a match (a left or anti join's clauses pushed
+/// down from WHERE filter joined rows instead).
+///
+/// # Safety
+/// Planner structures of the join.
+unsafe fn deciding<'a>(
+    joinrel: *mut pg_sys::RelOptInfo,
+    jointype: pg_sys::JoinType::Type,
+    clauses: &'a [*mut pg_sys::RestrictInfo],
+) -> impl Iterator<Item = *mut pg_sys::RestrictInfo> + 'a {
+    // SAFETY: the caller's contract.
+    clauses.iter().copied().filter(move |&r| !(is_outer(jointype) && unsafe { pushed_down(r, (*joinrel).relids) }))
+}
+
 /// The first clause that probes an index of the inner table.
 unsafe fn find_probe(
     joinrel: *mut pg_sys::RelOptInfo,
@@ -247,10 +261,7 @@ unsafe fn find_probe(
                 continue;
             }
             let Some(searcher) = searcher_of(ix.relam) else { continue };
-            for &rinfo in clauses {
-                if is_outer(jointype) && pushed_down(rinfo, (*joinrel).relids) {
-                    continue;
-                }
+            for rinfo in deciding(joinrel, jointype, clauses) {
                 if let Some((strategy, key)) = probe_clause(rinfo, (*innerrel).relid, (*outerrel).relids, ix, searcher) {
                     return Some(Probe { rinfo, index, strategy, key, top: None });
                 }
@@ -271,10 +282,7 @@ unsafe fn find_tid_probe(
 ) -> Option<Probe> {
     // SAFETY: planner structures.
     unsafe {
-        for &rinfo in clauses {
-            if is_outer(jointype) && pushed_down(rinfo, (*joinrel).relids) {
-                continue;
-            }
+        for rinfo in deciding(joinrel, jointype, clauses) {
             let Some((opno, key)) = outer_side(rinfo, (*innerrel).relid, (*outerrel).relids, pg_sys::SelfItemPointerAttributeNumber) else {
                 continue;
             };

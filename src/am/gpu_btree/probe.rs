@@ -3,7 +3,8 @@
 //! the CPU, then the leaf pages), returning for each input position the
 //! TIDs of the rows with that key that are visible to the caller's
 //! snapshot (the visible member of each HOT chain), in heap order. Join
-//! back with `JOIN t ON t.ctid = p.ctid` (a nested loop over TID scans).
+//! back with `JOIN t ON t.ctid = p.ctid` (GpuIndexJoin's TID probe: the rows
+//! fetched in TID order, a heap page locked once for its TIDs).
 
 use super::keys;
 use super::page::Tid;
