@@ -115,7 +115,8 @@ pub unsafe fn estimate(
 
         // Reading the index into this backend's copy, before the first
         // chunk.
-        let load = (!probe.by_tid()).then(|| super::path::searcher_of((*probe.index).relam)).flatten().map_or(0.0, |s| {
+        let searcher = if probe.by_tid() { None } else { super::path::searcher_of((*probe.index).relam) };
+        let load = searcher.map_or(0.0, |s| {
             let index = pg_sys::index_open((*probe.index).indexoid, pg_sys::NoLock as i32);
             let cost = (s.load_cost)(index);
             pg_sys::index_close(index, pg_sys::NoLock as i32);

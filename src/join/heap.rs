@@ -70,6 +70,31 @@ unsafe fn prefetch_rows(buf: pg_sys::Buffer, rows: &[(Tid, Option<pg_sys::ItemPo
     }
 }
 
+/// Resolves `tids` of the pinned page in `buf` into `out`: the row at each
+/// (`exact`), or its HOT chain's visible member.
+///
+/// # Safety
+/// As `PageFetch::fetch`; `buf` pinned.
+unsafe fn resolve(
+    exact: bool,
+    heap: pg_sys::Relation,
+    buf: pg_sys::Buffer,
+    snapshot: pg_sys::Snapshot,
+    tids: impl Iterator<Item = Tid>,
+    out: &mut Vec<(Tid, Option<pg_sys::ItemPointerData>)>,
+) {
+    // SAFETY: the caller's contract; an exact fetch comes here only where
+    // line pointers answer (`fetch`).
+    unsafe {
+        let fast = line_pointers_answer(snapshot);
+        if exact {
+            resolve_exact(heap, buf, snapshot, tids, out)
+        } else {
+            resolve_page(heap, buf, snapshot, fast, tids, out)
+        }
+    }
+}
+
 impl PageFetch {
     /// # Safety
     /// `heap` open; `slot` made for it by `table_slot_create`.
@@ -105,8 +130,7 @@ impl PageFetch {
     ) -> bool {
         // SAFETY: the caller keeps this function's contract (# Safety).
         unsafe {
-            let fast = line_pointers_answer(snapshot);
-            if self.exact && !(self.by_page && fast) {
+            if self.exact && !(self.by_page && line_pointers_answer(snapshot)) {
                 let mut ip = tid_to(tid);
                 return pg_sys::table_tuple_fetch_row_version(heap, &mut ip, snapshot, slot);
             }
@@ -123,9 +147,7 @@ impl PageFetch {
                 // As heapam's index fetch does when it moves to a page.
                 pg_sys::heap_page_prune_opt(heap, self.buf);
                 let on_page = std::iter::once(tid).chain(upcoming.take_while(|&t| (t >> 16) as u32 == block && t >= tid));
-                let mut page = std::mem::take(&mut self.page);
-                self.resolve(heap, snapshot, fast, on_page, &mut page);
-                self.page = page;
+                resolve(self.exact, heap, self.buf, snapshot, on_page, &mut self.page);
                 prefetch_rows(self.buf, &self.page);
             }
             let visible = match self.page.binary_search_by_key(&tid, |p| p.0) {
@@ -133,7 +155,7 @@ impl PageFetch {
                 Err(_) => {
                     // Out of the caller's order: this TID alone.
                     let mut one = Vec::with_capacity(1);
-                    self.resolve(heap, snapshot, fast, std::iter::once(tid), &mut one);
+                    resolve(self.exact, heap, self.buf, snapshot, std::iter::once(tid), &mut one);
                     one[0].1
                 }
             };
@@ -150,25 +172,6 @@ impl PageFetch {
             (*tuple).t_tableOid = (*heap).rd_id;
             pg_sys::ExecStoreBufferHeapTuple(tuple, slot, self.buf);
             true
-        }
-    }
-
-    /// Resolves `tids` of the pinned page into `out`.
-    unsafe fn resolve(
-        &self,
-        heap: pg_sys::Relation,
-        snapshot: pg_sys::Snapshot,
-        fast: bool,
-        tids: impl Iterator<Item = Tid>,
-        out: &mut Vec<(Tid, Option<pg_sys::ItemPointerData>)>,
-    ) {
-        // SAFETY: `fetch`'s contract; the page is pinned.
-        unsafe {
-            if self.exact {
-                resolve_exact(heap, self.buf, snapshot, tids, out)
-            } else {
-                resolve_page(heap, self.buf, snapshot, fast, tids, out)
-            }
         }
     }
 
