@@ -255,6 +255,51 @@ SELECT * FROM gld_same(true);
 DROP TABLE gld;
 DROP FUNCTION gld_got(), gld_same(boolean);
 
+-- The delta's key tree is clear after a build and after a merge: key scans
+-- then read the run alone (a lookup reads the run metapage and one data
+-- page: with the table's visibility map page, 3 buffers) until a key goes
+-- into the delta. NULLs (the delta's NULL chain) leave it clear.
+CREATE TABLE glc (k int8, id int);
+INSERT INTO glc SELECT g * 3, g FROM generate_series(1, 20000) g;
+INSERT INTO glc VALUES (NULL, -1);
+CREATE INDEX glc_k ON glc USING gpu_learned (k);
+VACUUM glc;
+CREATE FUNCTION glc_buffers(q int8) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE l text;
+BEGIN
+  FOR l IN EXECUTE format('EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT k FROM glc WHERE k = %s', q) LOOP
+    IF l ~ 'Buffers' THEN RETURN trim(l); END IF;
+  END LOOP;
+  RETURN NULL;
+END $$;
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+-- (The first scan of the session reads the run's model and directory.)
+SELECT glc_buffers(300) IS NOT NULL AS warm;
+SELECT glc_buffers(300) AS clear;
+INSERT INTO glc VALUES (NULL, -2);
+SELECT glc_buffers(300) AS nulls_leave_it_clear;
+SELECT count(*) FROM glc WHERE k IS NULL;
+INSERT INTO glc VALUES (301, -3);
+SELECT glc_buffers(300) AS with_the_delta;
+SELECT k, id FROM glc WHERE k IN (300, 301) ORDER BY k;
+SELECT part, entries FROM gpu_learned_check('glc_k') WHERE part = 'delta';
+SELECT gpu_learned_merge('glc_k');
+SELECT glc_buffers(300) IS NOT NULL AS warm, glc_buffers(300) AS clear_after_the_merge;
+-- A transaction sees its own key insert into a clear delta, in index,
+-- index-only and bitmap scans and the probe function.
+BEGIN;
+INSERT INTO glc VALUES (305, -4);
+SELECT k, id FROM glc WHERE k = 305;
+SELECT k FROM glc WHERE k BETWEEN 300 AND 306 ORDER BY k;
+SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = on;
+SELECT count(*) FROM glc WHERE k IN (301, 305);
+SELECT count(*) FROM gpu_learned_probe('glc_k', ARRAY[300, 301, 305, 306]::int8[]);
+ROLLBACK;
+SELECT count(*) FROM gpu_learned_check('glc_k');
+RESET enable_seqscan; RESET enable_bitmapscan;
+DROP TABLE glc;
+DROP FUNCTION glc_buffers(int8);
+
 -- The batch probe function.
 SELECT p.ord, t.id FROM gpu_learned_probe('gl_i8', ARRAY[-49945, NULL, -49926, -49945, 123456789]::int8[]) p
 JOIN gl t ON t.ctid = p.ctid ORDER BY p.ord, t.id;

@@ -7,6 +7,7 @@
 //! unused. Pages are viewed as `PageRef<S>` / `PageMut<S>` of the access
 //! method's special area `S`.
 
+use gpuindex_engine::hbtree::line::prefetch;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::marker::PhantomData;
@@ -136,6 +137,26 @@ impl<'a, S: SpecialArea> PageRef<'a, S> {
         let (start, end) = (Self::SPECIAL_START - to * size, Self::SPECIAL_START - from * size);
         // SAFETY: in bounds (checked); bytes need no alignment.
         unsafe { std::slice::from_raw_parts(self.ptr.add(start), end - start) }
+    }
+
+    /// Starts loading the header's and the special area's lines (a hint:
+    /// a cold page's reads are otherwise a chain of dependent misses).
+    pub fn prefetch_ends(&self) {
+        prefetch(self.ptr);
+        prefetch(self.ptr.wrapping_add(Self::SPECIAL_START));
+    }
+
+    /// Starts loading the lines of content bytes `at..at + len` (a hint).
+    pub fn prefetch_front(&self, at: usize, len: usize) {
+        let (from, to) = (CONTENT_START + at, (CONTENT_START + at + len).min(Self::SPECIAL_START));
+        for line in (from & !63..to).step_by(64) {
+            prefetch(self.ptr.wrapping_add(line));
+        }
+    }
+
+    /// Starts loading the line of back value `i` of `size` bytes (a hint).
+    pub fn prefetch_back(&self, size: usize, i: usize) {
+        prefetch(self.ptr.wrapping_add(Self::SPECIAL_START.saturating_sub((i + 1) * size)));
     }
 
     /// The page's first byte (BLCKSZ bytes follow), for a copy of it.

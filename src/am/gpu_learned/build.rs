@@ -91,7 +91,8 @@ impl PageSink for BuildPages {
 /// run's metapage (generation and retired extents left to the caller).
 pub fn write_run(sink: &mut dyn PageSink, entries: impl Iterator<Item = (u64, Tid)>) -> RunMeta {
     let mut fit = StreamFit::new(EPS, DEFAULT_EPS_INNER);
-    let mut rm = RunMeta { eps: EPS as u32, eps_inner: DEFAULT_EPS_INNER as u32, generation: 1, ..RunMeta::default() };
+    // (A build or merge leaves the delta's key tree empty.)
+    let mut rm = RunMeta { eps: EPS as u32, eps_inner: DEFAULT_EPS_INNER as u32, generation: 1, delta_clear: 1, ..RunMeta::default() };
     let mut extents = Vec::new();
     // The first position of each data page, for the directory.
     let mut firsts = Vec::new();

@@ -4,7 +4,8 @@
 //! last keys, the metapage's count) and that
 //! the model predicts every distinct key's first position within its ε,
 //! and the run's and retired extents (disjoint, inside the relation); then
-//! the delta as `gpu_btree_check` does. Raises an ERROR at the first
+//! the delta as `gpu_btree_check` does, and that its key tree is empty
+//! where the run metapage says so (`delta_clear`). Raises an ERROR at the first
 //! violation; returns one row per part and level otherwise.
 
 use super::page::*;
@@ -75,6 +76,13 @@ fn gpu_learned_check(
     }
     let retired: i64 = run.meta.retired().iter().map(|e| e[1] as i64).sum();
     let mut rows = vec![("run".to_string(), 0, run.pages() as i64, entries as i64 - dead, dead), ("retired".to_string(), 0, retired, 0, 0)];
-    rows.extend(check_tree(rel).into_iter().map(|(level, pages, entries, _)| ("delta".to_string(), level, pages, entries, 0)));
+    let delta = check_tree(rel);
+    // Read after the walk: a key insert clears `delta_clear` before its
+    // entry goes in, so a flag still set saw no entry in the walk.
+    let leaf_entries = delta.iter().find(|d| d.0 == 0).map_or(0, |d| d.2);
+    if !run::current(rel).1 && leaf_entries > 0 {
+        fail(format!("the run metapage says the delta holds no key, its leaves hold {leaf_entries}"));
+    }
+    rows.extend(delta.into_iter().map(|(level, pages, entries, _)| ("delta".to_string(), level, pages, entries, 0)));
     TableIterator::new(rows)
 }

@@ -55,7 +55,10 @@ impl IndexAm for GpuLearned {
         let tree = Tree::new(index);
         match value {
             None => tree.insert_null(tid),
-            Some(v) => tree.insert(keys::encode(v, build::key_type(index)), tid),
+            Some(v) => {
+                run::note_delta_key(index);
+                tree.insert(keys::encode(v, build::key_type(index)), tid)
+            }
         }
     }
 

@@ -25,7 +25,7 @@
 
 use crate::am::gpu_btree::page::*;
 use crate::storage::{tid_from, tid_from_bytes, tid_to, Tid};
-use gpuindex_engine::hbtree::line::{lower_bound, upper_bound};
+use gpuindex_engine::hbtree::line::{lower_bound, lower_bound_from, lower_bound_near, upper_bound};
 use pgrx::pg_sys;
 
 pub const RUN_META_BLOCK: u32 = 1;
@@ -35,10 +35,13 @@ pub const KIND_MODEL: u8 = 10;
 pub const KIND_DIRECTORY: u8 = 11;
 
 const RUN_MAGIC: u32 = 0x474C_524E; // "GLRN"
-/// 3: run pages and the directory; 2 (extents and generations) is read
-/// as a run of plain pages, RUN_CAPACITY entries each but the last;
-/// version 1 had one contiguous run.
-const RUN_VERSION: u32 = 3;
+/// 4: `delta_clear`; 3: run pages and the directory (read as 4 with the
+/// delta never clear); 2 (extents and generations) is read as a run of
+/// plain pages, RUN_CAPACITY entries each but the last; version 1 had one
+/// contiguous run. (A build before 4 refuses a version 4 index: it would
+/// insert into the delta without clearing `delta_clear`.)
+const RUN_VERSION: u32 = 4;
+const RUN_VERSION_DIRECTORY: u32 = 3;
 const RUN_VERSION_PLAIN: u32 = 2;
 pub const MAX_MODEL_LEVELS: usize = 24;
 
@@ -91,7 +94,13 @@ pub struct RunMeta {
     pub retired: [[u32; 2]; MAX_EXTENTS],
     /// Directory pages (after the model pages); zero in version 2.
     pub directory_pages: u32,
-    pub _pad: u32,
+    /// 1 while the delta's key tree holds no entry (a build and a merge
+    /// write 1; the first key insert after them writes 0, WAL-logged,
+    /// before its entry goes in): key scans then read the run alone. A
+    /// row a snapshot sees was inserted, and this cleared, before the
+    /// snapshot was taken. (NULLs are the delta's NULL chain, not its key
+    /// tree.) Padding before version 4.
+    pub delta_clear: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<RunMeta>() <= CONTENT_BYTES);
@@ -137,7 +146,8 @@ unsafe impl crate::storage::PageData for RunMeta {}
 pub fn run_meta(page: PageRef) -> RunMeta {
     let s = page.special();
     let m: RunMeta = page.header();
-    let version_ok = m.version == RUN_VERSION || (m.version == RUN_VERSION_PLAIN && m.directory_pages == 0);
+    let version_ok =
+        m.version == RUN_VERSION || m.version == RUN_VERSION_DIRECTORY || (m.version == RUN_VERSION_PLAIN && m.directory_pages == 0);
     if s.page_id != PAGE_ID || s.kind != KIND_RUN_META || m.magic != RUN_MAGIC || !version_ok {
         learned_corrupted(format!("bad run metapage (kind {}, magic {:#x}, version {})", s.kind, m.magic, m.version));
     }
@@ -148,7 +158,12 @@ impl RunMeta {
     /// Whether the run has a directory (else every data page but the last
     /// holds RUN_CAPACITY entries).
     pub fn has_directory(&self) -> bool {
-        self.version == RUN_VERSION
+        self.version >= RUN_VERSION_DIRECTORY
+    }
+
+    /// Whether the delta's key tree may hold entries (see `delta_clear`).
+    pub fn delta_has_keys(&self) -> bool {
+        self.version < RUN_VERSION || self.delta_clear == 0
     }
 }
 
@@ -215,6 +230,28 @@ impl<'a> RunPage<'a> {
             None => lower_bound(self.keys, q),
         }
     }
+    /// `lower_bound` from slot `at`, predicted within ±eps (the window
+    /// around it, or the whole page if the answer is outside it).
+    pub fn lower_bound_near(&self, q: u64, at: usize, eps: usize) -> usize {
+        match self.run {
+            Some(_) => self.lower_bound(q),
+            None => lower_bound_near(self.keys, q, at, eps),
+        }
+    }
+    /// `lower_bound` and `upper_bound` searched from slot `from` (ascending
+    /// intervals of one page: each starts where the last one ended).
+    pub fn lower_bound_from(&self, q: u64, from: usize) -> usize {
+        match self.run {
+            Some(_) => self.lower_bound(q),
+            None => lower_bound_from(self.keys, from, q),
+        }
+    }
+    pub fn upper_bound_from(&self, q: u64, from: usize) -> usize {
+        match (self.run, q.checked_add(1)) {
+            (None, Some(next)) => lower_bound_from(self.keys, from, next),
+            _ => self.upper_bound(q),
+        }
+    }
     /// The first slot holding a key > q (count if none).
     pub fn upper_bound(&self, q: u64) -> usize {
         match self.run {
@@ -258,6 +295,19 @@ impl<'a> RunPage<'a> {
     pub fn dead(&self, i: usize) -> bool {
         self.page.front::<u8>(dead_at(self.s.flags) + i / 8, 1)[0] & (1 << (i % 8)) != 0
     }
+}
+
+/// Starts loading at once what finding a key near slot `at` (±eps) of a
+/// plain data page reads: the header and special area, the window's keys,
+/// its dead bits and the TID at `at` (on a cold page these are otherwise
+/// a chain of dependent misses; on a run page the guesses are wasted).
+pub fn prefetch_near(page: PageRef<'_>, at: usize, eps: usize) {
+    let (lo, hi) = gpuindex_engine::pgm::window(at, eps);
+    let (lo, hi) = (lo.min(RUN_CAPACITY), hi.min(RUN_CAPACITY));
+    page.prefetch_ends();
+    page.prefetch_front(lo * 8, (hi - lo) * 8);
+    page.prefetch_front(DEAD_AT + lo / 8, (hi - lo).div_ceil(8));
+    page.prefetch_back(TID_BYTES, at.min(RUN_CAPACITY - 1));
 }
 
 fn dead_at(flags: u16) -> usize {

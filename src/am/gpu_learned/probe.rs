@@ -21,18 +21,20 @@ pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str) -> Vec<
     // The run and the delta of one generation: the delta is read between
     // two reads of it (as a scan starts, `scan.rs`).
     loop {
-        let run = run::get(index);
+        let (run, delta_has_keys) = run::current(index);
         let hints = run::predictions(index, &run, codes, what);
         let mut out = Vec::with_capacity(codes.len());
         for (&q, &h) in codes.iter().zip(&hints) {
             run.collect_equal(index, q, h as usize, &mut out);
         }
-        // The delta, unless it is an empty root leaf (rows a snapshot
-        // sees were there when it was taken).
-        let tree = Tree::new(index);
-        let m = tree.meta();
-        if m.root_level > 0 || Leaf::new(Shared::lock(index, m.root).page()).count() > 0 {
-            out.extend(crate::am::gpu_btree::mirror::probe(&tree, codes, what));
+        // The delta, unless its key tree is clear or an empty root leaf
+        // (rows a snapshot sees were there when it was taken).
+        if delta_has_keys {
+            let tree = Tree::new(index);
+            let m = tree.meta();
+            if m.root_level > 0 || Leaf::new(Shared::lock(index, m.root).page()).count() > 0 {
+                out.extend(crate::am::gpu_btree::mirror::probe(&tree, codes, what));
+            }
         }
         if run::generation(index) == run.meta.generation {
             out.par_sort_unstable();

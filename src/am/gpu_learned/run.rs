@@ -7,8 +7,8 @@
 
 use super::page::*;
 use crate::am::common::cache;
-use crate::am::gpu_btree::page::Shared;
-use crate::storage::Tid;
+use crate::am::gpu_btree::page::{Exclusive, Shared};
+use crate::storage::{Tid, Xlog};
 use gpuindex_engine::executor::BatchJob;
 use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
 use gpuindex_engine::pgm::gpu::{predict_gpu, DevicePgm};
@@ -52,7 +52,36 @@ pub fn cached(rel: pg_sys::Relation) -> Option<Arc<Run>> {
 
 /// The current run of index `rel`: cached, or read from its pages.
 pub fn get(rel: pg_sys::Relation) -> Arc<Run> {
+    current(rel).0
+}
+
+/// `get`, and whether the delta's key tree may hold entries now (the
+/// metapage's `delta_clear`, from the same read; the run's own `meta`
+/// keeps the value of when it was cached).
+pub fn current(rel: pg_sys::Relation) -> (Arc<Run>, bool) {
     let meta = run_meta(Shared::lock(rel, RUN_META_BLOCK).page());
+    (of_meta(rel, meta), meta.delta_has_keys())
+}
+
+/// Clears `delta_clear` before a key goes into the delta, where it is set
+/// (one WAL record, by the first key insert after a build or merge).
+pub fn note_delta_key(rel: pg_sys::Relation) {
+    if run_meta(Shared::lock(rel, RUN_META_BLOCK).page()).delta_has_keys() {
+        return;
+    }
+    let g = Exclusive::lock(rel, RUN_META_BLOCK);
+    let mut m = run_meta(g.page());
+    if m.delta_has_keys() {
+        // Another insert was first.
+        return;
+    }
+    m.delta_clear = 0;
+    let x = Xlog::start(rel);
+    x.register(&g, false).set_header(m);
+    x.finish();
+}
+
+fn of_meta(rel: pg_sys::Relation, meta: RunMeta) -> Arc<Run> {
     if let Some(run) = cache::lookup::<Run>(rel, "learned run").filter(|r| r.meta.generation == meta.generation) {
         return run;
     }
@@ -156,10 +185,13 @@ impl Run {
         if pages == 0 {
             return (0, None);
         }
+        let eps = self.pgm.eps;
+        // The hint as a slot of page i (clamped into the page by the window).
+        let near = |i: usize| hint.saturating_sub(self.first(i));
         let found = |i: usize, g: Shared| {
             let (slot, count) = {
                 let p = RunPage::new(g.page());
-                (p.lower_bound(q), p.count())
+                (p.lower_bound_near(q, near(i), eps), p.count())
             };
             (self.first(i) + slot, (slot < count).then_some((i, g)))
         };
@@ -170,6 +202,7 @@ impl Run {
         let h = self.page_of(hint.min(self.n() - 1));
         let high = {
             let g = self.page(rel, h);
+            prefetch_near(g.page(), near(h), eps);
             let s = g.page().special();
             if (s.low < q || h == 0) && (q <= s.high || h + 1 == pages) {
                 return found(h, g);
@@ -217,17 +250,21 @@ impl Run {
     /// Every live entry with key `q`, from q's lower bound (hint: its
     /// predicted position), into `out`.
     pub fn collect_equal(&self, rel: pg_sys::Relation, q: u64, hint: usize, out: &mut Vec<(u64, Tid)>) {
-        let mut pos = self.lower_bound(rel, q, hint);
-        while pos < self.n() {
-            let i = self.page_of(pos);
-            let g = self.page(rel, i);
-            let p = RunPage::new(g.page());
-            let end = p.upper_bound(q);
-            p.copy_live(pos - self.first(i), end, out);
-            if end < p.count() {
+        let (mut pos, Some((mut i, mut g))) = self.lower_bound_page(rel, q, hint) else { return };
+        loop {
+            let ends_here = {
+                let p = RunPage::new(g.page());
+                let end = p.upper_bound_from(q, pos - self.first(i));
+                p.copy_live(pos - self.first(i), end, out);
+                end < p.count()
+            };
+            if ends_here || i + 1 == self.pages() {
                 return;
             }
-            pos = self.first(i + 1);
+            drop(g);
+            i += 1;
+            pos = self.first(i);
+            g = self.page(rel, i);
         }
     }
 

@@ -26,6 +26,10 @@ use crate::storage::{tid_from, tid_to, Pins, Tid};
 use pgrx::pg_sys;
 use std::sync::Arc;
 
+/// A data page to load: its index, the page if already locked, and a
+/// slot at or before its first wanted entry.
+type PageAt = (usize, Option<Shared>, usize);
+
 /// Below this many probes, each is predicted on the CPU as it is reached.
 const BATCH_MIN_PROBES: usize = 32;
 
@@ -69,12 +73,12 @@ impl RunCursor {
 
     /// The data page of interval j's first position (where its keys are
     /// or would be), if any, with the page where the search left it
-    /// locked.
-    fn first_page(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> Option<(usize, Option<Shared>)> {
+    /// locked and the position's slot there.
+    fn first_page(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> Option<PageAt> {
         let hint = self.hint(rel, run, j);
         match run.lower_bound_page(rel, self.intervals[j].0, hint) {
-            (_, Some((i, g))) => Some((i, Some(g))),
-            (pos, None) => (pos < run.n()).then(|| (run.page_of(pos), None)),
+            (pos, Some((i, g))) => Some((i, Some(g), pos - run.first(i))),
+            (pos, None) => (pos < run.n()).then(|| (run.page_of(pos), None, pos - run.first(run.page_of(pos)))),
         }
     }
 
@@ -89,8 +93,9 @@ impl RunCursor {
     }
 
     /// Copies data page i's live entries inside the intervals (`page`:
-    /// it, locked, if the caller has it).
-    fn load(&mut self, rel: pg_sys::Relation, run: &Run, (i, page): (usize, Option<Shared>), dir: isize) {
+    /// it, locked, if the caller has it; `at`: a slot at or before the
+    /// first interval's entries, where the searches start).
+    fn load(&mut self, rel: pg_sys::Relation, run: &Run, (i, page, mut at): PageAt, dir: isize) {
         let g = page.unwrap_or_else(|| run.page(rel, i));
         let p = RunPage::new(g.page());
         self.items.clear();
@@ -98,7 +103,9 @@ impl RunCursor {
         let (first, last) = (p.s.low, p.s.high);
         let from = self.intervals.partition_point(|iv| iv.1 < first);
         for &(lo, hi) in self.intervals[from..].iter().take_while(|iv| iv.0 <= last) {
-            p.copy_live(p.lower_bound(lo), p.upper_bound(hi), &mut self.items);
+            let start = p.lower_bound_from(lo, at);
+            at = p.upper_bound_from(hi, start);
+            p.copy_live(start, at, &mut self.items);
         }
         self.page = Some((i, first, last));
         self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
@@ -113,7 +120,7 @@ impl RunCursor {
     fn advance_shared(&mut self, rel: pg_sys::Relation, run: &Run, w: Walk) -> bool {
         let page = match w.seize() {
             Seized::First => self.first_page(rel, run, 0),
-            Seized::Page(i) => Some((i as usize, None)),
+            Seized::Page(i) => Some((i as usize, None, 0)),
             Seized::Done => return false,
         };
         let Some(page) = page else {
@@ -156,7 +163,7 @@ impl RunCursor {
                     let j = self.intervals.partition_point(|iv| iv.1 < last);
                     match self.intervals.get(j) {
                         None => None,
-                        Some(&(lo, _)) if lo <= last => Some(i + 1).filter(|&i| i < run.pages()).map(|i| (i, None)),
+                        Some(&(lo, _)) if lo <= last => Some(i + 1).filter(|&i| i < run.pages()).map(|i| (i, None, 0)),
                         Some(_) => self.first_page(rel, run, j),
                     }
                 }
@@ -174,7 +181,7 @@ impl RunCursor {
                     }
                 }
             };
-            page.map(|i| (i, None))
+            page.map(|i| (i, None, 0))
         };
         match next {
             Some(page) => {
@@ -232,6 +239,8 @@ pub struct ScanState {
     done: [bool; 2],
     dir: isize,
     last: Item,
+    /// The plan reads no NULL: of the delta, only its key tree could match.
+    keys_only: bool,
 }
 
 /// The run's code intervals for the scan keys' plan (the run holds no NULLs).
@@ -252,16 +261,20 @@ impl ScanState {
     /// takes no part (before it claims anything; the first participant,
     /// on the agreed generation, goes on until every walk is done).
     ///
-    /// A serial scan starts from the run this backend cached without
-    /// reading the metapage first: the generation read after the delta
-    /// checks it too (generations only grow, so one equal to the cached
-    /// run's after the delta was read was its all along).
+    /// A serial key scan reads the metapage first: while the delta's key
+    /// tree is clear (`delta_clear`) the run answers alone (a lookup then
+    /// reads the metapage and one data page). Another serial scan starts
+    /// from the run this backend cached without reading the metapage
+    /// first: the generation read after the delta checks it too
+    /// (generations only grow, so one equal to the cached run's after the
+    /// delta was read was its all along).
     fn start(&mut self, scan: &pg_sys::IndexScanDescData, dir: isize) {
-        let mut fresh = !scan.parallel_scan.is_null();
+        let serial = scan.parallel_scan.is_null();
+        let mut fresh = !serial || self.keys_only;
         loop {
-            let run = match run::cached(self.index) {
-                Some(run) if !fresh => run,
-                _ => run::get(self.index),
+            let (run, delta_has_keys) = match run::cached(self.index) {
+                Some(run) if !fresh => (run, true),
+                _ => run::current(self.index),
             };
             let generation = run.meta.generation;
             if Walk::nth(scan, 2).is_some_and(|w| !w.agree(generation)) {
@@ -269,7 +282,11 @@ impl ScanState {
                 return;
             }
             self.run = Some(run);
-            (self.heads, self.done, self.dir) = ([None, None], [false, false], dir);
+            let skip_delta = serial && self.keys_only && !delta_has_keys;
+            (self.heads, self.done, self.dir) = ([None, None], [false, skip_delta], dir);
+            if skip_delta {
+                return;
+            }
             self.heads[1] = self.fetch(scan, 1, dir);
             self.done[1] = self.heads[1].is_none();
             if run::generation(self.index) == generation {
@@ -334,12 +351,15 @@ impl IndexScan for ScanState {
             done: [false, false],
             dir: 0,
             last: (false, 0, 0),
+            keys_only: false,
         }
     }
 
     fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
         self.delta.rescan(scan);
-        self.cursor.reset(intervals(&plan_of(scan, self.key_type)), scan.xs_want_itup);
+        let plan = plan_of(scan, self.key_type);
+        self.keys_only = matches!(plan, Plan::Empty | Plan::Probes(_) | Plan::Range { with_nulls: false, .. });
+        self.cursor.reset(intervals(&plan), scan.xs_want_itup);
         (self.heads, self.done, self.dir, self.run) = ([None, None], [false, false], 0, None);
     }
 
@@ -384,9 +404,14 @@ impl IndexScan for ScanState {
     fn all(&mut self, scan: &pg_sys::IndexScanDescData, add: &mut dyn FnMut(&mut [pg_sys::ItemPointerData])) {
         // The delta first, then the run read after it: of the same
         // generation, or of a later one that holds the entries of the
-        // delta read (TIDs twice in a bitmap are one).
-        self.delta.all(scan, add);
-        let (run, index) = (run::get(self.index), self.index);
+        // delta read (TIDs twice in a bitmap are one). The run alone while
+        // the delta's key tree is clear.
+        let (mut run, delta_has_keys) = run::current(self.index);
+        if delta_has_keys || !self.keys_only {
+            self.delta.all(scan, add);
+            run = run::get(self.index);
+        }
+        let index = self.index;
         let tids = std::iter::from_fn(|| self.cursor.next(index, &run, 1)).map(|(_, tid)| tid_to(tid));
         crate::am::common::scan::add_in_pieces(tids, add);
     }

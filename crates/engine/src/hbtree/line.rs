@@ -137,6 +137,22 @@ pub fn lower_bound_from(keys: &[u64], from: usize, q: u64) -> usize {
     lo + lower_bound(&keys[lo..hi], q)
 }
 
+/// The first of `keys` at or above `q`, from a predicted slot `at` good
+/// to ±eps: the window [at - eps - 1, at + eps + 2) is searched (a line or
+/// two where the whole slice's search reads nine), and the whole slice
+/// only when the window's neighbours show the answer lies outside it (a
+/// wrong prediction costs time, never the answer).
+pub fn lower_bound_near(keys: &[u64], q: u64, at: usize, eps: usize) -> usize {
+    let n = keys.len();
+    let (lo, hi) = (at.saturating_sub(eps + 1).min(n), (at + eps + 2).min(n));
+    let r = lo + lower_bound(&keys[lo..hi], q);
+    if (r == 0 || keys[r - 1] < q) && (r == n || keys[r] >= q) {
+        r
+    } else {
+        lower_bound(keys, q)
+    }
+}
+
 /// Prefetches the cache line holding `p` into all cache levels.
 #[inline(always)]
 pub fn prefetch<T>(p: *const T) {
@@ -161,6 +177,18 @@ mod tests {
             let q = rng.below(32);
             let from = rng.below(k.len() as u64 + 2) as usize;
             assert_eq!(lower_bound_from(&k, from, q), k.partition_point(|&x| x < q), "{k:?} from {from} q {q}");
+        }
+    }
+
+    #[test]
+    fn lower_bound_near_any_prediction() {
+        let mut rng = SplitMix64::new(10);
+        for _ in 0..20_000 {
+            let mut k: Vec<u64> = (0..rng.below(80)).map(|_| rng.below(60)).collect();
+            k.sort_unstable();
+            let q = rng.below(62);
+            let (at, eps) = (rng.below(k.len() as u64 + 4) as usize, rng.below(6) as usize);
+            assert_eq!(lower_bound_near(&k, q, at, eps), k.partition_point(|&x| x < q), "{k:?} at {at} ±{eps} q {q}");
         }
     }
 
