@@ -78,7 +78,10 @@ impl RunCursor {
         let hint = self.hint(rel, run, j);
         match run.lower_bound_page(rel, self.intervals[j].0, hint) {
             (pos, Some((i, g))) => Some((i, Some(g), pos - run.first(i))),
-            (pos, None) => (pos < run.n()).then(|| (run.page_of(pos), None, pos - run.first(run.page_of(pos)))),
+            (pos, None) => (pos < run.n()).then(|| {
+                let i = run.page_of(pos);
+                (i, None, pos - run.first(i))
+            }),
         }
     }
 
