@@ -16,7 +16,7 @@
 //! Keys are the order-preserving u64 encodings of `keys.rs`.
 
 use crate::storage::PageData;
-use gpuindex_engine::hbtree::line::{lower_bound, lower_bound_from, upper_bound};
+use gpuindex_engine::hbtree::line::{lower_bound, lower_bound_from, lower_bound_near, upper_bound};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -181,40 +181,123 @@ pub fn special(kind: u8, level: u8, flags: u16, low: u64, high: u64) -> Special 
     Special { kind, level, flags, low, high, right: NONE, left: NONE, page_id: PAGE_ID, ..Default::default() }
 }
 
-/// A leaf page, read: a plain leaf's keys are a slice of the page, a run
-/// leaf's one key stands for all of its entries.
+/// The entries of a page that holds sorted keys from the front and their
+/// TIDs from the back (a gpu_btree leaf, a gpu_learned run page): the keys
+/// are a slice of the page, or, on a run page, one key stored once that
+/// stands for all `count` entries (deduplication).
 #[derive(Clone, Copy)]
-pub struct Leaf<'a> {
-    page: PageRef<'a>,
-    pub s: Special,
+pub struct PageKeys<'a> {
+    pub page: PageRef<'a>,
     keys: &'a [u64],
     run: Option<u64>,
+    count: usize,
+}
+
+impl<'a> PageKeys<'a> {
+    /// `count` entries; a run page's key first in the front, else the keys.
+    pub fn new(page: PageRef<'a>, count: usize, run: bool) -> Self {
+        if run {
+            PageKeys { page, keys: &[], run: Some(page.front::<u64>(0, 1)[0]), count }
+        } else {
+            PageKeys { page, keys: page.front(0, count), run: None, count }
+        }
+    }
+    pub fn count(&self) -> usize {
+        self.count
+    }
+    /// The one key of a run page.
+    pub fn run_key(&self) -> Option<u64> {
+        self.run
+    }
+    pub fn key(&self, i: usize) -> u64 {
+        match self.run {
+            Some(k) if i < self.count => k,
+            _ => self.keys[i],
+        }
+    }
+    /// The first entry with key >= q (count if none).
+    pub fn lower_bound(&self, q: u64) -> usize {
+        match self.run {
+            Some(k) if k >= q => 0,
+            Some(_) => self.count,
+            None => lower_bound(self.keys, q),
+        }
+    }
+    /// The first entry with key > q (count if none).
+    pub fn upper_bound(&self, q: u64) -> usize {
+        match self.run {
+            Some(k) if k > q => 0,
+            Some(_) => self.count,
+            None => upper_bound(self.keys, q),
+        }
+    }
+    /// `lower_bound` searched from entry `from` (ascending probes of one
+    /// page: each starts where the last one ended; any `from` is right).
+    pub fn lower_bound_from(&self, from: usize, q: u64) -> usize {
+        match self.run {
+            Some(_) => self.lower_bound(q),
+            None => lower_bound_from(self.keys, from, q),
+        }
+    }
+    /// `upper_bound` searched from entry `from`.
+    pub fn upper_bound_from(&self, from: usize, q: u64) -> usize {
+        match (self.run, q.checked_add(1)) {
+            (None, Some(next)) => lower_bound_from(self.keys, from, next),
+            _ => self.upper_bound(q),
+        }
+    }
+    /// `lower_bound` from entry `at`, predicted within ±eps (the window
+    /// around it, or the whole page if the answer is outside it).
+    pub fn lower_bound_near(&self, q: u64, at: usize, eps: usize) -> usize {
+        match self.run {
+            Some(_) => self.lower_bound(q),
+            None => lower_bound_near(self.keys, q, at, eps),
+        }
+    }
+    /// The end of the run of key `q` from entry `from` on.
+    pub fn run_end(&self, from: usize, q: u64) -> usize {
+        match self.run {
+            Some(k) if k == q => self.count,
+            Some(_) => from,
+            None => self.keys[from..].iter().position(|&k| k != q).map_or(self.keys.len(), |n| from + n),
+        }
+    }
+    /// Entries `from..to`, in key order, dead or not (one slice of each
+    /// kind read, no check per entry: copied in bulk).
+    pub fn entries(&self, from: usize, to: usize) -> impl Iterator<Item = (u64, Tid)> + 'a {
+        let tids = self.page.back_bytes(TID_BYTES, from, to);
+        // A run page's key repeats; a plain page's keys are as many as the
+        // TIDs, so the repeat is never reached there.
+        let keys = if self.run.is_some() { &[][..] } else { &self.keys[from..to] };
+        let repeat = std::iter::repeat(self.run.unwrap_or(0));
+        keys.iter().copied().chain(repeat).zip(tids.rchunks_exact(TID_BYTES)).map(|(k, t)| (k, tid_from_bytes(t)))
+    }
+}
+
+/// A leaf page, read.
+#[derive(Clone, Copy)]
+pub struct Leaf<'a> {
+    keys: PageKeys<'a>,
+    pub s: Special,
+}
+
+impl<'a> std::ops::Deref for Leaf<'a> {
+    type Target = PageKeys<'a>;
+    fn deref(&self) -> &PageKeys<'a> {
+        &self.keys
+    }
 }
 
 impl<'a> Leaf<'a> {
     pub fn new(page: PageRef<'a>) -> Self {
         let s = expect_kind(&page, KIND_LEAF);
         let n = s.count as usize;
-        if s.flags & RUN != 0 && n > 0 {
-            if n > RUN_LEAF_CAPACITY {
-                corrupted(format!("run leaf of {n} entries, more than {RUN_LEAF_CAPACITY}"));
-            }
-            Leaf { page, s, keys: &[], run: Some(page.front::<u64>(0, 1)[0]) }
-        } else {
-            if n > LEAF_CAPACITY {
-                corrupted(format!("leaf of {n} entries, more than {LEAF_CAPACITY}"));
-            }
-            Leaf { page, s, keys: page.front(0, n), run: None }
+        let run = s.flags & RUN != 0 && n > 0;
+        let capacity = if run { RUN_LEAF_CAPACITY } else { LEAF_CAPACITY };
+        if n > capacity {
+            corrupted(format!("{} of {n} entries, more than {capacity}", if run { "run leaf" } else { "leaf" }));
         }
-    }
-    pub fn count(&self) -> usize {
-        self.s.count as usize
-    }
-    pub fn key(&self, i: usize) -> u64 {
-        match self.run {
-            Some(k) if i < self.count() => k,
-            _ => self.keys[i],
-        }
+        Leaf { keys: PageKeys::new(page, n, run), s }
     }
     pub fn first_key(&self) -> Option<u64> {
         (self.count() > 0).then(|| self.key(0))
@@ -225,49 +308,6 @@ impl<'a> Leaf<'a> {
     pub fn rightmost(&self) -> bool {
         self.s.flags & RIGHTMOST != 0
     }
-    /// The first entry with key >= q.
-    pub fn lower_bound(&self, q: u64) -> usize {
-        match self.run {
-            Some(k) if k >= q => 0,
-            Some(_) => self.count(),
-            None => lower_bound(self.keys, q),
-        }
-    }
-    /// The first entry with key >= q at or after `from`, every entry
-    /// before `from` being below q.
-    pub fn lower_bound_from(&self, from: usize, q: u64) -> usize {
-        match self.run {
-            Some(k) if k >= q => from,
-            Some(_) => self.count(),
-            None => lower_bound_from(self.keys, from, q),
-        }
-    }
-    /// The first entry with key > q.
-    pub fn upper_bound(&self, q: u64) -> usize {
-        match self.run {
-            Some(k) if k > q => 0,
-            Some(_) => self.count(),
-            None => upper_bound(self.keys, q),
-        }
-    }
-    /// The end of the run of key `q` from entry `from` on.
-    pub fn run_end(&self, from: usize, q: u64) -> usize {
-        match self.run {
-            Some(k) if k == q => self.count(),
-            Some(_) => from,
-            None => self.keys[from..].iter().position(|&k| k != q).map_or(self.keys.len(), |n| from + n),
-        }
-    }
-    /// Entries `from..to`, in key order (one slice of each kind read, no
-    /// check per entry).
-    pub fn entries(&self, from: usize, to: usize) -> impl Iterator<Item = (u64, Tid)> + 'a {
-        let tids = self.page.back_bytes(TID_BYTES, from, to);
-        // A run leaf's key repeats; a plain leaf's keys are as many as the
-        // TIDs, so the repeat is never reached there.
-        let keys = if self.run.is_some() { &[][..] } else { &self.keys[from..to] };
-        let repeat = std::iter::repeat(self.run.unwrap_or(0));
-        keys.iter().copied().chain(repeat).zip(tids.rchunks_exact(TID_BYTES)).map(|(k, t)| (k, tid_from_bytes(t)))
-    }
     /// Every entry, as (keys, TIDs).
     pub fn keys_and_tids(&self) -> (Vec<u64>, Vec<Tid>) {
         self.entries(0, self.count()).unzip()
@@ -275,7 +315,7 @@ impl<'a> Leaf<'a> {
     /// Whether `key` goes in by `leaf_insert` (else the leaf is rewritten
     /// or split).
     pub fn has_room(&self, key: u64) -> bool {
-        match self.run {
+        match self.run_key() {
             Some(k) => k == key && self.count() < RUN_LEAF_CAPACITY,
             None => self.count() < LEAF_CAPACITY,
         }

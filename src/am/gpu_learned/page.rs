@@ -24,8 +24,7 @@
 //! take about 6 bytes an entry, not 14).
 
 use crate::am::gpu_btree::page::*;
-use crate::storage::{tid_from, tid_from_bytes, tid_to, Tid};
-use gpuindex_engine::hbtree::line::{lower_bound, lower_bound_from, lower_bound_near, upper_bound};
+use crate::storage::{tid_from, tid_to, Tid};
 use pgrx::pg_sys;
 
 pub const RUN_META_BLOCK: u32 = 1;
@@ -182,13 +181,17 @@ pub fn learned_corrupted(what: String) -> ! {
     )
 }
 
-/// A data page of the run, read: a plain page's keys are a slice of the
-/// page, a run page's one key stands for all of its entries.
+/// A data page of the run, read (a run page: one key for all entries).
 pub struct RunPage<'a> {
-    page: PageRef<'a>,
+    keys: PageKeys<'a>,
     pub s: Special,
-    keys: &'a [u64],
-    run: Option<u64>,
+}
+
+impl<'a> std::ops::Deref for RunPage<'a> {
+    type Target = PageKeys<'a>;
+    fn deref(&self) -> &PageKeys<'a> {
+        &self.keys
+    }
 }
 
 impl<'a> RunPage<'a> {
@@ -198,86 +201,17 @@ impl<'a> RunPage<'a> {
             learned_corrupted(format!("expected a run data page, found kind {} (page id {:#x})", s.kind, s.page_id));
         }
         let n = s.count as usize;
-        let (keys, run) = if s.flags & RUN != 0 {
-            if n == 0 || n > RUN_PAGE_CAPACITY {
-                learned_corrupted(format!("a run page of {n} entries"));
-            }
-            (&[][..], Some(page.front::<u64>(0, 1)[0]))
-        } else {
-            if n > RUN_CAPACITY {
-                learned_corrupted(format!("a data page of {n} entries"));
-            }
-            (page.front(0, n), None)
-        };
-        RunPage { page, s, keys, run }
-    }
-    pub fn count(&self) -> usize {
-        self.s.count as usize
-    }
-    pub fn key(&self, i: usize) -> u64 {
-        self.run.unwrap_or_else(|| self.keys[i])
-    }
-    /// The first slot holding a key >= q (count if none).
-    pub fn lower_bound(&self, q: u64) -> usize {
-        match self.run {
-            Some(k) => {
-                if q <= k {
-                    0
-                } else {
-                    self.count()
-                }
-            }
-            None => lower_bound(self.keys, q),
+        let run = s.flags & RUN != 0;
+        if run && (n == 0 || n > RUN_PAGE_CAPACITY) {
+            learned_corrupted(format!("a run page of {n} entries"));
         }
-    }
-    /// `lower_bound` from slot `at`, predicted within ±eps (the window
-    /// around it, or the whole page if the answer is outside it).
-    pub fn lower_bound_near(&self, q: u64, at: usize, eps: usize) -> usize {
-        match self.run {
-            Some(_) => self.lower_bound(q),
-            None => lower_bound_near(self.keys, q, at, eps),
+        if !run && n > RUN_CAPACITY {
+            learned_corrupted(format!("a data page of {n} entries"));
         }
-    }
-    /// `lower_bound` and `upper_bound` searched from slot `from` (ascending
-    /// intervals of one page: each starts where the last one ended).
-    pub fn lower_bound_from(&self, q: u64, from: usize) -> usize {
-        match self.run {
-            Some(_) => self.lower_bound(q),
-            None => lower_bound_from(self.keys, from, q),
-        }
-    }
-    pub fn upper_bound_from(&self, q: u64, from: usize) -> usize {
-        match (self.run, q.checked_add(1)) {
-            (None, Some(next)) => lower_bound_from(self.keys, from, next),
-            _ => self.upper_bound(q),
-        }
-    }
-    /// The first slot holding a key > q (count if none).
-    pub fn upper_bound(&self, q: u64) -> usize {
-        match self.run {
-            Some(k) => {
-                if q < k {
-                    0
-                } else {
-                    self.count()
-                }
-            }
-            None => upper_bound(self.keys, q),
-        }
+        RunPage { keys: PageKeys::new(page, n, run), s }
     }
     pub fn tid(&self, i: usize) -> Tid {
         tid_from(self.page.back::<pg_sys::ItemPointerData>(i))
-    }
-    /// The entries of slots from..to as (key, TID), dead or not: the keys
-    /// as a slice (or the run's key repeated) zipped with the TIDs' bytes,
-    /// an iterator of known length (copied in bulk).
-    pub fn entries(&self, from: usize, to: usize) -> impl Iterator<Item = (u64, Tid)> + 'a {
-        let tids = self.page.back_bytes(TID_BYTES, from, to);
-        // A plain page's keys are as many as the TIDs: the repeat is
-        // never reached there.
-        let keys = if self.run.is_some() { &[][..] } else { &self.keys[from..to] };
-        let keys = keys.iter().copied().chain(std::iter::repeat(self.run.unwrap_or(0)));
-        keys.zip(tids.rchunks_exact(TID_BYTES)).map(|(k, t)| (k, tid_from_bytes(t)))
     }
     /// Whether a slot of from..to is dead (a byte test per 8 slots).
     pub fn any_dead(&self, from: usize, to: usize) -> bool {

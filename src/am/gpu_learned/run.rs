@@ -254,7 +254,7 @@ impl Run {
         loop {
             let ends_here = {
                 let p = RunPage::new(g.page());
-                let end = p.upper_bound_from(q, pos - self.first(i));
+                let end = p.upper_bound_from(pos - self.first(i), q);
                 p.copy_live(pos - self.first(i), end, out);
                 end < p.count()
             };

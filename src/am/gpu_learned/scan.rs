@@ -106,8 +106,8 @@ impl RunCursor {
         let (first, last) = (p.s.low, p.s.high);
         let from = self.intervals.partition_point(|iv| iv.1 < first);
         for &(lo, hi) in self.intervals[from..].iter().take_while(|iv| iv.0 <= last) {
-            let start = p.lower_bound_from(lo, at);
-            at = p.upper_bound_from(hi, start);
+            let start = p.lower_bound_from(at, lo);
+            at = p.upper_bound_from(start, hi);
             p.copy_live(start, at, &mut self.items);
         }
         self.page = Some((i, first, last));
