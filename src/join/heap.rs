@@ -86,11 +86,10 @@ unsafe fn resolve(
     // SAFETY: the caller's contract; an exact fetch comes here only where
     // line pointers answer (`fetch`).
     unsafe {
-        let fast = line_pointers_answer(snapshot);
         if exact {
             resolve_exact(heap, buf, snapshot, tids, out)
         } else {
-            resolve_page(heap, buf, snapshot, fast, tids, out)
+            resolve_page(heap, buf, snapshot, line_pointers_answer(snapshot), tids, out)
         }
     }
 }

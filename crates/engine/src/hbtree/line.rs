@@ -144,7 +144,8 @@ pub fn lower_bound_from(keys: &[u64], from: usize, q: u64) -> usize {
 /// wrong prediction costs time, never the answer).
 pub fn lower_bound_near(keys: &[u64], q: u64, at: usize, eps: usize) -> usize {
     let n = keys.len();
-    let (lo, hi) = (at.saturating_sub(eps + 1).min(n), (at + eps + 2).min(n));
+    let (lo, hi) = crate::pgm::window(at, eps);
+    let (lo, hi) = (lo.min(n), hi.min(n));
     let r = lo + lower_bound(&keys[lo..hi], q);
     if (r == 0 || keys[r - 1] < q) && (r == n || keys[r] >= q) {
         r
