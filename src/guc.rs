@@ -24,6 +24,9 @@ pub static GPU_MIN_BATCH: GucSetting<i32> = GucSetting::<i32>::new(4096);
 /// MB of a gpu_metric index's rows an index scan may copy into backend
 /// memory to search them all at once on all cores (0: walk the pages).
 pub static SCAN_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(1024);
+/// kB of freed large batch buffers a backend keeps for its next batches
+/// (`gpuindex_engine::alloc`).
+pub static RETAINED_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
 /// The planner may offer the batched index join (`join`).
 pub static ENABLE_JOIN: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// Outer rows the batched index join sends to the index as one batch.
@@ -110,8 +113,16 @@ unsafe extern "C-unwind" fn check_device(newval: *mut i32, _extra: *mut *mut std
     }
 }
 
+#[pg_guard]
+unsafe extern "C-unwind" fn assign_retained_memory(newval: i32, _extra: *mut std::ffi::c_void) {
+    #[cfg(target_os = "linux")]
+    gpuindex_engine::alloc::set_retained(newval.max(0) as usize * 1024);
+    #[cfg(not(target_os = "linux"))]
+    let _ = newval;
+}
+
 pub fn init() {
-    // SAFETY: the hook is pg_guard'ed and never panics across the boundary.
+    // SAFETY: the hooks are pg_guard'ed and never panic across the boundary.
     unsafe {
         GucRegistry::define_enum_guc_with_hooks(
             c"gpuindex.device",
@@ -124,6 +135,21 @@ pub fn init() {
             GucFlags::default(),
             Some(check_device),
             None,
+            None,
+        );
+        GucRegistry::define_int_guc_with_hooks(
+            c"gpuindex.retained_memory",
+            c"Memory of freed large batch buffers a backend keeps for its next batches.",
+            c"Batches (GpuIndexJoin chunks, = ANY lists, batch functions) allocate their keys, orders and matches in \
+              blocks of 1 MB and more. Freed, up to this much of them stays mapped in the backend and serves its next \
+              batches without new page faults; beyond it they go back to the operating system. 0 keeps none.",
+            &RETAINED_MEMORY,
+            0,
+            i32::MAX,
+            GucContext::Userset,
+            GucFlags::UNIT_KB,
+            None,
+            Some(assign_retained_memory),
             None,
         );
     }

@@ -26,6 +26,11 @@ mod srf;
 mod storage;
 mod visibility;
 
+/// Large batch buffers kept for reuse (`gpuindex.retained_memory`).
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: gpuindex_engine::alloc::Allocator = gpuindex_engine::alloc::Allocator;
+
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();

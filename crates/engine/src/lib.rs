@@ -2,6 +2,8 @@
 //! and GPU search, the CUDA runtime and the batch executor. It knows nothing
 //! of PostgreSQL: the extension reads and writes pages and calls in here.
 
+#[cfg(target_os = "linux")]
+pub mod alloc;
 pub mod art;
 pub mod datasets;
 pub mod executor;
