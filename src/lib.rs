@@ -22,6 +22,7 @@ mod functions;
 mod guc;
 mod join;
 mod service;
+mod slot;
 mod srf;
 mod storage;
 mod visibility;

@@ -437,7 +437,7 @@ impl State {
                     pg_sys::CurrentMemoryContext = caller;
                     pg_sys::ExecStoreMinimalTuple(copy, self.outer_slot, false)
                 };
-                pg_sys::slot_getsomeattrs(from, max_outer);
+                crate::slot::getsomeattrs(from, max_outer);
                 for &att in &self.stored_atts {
                     self.values.push(*(*from).tts_values.add(att - 1));
                     self.nulls.push(*(*from).tts_isnull.add(att - 1));
@@ -528,7 +528,7 @@ impl State {
                 }
                 self.cursor += 1;
                 pg_sys::ExecStoreMinimalTuple(tuple, top.mslot, false);
-                pg_sys::slot_getsomeattrs(top.mslot, self.max_inner);
+                crate::slot::getsomeattrs(top.mslot, self.max_inner);
                 return Some(Some(row as usize));
             }
             let &(tid, row) = self.matches.get(self.cursor)?;
@@ -576,7 +576,7 @@ impl State {
         let found = unsafe {
             let found = self.pages.fetch(self.heap, self.heap_slot, snapshot, tid, upcoming);
             if found && self.heap_deform > 0 {
-                pg_sys::slot_getsomeattrs(self.heap_slot, self.heap_deform);
+                crate::slot::getsomeattrs(self.heap_slot, self.heap_deform);
             }
             found
         };

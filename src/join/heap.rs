@@ -169,7 +169,7 @@ impl PageFetch {
             (*tuple).t_len = lp.lp_len();
             (*tuple).t_self = v;
             (*tuple).t_tableOid = (*heap).rd_id;
-            pg_sys::ExecStoreBufferHeapTuple(tuple, slot, self.buf);
+            crate::slot::store_buffer_tuple(tuple, slot, self.buf);
             true
         }
     }

@@ -1,0 +1,75 @@
+//! Per-row slot work without pgrx's FFI guard, which costs a sigsetjmp and
+//! a thread check a call (about 9% of a 10^6-row join's samples, most of
+//! them on its per-row calls). Only for work that cannot raise an ERROR,
+//! so that no longjmp crosses Rust frames.
+
+use pgrx::pg_sys;
+
+unsafe extern "C-unwind" {
+    /// execTuples.c's; it raises only for an attribute number past the
+    /// slot's descriptor (`deform` never passes one) and for a virtual
+    /// slot's columns (always all valid, so never asked for).
+    #[link_name = "slot_getsomeattrs_int"]
+    fn slot_getsomeattrs_int_unguarded(slot: *mut pg_sys::TupleTableSlot, attnum: std::ffi::c_int);
+}
+
+/// Whether `slot` is one of PostgreSQL's own slot kinds, whose
+/// `getsomeattrs` takes a stored row apart without raising.
+///
+/// # Safety
+/// `slot` a valid slot.
+unsafe fn is_core(slot: *const pg_sys::TupleTableSlot) -> bool {
+    // SAFETY: the caller's slot.
+    let ops = unsafe { (*slot).tts_ops };
+    std::ptr::eq(ops, &raw const pg_sys::TTSOpsBufferHeapTuple)
+        || std::ptr::eq(ops, &raw const pg_sys::TTSOpsMinimalTuple)
+        || std::ptr::eq(ops, &raw const pg_sys::TTSOpsHeapTuple)
+        || std::ptr::eq(ops, &raw const pg_sys::TTSOpsVirtual)
+}
+
+/// slot_getsomeattrs: the first `n` columns of the stored row taken apart,
+/// without the guard for PostgreSQL's own slot kinds (other kinds' code
+/// may raise: through the guarded call).
+///
+/// # Safety
+/// `slot` a valid slot holding a row; `n` at most its descriptor's columns.
+pub unsafe fn getsomeattrs(slot: *mut pg_sys::TupleTableSlot, n: i32) {
+    // SAFETY: the caller's contract, which leaves a core slot's function
+    // nothing to raise.
+    unsafe {
+        debug_assert!(n <= (*(*slot).tts_tupleDescriptor).natts);
+        if ((*slot).tts_nvalid as i32) >= n {
+            return;
+        }
+        if is_core(slot) {
+            slot_getsomeattrs_int_unguarded(slot, n);
+        } else {
+            pg_sys::slot_getsomeattrs(slot, n);
+        }
+    }
+}
+
+/// ExecStoreBufferHeapTuple for a buffer heap slot. When the slot holds
+/// `buf` already (a page's later rows), tts_buffer_heap_store_tuple changes
+/// no pin and frees nothing: the store is these field writes, done here
+/// without a call; otherwise the function does it.
+///
+/// # Safety
+/// As ExecStoreBufferHeapTuple: `slot` a buffer heap slot, `tuple` on the
+/// page of `buf`, pinned.
+pub unsafe fn store_buffer_tuple(tuple: pg_sys::HeapTuple, slot: *mut pg_sys::TupleTableSlot, buf: pg_sys::Buffer) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let bslot = slot.cast::<pg_sys::BufferHeapTupleTableSlot>();
+        if (*bslot).buffer != buf || (*slot).tts_flags as u32 & pg_sys::TTS_FLAG_SHOULDFREE != 0 {
+            pg_sys::ExecStoreBufferHeapTuple(tuple, slot, buf);
+            return;
+        }
+        (*slot).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
+        (*slot).tts_nvalid = 0;
+        (*bslot).base.tuple = tuple;
+        (*bslot).base.off = 0;
+        (*slot).tts_tid = (*tuple).t_self;
+        (*slot).tts_tableOid = (*tuple).t_tableOid;
+    }
+}
