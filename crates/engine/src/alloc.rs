@@ -13,8 +13,11 @@
 //!
 //! Each large block starts with a page-sized header holding its mapped
 //! length, so a block serves any request that fits it and the alignment
-//! of what it returns is the page's. Kept blocks are resident memory of
-//! the backend (the pages a batch touched), hence the limit.
+//! of what it returns is the page's. A kept block's pages past the header
+//! are given to the kernel lazily (`MADV_FREE`): they stay mapped and are
+//! reused without a fault unless memory runs short, when the kernel takes
+//! them back (and a batch that reuses the block faults them in as
+//! before). So what a backend keeps is not memory it holds from others.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;
@@ -160,6 +163,18 @@ fn reuse(need: usize) -> *mut u8 {
     }
 }
 
+/// The system's page size (at least the header's).
+fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    let mut p = PAGE.load(Ordering::Relaxed);
+    if p == 0 {
+        // SAFETY: a plain query.
+        p = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize).max(HEADER);
+        PAGE.store(p, Ordering::Relaxed);
+    }
+    p
+}
+
 /// Keeps the large block at `ptr` for reuse, or unmaps it.
 ///
 /// # Safety
@@ -167,6 +182,14 @@ fn reuse(need: usize) -> *mut u8 {
 unsafe fn release(ptr: *mut u8) {
     // SAFETY: the caller's contract.
     let block = unsafe { block_of(ptr) };
+    // Its pages past the header's page are the kernel's to take back when
+    // it needs them (an error, on a kernel without MADV_FREE, leaves them
+    // kept as they are).
+    let page = page_size();
+    if block.1 > page {
+        // SAFETY: pages of this mapping that nothing reads until reused.
+        unsafe { libc::madvise((block.0 + page) as *mut libc::c_void, block.1 - page, libc::MADV_FREE) };
+    }
     let mut evicted = [(0, 0); SLOTS];
     let (kept, out) = CACHE.with(|k| k.keep(block, RETAIN.load(Ordering::Relaxed), &mut evicted));
     unmap(&evicted[..out]);
