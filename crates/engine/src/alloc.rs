@@ -175,6 +175,18 @@ fn page_size() -> usize {
     p
 }
 
+/// A large block for `size` bytes: a kept one, or (true) a new mapping,
+/// which reads as zeros; null if none can be mapped.
+fn large_block(size: usize) -> (*mut u8, bool) {
+    let need = size + HEADER;
+    let p = reuse(need);
+    if p.is_null() {
+        (map(need), true)
+    } else {
+        (p, false)
+    }
+}
+
 /// Keeps the large block at `ptr` for reuse, or unmaps it.
 ///
 /// # Safety
@@ -221,13 +233,7 @@ unsafe impl GlobalAlloc for Allocator {
             // SAFETY: the caller's layout.
             return unsafe { System.alloc(layout) };
         }
-        let need = layout.size() + HEADER;
-        let p = reuse(need);
-        if p.is_null() {
-            map(need)
-        } else {
-            p
-        }
+        large_block(layout.size()).0
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -235,14 +241,11 @@ unsafe impl GlobalAlloc for Allocator {
             // SAFETY: the caller's layout.
             return unsafe { System.alloc_zeroed(layout) };
         }
-        let need = layout.size() + HEADER;
-        let p = reuse(need);
-        if p.is_null() {
-            // (A new mapping reads as zeros.)
-            return map(need);
+        let (p, new) = large_block(layout.size());
+        if !new {
+            // SAFETY: a kept block of at least the layout's size.
+            unsafe { std::ptr::write_bytes(p, 0, layout.size()) };
         }
-        // SAFETY: a kept block of at least the layout's size.
-        unsafe { std::ptr::write_bytes(p, 0, layout.size()) };
         p
     }
 
