@@ -7,7 +7,7 @@ use pgrx::pg_sys;
 
 unsafe extern "C-unwind" {
     /// execTuples.c's; it raises only for an attribute number past the
-    /// slot's descriptor (`deform` never passes one) and for a virtual
+    /// slot's descriptor (`getsomeattrs` never passes one) and for a virtual
     /// slot's columns (always all valid, so never asked for).
     #[link_name = "slot_getsomeattrs_int"]
     fn slot_getsomeattrs_int_unguarded(slot: *mut pg_sys::TupleTableSlot, attnum: std::ffi::c_int);
@@ -28,20 +28,19 @@ unsafe fn is_core(slot: *const pg_sys::TupleTableSlot) -> bool {
 }
 
 /// slot_getsomeattrs: the first `n` columns of the stored row taken apart,
-/// without the guard for PostgreSQL's own slot kinds (other kinds' code
-/// may raise: through the guarded call).
+/// without the guard for PostgreSQL's own slot kinds (other kinds' code,
+/// or a column past the descriptor, through the guarded call, which may
+/// raise).
 ///
 /// # Safety
-/// `slot` a valid slot holding a row; `n` at most its descriptor's columns.
+/// `slot` a valid slot holding a row.
 pub unsafe fn getsomeattrs(slot: *mut pg_sys::TupleTableSlot, n: i32) {
-    // SAFETY: the caller's contract, which leaves a core slot's function
-    // nothing to raise.
+    // SAFETY: the caller's slot; what goes unguarded has nothing to raise.
     unsafe {
-        debug_assert!(n <= (*(*slot).tts_tupleDescriptor).natts);
         if ((*slot).tts_nvalid as i32) >= n {
             return;
         }
-        if is_core(slot) {
+        if is_core(slot) && n <= (*(*slot).tts_tupleDescriptor).natts {
             slot_getsomeattrs_int_unguarded(slot, n);
         } else {
             pg_sys::slot_getsomeattrs(slot, n);
