@@ -93,6 +93,13 @@ SELECT * FROM jsame('SELECT jc.n, jt.id, jt.pad FROM jc JOIN jt ON jt.ctid = jc.
 RESET gpuindex.join_chunk;
 DROP TABLE jt, jc;
 
+-- ERRORs while a chunk is read (the outer plan's, the probe expression's):
+-- clean, and the session goes on (the chunk's rows are read under one guard).
+SELECT count(*) FROM (SELECT k FROM jo WHERE 10 / (id - 600) > -100) o JOIN ji ON ji.k = o.k;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM jo JOIN ji ON ji.k = jo.k / (jo.id - 701);
+SELECT count(*) FROM jo JOIN ji ON ji.k = jo.k / (jo.id - 701);
+SELECT count(*) FROM jo JOIN ji ON ji.k = jo.k;
+
 -- gpuindex.enable_join = off: the planner's own joins only.
 SET gpuindex.enable_join = off;
 EXPLAIN (COSTS OFF) SELECT jo.id, ji.id FROM jo JOIN ji ON ji.k = jo.k;

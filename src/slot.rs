@@ -11,6 +11,79 @@ unsafe extern "C-unwind" {
     /// slot's columns (always all valid, so never asked for).
     #[link_name = "slot_getsomeattrs_int"]
     fn slot_getsomeattrs_int_unguarded(slot: *mut pg_sys::TupleTableSlot, attnum: std::ffi::c_int);
+    #[link_name = "ExecStoreMinimalTuple"]
+    fn exec_store_minimal_tuple_unguarded(
+        mtup: pg_sys::MinimalTuple,
+        slot: *mut pg_sys::TupleTableSlot,
+        should_free: bool,
+    ) -> *mut pg_sys::TupleTableSlot;
+    #[link_name = "ExecReScan"]
+    fn exec_rescan_unguarded(node: *mut pg_sys::PlanState);
+}
+
+/// PostgreSQL's calls (or their inline bodies) without the guard, for a
+/// block of work that runs inside one `pg_guard_ffi_boundary`: an ERROR
+/// in any of them jumps back to that guard as from one guarded call, so
+/// nothing on the frames between may have a destructor, and nothing there
+/// may call a guarded function (its ERROR would unwind as a panic through
+/// the outer guard's sigsetjmp).
+pub mod in_guard {
+    use pgrx::pg_sys;
+
+    /// ExecProcNode (executor.h's inline).
+    ///
+    /// # Safety
+    /// Inside a guard; `node` initialised by ExecInitNode.
+    pub unsafe fn exec_proc_node(node: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
+        // SAFETY: the caller's contract; ExecInitNode sets ExecProcNode.
+        unsafe {
+            if !(*node).chgParam.is_null() {
+                super::exec_rescan_unguarded(node);
+            }
+            ((*node).ExecProcNode.unwrap_unchecked())(node)
+        }
+    }
+
+    /// ExecCopySlotMinimalTuple (tuptable.h's inline), in the current
+    /// memory context.
+    ///
+    /// # Safety
+    /// Inside a guard; `slot` holds a row.
+    pub unsafe fn copy_minimal_tuple(slot: *mut pg_sys::TupleTableSlot) -> pg_sys::MinimalTuple {
+        // SAFETY: the caller's contract; every slot kind has this callback.
+        unsafe { ((*(*slot).tts_ops).copy_minimal_tuple.unwrap_unchecked())(slot) }
+    }
+
+    /// ExecStoreMinimalTuple.
+    ///
+    /// # Safety
+    /// Inside a guard; as ExecStoreMinimalTuple.
+    pub unsafe fn store_minimal_tuple(mtup: pg_sys::MinimalTuple, slot: *mut pg_sys::TupleTableSlot) -> *mut pg_sys::TupleTableSlot {
+        // SAFETY: the caller's contract.
+        unsafe { super::exec_store_minimal_tuple_unguarded(mtup, slot, false) }
+    }
+
+    /// slot_getsomeattrs, any slot kind.
+    ///
+    /// # Safety
+    /// Inside a guard; `slot` holds a row.
+    pub unsafe fn getsomeattrs(slot: *mut pg_sys::TupleTableSlot, n: i32) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if ((*slot).tts_nvalid as i32) < n {
+                super::slot_getsomeattrs_int_unguarded(slot, n);
+            }
+        }
+    }
+
+    /// ExecEvalExpr (executor.h's inline).
+    ///
+    /// # Safety
+    /// Inside a guard; `state` made by ExecInitExpr.
+    pub unsafe fn eval_expr(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext, isnull: &mut bool) -> pg_sys::Datum {
+        // SAFETY: the caller's contract; ExecInitExpr sets evalfunc.
+        unsafe { ((*state).evalfunc.unwrap_unchecked())(state, econtext, isnull) }
+    }
 }
 
 /// Whether `slot` is one of PostgreSQL's own slot kinds, whose

@@ -5,15 +5,32 @@
 
 use pgrx::pg_sys;
 
+unsafe extern "C-unwind" {
+    /// tuplestore.c's, called by `materialize` for a block of rows under
+    /// one guard.
+    #[link_name = "tuplestore_putvalues"]
+    fn tuplestore_putvalues_unguarded(
+        state: *mut pg_sys::Tuplestorestate,
+        tdesc: pg_sys::TupleDesc,
+        values: *mut pg_sys::Datum,
+        isnull: *mut bool,
+    );
+}
+
+/// Rows stored under one guard: pgrx's guard of a call (a sigsetjmp and a
+/// thread check) cost as much as a tenth of storing a row.
+const BLOCK: usize = 1024;
+
 /// Writes `rows` as the result of the set-returning function called
 /// through `fcinfo` (declared `RETURNS TABLE`, none of its columns NULL):
-/// `fill` sets a row's column datums. By-reference datums only need to
-/// live until `fill` returns for the next row (each row is copied).
+/// `fill` sets a row's column datums (at most four). By-reference datums
+/// only need to live until `fill` returns for the next row (each row is
+/// copied).
 ///
 /// # Safety
 /// `fcinfo` is the call's own; datums `fill` writes match the declared
-/// column types.
-pub unsafe fn materialize<R>(
+/// column types; `fill` and the iterator do not panic.
+pub unsafe fn materialize<R: Copy>(
     fcinfo: pg_sys::FunctionCallInfo,
     rows: impl IntoIterator<Item = R>,
     mut fill: impl FnMut(&R, &mut [pg_sys::Datum]),
@@ -25,12 +42,26 @@ pub unsafe fn materialize<R>(
         pg_sys::InitMaterializedSRF(fcinfo, 0);
         let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
         let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
-        let natts = (*desc).natts as usize;
-        let mut values = vec![pg_sys::Datum::from(0usize); natts];
-        let mut nulls = vec![false; natts];
-        for row in rows {
-            fill(&row, &mut values);
-            pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        // (Room for every column `fill` may write, whatever the descriptor.)
+        let width = ((*desc).natts as usize).max(4);
+        let mut values = vec![pg_sys::Datum::from(0usize); width];
+        let mut nulls = vec![false; width];
+        let mut rows = rows.into_iter();
+        let mut more = true;
+        while more {
+            // The closure holds nothing with a destructor (rows are Copy),
+            // so an ERROR from the store (out of memory, a temporary file
+            // that cannot be written) leaves it as from a guarded call.
+            pg_sys::ffi::pg_guard_ffi_boundary(|| {
+                for _ in 0..BLOCK {
+                    let Some(row) = rows.next() else {
+                        more = false;
+                        return;
+                    };
+                    fill(&row, &mut values);
+                    tuplestore_putvalues_unguarded(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+                }
+            });
         }
     }
 }
