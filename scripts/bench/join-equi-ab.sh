@@ -1,5 +1,6 @@
 #!/bin/bash
-# The equi-join (10^6 x 10^7 int8) and a 128K `= ANY` over gpu_btree with two
+# The equi-join (10^6 x 10^7 int8), a 128K `= ANY` over gpu_btree and
+# gpu_btree_probe of the 10^6 outer keys (to a count) with two
 # builds in turn: the bundle's library (old) and ./new.so (a stripped
 # target/release/libgpuindex.so), the server restarted with each (ORDER), the
 # nested loop over btree at the start and the end. Copy next to a bundle folder
@@ -25,6 +26,7 @@ SQL
 echo "built in $(( $(date +%s) - s )) s"
 J="SELECT count(*), sum(bj_inner.v)::float8 FROM bj_outer JOIN bj_inner ON bj_inner.k = bj_outer.k"
 A="SELECT count(*) FROM bj_inner WHERE k = ANY(ARRAY(SELECT k FROM keys128))"
+F="SELECT count(*) FROM gpu_btree_probe('bj_inner_g', (SELECT array_agg(k) FROM bj_outer))"
 B="SET max_parallel_workers_per_gather = 0; SET enable_hashjoin = off; SET enable_mergejoin = off;"
 W="SELECT pg_prewarm('bj_inner'), pg_prewarm('bj_outer'), pg_prewarm('bj_inner_g'), pg_prewarm('bj_inner_b');"
 nl() { echo -n "nested loop (btree): "; $P <<SQL 2>&1 | grep -E 'Time' | sed 's/Time: //; s/ ms.*//' | tr '\n' ' '; echo
@@ -47,6 +49,7 @@ $J;
 SET gpuindex.device = auto; $J; $J; $J; $J;
 SET gpuindex.device = cpu; $J; $J; $J; $J;
 SET gpuindex.device = auto; $A; $A; $A;
+$F; $F; $F;
 SQL
 done
 nl
