@@ -1,7 +1,10 @@
-//! Per-row slot work without pgrx's FFI guard, which costs a sigsetjmp and
-//! a thread check a call (about 9% of a 10^6-row join's samples, most of
-//! them on its per-row calls). Only for work that cannot raise an ERROR,
-//! so that no longjmp crosses Rust frames.
+//! Per-row executor work without pgrx's per-call FFI guard, which costs a
+//! sigsetjmp and a thread check a call (about 9% of a 10^6-row join's
+//! samples, most of them on its per-row calls): unguarded where the work
+//! cannot raise an ERROR (`getsomeattrs` on PostgreSQL's own slot kinds,
+//! `store_buffer_tuple`), and (`in_guard`) where it can, inside one guard
+//! for a block of rows, so that no longjmp crosses Rust frames with
+//! destructors.
 
 use pgrx::pg_sys;
 

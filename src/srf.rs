@@ -17,8 +17,8 @@ unsafe extern "C-unwind" {
     );
 }
 
-/// Rows stored under one guard: pgrx's guard of a call (a sigsetjmp and a
-/// thread check) cost as much as a tenth of storing a row.
+/// Rows stored under one guard (pgrx's guard of a call is a sigsetjmp and
+/// a thread check: one per block instead of one per row).
 const BLOCK: usize = 1024;
 
 /// Writes `rows` as the result of the set-returning function called
