@@ -7,9 +7,10 @@
 //! Why: every batch allocates its large vectors afresh, and glibc gives
 //! blocks that large back to the kernel when they are freed, so each batch
 //! touched them as new pages again: a 10^6-row GpuIndexJoin chunk took
-//! ~22,000 page faults a run, ~10% of its time, every run; a block kept
-//! here is reused without one. A kept block that a larger request finds
-//! too small grows by `mremap` (its pages move, nothing is copied).
+//! ~22,000 page faults a run (~10% of its time on a 2-core machine); a
+//! block kept here is reused without one. A block that `realloc`
+//! outgrows moves into a kept block that fits, else grows by `mremap`
+//! (its pages move, nothing is copied).
 //!
 //! Each large block starts with a page-sized header holding its mapped
 //! length, so a block serves any request that fits it and the alignment
@@ -87,24 +88,18 @@ impl Kept {
         if block.1 > limit {
             return (false, 0);
         }
-        let mut out = 0;
-        while self.n > 0 && (self.n == SLOTS || self.bytes + block.1 > limit) {
-            evicted[out] = self.blocks[0];
-            out += 1;
-            self.bytes -= self.blocks[0].1;
-            self.blocks.copy_within(1..self.n, 0);
-            self.n -= 1;
-        }
+        let out = self.evict(|k| k.n == SLOTS || k.bytes + block.1 > limit, evicted);
         self.blocks[self.n] = block;
         self.n += 1;
         self.bytes += block.1;
         (true, out)
     }
 
-    /// Evicts blocks until at most `limit` bytes are kept.
-    fn shrink(&mut self, limit: usize, evicted: &mut [(usize, usize); SLOTS]) -> usize {
+    /// Evicts the oldest blocks into `evicted` while `full` says so; their
+    /// count.
+    fn evict(&mut self, full: impl Fn(&Kept) -> bool, evicted: &mut [(usize, usize); SLOTS]) -> usize {
         let mut out = 0;
-        while self.n > 0 && self.bytes > limit {
+        while self.n > 0 && full(self) {
             evicted[out] = self.blocks[0];
             out += 1;
             self.bytes -= self.blocks[0].1;
@@ -215,7 +210,7 @@ unsafe fn release(ptr: *mut u8) {
 pub fn set_retained(bytes: usize) {
     RETAIN.store(bytes, Ordering::Relaxed);
     let mut evicted = [(0, 0); SLOTS];
-    let out = CACHE.with(|k| k.shrink(bytes, &mut evicted));
+    let out = CACHE.with(|k| k.evict(|k| k.bytes > bytes, &mut evicted));
     unmap(&evicted[..out]);
 }
 
