@@ -59,6 +59,12 @@ pub trait IndexAm {
     /// The cost of a path, from the generic estimate.
     fn cost(path: &pg_sys::IndexPath, generic: &pg_sys::GenericCosts) -> Estimate;
 
+    /// Whether an `= ANY(array)` scan walks the index once in key order,
+    /// reading each leaf that holds elements once (not a descent per
+    /// element): its leaf reads are then priced as ordered page reads
+    /// (`cost::sorted_walk`).
+    const WALKS_ARRAYS_IN_KEY_ORDER: bool = false;
+
     /// What is wrong with an operator class of this access method (empty:
     /// nothing).
     fn check_opclass(c: &OpClass) -> Vec<String>;

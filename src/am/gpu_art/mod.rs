@@ -76,6 +76,8 @@ impl IndexAm for GpuArt {
         }
     }
 
+    const WALKS_ARRAYS_IN_KEY_ORDER: bool = true;
+
     fn cost(path: &pg_sys::IndexPath, generic: &pg_sys::GenericCosts) -> Estimate {
         crate::am::gpu_btree::cost::estimate(path, generic)
     }

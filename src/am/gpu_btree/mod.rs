@@ -71,6 +71,8 @@ impl IndexAm for GpuBtree {
         vacuum::recycle_pages(info.index, stats);
     }
 
+    const WALKS_ARRAYS_IN_KEY_ORDER: bool = true;
+
     fn cost(path: &pg_sys::IndexPath, generic: &pg_sys::GenericCosts) -> Estimate {
         cost::estimate(path, generic)
     }

@@ -80,6 +80,8 @@ impl IndexAm for GpuLearned {
         delta::vacuum::recycle_pages(info.index, stats);
     }
 
+    const WALKS_ARRAYS_IN_KEY_ORDER: bool = true;
+
     fn cost(path: &pg_sys::IndexPath, generic: &pg_sys::GenericCosts) -> Estimate {
         delta::cost::estimate(path, generic)
     }
