@@ -22,18 +22,18 @@ unsafe extern "C-unwind" {
 const BLOCK: usize = 1024;
 
 /// Writes `rows` as the result of the set-returning function called
-/// through `fcinfo` (declared `RETURNS TABLE`, none of its columns NULL):
-/// `fill` sets a row's column datums (at most four). By-reference datums
-/// only need to live until `fill` returns for the next row (each row is
+/// through `fcinfo` (declared `RETURNS TABLE` of `N` columns, none of them
+/// NULL): `fill` sets a row's `N` column datums. By-reference datums only
+/// need to live until `fill` returns for the next row (each row is
 /// copied).
 ///
 /// # Safety
 /// `fcinfo` is the call's own; datums `fill` writes match the declared
 /// column types; `fill` and the iterator do not panic.
-pub unsafe fn materialize<R: Copy>(
+pub unsafe fn materialize<R: Copy, const N: usize>(
     fcinfo: pg_sys::FunctionCallInfo,
     rows: impl IntoIterator<Item = R>,
-    mut fill: impl FnMut(&R, &mut [pg_sys::Datum]),
+    mut fill: impl FnMut(&R, &mut [pg_sys::Datum; N]),
 ) {
     // SAFETY: the caller keeps this function's contract (# Safety).
     unsafe {
@@ -42,8 +42,8 @@ pub unsafe fn materialize<R: Copy>(
         pg_sys::InitMaterializedSRF(fcinfo, 0);
         let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
         let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
-        // (Room for every column `fill` may write, whatever the descriptor.)
-        let width = ((*desc).natts as usize).max(4);
+        // (Room for every column the descriptor has, whatever N is.)
+        let width = ((*desc).natts as usize).max(N);
         let mut values = vec![pg_sys::Datum::from(0usize); width];
         let mut nulls = vec![false; width];
         let mut rows = rows.into_iter();
@@ -58,7 +58,7 @@ pub unsafe fn materialize<R: Copy>(
                         more = false;
                         return;
                     };
-                    fill(&row, &mut values);
+                    fill(&row, (&mut values[..N]).try_into().expect("width >= N"));
                     tuplestore_putvalues_unguarded(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
                 }
             });
@@ -78,7 +78,7 @@ pub fn tid_datum(t: &pg_sys::ItemPointerData) -> pg_sys::Datum {
 pub unsafe fn ord_tids(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<(i64, pg_sys::ItemPointerData)>) {
     // SAFETY: the caller keeps this function's contract (# Safety).
     unsafe {
-        materialize(fcinfo, rows, |r, v| {
+        materialize(fcinfo, rows, |r, v: &mut [pg_sys::Datum; 2]| {
             v[0] = r.0.into();
             v[1] = tid_datum(&r.1);
         })
@@ -94,7 +94,7 @@ pub unsafe fn ord_tid_distances(fcinfo: pg_sys::FunctionCallInfo, hits: crate::a
     // SAFETY: the caller keeps this function's contract (# Safety).
     unsafe {
         let rows = hits.rows.into_iter().zip(hits.distances.expect("distances of neighbours"));
-        materialize(fcinfo, rows, |((ord, ctid), d), v| {
+        materialize(fcinfo, rows, |((ord, ctid), d), v: &mut [pg_sys::Datum; 3]| {
             v[0] = (*ord).into();
             v[1] = tid_datum(ctid);
             v[2] = pg_sys::Datum::from(d.to_bits());

@@ -249,7 +249,7 @@ fn gpu_spatial_join(
     drop(inner);
     // SAFETY: the call's own fcinfo; two tid columns.
     unsafe {
-        crate::srf::materialize(fcinfo, out, |r, v| {
+        crate::srf::materialize(fcinfo, out, |r, v: &mut [pg_sys::Datum; 2]| {
             v[0] = crate::srf::tid_datum(&r.0);
             v[1] = crate::srf::tid_datum(&r.1);
         })
