@@ -134,9 +134,11 @@ SELECT count(*) FROM gpu_btree_probe('gb_f8', ARRAY[0]::float8[]);
 -- priced as ordered page reads, the index wins over a parallel sequential
 -- scan (the generic estimate's random read per element kept the planner
 -- on the sequential scan, three times slower at 128K elements over 10^7
--- rows).
-CREATE TABLE gb_many AS SELECT (g * 3)::int8 AS k FROM generate_series(1, 100000) g;
+-- rows). gpu_learned and gpu_art walk their arrays the same way.
+CREATE TABLE gb_many (k int8, t text COLLATE "C");
+INSERT INTO gb_many SELECT g * 3, lpad((g * 3)::text, 7, '0') FROM generate_series(1, 100000) g;
 CREATE INDEX gb_many_k ON gb_many USING gpu_btree (k);
+CREATE INDEX gb_many_t ON gb_many USING gpu_art (t);
 VACUUM ANALYZE gb_many;
 CREATE FUNCTION gb_scans(q text) RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE plan json;
@@ -148,9 +150,18 @@ BEGIN
 END $$;
 SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
 SET max_parallel_workers_per_gather = 4;
-SELECT array_agg(g * 2)::text AS gb_keys FROM generate_series(1, 12000) g \gset
+SELECT array_agg(g * 2)::text AS gb_keys, array_agg(lpad((g * 2)::text, 7, '0'))::text AS gb_texts
+FROM generate_series(1, 12000) g \gset
 SELECT gb_scans(format('SELECT count(*) FROM gb_many WHERE k = ANY (%L::int8[])', :'gb_keys'));
 SELECT count(*) FROM gb_many WHERE k = ANY (:'gb_keys'::int8[]);
+SELECT gb_scans(format('SELECT count(*) FROM gb_many WHERE t = ANY (%L::text[])', :'gb_texts'));
+SELECT count(*) FROM gb_many WHERE t = ANY (:'gb_texts'::text[]);
+BEGIN;
+DROP INDEX gb_many_k;
+CREATE INDEX gb_many_l ON gb_many USING gpu_learned (k);
+SELECT gb_scans(format('SELECT count(*) FROM gb_many WHERE k = ANY (%L::int8[])', :'gb_keys'));
+SELECT count(*) FROM gb_many WHERE k = ANY (:'gb_keys'::int8[]);
+ROLLBACK;
 RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_table_scan_size;
 RESET max_parallel_workers_per_gather;
 DROP TABLE gb_many;
