@@ -24,9 +24,7 @@ pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str) -> Vec<
         let (run, delta_has_keys) = run::current(index);
         let hints = run::predictions(index, &run, codes, what);
         let mut out = Vec::with_capacity(codes.len());
-        for (&q, &h) in codes.iter().zip(&hints) {
-            run.collect_equal(index, q, h as usize, &mut out);
-        }
+        run.collect_all_equal(index, codes, &hints, &mut out);
         // The delta, unless its key tree is clear or an empty root leaf
         // (rows a snapshot sees were there when it was taken).
         if delta_has_keys {

@@ -247,24 +247,51 @@ impl Run {
         found(i, self.page(rel, i))
     }
 
-    /// Every live entry with key `q`, from q's lower bound (hint: its
-    /// predicted position), into `out`.
-    pub fn collect_equal(&self, rel: pg_sys::Relation, q: u64, hint: usize, out: &mut Vec<(u64, Tid)>) {
-        let (mut pos, Some((mut i, mut g))) = self.lower_bound_page(rel, q, hint) else { return };
-        loop {
-            let ends_here = {
-                let p = RunPage::new(g.page());
-                let end = p.upper_bound_from(pos - self.first(i), q);
-                p.copy_live(pos - self.first(i), end, out);
-                end < p.count()
-            };
-            if ends_here || i + 1 == self.pages() {
-                return;
+    /// Every live entry whose key is one of the ascending distinct
+    /// `codes` (hints: their predicted positions), into `out` in key
+    /// order: the codes a page holds are searched under one lock of it,
+    /// each from where the last ended (as a scan loads a page for every
+    /// `= ANY` point on it); a code past the page is sought from its hint.
+    pub fn collect_all_equal(&self, rel: pg_sys::Relation, codes: &[u64], hints: &[u64], out: &mut Vec<(u64, Tid)>) {
+        let mut j = 0;
+        while j < codes.len() {
+            // None: no key >= codes[j], nor any later code.
+            let (pos, Some((mut i, mut g))) = self.lower_bound_page(rel, codes[j], hints[j] as usize) else { return };
+            let mut at = pos - self.first(i);
+            loop {
+                let (last, continues) = {
+                    let p = RunPage::new(g.page());
+                    let last = p.s.high;
+                    while j < codes.len() && codes[j] < last {
+                        let start = p.lower_bound_from(at, codes[j]);
+                        at = p.upper_bound_from(start, codes[j]);
+                        p.copy_live(start, at, out);
+                        j += 1;
+                    }
+                    // The page's last key: its entries run to the page's
+                    // end and may go on over the next pages.
+                    let on = j < codes.len() && codes[j] == last;
+                    if on {
+                        let start = p.lower_bound_from(at, last);
+                        p.copy_live(start, p.count(), out);
+                    }
+                    (last, on)
+                };
+                if !continues || i + 1 == self.pages() {
+                    if continues {
+                        j += 1;
+                    }
+                    break;
+                }
+                drop(g);
+                i += 1;
+                g = self.page(rel, i);
+                at = 0;
+                if RunPage::new(g.page()).s.low != last {
+                    // The run ended with the page before.
+                    j += 1;
+                }
             }
-            drop(g);
-            i += 1;
-            pos = self.first(i);
-            g = self.page(rel, i);
         }
     }
 
