@@ -305,6 +305,27 @@ SELECT p.ord, t.id FROM gpu_learned_probe('gl_i8', ARRAY[-49945, NULL, -49926, -
 JOIN gl t ON t.ctid = p.ctid ORDER BY p.ord, t.id;
 SELECT count(*) FROM gpu_learned_probe('gl_i4', ARRAY(SELECT g FROM generate_series(-500, 500) g));
 SELECT count(*) FROM gpu_learned_probe('gl_f8', ARRAY[0]::float8[]);
+-- Keys searched page by page: runs of one key over several pages (4,286
+-- and 2,338 rows), the keys beside them, deleted rows, misses; every key's
+-- count equals the table's.
+CREATE TABLE glp (k int8);
+INSERT INTO glp SELECT CASE WHEN g % 7 = 0 THEN 5000 WHEN g % 11 = 0 THEN 7000 ELSE g END FROM generate_series(1, 30000) g;
+CREATE INDEX glp_k ON glp USING gpu_learned (k);
+DELETE FROM glp WHERE k % 17 = 0 OR (k = 5000 AND ctid < '(5,0)');
+-- (The expected counts by a hash join over the table.)
+SET enable_indexscan = off; SET enable_indexonlyscan = off; SET enable_bitmapscan = off; SET gpuindex.enable_join = off;
+WITH keys AS (
+  SELECT array_agg(x ORDER BY x) AS a FROM (
+    SELECT k AS x FROM glp WHERE k % 13 = 0 OR k BETWEEN 4990 AND 5010 OR k BETWEEN 6990 AND 7010
+    UNION SELECT x FROM unnest(ARRAY[-1, 17, 5000, 7000, 99999]) x) s),
+got AS (SELECT p.ord, count(*) AS n FROM keys, gpu_learned_probe('glp_k', keys.a) p GROUP BY p.ord),
+want AS (
+  SELECT i AS ord, count(glp.k) AS n FROM keys CROSS JOIN generate_subscripts(keys.a, 1) i
+  LEFT JOIN glp ON glp.k = keys.a[i] GROUP BY i)
+SELECT count(*) AS keys, sum(want.n) AS rows, count(*) FILTER (WHERE coalesce(got.n, 0) <> want.n) AS differ
+FROM want LEFT JOIN got USING (ord);
+RESET enable_indexscan; RESET enable_indexonlyscan; RESET enable_bitmapscan; RESET gpuindex.enable_join;
+DROP TABLE glp;
 
 -- Parallel scans: a forward range split among the participants (the run's
 -- pages and the delta's leaves); anything else taken whole by one.
