@@ -277,10 +277,11 @@ impl Run {
                     }
                     (last, on)
                 };
-                if !continues || i + 1 == self.pages() {
-                    if continues {
-                        j += 1;
-                    }
+                if !continues {
+                    break;
+                }
+                if i + 1 == self.pages() {
+                    j += 1;
                     break;
                 }
                 drop(g);
