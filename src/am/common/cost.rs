@@ -58,11 +58,13 @@ unsafe fn sorted_walk(root: *mut pg_sys::PlannerInfo, index: &pg_sys::IndexOptIn
         return 0.0;
     }
     let visits = costs.numIndexPages * costs.num_sa_scans;
-    let (mut random_page_cost, mut seq_page_cost) = (0.0, 0.0);
+    // (genericcostestimate's own random_page_cost for the tablespace.)
+    let random_page_cost = costs.spc_random_page_cost;
+    let mut seq_page_cost = 0.0;
     // SAFETY: the caller's planner state; the index's tablespace.
     let generic = unsafe {
-        pg_sys::get_tablespace_page_costs(index.reltablespace, &mut random_page_cost, &mut seq_page_cost);
-        pg_sys::index_pages_fetched(visits, index.pages, pages, root) * costs.spc_random_page_cost
+        pg_sys::get_tablespace_page_costs(index.reltablespace, std::ptr::null_mut(), &mut seq_page_cost);
+        pg_sys::index_pages_fetched(visits, index.pages, pages, root) * random_page_cost
     };
     // Distinct leaves among the visits, drawn uniformly (Cardenas).
     let read = (pages * (1.0 - (-visits / pages).exp())).clamp(1.0, pages);
