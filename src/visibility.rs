@@ -10,7 +10,7 @@
 //! map bit); other pages, and SERIALIZABLE transactions, go through
 //! heap_hot_search_buffer.
 
-use crate::storage::{pin_page, tid_to, Tid};
+use crate::storage::{tid_to, RecentPages, Tid};
 use pgrx::pg_sys;
 
 /// For (tid, position) matches of an index on `heap`: the visible TIDs
@@ -38,12 +38,14 @@ pub unsafe fn visible(heap: pg_sys::Relation, mut matches: Vec<(Tid, i64)>) -> V
         let nblocks = pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM);
         let mut out = Vec::with_capacity(matches.len());
         let mut page = Vec::new();
+        let mut recent = RecentPages::of(heap);
         let mut i = 0;
         while i < matches.len() {
             let block = (matches[i].0 >> 16) as u32;
             let end = i + matches[i..].partition_point(|m| (m.0 >> 16) as u32 == block);
             if block < nblocks {
-                let buf = pin_page(heap, block);
+                let buf = recent.pin(heap, block);
+                recent.prefetch_ahead(block, matches[end..].iter().map(|m| m.0));
                 resolve_page(heap, buf, snapshot, fast, matches[i..end].iter().map(|m| m.0), &mut page);
                 pg_sys::ReleaseBuffer(buf);
                 // Both in TID order: several queries may match one row.

@@ -547,7 +547,7 @@ impl State {
                 // Rows were stored in heap order and come back by rank:
                 // each a cache miss unless asked for a few rows ahead.
                 if let Some(&(_, ahead)) = top.stored.get(self.cursor + 8) {
-                    super::heap::prefetch(ahead);
+                    crate::storage::prefetch(ahead);
                 }
                 self.cursor += 1;
                 pg_sys::ExecStoreMinimalTuple(tuple, top.mslot, false);
@@ -560,9 +560,9 @@ impl State {
             // time in a profile) unless asked for a few matches ahead.
             if let Some(&(_, ahead)) = self.matches.get(self.cursor + 8) {
                 let n = self.stored_atts.len();
-                super::heap::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * n));
-                super::heap::prefetch(self.nulls.as_ptr().wrapping_add(ahead as usize * n));
-                super::heap::prefetch(self.matched.as_ptr().wrapping_add(ahead as usize));
+                crate::storage::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * n));
+                crate::storage::prefetch(self.nulls.as_ptr().wrapping_add(ahead as usize * n));
+                crate::storage::prefetch(self.matched.as_ptr().wrapping_add(ahead as usize));
             }
             self.cursor += 1;
             let row = row as usize;
@@ -583,7 +583,7 @@ impl State {
     /// Fetches the visible row at `tid` (the visible member of its HOT
     /// chain) into the heap slot; false if there is none. `upcoming`: the
     /// TIDs fetched next, in order.
-    pub(super) unsafe fn fetch(&mut self, tid: Tid, snapshot: pg_sys::Snapshot, upcoming: impl Iterator<Item = Tid>) -> bool {
+    pub(super) unsafe fn fetch(&mut self, tid: Tid, snapshot: pg_sys::Snapshot, upcoming: impl Iterator<Item = Tid> + Clone) -> bool {
         if let Some((t, found)) = self.fetched {
             if t == tid {
                 return found;

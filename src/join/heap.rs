@@ -20,7 +20,7 @@
 //! snapshot below SERIALIZABLE, else row by row through
 //! `table_tuple_fetch_row_version` (heapam's predicate locks).
 
-use crate::storage::{pin_page, tid_to, Tid};
+use crate::storage::{prefetch, tid_to, RecentPages, Tid};
 use crate::visibility::{line_pointers_answer, resolve_exact, resolve_page};
 use pgrx::pg_sys;
 
@@ -36,18 +36,8 @@ pub(super) struct PageFetch {
     block: u32,
     /// The resolved TIDs of the chunk on that page, in TID order.
     page: Vec<(Tid, Option<pg_sys::ItemPointerData>)>,
-}
-
-/// Asks the CPU to bring the line at `p` into its cache (nothing where
-/// the target has no such hint). Never faults, whatever `p` is.
-pub(super) fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it reads nothing the program sees.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    /// Where this backend last found the table's pages.
+    recent: Option<RecentPages>,
 }
 
 /// Prefetches the resolved rows of the pinned page in `buf`: they are
@@ -109,6 +99,7 @@ impl PageFetch {
                 buf: pg_sys::InvalidBuffer as pg_sys::Buffer,
                 block: pg_sys::InvalidBlockNumber,
                 page: Vec::new(),
+                recent: by_page.then(|| RecentPages::of(heap)),
             }
         }
     }
@@ -125,7 +116,7 @@ impl PageFetch {
         slot: *mut pg_sys::TupleTableSlot,
         snapshot: pg_sys::Snapshot,
         tid: Tid,
-        upcoming: impl Iterator<Item = Tid>,
+        upcoming: impl Iterator<Item = Tid> + Clone,
     ) -> bool {
         // SAFETY: the caller keeps this function's contract (# Safety).
         unsafe {
@@ -141,7 +132,9 @@ impl PageFetch {
             let block = (tid >> 16) as u32;
             if block != self.block || self.buf == pg_sys::InvalidBuffer as pg_sys::Buffer {
                 self.release();
-                self.buf = pin_page(heap, block);
+                let recent = self.recent.as_mut().expect("a heap read by page");
+                self.buf = recent.pin(heap, block);
+                recent.prefetch_ahead(block, upcoming.clone());
                 self.block = block;
                 // As heapam's index fetch does when it moves to a page.
                 pg_sys::heap_page_prune_opt(heap, self.buf);
@@ -196,6 +189,8 @@ impl PageFetch {
 
     pub(super) unsafe fn end(&mut self) {
         self.release();
+        // Back into this backend's memory of the table.
+        self.recent = None;
         if !self.index_fetch.is_null() {
             // SAFETY: the fetch begun by `begin`.
             unsafe { pg_sys::table_index_fetch_end(self.index_fetch) };

@@ -203,8 +203,8 @@ impl State {
                 // Candidates come in heap order, their outer rows in any:
                 // the row's values and its result list, asked for ahead.
                 if let Some(&(_, ahead, _)) = cands.get(i + 8) {
-                    super::heap::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * width));
-                    super::heap::prefetch(results.as_ptr().wrapping_add(ahead as usize));
+                    crate::storage::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * width));
+                    crate::storage::prefetch(results.as_ptr().wrapping_add(ahead as usize));
                 }
                 // SAFETY: the node's fetch and slots.
                 if unsafe { self.fetch(tid, snapshot, cands[i + 1..].iter().map(|c| c.0)) } {

@@ -6,6 +6,7 @@
 
 mod buffer;
 mod page;
+mod recent;
 pub mod recycle;
 pub mod rmgr;
 mod temp_file;
@@ -13,8 +14,9 @@ mod tid;
 pub mod wal;
 mod xlog;
 
-pub use buffer::{new_page, new_page_in, read as pin_page, Exclusive, Fork, Locked, Pins, Shared};
+pub use buffer::{new_page, new_page_in, Exclusive, Fork, Locked, Pins, Shared};
 pub use page::{content_bytes, PageData, PageMut, PageRef, SpecialArea, CONTENT_START};
+pub use recent::{prefetch, RecentPages};
 pub use temp_file::TempFile;
 pub use tid::{tid_from, tid_from_bytes, tid_to, Tid};
 pub use xlog::Xlog;

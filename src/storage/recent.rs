@@ -1,0 +1,143 @@
+//! Heap pages pinned through the buffer each was last found in. A batch
+//! reads a table's matched rows in TID order, and on random rows most of
+//! a row's time is the buffer mapping's hash lookup and the cache misses
+//! of the buffer header, page header and line pointer, one after another.
+//! This backend remembers, per table block, the shared buffer it last
+//! pinned it in: `ReadRecentBuffer` pins that buffer after checking its
+//! tag (no hash lookup), and the buffer header, page header and line
+//! pointer of a page a few pages ahead can be prefetched, overlapping
+//! those misses. A remembered buffer is only a hint: one that holds
+//! another page now fails the tag check and the block is read as usual.
+//!
+//! Kept for the last few tables read (keyed by their files, so a rewrite
+//! starts afresh), 4 bytes a block, for the first `MAX_BLOCKS` blocks of
+//! each; temporary tables (local buffers) are read as usual. Used by every
+//! batch that reads matched rows: the join's heap fetches and TID probes,
+//! and the batch functions' visibility pass.
+
+use super::buffer::read;
+use super::Tid;
+use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// Blocks remembered per table: a 32 GiB table's, in a 16 MiB array.
+const MAX_BLOCKS: usize = 1 << 22;
+/// Tables, and blocks of all of them, remembered; past either, the memory
+/// starts afresh (at most 32 MiB a backend).
+const MAX_TABLES: usize = 16;
+const MAX_TOTAL_BLOCKS: usize = 1 << 23;
+/// Pages ahead of the one being read whose buffer header, page header and
+/// line pointer are asked for (a miss each, overlapped).
+const PAGES_AHEAD: usize = 8;
+
+type FileKey = (pg_sys::Oid, pg_sys::Oid, pg_sys::Oid);
+
+fn file_key(n: &pg_sys::RelFileNode) -> FileKey {
+    (n.spcNode, n.dbNode, n.relNode)
+}
+
+thread_local! {
+    static RECENT: RefCell<HashMap<FileKey, Vec<pg_sys::Buffer>>> = RefCell::new(HashMap::new());
+}
+
+/// Asks the CPU to bring the line at `p` into its cache (nothing where
+/// the target has no such hint). Never faults, whatever `p` is.
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it reads nothing the program sees.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// The shared-buffer table of one relation, while a batch reads it.
+pub struct RecentPages {
+    node: pg_sys::RelFileNode,
+    /// Buffer of each block (InvalidBuffer: not known); None for a table
+    /// in local buffers.
+    buffers: Option<Vec<pg_sys::Buffer>>,
+}
+
+impl RecentPages {
+    /// This backend's memory of `rel`'s pages, taken out until `Drop`.
+    pub fn of(rel: pg_sys::Relation) -> RecentPages {
+        // SAFETY: an open relation.
+        let (node, local) = unsafe { ((*rel).rd_node, (*rel).rd_backend != pg_sys::InvalidBackendId) };
+        let buffers = (!local).then(|| RECENT.with_borrow_mut(|m| m.remove(&file_key(&node)).unwrap_or_default()));
+        RecentPages { node, buffers }
+    }
+
+    fn known(&self, block: u32) -> Option<pg_sys::Buffer> {
+        let b = *self.buffers.as_ref()?.get(block as usize)?;
+        (b != pg_sys::InvalidBuffer as pg_sys::Buffer).then_some(b)
+    }
+
+    /// A pin on `block` of `rel` (the relation this was made for), as
+    /// a plain read gives.
+    pub fn pin(&mut self, rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
+        if let Some(b) = self.known(block) {
+            // SAFETY: a shared buffer number; the call checks that it
+            // holds this block before pinning it.
+            if unsafe { pg_sys::ReadRecentBuffer(self.node, pg_sys::ForkNumber::MAIN_FORKNUM, block, b) } {
+                return b;
+            }
+        }
+        let buf = read(rel, block);
+        if let Some(v) = self.buffers.as_mut().filter(|_| (block as usize) < MAX_BLOCKS) {
+            if v.len() <= block as usize {
+                v.resize(block as usize + 1, pg_sys::InvalidBuffer as pg_sys::Buffer);
+            }
+            v[block as usize] = buf;
+        }
+        buf
+    }
+
+    /// While `block` is read, with `upcoming` the TIDs read after it in
+    /// TID order: prefetches for the page `PAGES_AHEAD` pages on (looking
+    /// a few hundred TIDs ahead at most).
+    pub fn prefetch_ahead(&self, block: u32, upcoming: impl Iterator<Item = Tid>) {
+        let (mut last, mut pages) = (block, 0);
+        for t in upcoming.take(256) {
+            let b = (t >> 16) as u32;
+            if b != last {
+                (last, pages) = (b, pages + 1);
+                if pages == PAGES_AHEAD {
+                    return self.prefetch(b, t as u16);
+                }
+            }
+        }
+    }
+
+    /// Asks the CPU for what pinning `block` and reading line pointer
+    /// `offset` of it will touch, if its buffer is known: the buffer
+    /// header, the page header and the line pointer. Harmless if the
+    /// buffer holds another page by then.
+    fn prefetch(&self, block: u32, offset: u16) {
+        let Some(b) = self.known(block) else { return };
+        let i = (b - 1) as usize;
+        // SAFETY: addresses inside the shared buffer pool's arrays (a
+        // remembered buffer number is below NBuffers); nothing is read.
+        unsafe {
+            let page = pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8;
+            prefetch(pg_sys::BufferDescriptors.add(i));
+            prefetch(page);
+            prefetch(page.add(std::mem::size_of::<pg_sys::PageHeaderData>() + 4 * (offset as usize).saturating_sub(1)));
+        }
+    }
+}
+
+impl Drop for RecentPages {
+    fn drop(&mut self) {
+        if let Some(v) = self.buffers.take() {
+            RECENT.with_borrow_mut(|m| {
+                if m.len() >= MAX_TABLES || m.values().map(Vec::len).sum::<usize>() + v.len() > MAX_TOTAL_BLOCKS {
+                    m.clear();
+                }
+                m.insert(file_key(&self.node), v);
+            });
+        }
+    }
+}
