@@ -4,7 +4,9 @@
 # (ORDER). The equi-join (10^6 x 10^7 int8, gpu_btree), the kNN LATERAL
 # join (10^4 centres, k = 10, 10^7 points, gpu_spatial), and the probe
 # function joined back by ctid (TID probes). Each query run once unmeasured,
-# then timed four times, in one session per build.
+# then timed four times, in one session per build. Copy next to a bundle
+# folder `pg` (scripts/gpu-pg-bundle.sh) and old.so (a stripped
+# target/release/libgpuindex.so of the build to compare) and run it there.
 cd "$(dirname "$0")"; here=$(pwd)
 conf='shared_buffers=4GB;max_wal_size=16GB'
 PRELOAD=gpuindex FRESH=1 PGCONF_EXTRA=$conf pg/server/pg-start >/dev/null || exit 1
