@@ -21,6 +21,43 @@ pub fn relfilenode(rel: pg_sys::Relation) -> pg_sys::Oid {
     }
 }
 
+/// The relation's files: tablespace, database, file number.
+pub fn file_key(rel: pg_sys::Relation) -> (pg_sys::Oid, pg_sys::Oid, pg_sys::Oid) {
+    // SAFETY: a field of an open relation.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        {
+            let n = (*rel).rd_node;
+            (n.spcNode, n.dbNode, n.relNode)
+        }
+        #[cfg(not(feature = "pg15"))]
+        {
+            let n = (*rel).rd_locator;
+            (n.spcOid, n.dbOid, n.relNumber)
+        }
+    }
+}
+
+/// Pins `buffer` if it holds `block` of the relation's main fork
+/// (ReadRecentBuffer); false, with nothing pinned, if it does not.
+///
+/// # Safety
+/// `buffer` a shared buffer number; a backend.
+pub unsafe fn read_recent_buffer(rel: pg_sys::Relation, block: u32, buffer: pg_sys::Buffer) -> bool {
+    // SAFETY: the caller's contract; ReadRecentBuffer checks the buffer's
+    // tag under its header lock before pinning.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        {
+            pg_sys::ReadRecentBuffer((*rel).rd_node, pg_sys::ForkNumber::MAIN_FORKNUM, block, buffer)
+        }
+        #[cfg(not(feature = "pg15"))]
+        {
+            pg_sys::ReadRecentBuffer((*rel).rd_locator, pg_sys::ForkNumber::MAIN_FORKNUM, block, buffer)
+        }
+    }
+}
+
 /// Whether the relation's current file was created in this transaction
 /// (RelationNeedsWAL's second half: such files are synced at commit).
 pub fn file_created_in_this_transaction(rel: pg_sys::Relation) -> bool {

@@ -33,10 +33,6 @@ const PAGES_AHEAD: usize = 8;
 
 type FileKey = (pg_sys::Oid, pg_sys::Oid, pg_sys::Oid);
 
-fn file_key(n: &pg_sys::RelFileNode) -> FileKey {
-    (n.spcNode, n.dbNode, n.relNode)
-}
-
 thread_local! {
     static RECENT: RefCell<HashMap<FileKey, Vec<pg_sys::Buffer>>> = RefCell::new(HashMap::new());
 }
@@ -55,7 +51,7 @@ pub fn prefetch<T>(p: *const T) {
 
 /// The shared-buffer table of one relation, while a batch reads it.
 pub struct RecentPages {
-    node: pg_sys::RelFileNode,
+    file: FileKey,
     /// Buffer of each block (InvalidBuffer: not known); None for a table
     /// in local buffers.
     buffers: Option<Vec<pg_sys::Buffer>>,
@@ -64,10 +60,11 @@ pub struct RecentPages {
 impl RecentPages {
     /// This backend's memory of `rel`'s pages, taken out until `Drop`.
     pub fn of(rel: pg_sys::Relation) -> RecentPages {
+        let file = crate::compat::file_key(rel);
         // SAFETY: an open relation.
-        let (node, local) = unsafe { ((*rel).rd_node, (*rel).rd_backend != pg_sys::InvalidBackendId) };
-        let buffers = (!local).then(|| RECENT.with_borrow_mut(|m| m.remove(&file_key(&node)).unwrap_or_default()));
-        RecentPages { node, buffers }
+        let local = unsafe { (*(*rel).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char };
+        let buffers = (!local).then(|| RECENT.with_borrow_mut(|m| m.remove(&file).unwrap_or_default()));
+        RecentPages { file, buffers }
     }
 
     fn known(&self, block: u32) -> Option<pg_sys::Buffer> {
@@ -81,7 +78,7 @@ impl RecentPages {
         if let Some(b) = self.known(block) {
             // SAFETY: a shared buffer number; the call checks that it
             // holds this block before pinning it.
-            if unsafe { pg_sys::ReadRecentBuffer(self.node, pg_sys::ForkNumber::MAIN_FORKNUM, block, b) } {
+            if unsafe { crate::compat::read_recent_buffer(rel, block, b) } {
                 return b;
             }
         }
@@ -136,7 +133,7 @@ impl Drop for RecentPages {
                 if m.len() >= MAX_TABLES || m.values().map(Vec::len).sum::<usize>() + v.len() > MAX_TOTAL_BLOCKS {
                     m.clear();
                 }
-                m.insert(file_key(&self.node), v);
+                m.insert(self.file, v);
             });
         }
     }
