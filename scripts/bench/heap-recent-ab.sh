@@ -5,29 +5,21 @@
 # join (10^4 centres, k = 10, 10^7 points, gpu_spatial), and the probe
 # function joined back by ctid (TID probes). Each query run once unmeasured,
 # then timed four times, in one session per build. Copy next to a bundle
-# folder `pg` (scripts/gpu-pg-bundle.sh) and old.so (a stripped
-# target/release/libgpuindex.so of the build to compare) and run it there.
+# folder `pg` (scripts/gpu-pg-bundle.sh), equi-tables.sh and old.so (a
+# stripped target/release/libgpuindex.so of the build to compare) and run
+# it there.
 cd "$(dirname "$0")"; here=$(pwd)
-conf='shared_buffers=4GB;max_wal_size=16GB'
-PRELOAD=gpuindex FRESH=1 PGCONF_EXTRA=$conf pg/server/pg-start >/dev/null || exit 1
-source pg/server/pg-env.sh
-RT=$(pgb_server_root); lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so
+source ./equi-tables.sh
+lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so
 cp $lib /tmp/new.so
-P="$RT/pg-psql -X -q -v ON_ERROR_STOP=1"
 s=$(date +%s)
 $P <<'SQL'
-CREATE EXTENSION gpuindex; CREATE EXTENSION pg_prewarm;
-CREATE TABLE bj_inner AS SELECT (i * 2147483647) % 10000000 AS k, i AS v FROM generate_series(0::int8, 9999999) i;
-SELECT setseed(0.5);
-CREATE TABLE bj_outer AS SELECT i AS id, (random() * 9999999)::int8 AS k FROM generate_series(0::int8, 999999) i;
 CREATE TABLE bj_pts AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS p FROM generate_series(1::int8, 10000000) i;
 CREATE TABLE bj_centres AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS c FROM generate_series(1::int8, 10000) i;
-CREATE INDEX bj_inner_g ON bj_inner USING gpu_btree (k);
 CREATE INDEX bj_pts_g ON bj_pts USING gpu_spatial (p);
-VACUUM ANALYZE bj_inner; VACUUM ANALYZE bj_outer; VACUUM ANALYZE bj_pts; VACUUM ANALYZE bj_centres;
+VACUUM ANALYZE bj_pts; VACUUM ANALYZE bj_centres;
 SQL
-echo "built in $(( $(date +%s) - s )) s"
-J="SELECT count(*), sum(bj_inner.v)::float8 FROM bj_outer JOIN bj_inner ON bj_inner.k = bj_outer.k"
+echo "spatial tables built in $(( $(date +%s) - s )) s"
 K="SELECT count(s.id), sum(s.d) FROM bj_centres CROSS JOIN LATERAL (SELECT id, p <-> bj_centres.c AS d FROM bj_pts ORDER BY p <-> bj_centres.c LIMIT 10) s"
 F="SELECT count(*), sum(t.v)::float8 FROM gpu_btree_probe('bj_inner_g', (SELECT array_agg(k) FROM bj_outer)) p JOIN bj_inner t ON t.ctid = p.ctid"
 W="SELECT pg_prewarm('bj_inner'), pg_prewarm('bj_outer'), pg_prewarm('bj_inner_g'), pg_prewarm('bj_pts'), pg_prewarm('bj_pts_g');"
