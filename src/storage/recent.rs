@@ -121,7 +121,8 @@ impl RecentPages {
             let page = pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8;
             prefetch(pg_sys::BufferDescriptors.add(i));
             prefetch(page);
-            prefetch(page.add(std::mem::size_of::<pg_sys::PageHeaderData>() + 4 * (offset as usize).saturating_sub(1)));
+            // (A TID's offset is a heap page's; wrapping: no bound on it here.)
+            prefetch(page.wrapping_add(std::mem::size_of::<pg_sys::PageHeaderData>() + 4 * (offset as usize).saturating_sub(1)));
         }
     }
 }
