@@ -41,7 +41,11 @@ pub struct Shared<S> {
 
 impl<S: SpecialArea> Shared<S> {
     pub fn lock(rel: pg_sys::Relation, block: u32) -> Self {
-        let buf = read(rel, block);
+        Self::lock_pinned(read(rel, block))
+    }
+
+    /// Share-locks `buf`, pinned by the caller; the guard releases both.
+    pub fn lock_pinned(buf: pg_sys::Buffer) -> Self {
         // SAFETY: buf is pinned.
         unsafe { pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32) };
         Shared { buf, _special: PhantomData }

@@ -1,4 +1,4 @@
-//! Heap pages pinned through the buffer each was last found in. A batch
+//! Pages pinned through the buffer each was last found in. A batch
 //! reads a table's matched rows in TID order, and on random rows most of
 //! a row's time is the buffer mapping's hash lookup and the cache misses
 //! of the buffer header, page header and line pointer, one after another.
@@ -9,11 +9,12 @@
 //! those misses. A remembered buffer is only a hint: one that holds
 //! another page now fails the tag check and the block is read as usual.
 //!
-//! Kept for the last few tables read (keyed by their files, so a rewrite
-//! starts afresh), 4 bytes a block, for the first `MAX_BLOCKS` blocks of
-//! each; temporary tables (local buffers) are read as usual. Used by every
-//! batch that reads matched rows: the join's heap fetches and TID probes,
-//! and the batch functions' visibility pass.
+//! Kept for the last few relations read (keyed by their files, so a
+//! rewrite starts afresh), 4 bytes a block, for the first `MAX_BLOCKS`
+//! blocks of each; temporary relations (local buffers) are read as usual.
+//! Used by every batch that reads matched rows (the join's heap fetches
+//! and TID probes, the batch functions' visibility pass) and by
+//! gpu_btree's leaf step.
 
 use super::buffer::read;
 use super::Tid;
@@ -123,6 +124,24 @@ impl RecentPages {
             prefetch(page);
             // (A TID's offset is a heap page's; wrapping: no bound on it here.)
             prefetch(page.wrapping_add(std::mem::size_of::<pg_sys::PageHeaderData>() + 4 * (offset as usize).saturating_sub(1)));
+        }
+    }
+}
+
+impl RecentPages {
+    /// Asks the CPU for the buffer header of `block`, if its buffer is
+    /// known, and for the page's lines `lines` (64 bytes each: all of
+    /// them for a page read whole next). Harmless as `prefetch`.
+    pub fn prefetch_page(&self, block: u32, lines: impl Iterator<Item = usize>) {
+        let Some(b) = self.known(block) else { return };
+        let i = (b - 1) as usize;
+        // SAFETY: as `prefetch`; lines are within the page.
+        unsafe {
+            let page = pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8;
+            prefetch(pg_sys::BufferDescriptors.add(i));
+            for l in lines.filter(|&l| l < pg_sys::BLCKSZ as usize / 64) {
+                prefetch(page.add(l * 64));
+            }
         }
     }
 }

@@ -3,10 +3,10 @@
 //! engine's implicit I-segment, cached per backend by (index, generation),
 //! mirrored on the GPU at first use. A batch of probes goes through the
 //! batch executor (GPU or CPU), or the GPU service's copy of the mirror
-//! (`service.rs`), to leaf hints; the leaf step then reads the leaf pages
-//! in this backend. Every hint is checked against the page's kind and
-//! fence keys, so a stale mirror costs right-moves or a descent, never
-//! answers.
+//! (`service.rs`), to leaf hints; the leaf step (`leaf_step.rs`) then
+//! reads the leaf pages in this backend. Every hint is checked against
+//! the page's kind and fence keys, so a stale mirror costs right-moves or
+//! a descent, never answers.
 
 use super::page::Shared;
 use super::page::*;
@@ -15,9 +15,6 @@ use crate::am::common::cache;
 use gpuindex_engine::executor::BatchJob;
 use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
 use gpuindex_engine::hbtree::implicit::ImplicitInner;
-use gpuindex_engine::hbtree::leaf::{self, LeafLevel};
-use pgrx::pg_sys;
-use std::cell::RefCell;
 use std::sync::Arc;
 
 pub struct Mirror {
@@ -89,8 +86,13 @@ fn hint_fits(page: &PageRef, q: u64) -> bool {
 /// descent of `tree` finds. `blocks` is the index's size: a hint from an
 /// image of the index's file before a rewrite may lie past it.
 pub fn hinted_leaf(tree: &Tree, block: u32, blocks: u32, q: u64) -> Shared {
+    hinted_leaf_by(tree, block, blocks, q, |b| Shared::lock(tree.rel, b))
+}
+
+/// `hinted_leaf`, the hint's page locked by `lock`.
+pub fn hinted_leaf_by(tree: &Tree, block: u32, blocks: u32, q: u64, lock: impl FnOnce(u32) -> Shared) -> Shared {
     if block < blocks && block != META_BLOCK {
-        let g = Shared::lock(tree.rel, block);
+        let g = lock(block);
         if hint_fits(&g.page(), q) {
             return g;
         }
@@ -115,82 +117,9 @@ pub fn hints(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<u32> {
     leaves.iter().map(|&l| *mirror.blocks.get(l as usize).unwrap_or_else(|| corrupted(format!("mirror leaf {l}")))).collect()
 }
 
-/// Collects every entry with key `q` into `out`, starting from a page at
-/// or left of where q's entries begin (it moves right past pages split
-/// since and dead pages), on that first page from entry `from` (every
-/// entry before it below q). Returns the live page where it stopped,
-/// still locked, and the entry past q's there, so the next (larger) probe
-/// can start there.
-pub fn collect_from(rel: pg_sys::Relation, mut page: Shared, mut from: usize, q: u64, out: &mut Vec<(u64, Tid)>) -> (Shared, usize) {
-    loop {
-        let l = Leaf::new(page.page());
-        if !is_dead(&l.s) && (l.rightmost() || q <= l.s.high) {
-            let start = l.lower_bound_from(from, q);
-            let pos = l.run_end(start, q);
-            out.extend(l.entries(start, pos));
-            // Equal keys may continue on the right page only if this
-            // page's high key is q.
-            if pos < l.count() || l.rightmost() || l.s.high != q {
-                return (page, pos);
-            }
-        }
-        let next = l.s.right;
-        page = Shared::lock(rel, next);
-        from = 0;
-    }
-}
-
-/// The leaf level as pages: the engine's leaf step over shared buffers.
-/// Each search collects the entries equal to its query (into `out`) and
-/// returns how many; queries must ascend, and the page reached for one is
-/// kept for the next, so each leaf is locked about once per batch.
-pub struct PageLeaves {
-    rel: pg_sys::Relation,
-    blocks: u32,
-    /// The page the last search stopped on, and the entry past its key.
-    current: RefCell<Option<(Shared, usize)>>,
-    pub out: RefCell<Vec<(u64, Tid)>>,
-}
-
-impl PageLeaves {
-    pub fn new(tree: &Tree) -> Self {
-        PageLeaves { rel: tree.rel, blocks: blocks(tree), current: RefCell::new(None), out: RefCell::new(Vec::new()) }
-    }
-}
-
-impl LeafLevel for PageLeaves {
-    type Hit = u32;
-
-    /// `leaf`: the hint's block.
-    fn search(&self, leaf: u32, q: u64) -> u32 {
-        let mut cur = self.current.borrow_mut();
-        // Stay on the current page while q is within it (every page to its
-        // left has a high key below q); else go to the hint.
-        let stay = cur.as_ref().is_some_and(|(g, _)| {
-            let s = g.page().special();
-            s.flags & RIGHTMOST != 0 || q <= s.high
-        });
-        let (page, from) = match cur.take() {
-            Some(at) if stay => at,
-            old => {
-                drop(old);
-                (hinted_leaf(&Tree::new(self.rel), leaf, self.blocks, q), 0)
-            }
-        };
-        let mut out = self.out.borrow_mut();
-        let before = out.len();
-        *cur = Some(collect_from(self.rel, page, from, q, &mut out));
-        (out.len() - before) as u32
-    }
-}
-
 /// Every (key, TID) whose key is one of the ascending distinct `probes`, in
 /// key order: hints through the batch executor, then the leaf step over
 /// pages.
 pub fn probe(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<(u64, Tid)> {
-    let hints = hints(tree, probes, what);
-    let leaves = PageLeaves::new(tree);
-    let mut counts = vec![0u32; probes.len()];
-    leaf::leaf_step_seq(&leaves, &hints, probes, &mut counts);
-    leaves.out.into_inner()
+    super::leaf_step::probe_leaves(tree, &hints(tree, probes, what), probes)
 }

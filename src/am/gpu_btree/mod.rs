@@ -8,6 +8,7 @@ pub(crate) mod build;
 pub(crate) mod cost;
 mod delete;
 pub(crate) mod keys;
+pub(crate) mod leaf_step;
 pub(crate) mod mirror;
 pub mod options;
 pub(crate) mod page;

@@ -18,6 +18,7 @@
 //! them.
 
 use super::keys::{self, Bounds};
+use super::leaf_step;
 use super::mirror;
 use super::page::*;
 use super::page::{Shared, Special};
@@ -279,19 +280,11 @@ impl ScanState {
     /// The leaf where probe `i`'s entries begin (or would), live.
     fn probe_leaf(&self, tree: &Tree, probes: &[u64], i: usize) -> Shared {
         let q = probes[i];
-        let mut g = match &self.hints {
+        let g = match &self.hints {
             Some((h, blocks)) => mirror::hinted_leaf(tree, h[i], *blocks, q),
             None => tree.find_leaf(q),
         };
-        // Past dead pages, and pages split off since the hint was made.
-        loop {
-            let s = g.page().special();
-            if !is_dead(&s) && (s.flags & RIGHTMOST != 0 || q <= s.high) {
-                return g;
-            }
-            drop(g);
-            g = Shared::lock(tree.rel, s.right);
-        }
+        leaf_step::live_leaf_for(tree.rel, g, 0, q).0
     }
 
     /// A parallel forward range scan: copies the walk's next page and
