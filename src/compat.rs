@@ -8,17 +8,7 @@ use pgrx::pg_sys;
 /// The relation's file number: a REINDEX, TRUNCATE or VACUUM FULL gives a
 /// new one.
 pub fn relfilenode(rel: pg_sys::Relation) -> pg_sys::Oid {
-    // SAFETY: a field of an open relation.
-    unsafe {
-        #[cfg(feature = "pg15")]
-        {
-            (*rel).rd_node.relNode
-        }
-        #[cfg(not(feature = "pg15"))]
-        {
-            (*rel).rd_locator.relNumber
-        }
-    }
+    file_key(rel).2
 }
 
 /// The relation's files: tablespace, database, file number.
