@@ -22,6 +22,20 @@ unsafe extern "C-unwind" {
     ) -> *mut pg_sys::TupleTableSlot;
     #[link_name = "ExecReScan"]
     fn exec_rescan_unguarded(node: *mut pg_sys::PlanState);
+    /// datum.c's (not in pgrx's bindings).
+    #[link_name = "datumCopy"]
+    fn datum_copy_unguarded(value: pg_sys::Datum, typbyval: bool, typlen: std::ffi::c_int) -> pg_sys::Datum;
+}
+
+/// A copy of a datum passed by reference of a type of length `typlen`, in
+/// the current memory context (datumCopy: an expanded object flattened).
+///
+/// # Safety
+/// `value` a non-NULL datum of such a type.
+pub unsafe fn datum_copy(value: pg_sys::Datum, typlen: i16) -> pg_sys::Datum {
+    // SAFETY: the caller's contract; an ERROR (out of memory) comes back
+    // through the guard.
+    unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| datum_copy_unguarded(value, false, typlen.into())) }
 }
 
 /// PostgreSQL's calls (or their inline bodies) without the guard, for a

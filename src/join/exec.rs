@@ -112,7 +112,6 @@ pub(super) struct State {
     /// attribute: of the table, or of the top-k subquery's output).
     pub(super) outer_cols: Vec<(usize, usize)>,
     pub(super) inner_cols: Vec<(usize, usize)>,
-    pub(super) max_inner: i32,
     /// Where the inner columns are read: the heap slot, or the top-k
     /// subquery's stored rows.
     pub(super) inner_slot: *mut pg_sys::TupleTableSlot,
@@ -269,7 +268,6 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             matching: pg_sys::ExecInitQual(exprs[1].cast(), parent),
             jointype: p.jointype,
             strategy: p.strategy,
-            max_inner,
             inner_slot: top.as_ref().map_or(heap_slot, |t| t.mslot),
             heap_deform: if top.is_some() || p.index_only { 0 } else { max_inner },
             stored_atts,
@@ -371,7 +369,7 @@ impl State {
     /// and ExecStoreVirtualTuple would do, without two calls a row).
     unsafe fn fill_scan(&self, row: usize, with_inner: bool) {
         // SAFETY: slots of this node; the scan slot has a column per
-        // colmap entry; the heap slot is deformed up to `max_inner`.
+        // colmap entry; the heap slot is deformed up to `heap_deform`.
         unsafe {
             let scan = self.scan_slot;
             let (values, nulls) = ((*scan).tts_values, (*scan).tts_isnull);
@@ -543,15 +541,14 @@ impl State {
                 pg_sys::check_for_interrupts!();
             }
             if let Some(top) = &self.top {
-                let &(row, tuple) = top.stored.get(self.cursor)?;
+                let &(row, at) = top.stored.get(self.cursor)?;
                 // Rows were stored in heap order and come back by rank:
                 // each a cache miss unless asked for a few rows ahead.
                 if let Some(&(_, ahead)) = top.stored.get(self.cursor + 8) {
-                    crate::storage::prefetch(ahead);
+                    top.prefetch(ahead);
                 }
                 self.cursor += 1;
-                pg_sys::ExecStoreMinimalTuple(tuple, top.mslot, false);
-                crate::slot::getsomeattrs(top.mslot, self.max_inner);
+                top.load(at);
                 return Some(Some(row as usize));
             }
             let &(tid, row) = self.matches.get(self.cursor)?;

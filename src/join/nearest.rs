@@ -24,8 +24,8 @@ use crate::storage::tid_from;
 use pgrx::pg_sys;
 use std::time::Instant;
 
-/// A stored output row of the subquery, in the chunk's memory.
-type Stored = *mut pg_sys::MinimalTupleData;
+/// A stored output row of the subquery: its place in `TopKState::values`.
+type Stored = u32;
 
 pub struct TopKState {
     pub k: usize,
@@ -36,6 +36,14 @@ pub struct TopKState {
     /// The projection's output, and stored rows read back.
     slot: *mut pg_sys::TupleTableSlot,
     pub mslot: *mut pg_sys::TupleTableSlot,
+    /// The stored rows' columns, `width` a row: by-value datums as they
+    /// are, others copied into the chunk's memory (no tuple is formed for
+    /// a row, nor taken apart again when it is returned).
+    values: Vec<pg_sys::Datum>,
+    nulls: Vec<bool>,
+    width: usize,
+    /// The columns passed by reference, with their type's length.
+    by_ref: Vec<(usize, i16)>,
     /// The outer row, for OUTER_VAR references.
     outer_row: *mut pg_sys::TupleTableSlot,
     econtext: *mut pg_sys::ExprContext,
@@ -73,6 +81,13 @@ impl TopKState {
             let table = &raw mut (*estate).es_tupleTable;
             let desc = pg_sys::ExecTypeFromTL(t.tlist);
             let slot = pg_sys::ExecAllocTableSlot(table, desc, &pg_sys::TTSOpsVirtual);
+            let width = (*desc).natts as usize;
+            let by_ref = (0..width)
+                .map(|i| &*(*desc).attrs.as_ptr().add(i))
+                .enumerate()
+                .filter(|(_, a)| !a.attbyval)
+                .map(|(i, a)| (i, a.attlen))
+                .collect();
             let econtext = pg_sys::CreateExprContext(estate);
             let mut atts = outer_atts(t.quals.cast());
             atts.extend(outer_atts(t.tlist.cast()));
@@ -86,7 +101,11 @@ impl TopKState {
                 proj: pg_sys::ExecBuildProjectionInfo(t.tlist, econtext, slot, std::ptr::null_mut(), std::ptr::null_mut()),
                 order: pg_sys::ExecInitExpr(t.order, std::ptr::null_mut()),
                 slot,
-                mslot: pg_sys::ExecAllocTableSlot(table, desc, &pg_sys::TTSOpsMinimalTuple),
+                mslot: pg_sys::ExecAllocTableSlot(table, desc, &pg_sys::TTSOpsVirtual),
+                values: Vec::new(),
+                nulls: Vec::new(),
+                width,
+                by_ref,
                 outer_row: pg_sys::ExecAllocTableSlot(table, pg_sys::ExecGetResultType(outer), &pg_sys::TTSOpsVirtual),
                 econtext,
                 atts,
@@ -101,6 +120,27 @@ impl TopKState {
 
     pub fn outer_atts(&self) -> impl Iterator<Item = usize> + '_ {
         self.atts.iter().copied()
+    }
+
+    /// Starts loading stored row `at`'s columns (a hint).
+    pub fn prefetch(&self, at: Stored) {
+        crate::storage::prefetch(self.values.as_ptr().wrapping_add(at as usize * self.width));
+    }
+
+    /// Stored row `at` into `mslot`. Every column is written and the
+    /// virtual slot owns no memory, so it is stored in place (as the
+    /// node's scan slot is).
+    pub unsafe fn load(&self, at: Stored) {
+        let (w, at) = (self.width, at as usize * self.width);
+        // SAFETY: a virtual slot of the subquery's descriptor, `width`
+        // columns.
+        unsafe {
+            let slot = self.mslot;
+            std::ptr::copy_nonoverlapping(self.values[at..at + w].as_ptr(), (*slot).tts_values, w);
+            std::ptr::copy_nonoverlapping(self.nulls[at..at + w].as_ptr(), (*slot).tts_isnull, w);
+            (*slot).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
+            (*slot).tts_nvalid = w as i16;
+        }
     }
 }
 
@@ -144,6 +184,9 @@ impl State {
     /// to `top.stored`.
     pub(super) unsafe fn run_top_k(&mut self, keys: Vec<(i64, pg_sys::Datum)>, snapshot: pg_sys::Snapshot) {
         let mut top = self.top.take().expect("a top-k node");
+        // (The chunk's memory, where their copies were, was reset.)
+        top.values.clear();
+        top.nulls.clear();
         if top.cols.len() != top.atts.len() {
             top.cols = top.atts.iter().map(|&a| (a, self.stored_atts.binary_search(&a).expect("a stored column"))).collect();
         }
@@ -274,17 +317,27 @@ impl State {
         }
     }
 
-    /// The subquery's select list over the row `passes` accepted, copied
-    /// into the chunk's memory.
+    /// The subquery's select list over the row `passes` accepted, stored
+    /// (values passed by reference copied into the chunk's memory: they
+    /// may point into the heap page or the row's expression memory).
     unsafe fn project(&self, top: &mut TopKState) -> Stored {
-        // SAFETY: as `passes`, right after it.
+        // SAFETY: as `passes`, right after it; the projection fills every
+        // column of its virtual slot.
         unsafe {
             pg_sys::ExecProject(top.proj);
-            let caller = pg_sys::CurrentMemoryContext;
-            pg_sys::CurrentMemoryContext = self.chunk_cxt;
-            let stored = pg_sys::ExecCopySlotMinimalTuple(top.slot);
-            pg_sys::CurrentMemoryContext = caller;
-            stored
+            let (slot, w) = (top.slot, top.width);
+            let at = top.values.len();
+            top.values.extend_from_slice(std::slice::from_raw_parts((*slot).tts_values, w));
+            top.nulls.extend_from_slice(std::slice::from_raw_parts((*slot).tts_isnull, w));
+            for &(i, len) in &top.by_ref {
+                if !top.nulls[at + i] {
+                    let caller = pg_sys::CurrentMemoryContext;
+                    pg_sys::CurrentMemoryContext = self.chunk_cxt;
+                    top.values[at + i] = crate::slot::datum_copy(top.values[at + i], len);
+                    pg_sys::CurrentMemoryContext = caller;
+                }
+            }
+            (at / w.max(1)) as Stored
         }
     }
 

@@ -354,7 +354,8 @@ fn parallel_workers_join_their_share() {
 }
 
 /// Distinct distances (random points and vectors, no ties): the rows
-/// themselves, every column of the subquery, equal the planner's; NULL
+/// themselves, every column of the subquery (by value, by reference,
+/// NULL), equal the planner's; NULL
 /// and non-finite queries; the subquery's WHERE reading the outer row;
 /// row-level security on the subquery's table, its policy before the
 /// subquery's quals.
@@ -364,7 +365,8 @@ fn lateral_top_k_returns_the_planners_rows() {
     c.batch_execute(
         "SET client_min_messages = warning;
          DROP TABLE IF EXISTS lp, lc, lv, lq;
-         CREATE TABLE lp AS SELECT g AS id, point(random() * 1000, random() * 1000) AS p, g % 5 AS tag
+         CREATE TABLE lp AS SELECT g AS id, point(random() * 1000, random() * 1000) AS p, g % 5 AS tag,
+           CASE WHEN g % 11 = 0 THEN NULL WHEN g % 97 = 0 THEN repeat('x', 3000) || g ELSE 'n' || g END AS note
            FROM generate_series(1, 20000) g;
          INSERT INTO lp VALUES (0, NULL, 0), (-1, point('NaN', 1), 1);
          CREATE INDEX lp_p ON lp USING gpu_spatial (p);
@@ -381,6 +383,9 @@ fn lateral_top_k_returns_the_planners_rows() {
     .unwrap();
     for sql in [
         "SELECT lc.id, s.* FROM lc CROSS JOIN LATERAL (SELECT id, tag, p, p <-> lc.c AS d FROM lp ORDER BY p <-> lc.c LIMIT 7) s WHERE lc.id > 0",
+        // Values passed by reference: the table's (long ones compressed),
+        // and computed in the subquery's per-row memory.
+        "SELECT lc.id, s.* FROM lc CROSS JOIN LATERAL (SELECT note, upper(note) AS u, p FROM lp ORDER BY p <-> lc.c LIMIT 9) s WHERE lc.id > 0",
         "SELECT lc.id, s.id, s.tag FROM lc CROSS JOIN LATERAL (SELECT id, tag FROM lp WHERE lp.tag = lc.tag ORDER BY lc.c <-> p LIMIT 3) s WHERE lc.id > 0",
         "SELECT lc.id, s.id FROM lc LEFT JOIN LATERAL (SELECT id, p <-> lc.c AS d FROM lp ORDER BY p <-> lc.c LIMIT 4) s ON s.d < 12 WHERE lc.id > 0",
         "SELECT lq.id, s.id, s.d FROM lq CROSS JOIN LATERAL (SELECT id, v <-> lq.q AS d FROM lv ORDER BY v <-> lq.q LIMIT 10) s",
