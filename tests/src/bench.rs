@@ -123,6 +123,13 @@ pub fn load_vectors(c: &mut Client, table: &str, set: gpuindex_engine::datasets:
     t.elapsed().as_secs_f64()
 }
 
+/// Settings that force index scans where indexes are compared with each
+/// other. jit = off: the disable_cost that forces them (1e10 a disabled
+/// node) trips jit_above_cost, and every contender would pay for compiling
+/// the query's expressions (12-50 ms a statement here) where neither plan,
+/// at its real cost, is compiled.
+pub const FORCE_INDEX: &str = "SET enable_seqscan = off; SET enable_bitmapscan = off; SET jit = off";
+
 /// A session of one contender in an interleaved run (`--rounds`): every
 /// index of `indexes` but `keep` dropped inside a transaction the caller
 /// rolls back, then `settings` (SET LOCAL ...). Each contender sees only

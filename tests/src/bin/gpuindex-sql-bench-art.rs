@@ -13,10 +13,11 @@
 //! by ctid; then that join for every contender) and, for URLs, prefix
 //! queries (`LIKE 'prefix%'` of about 10 and 1000 rows). Lookups pick
 //! stored keys (one in 11 a miss). Every answer is checked against
-//! btree's. Prints one table.
+//! btree's. Prints one table. Plans forced onto an index run with jit =
+//! off (`bench::FORCE_INDEX`).
 
 use gpuindex_engine::datasets::StringSet;
-use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Row, SplitMix64};
+use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Row, SplitMix64, FORCE_INDEX};
 use std::io::Write;
 use std::time::Instant;
 
@@ -157,7 +158,7 @@ fn main() {
             let sql = format!("SELECT count(*) FROM bench_s WHERE k = ANY($1::text[]::{ty}[])");
             let mut s = session();
             if forced {
-                s.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+                s.batch_execute(FORCE_INDEX).unwrap();
             }
             let mut got = 0i64;
             let secs = time(a.reps, || got = s.query_one(&sql, &[p]).unwrap().get(0));
@@ -203,7 +204,7 @@ fn main() {
         // Prefixes (URLs), index-only counts; hash cannot answer them.
         if *label != "hash" && !prefixes.is_empty() {
             let mut s = session();
-            s.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+            s.batch_execute(FORCE_INDEX).unwrap();
             let st = s.prepare("SELECT count(*) FROM bench_s WHERE k LIKE $1").unwrap();
             for (what, ps) in &prefixes {
                 let mut total = 0i64;

@@ -15,7 +15,8 @@
 //! index scan), the batch function against the equivalent join, the join
 //! as written, and inserts. Lookups and probes pick distinct stored
 //! keys uniformly (with ~9% misses). Prints one table; every answer is
-//! checked against btree's.
+//! checked against btree's. Plans forced onto an index run with jit = off
+//! (`bench::FORCE_INDEX`).
 //!
 //! `--rounds R` measures only single lookups and the BETWEEN ranges below
 //! the whole table, interleaved: both indexes built, and in each of R
@@ -26,7 +27,9 @@
 //! more from one minute to the next than the indexes differ.
 
 use gpuindex_engine::datasets::KeySet;
-use gpuindex_tests::bench::{buffers_of, connect, contender_session, describe_server, plan_of, push, rounds_cell, time, Row, SplitMix64};
+use gpuindex_tests::bench::{
+    buffers_of, connect, contender_session, describe_server, plan_of, push, rounds_cell, time, Row, SplitMix64, FORCE_INDEX,
+};
 use std::io::Write;
 use std::time::Instant;
 
@@ -231,7 +234,7 @@ fn main() {
                     true,
                 ),
             ] {
-                let mut c = session(if forced { "SET enable_seqscan = off; SET enable_bitmapscan = off" } else { "" });
+                let mut c = session(if forced { FORCE_INDEX } else { "" });
                 let mut got = 0i64;
                 let secs = time(a.reps, || got = c.query_one(sql, &[p]).unwrap().get(0));
                 answers.push(got);
@@ -243,7 +246,7 @@ fn main() {
         }
         // Ranges, forced through the index: index-only count forward and
         // backward, and an index scan reading the heap.
-        let mut c = session("SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off");
+        let mut c = session(&format!("{FORCE_INDEX}; SET enable_sort = off"));
         for (w, bounds) in &ranges {
             let span = if *w == n as usize { "the whole table".to_string() } else { format!("{w} rows") };
             for (what, sql) in [
@@ -430,7 +433,7 @@ fn interleaved(c: &mut postgres::Client, method: &str, singles: &[i64], ranges: 
             let j = (k + r) % nc;
             let (label, keep, device) = contenders[j];
             let settings = format!(
-                "SET LOCAL gpuindex.device = {device}; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
+                "SET LOCAL gpuindex.device = {device}; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off; SET LOCAL jit = off"
             );
             let mut s = contender_session(&indexes, keep, &settings);
             for (m, (what, kind, sql, bounds)) in measures.iter().enumerate() {
