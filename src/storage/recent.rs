@@ -114,28 +114,20 @@ impl RecentPages {
     /// header, the page header and the line pointer. Harmless if the
     /// buffer holds another page by then.
     fn prefetch(&self, block: u32, offset: u16) {
-        let Some(b) = self.known(block) else { return };
-        let i = (b - 1) as usize;
-        // SAFETY: addresses inside the shared buffer pool's arrays (a
-        // remembered buffer number is below NBuffers); nothing is read.
-        unsafe {
-            let page = pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8;
-            prefetch(pg_sys::BufferDescriptors.add(i));
-            prefetch(page);
-            // (A TID's offset is a heap page's; wrapping: no bound on it here.)
-            prefetch(page.wrapping_add(std::mem::size_of::<pg_sys::PageHeaderData>() + 4 * (offset as usize).saturating_sub(1)));
-        }
+        let lp = std::mem::size_of::<pg_sys::PageHeaderData>() + 4 * (offset as usize).saturating_sub(1);
+        self.prefetch_page(block, [0, lp / 64].into_iter());
     }
-}
 
-impl RecentPages {
     /// Asks the CPU for the buffer header of `block`, if its buffer is
     /// known, and for the page's lines `lines` (64 bytes each: all of
-    /// them for a page read whole next). Harmless as `prefetch`.
+    /// them for a page read whole next; lines past the page are left
+    /// out). Harmless as `prefetch`.
     pub fn prefetch_page(&self, block: u32, lines: impl Iterator<Item = usize>) {
         let Some(b) = self.known(block) else { return };
         let i = (b - 1) as usize;
-        // SAFETY: as `prefetch`; lines are within the page.
+        // SAFETY: addresses inside the shared buffer pool's arrays (a
+        // remembered buffer number is below NBuffers; lines within the
+        // page); nothing is read.
         unsafe {
             let page = pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8;
             prefetch(pg_sys::BufferDescriptors.add(i));

@@ -236,6 +236,7 @@ impl Ahead {
 /// in key order; `hints[i]` is the leaf block where probe i's search
 /// starts (checked: a stale hint costs a descent or moves right).
 pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64]) -> Vec<(u64, Tid)> {
+    crate::batch::ensure_cpu_pool();
     let (rel, blocks) = (tree.rel, blocks(tree));
     let mut recent = RecentPages::of(rel);
     let mut ahead = Ahead { cursor: 0, starts: VecDeque::new() };
@@ -282,7 +283,9 @@ pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64]) -> Vec<(u64, Tid
                 i += 1;
             }
         }
-        rounds.send(scope, round, probes);
+        if !round.parts.is_empty() {
+            rounds.send(scope, round, probes);
+        }
     });
     rounds.finish()
 }
