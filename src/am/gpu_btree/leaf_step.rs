@@ -25,9 +25,11 @@ use std::ops::Range;
 
 /// A leaf holding at least this many probes is copied for the pool.
 const COPY_MIN: usize = 8;
-/// Leaves copied for one search on the pool (512 KB: the copies are
-/// still in the caches when searched; smaller rounds cost more hand-offs).
-const ROUND: usize = 64;
+/// Leaves copied for one search on the pool: 1 MiB of copies, still in
+/// the caches when searched (smaller rounds cost more hand-offs), and a
+/// block the engine's allocator keeps for the next batch (smaller ones
+/// glibc maps afresh: a join's run faulted 6 MB more in).
+const ROUND: usize = 128;
 const PAGE_WORDS: usize = pg_sys::BLCKSZ as usize / 8;
 
 /// The first live leaf from `page` rightwards whose key range can hold q
@@ -142,9 +144,11 @@ impl Round {
 /// buffers back for reuse.
 type Searched = (usize, std::thread::Result<Vec<(u64, Tid)>>, Round);
 
-/// The rounds handed to the pool: at most `IN_FLIGHT` at once (each holds
-/// its copies), their entries kept by number until the walk ends.
+/// The rounds handed to the pool: at most two more than the pool has
+/// threads at once (each holds its copies), their entries kept by number
+/// until the walk ends.
 struct Rounds {
+    in_flight: usize,
     sent: usize,
     back: usize,
     found: Vec<(usize, Vec<(u64, Tid)>)>,
@@ -152,8 +156,6 @@ struct Rounds {
     tx: std::sync::mpsc::Sender<Searched>,
     rx: std::sync::mpsc::Receiver<Searched>,
 }
-
-const IN_FLIGHT: usize = 32;
 
 impl Rounds {
     fn take_back(&mut self, (n, found, mut round): Searched) {
@@ -177,7 +179,7 @@ impl Rounds {
         while let Ok(s) = self.rx.try_recv() {
             self.take_back(s);
         }
-        if self.sent - self.back >= IN_FLIGHT {
+        if self.sent - self.back >= self.in_flight {
             let s = self.rx.recv().expect("a round's sender is kept here");
             self.take_back(s);
         }
@@ -241,7 +243,8 @@ pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64]) -> Vec<(u64, Tid
     let mut recent = RecentPages::of(rel);
     let mut ahead = Ahead { cursor: 0, starts: VecDeque::new() };
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut rounds = Rounds { sent: 0, back: 0, found: Vec::new(), spare: Vec::new(), tx, rx };
+    let in_flight = rayon::current_num_threads() + 2;
+    let mut rounds = Rounds { in_flight, sent: 0, back: 0, found: Vec::new(), spare: Vec::new(), tx, rx };
     // The walk runs on this thread (it pins and locks buffers); the
     // rounds' searches on the pool's, as the walk goes on.
     rayon::in_place_scope(|scope| {

@@ -184,8 +184,29 @@ impl Run {
         self.lower_bound_page_by(q, hint, &mut |i| self.page(rel, i))
     }
 
+    /// Data page `i`, share-locked, pinned through the buffer this
+    /// backend last found it in.
+    pub fn pin_page(&self, rel: pg_sys::Relation, recent: &mut RecentPages, i: usize) -> Shared {
+        assert!(i < self.pages());
+        Shared::lock_pinned(recent.pin(rel, self.block(i)))
+    }
+
+    /// Asks the CPU for what a search from predicted position `pos` will
+    /// read (`prefetch_near`), where its page's buffer is known.
+    pub fn prefetch_prediction(&self, recent: &RecentPages, pos: usize) {
+        if self.n() == 0 {
+            return;
+        }
+        let pos = pos.min(self.n() - 1);
+        let i = self.page_of(pos);
+        if let Some(page) = recent.page_address(self.block(i)) {
+            // SAFETY: a page address for prefetches only.
+            prefetch_near(unsafe { PageRef::to_prefetch(page) }, pos - self.first(i), self.pgm.eps);
+        }
+    }
+
     /// `lower_bound_page`, data page i locked by `lock(i)`.
-    fn lower_bound_page_by(&self, q: u64, hint: usize, lock: &mut dyn FnMut(usize) -> Shared) -> (usize, Option<(usize, Shared)>) {
+    pub fn lower_bound_page_by(&self, q: u64, hint: usize, lock: &mut dyn FnMut(usize) -> Shared) -> (usize, Option<(usize, Shared)>) {
         let pages = self.pages();
         if pages == 0 {
             return (0, None);
@@ -267,19 +288,9 @@ impl Run {
             return;
         }
         let mut recent = RecentPages::of(rel);
-        let pin = |recent: &mut RecentPages, i: usize| Shared::lock_pinned(recent.pin(rel, self.block(i)));
-        // The page of the last prefetched prediction (they ascend: a
-        // prediction behind it only makes a wasted hint).
-        let mut ahead_page = 0;
-        let mut ahead = |recent: &RecentPages, t: usize| {
-            let Some(&h) = hints.get(t) else { return };
-            let pos = (h as usize).min(self.n().saturating_sub(1));
-            while ahead_page + 1 < self.pages() && self.first(ahead_page + 1) <= pos {
-                ahead_page += 1;
-            }
-            if let Some(page) = recent.page_address(self.block(ahead_page)) {
-                // SAFETY: a page address for prefetches only.
-                prefetch_near(unsafe { PageRef::to_prefetch(page) }, pos - self.first(ahead_page).min(pos), self.pgm.eps);
+        let ahead = |recent: &RecentPages, t: usize| {
+            if let Some(&h) = hints.get(t) {
+                self.prefetch_prediction(recent, h as usize);
             }
         };
         for t in 0..AHEAD {
@@ -288,7 +299,7 @@ impl Run {
         let mut j = 0;
         while j < codes.len() {
             // None: no key >= codes[j], nor any later code.
-            let found = self.lower_bound_page_by(codes[j], hints[j] as usize, &mut |i| pin(&mut recent, i));
+            let found = self.lower_bound_page_by(codes[j], hints[j] as usize, &mut |i| self.pin_page(rel, &mut recent, i));
             let (pos, Some((mut i, mut g))) = found else { return };
             let mut at = pos - self.first(i);
             loop {
@@ -320,7 +331,7 @@ impl Run {
                 }
                 drop(g);
                 i += 1;
-                g = pin(&mut recent, i);
+                g = self.pin_page(rel, &mut recent, i);
                 at = 0;
                 if RunPage::new(g.page()).s.low != last {
                     // The run ended with the page before.
