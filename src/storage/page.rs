@@ -91,16 +91,6 @@ impl<'a, S: SpecialArea> PageRef<'a, S> {
         PageRef { ptr, _life: PhantomData }
     }
 
-    /// The page at `ptr` (BLCKSZ bytes, in any state, perhaps another
-    /// page by now), for its `prefetch_*` methods only.
-    ///
-    /// # Safety
-    /// Nothing but the `prefetch_*` methods (which read nothing) may be
-    /// called on it.
-    pub unsafe fn to_prefetch(ptr: *const u8) -> Self {
-        PageRef { ptr, _life: PhantomData }
-    }
-
     /// Whether the page was never initialised (PageIsNew: all zeros, e.g.
     /// the relation was extended just before a crash).
     pub fn is_new(&self) -> bool {

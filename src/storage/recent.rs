@@ -118,27 +118,22 @@ impl RecentPages {
         self.prefetch_page(block, [0, lp / 64].into_iter());
     }
 
-    /// Where `block`'s page was last found (a shared buffer's page, which
-    /// may hold another page by now: for prefetches only), its buffer
-    /// header asked for from the CPU; None if not known.
-    pub fn page_address(&self, block: u32) -> Option<*const u8> {
-        let i = (self.known(block)? - 1) as usize;
-        // SAFETY: addresses inside the shared buffer pool's arrays (a
-        // remembered buffer number is below NBuffers); nothing is read.
-        unsafe {
-            prefetch(pg_sys::BufferDescriptors.add(i));
-            Some(pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8)
-        }
-    }
-
     /// Asks the CPU for the buffer header of `block`, if its buffer is
     /// known, and for the page's lines `lines` (64 bytes each: all of
     /// them for a page read whole next; lines past the page are left
     /// out). Harmless as `prefetch`.
     pub fn prefetch_page(&self, block: u32, lines: impl Iterator<Item = usize>) {
-        let Some(page) = self.page_address(block) else { return };
-        for l in lines.filter(|&l| l < pg_sys::BLCKSZ as usize / 64) {
-            prefetch(page.wrapping_add(l * 64));
+        let Some(b) = self.known(block) else { return };
+        let i = (b - 1) as usize;
+        // SAFETY: addresses inside the shared buffer pool's arrays (a
+        // remembered buffer number is below NBuffers; lines within the
+        // page); nothing is read.
+        unsafe {
+            let page = pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8;
+            prefetch(pg_sys::BufferDescriptors.add(i));
+            for l in lines.filter(|&l| l < pg_sys::BLCKSZ as usize / 64) {
+                prefetch(page.add(l * 64));
+            }
         }
     }
 }

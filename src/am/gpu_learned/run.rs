@@ -8,7 +8,7 @@
 use super::page::*;
 use crate::am::common::cache;
 use crate::am::gpu_btree::page::{Exclusive, Shared};
-use crate::storage::{PageRef, RecentPages, Tid, Xlog};
+use crate::storage::{Tid, Xlog};
 use gpuindex_engine::executor::BatchJob;
 use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
 use gpuindex_engine::pgm::gpu::{predict_gpu, DevicePgm};
@@ -181,32 +181,6 @@ impl Run {
     /// and the page, still locked) where there is one: a scan goes on to
     /// read it without looking it up again.
     pub fn lower_bound_page(&self, rel: pg_sys::Relation, q: u64, hint: usize) -> (usize, Option<(usize, Shared)>) {
-        self.lower_bound_page_by(q, hint, &mut |i| self.page(rel, i))
-    }
-
-    /// Data page `i`, share-locked, pinned through the buffer this
-    /// backend last found it in.
-    pub fn pin_page(&self, rel: pg_sys::Relation, recent: &mut RecentPages, i: usize) -> Shared {
-        assert!(i < self.pages());
-        Shared::lock_pinned(recent.pin(rel, self.block(i)))
-    }
-
-    /// Asks the CPU for what a search from predicted position `pos` will
-    /// read (`prefetch_near`), where its page's buffer is known.
-    pub fn prefetch_prediction(&self, recent: &RecentPages, pos: usize) {
-        if self.n() == 0 {
-            return;
-        }
-        let pos = pos.min(self.n() - 1);
-        let i = self.page_of(pos);
-        if let Some(page) = recent.page_address(self.block(i)) {
-            // SAFETY: a page address for prefetches only.
-            prefetch_near(unsafe { PageRef::to_prefetch(page) }, pos - self.first(i), self.pgm.eps);
-        }
-    }
-
-    /// `lower_bound_page`, data page i locked by `lock(i)`.
-    pub fn lower_bound_page_by(&self, q: u64, hint: usize, lock: &mut dyn FnMut(usize) -> Shared) -> (usize, Option<(usize, Shared)>) {
         let pages = self.pages();
         if pages == 0 {
             return (0, None);
@@ -221,12 +195,13 @@ impl Run {
             };
             (self.first(i) + slot, (slot < count).then_some((i, g)))
         };
+        let last_key = |i: usize| self.page(rel, i).page().special().high;
         // The answer's page: the least i with last_key(i) >= q. Where the
         // predicted page's fences bound q it is that page (every earlier
         // page ends at or below its first key): one page read.
         let h = self.page_of(hint.min(self.n() - 1));
         let high = {
-            let g = lock(h);
+            let g = self.page(rel, h);
             prefetch_near(g.page(), near(h), eps);
             let s = g.page().special();
             if (s.low < q || h == 0) && (q <= s.high || h + 1 == pages) {
@@ -235,7 +210,6 @@ impl Run {
             s.high
         };
         // Else gallop left or right from h, then bisect: (lo, hi] holds it.
-        let mut last_key = |i: usize| lock(i).page().special().high;
         let (mut lo, mut hi): (isize, isize);
         if high >= q {
             hi = h as isize;
@@ -270,7 +244,7 @@ impl Run {
         if i == pages {
             return (self.n(), None);
         }
-        found(i, lock(i))
+        found(i, self.page(rel, i))
     }
 
     /// Every live entry whose key is one of the ascending distinct
@@ -279,35 +253,16 @@ impl Run {
     /// each from where the last ended (as a scan loads a page for every
     /// `= ANY` point on it); a code past the page is sought from its hint.
     pub fn collect_all_equal(&self, rel: pg_sys::Relation, codes: &[u64], hints: &[u64], out: &mut Vec<(u64, Tid)>) {
-        // Pages pinned through the buffers this backend last found them
-        // in, and what the search for the code `AHEAD` codes on will read
-        // asked for from the CPU (the misses of one code's search, its
-        // page's lookup, window and TID, overlap those of the next codes).
-        const AHEAD: usize = 8;
-        if self.pages() == 0 {
-            return;
-        }
-        let mut recent = RecentPages::of(rel);
-        let ahead = |recent: &RecentPages, t: usize| {
-            if let Some(&h) = hints.get(t) {
-                self.prefetch_prediction(recent, h as usize);
-            }
-        };
-        for t in 0..AHEAD {
-            ahead(&recent, t);
-        }
         let mut j = 0;
         while j < codes.len() {
             // None: no key >= codes[j], nor any later code.
-            let found = self.lower_bound_page_by(codes[j], hints[j] as usize, &mut |i| self.pin_page(rel, &mut recent, i));
-            let (pos, Some((mut i, mut g))) = found else { return };
+            let (pos, Some((mut i, mut g))) = self.lower_bound_page(rel, codes[j], hints[j] as usize) else { return };
             let mut at = pos - self.first(i);
             loop {
                 let (last, continues) = {
                     let p = RunPage::new(g.page());
                     let last = p.s.high;
                     while j < codes.len() && codes[j] < last {
-                        ahead(&recent, j + AHEAD);
                         let start = p.lower_bound_from(at, codes[j]);
                         at = p.upper_bound_from(start, codes[j]);
                         p.copy_live(start, at, out);
@@ -331,7 +286,7 @@ impl Run {
                 }
                 drop(g);
                 i += 1;
-                g = self.pin_page(rel, &mut recent, i);
+                g = self.page(rel, i);
                 at = 0;
                 if RunPage::new(g.page()).s.low != last {
                     // The run ended with the page before.

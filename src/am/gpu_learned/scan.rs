@@ -22,7 +22,7 @@ use crate::am::common::scan::{Found, IndexScan};
 use crate::am::gpu_btree::keys;
 use crate::am::gpu_btree::page::Shared;
 use crate::am::gpu_btree::scan::{plan_of, Plan, ScanState as DeltaScan};
-use crate::storage::{tid_from, tid_to, Pins, RecentPages, Tid};
+use crate::storage::{tid_from, tid_to, Pins, Tid};
 use pgrx::pg_sys;
 use std::sync::Arc;
 
@@ -50,13 +50,7 @@ struct RunCursor {
     /// uses the first): a forward range takes its pages one at a time
     /// from it, anything else is taken whole by one participant.
     walk: Option<Walk>,
-    /// Where this backend last found the run's pages.
-    recent: Option<RecentPages>,
 }
-
-/// Intervals ahead of a loaded page whose first positions are asked for
-/// from the CPU (a page holds a few `= ANY` points of a large batch).
-const AHEAD: usize = 8;
 
 impl RunCursor {
     fn reset(&mut self, intervals: Vec<(u64, u64)>, keep_pins: bool) {
@@ -82,8 +76,7 @@ impl RunCursor {
     /// locked and the position's slot there.
     fn first_page(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> Option<PageAt> {
         let hint = self.hint(rel, run, j);
-        let recent = self.recent.get_or_insert_with(|| RecentPages::of(rel));
-        match run.lower_bound_page_by(self.intervals[j].0, hint, &mut |i| run.pin_page(rel, recent, i)) {
+        match run.lower_bound_page(rel, self.intervals[j].0, hint) {
             (pos, Some((i, g))) => Some((i, Some(g), pos - run.first(i))),
             (pos, None) => (pos < run.n()).then(|| {
                 let i = run.page_of(pos);
@@ -106,27 +99,16 @@ impl RunCursor {
     /// it, locked, if the caller has it; `at`: a slot at or before the
     /// first interval's entries, where the searches start).
     fn load(&mut self, rel: pg_sys::Relation, run: &Run, (i, page, mut at): PageAt, dir: isize) {
-        let recent = self.recent.get_or_insert_with(|| RecentPages::of(rel));
-        let g = page.unwrap_or_else(|| run.pin_page(rel, recent, i));
+        let g = page.unwrap_or_else(|| run.page(rel, i));
         let p = RunPage::new(g.page());
         self.items.clear();
         // The fences are the first and last keys (a page is never empty).
         let (first, last) = (p.s.low, p.s.high);
         let from = self.intervals.partition_point(|iv| iv.1 < first);
-        let on_page = self.intervals[from..].iter().take_while(|iv| iv.0 <= last).count();
-        for &(lo, hi) in &self.intervals[from..from + on_page] {
+        for &(lo, hi) in self.intervals[from..].iter().take_while(|iv| iv.0 <= last) {
             let start = p.lower_bound_from(at, lo);
             at = p.upper_bound_from(start, hi);
             p.copy_live(start, at, &mut self.items);
-        }
-        // A forward walk of many points: the next pages' searches, from
-        // their predictions, asked for ahead (each load asks for those
-        // past the ones the load before asked for).
-        if let (Some(h), true) = (&self.hints, dir > 0) {
-            let ahead = from + on_page + AHEAD;
-            for &pos in h.iter().skip(ahead).take(on_page.max(1)) {
-                run.prefetch_prediction(recent, pos as usize);
-            }
         }
         self.page = Some((i, first, last));
         self.pos = if dir > 0 { 0 } else { self.items.len() as isize - 1 };
