@@ -4,7 +4,7 @@
 # gpu_learned under auto and cpu), two rounds: five timed runs, two EXPLAIN
 # ANALYZE (time to the first row), the backend's minor faults before.
 # Copy next to a bundle folder `pg` (scripts/gpu-pg-bundle.sh) with
-# equi-tables.sh and run it there.
+# equi-tables.sh and bundle-server.sh and run it there.
 cd "$(dirname "$0")"; here=$(pwd)
 source ./equi-tables.sh
 $P -c "CREATE INDEX bj_inner_l ON bj_inner USING gpu_learned (k)" -c "SELECT pg_prewarm('bj_inner'), pg_prewarm('bj_inner_g'), pg_prewarm('bj_inner_b'), pg_prewarm('bj_inner_l')" > /dev/null

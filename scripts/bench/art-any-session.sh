@@ -4,13 +4,10 @@
 # gpu_art_probe joined back by ctid, = ANY counts (indexes forced) and
 # btree's nested loop; then the same with glibc told to keep freed memory
 # (GLIBC_TUNABLES). Copy next to a bundle folder `pg`
-# (scripts/gpu-pg-bundle.sh) and run it there.
+# (scripts/gpu-pg-bundle.sh) with bundle-server.sh and run it there.
 cd "$(dirname "$0")"; here=$(pwd)
 conf='shared_buffers=8GB;max_wal_size=16GB'
-PRELOAD=gpuindex FRESH=1 PGCONF_EXTRA=$conf pg/server/pg-start >/dev/null || exit 1
-source pg/server/pg-env.sh
-RT=$(pgb_server_root)
-P="$RT/pg-psql -X -q -v ON_ERROR_STOP=1"
+source ./bundle-server.sh
 s=$(date +%s)
 $P <<'SQL'
 CREATE EXTENSION gpuindex; CREATE EXTENSION pg_prewarm;

@@ -1,16 +1,13 @@
-# Sourced by the equi-join bench scripts (join-equi-ab.sh,
-# join-equi-interleaved.sh, retained-memory-ab.sh), run from the folder that
-# holds the bundle folder `pg` (scripts/gpu-pg-bundle.sh) and these scripts:
-# starts a fresh server, builds the tables of gpuindex-sql-bench-join's
+# Sourced by the bench scripts over the equi-join's tables (join-equi-ab.sh,
+# join-equi-interleaved.sh, retained-memory-ab.sh, heap-recent-ab.sh,
+# learned-probe-ab.sh, any-forced-diag.sh), run from the folder that holds
+# the bundle folder `pg` (scripts/gpu-pg-bundle.sh), bundle-server.sh and
+# these scripts: starts a fresh server (bundle-server.sh), builds the tables of gpuindex-sql-bench-join's
 # equi-join (10^7 inner rows of unique int8 keys in random heap order with
 # btree and gpu_btree, 10^6 outer rows, 131,072 keys for `= ANY`), and sets
-# RT, P (psql), the queries J (the join), A (a 128K `= ANY` count), B (one
+# conf, RT, P (psql), the queries J (the join), A (a 128K `= ANY` count), B (one
 # backend, nested loops only) and nl (the nested loop over btree, three runs).
-conf='shared_buffers=4GB;max_wal_size=16GB'
-PRELOAD=gpuindex FRESH=1 PGCONF_EXTRA=$conf pg/server/pg-start >/dev/null || exit 1
-source pg/server/pg-env.sh
-RT=$(pgb_server_root)
-P="$RT/pg-psql -X -q -v ON_ERROR_STOP=1"
+source ./bundle-server.sh
 s=$(date +%s)
 $P <<'SQL'
 CREATE EXTENSION gpuindex; CREATE EXTENSION pg_prewarm;

@@ -5,7 +5,8 @@
 # join (10^4 centres, k = 10, 10^7 points, gpu_spatial), and the probe
 # function joined back by ctid (TID probes). Each query run once unmeasured,
 # then timed four times, in one session per build. Copy next to a bundle
-# folder `pg` (scripts/gpu-pg-bundle.sh), equi-tables.sh and old.so (a
+# folder `pg` (scripts/gpu-pg-bundle.sh), equi-tables.sh, bundle-server.sh
+# and old.so (a
 # stripped target/release/libgpuindex.so of the build to compare) and run
 # it there.
 cd "$(dirname "$0")"; here=$(pwd)

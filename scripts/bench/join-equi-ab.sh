@@ -6,8 +6,8 @@
 # nested loop over btree at the start and the end; an EXPLAIN ANALYZE of the
 # join under `auto` in each round (its index and heap times). With OLD=path,
 # that library is the old build and the bundle's the new one. Copy next to a
-# bundle folder `pg` made by scripts/gpu-pg-bundle.sh, with equi-tables.sh and
-# new.so (or the OLD library), and run it there.
+# bundle folder `pg` made by scripts/gpu-pg-bundle.sh, with equi-tables.sh,
+# bundle-server.sh and new.so (or the OLD library), and run it there.
 cd "$(dirname "$0")"; here=$(pwd)
 source ./equi-tables.sh
 lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so

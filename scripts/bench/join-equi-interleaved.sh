@@ -4,7 +4,7 @@
 # one session, with EXPLAIN ANALYZE, and in fresh sessions (their first and
 # second run); the nested loop over btree beside (docs/bench/sql-join-equi-interleaved-h200-a164f4d.md).
 # Copy next to a bundle folder `pg` made by scripts/gpu-pg-bundle.sh, with
-# equi-tables.sh, and run it there.
+# equi-tables.sh and bundle-server.sh, and run it there.
 cd "$(dirname "$0")"
 source ./equi-tables.sh
 E="EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)"

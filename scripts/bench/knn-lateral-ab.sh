@@ -5,13 +5,9 @@
 # that library as the old one and the bundle's as the new one. Each round
 # restarts the server with one build, prewarms, runs the query twice
 # unmeasured, five times timed, and once under EXPLAIN ANALYZE. Copy next
-# to a bundle folder `pg` made by scripts/gpu-pg-bundle.sh and run it there.
+# to a bundle folder `pg` made by scripts/gpu-pg-bundle.sh, with bundle-server.sh, and run it there.
 cd "$(dirname "$0")"; here=$(pwd)
-conf='shared_buffers=4GB;max_wal_size=16GB'
-PRELOAD=gpuindex FRESH=1 PGCONF_EXTRA=$conf pg/server/pg-start >/dev/null || exit 1
-source pg/server/pg-env.sh
-RT=$(pgb_server_root)
-P="$RT/pg-psql -X -q -v ON_ERROR_STOP=1"
+source ./bundle-server.sh
 $P <<'SQL'
 CREATE EXTENSION gpuindex; CREATE EXTENSION pg_prewarm;
 CREATE TABLE bj_pts AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS p FROM generate_series(1::int8, 10000000) i;

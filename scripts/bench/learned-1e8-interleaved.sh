@@ -4,17 +4,16 @@
 # 20K single lookups in a PL/pgSQL loop, the probe function joined back by
 # ctid and the join as written; each contender in a transaction that drops
 # the other index; rounds in ORDER (docs/bench/sql-gpu_learned-1e8-h200-a164f4d.md).
-# Copy next to a bundle folder `pg` made by scripts/gpu-pg-bundle.sh and run
-# it there. ORDER names each round's library: `bundle` (the bundle's own),
-# `old` (the bundle's own, saved at the start) or `new` (./new.so).
+# Copy next to a bundle folder `pg` made by scripts/gpu-pg-bundle.sh, with
+# bundle-server.sh, and run it there. ORDER names each round's library:
+# `bundle` (the bundle's own), `old` (the bundle's own, saved at the start)
+# or `new` (./new.so).
 # CONF replaces the server settings (shared_buffers 32GB).
 cd "$(dirname "$0")"; here=$(pwd)
 conf=${CONF:-'shared_buffers=32GB;max_wal_size=32GB;checkpoint_timeout=30min'}
-PRELOAD=gpuindex FRESH=1 PGCONF_EXTRA=$conf pg/server/pg-start >/dev/null || exit 1
-source pg/server/pg-env.sh
-RT=$(pgb_server_root); lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so
+source ./bundle-server.sh
+lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so
 cp $lib /tmp/old.so
-P="$RT/pg-psql -X -q -v ON_ERROR_STOP=1"
 N=${N:-100000000}
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
 t0=$(date +%s)

@@ -5,7 +5,7 @@
 # function of 128K keys joined back by ctid, a forced `= ANY(128K)` count
 # (jit off) and the equi-join over gpu_learned; rounds of four timed runs.
 # Copy next to a bundle folder `pg` (scripts/gpu-pg-bundle.sh) with
-# equi-tables.sh and run it there.
+# equi-tables.sh and bundle-server.sh and run it there.
 cd "$(dirname "$0")"; here=$(pwd)
 source ./equi-tables.sh
 $P -c "CREATE INDEX bj_inner_l ON bj_inner USING gpu_learned (k)" >/dev/null

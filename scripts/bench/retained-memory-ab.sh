@@ -3,7 +3,7 @@
 # interleaved, the equi-join (10^6 x 10^7 int8) under auto and cpu and a 128K
 # `= ANY` count over gpu_btree; the nested loop and btree's `= ANY` beside
 # (docs/notes.md, "Batch buffers kept between batches"). Copy next to a bundle
-# folder `pg` made by scripts/gpu-pg-bundle.sh, with equi-tables.sh, and run it there.
+# folder `pg` made by scripts/gpu-pg-bundle.sh, with equi-tables.sh and bundle-server.sh, and run it there.
 cd "$(dirname "$0")"
 source ./equi-tables.sh
 nl
