@@ -152,3 +152,49 @@ fn parallel_scans_equal_sequential_scans() {
     gpuindex_tests::parallel_differential(&mut c, &queries, &ordered, &[split]);
     c.batch_execute("DROP TABLE art_par").unwrap();
 }
+
+/// Lookups search this backend's copies of inner pages; another session's
+/// inserts then split leaves, inner pages and the root under them. Every
+/// lookup through the stale copies still finds exactly its rows.
+#[test]
+fn lookups_through_stale_inner_copies_stay_exact() {
+    let (mut reader, mut writer) = (connect(DB), connect(DB));
+    // 300-byte keys: ~25 a page, so 15,000 rows make three levels and
+    // 75,000 four.
+    let key = |g: &str| format!("md5({g}::text) || repeat('p', 268)");
+    writer
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS art_stale;
+             CREATE TABLE art_stale (k text COLLATE \"C\");
+             INSERT INTO art_stale SELECT {} FROM generate_series(1, 15000) g;
+             CREATE INDEX art_stale_k ON art_stale USING gpu_art (k);",
+            key("g")
+        ))
+        .unwrap();
+    reader.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+    let q = format!("SELECT count(*) FROM art_stale WHERE k = {}", key("$1::int"));
+    assert!(gpuindex_tests::explain(&mut reader, &q.replace("$1", "7")).contains("art_stale_k"));
+    let lookup = reader.prepare(&q).unwrap();
+    let check = |reader: &mut postgres::Client, upto: i32, want: &dyn Fn(i32) -> i64| {
+        for g in (1..=upto).step_by(3) {
+            let n: i64 = reader.query_one(&lookup, &[&g]).unwrap().get(0);
+            assert_eq!(n, want(g), "key {g}");
+        }
+    };
+    check(&mut reader, 20_000, &|g| (g <= 15_000) as i64);
+    let copied: i64 = reader
+        .query_one("SELECT coalesce(sum(host_bytes), 0)::int8 FROM gpuindex_cached_images() WHERE kind = 'art inner pages'", &[])
+        .unwrap()
+        .get(0);
+    assert!(copied > 0, "no inner pages copied");
+    // Duplicates of 10,001..15,000 and new keys, in an order that splits
+    // pages all over the key space.
+    writer
+        .batch_execute(&format!(
+            "INSERT INTO art_stale SELECT {} FROM generate_series(10001, 70000) g ORDER BY md5(g::text || 'x')",
+            key("g")
+        ))
+        .unwrap();
+    check(&mut reader, 75_000, &|g| (g <= 15_000) as i64 + (10_001..=70_000).contains(&g) as i64);
+    writer.batch_execute("DROP TABLE art_stale").unwrap();
+}

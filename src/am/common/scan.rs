@@ -78,6 +78,10 @@ pub fn add_in_pieces(tids: impl Iterator<Item = pg_sys::ItemPointerData>, add: &
 
 struct State<S> {
     am: S,
+    /// The scan's memory context, where the two below are made when an
+    /// index-only scan first needs them (a lookup by an index scan makes
+    /// neither: `xs_want_itup` is set only after `ambeginscan`).
+    scan_ctx: pg_sys::MemoryContext,
     /// Where index tuples of index-only scans live, reset at every tuple.
     tuple_ctx: pg_sys::MemoryContext,
     /// The last index tuple formed, when its one value is by value, fixed
@@ -108,13 +112,13 @@ pub unsafe fn ambeginscan<S: IndexScan>(index: pg_sys::Relation, nkeys: i32, nor
     // SAFETY: as the caller's.
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
-        let tuple_ctx = pg_sys::AllocSetContextCreateExtended(pg_sys::CurrentMemoryContext, c"gpuindex tuples".as_ptr(), 0, 1024, 8192);
-        let by_ref = if S::MAX_VALUE_BYTES > 0 {
-            pg_sys::palloc0(ITUP_DATA + S::MAX_VALUE_BYTES) as *mut pg_sys::IndexTupleData
-        } else {
-            std::ptr::null_mut()
+        let st = State {
+            am: S::begin(index, nkeys as usize, norderbys as usize),
+            scan_ctx: pg_sys::CurrentMemoryContext,
+            tuple_ctx: std::ptr::null_mut(),
+            reusable: None,
+            by_ref: std::ptr::null_mut(),
         };
-        let st = State { am: S::begin(index, nkeys as usize, norderbys as usize), tuple_ctx, reusable: None, by_ref };
         (*scan).opaque = pgrx::PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(st) as *mut std::ffi::c_void;
         if norderbys > 0 {
             let n = norderbys as usize;
@@ -232,6 +236,13 @@ const MAX_INDEX_TUPLE_VALUE: usize = 8000;
 unsafe fn fill_itup<S: IndexScan>(scan: pg_sys::IndexScanDesc, st: &mut State<S>) {
     // SAFETY: as the caller's.
     unsafe {
+        if st.tuple_ctx.is_null() {
+            st.tuple_ctx = pg_sys::AllocSetContextCreateExtended(st.scan_ctx, c"gpuindex tuples".as_ptr(), 0, 1024, 8192);
+        }
+        if st.by_ref.is_null() && S::MAX_VALUE_BYTES > 0 {
+            // For the fast path's next matches (it calls no PostgreSQL).
+            st.by_ref = pg_sys::MemoryContextAllocZero(st.scan_ctx, ITUP_DATA + S::MAX_VALUE_BYTES) as *mut pg_sys::IndexTupleData;
+        }
         // A reusable tuple means a by-value column: nothing is allocated.
         let value = if let Some((itup, len)) = st.reusable {
             let value = st.am.value(st.tuple_ctx);

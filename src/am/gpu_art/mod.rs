@@ -9,6 +9,7 @@
 
 mod build;
 mod check;
+mod inner_copies;
 mod keys;
 mod long;
 pub(crate) mod mirror;

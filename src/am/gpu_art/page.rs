@@ -313,6 +313,19 @@ impl<'a> Node<'a> {
         let (lower, upper) = self.page.used();
         upper - lower
     }
+    /// How many of entries [from, to), none of them long, are below q.
+    pub fn entries_below(&self, from: usize, to: usize, q: Key) -> usize {
+        let (mut lo, mut hi) = (from, to);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.stored(mid).as_key().expect("a page without long keys") < q {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo - from
+    }
     /// The first entry whose key is >= q (`strict`: > q); long keys'
     /// chains are read from `rel` (the page is locked).
     pub fn search(&self, rel: pg_sys::Relation, q: Key, strict: bool) -> usize {

@@ -7,6 +7,7 @@
 //! one page at a time; writers lock left to right within a level, child
 //! before parent, the metapage last.
 
+use super::inner_copies::InnerCopies;
 use super::long;
 use super::page::*;
 use crate::am::common::cache;
@@ -81,7 +82,9 @@ impl Tree {
     /// the run of its equals (as its parent saw it: a page split off since
     /// is as good a place). `path` receives the inner pages passed, top
     /// down.
-    fn descend(&self, q: Key, level: u32, exclusive: bool, last: bool, path: &mut Vec<u32>) -> Locked {
+    /// `copies`: inner pages are searched in these copies where they
+    /// hold one, and copied into them when read (shared descents only).
+    fn descend(&self, q: Key, level: u32, exclusive: bool, last: bool, path: &mut Vec<u32>, copies: Option<&InnerCopies>) -> Locked {
         let (mut block, mut at) = self.root(false);
         if at < level {
             (block, at) = self.root(true);
@@ -90,7 +93,18 @@ impl Tree {
             }
         }
         let mut first = true;
+        // The copy `block` came from.
+        let mut via: Option<u32> = None;
         loop {
+            if let Some(c) = copies.filter(|_| at > level) {
+                if let Some(child) = c.child(block, at, q) {
+                    (via, first) = (Some(block), false);
+                    path.push(block);
+                    block = child;
+                    at -= 1;
+                    continue;
+                }
+            }
             let locked = Locked::lock(self.rel, block, exclusive && at == level);
             if std::mem::take(&mut first) {
                 let flags = locked.page().special().flags;
@@ -107,7 +121,10 @@ impl Tree {
                     }
                 }
             }
-            let page = self.move_right(locked, q);
+            let (page, moved) = self.move_right_counted(locked, q);
+            if let (Some(c), Some(v), true) = (copies, via.take(), moved) {
+                c.forget(v);
+            }
             if at == level {
                 if let Locked::X(g) = page {
                     let s = g.page().special();
@@ -136,27 +153,37 @@ impl Tree {
             path.push(page.block());
             block = node.entry(j).1 as u32;
             at -= 1;
+            if let Some(c) = copies {
+                c.remember(&page);
+            }
         }
     }
 
     /// Moves right while q is above the page's high key; a writer stops at
     /// a page with an incomplete split (to finish it).
-    fn move_right(&self, mut page: Locked, q: Key) -> Locked {
+    fn move_right(&self, page: Locked, q: Key) -> Locked {
+        self.move_right_counted(page, q).0
+    }
+
+    /// `move_right`, and whether it moved.
+    fn move_right_counted(&self, mut page: Locked, q: Key) -> (Locked, bool) {
+        let mut moved = false;
         loop {
             let n = Node::new(page.page());
             let exclusive = matches!(page, Locked::X(_));
             if (exclusive && n.s.flags & INCOMPLETE_SPLIT != 0) || n.rightmost() || long::compare(self.rel, n.high(), q).is_ge() {
-                return page;
+                return (page, moved);
             }
             let right = n.s.right;
             drop(page);
             page = Locked::lock(self.rel, right, exclusive);
+            moved = true;
         }
     }
 
     /// The leaf where the first key >= q lies, if any (share-locked).
     pub fn find_leaf(&self, q: Key) -> Shared {
-        match self.descend(q, 0, false, false, &mut Vec::new()) {
+        match self.descend(q, 0, false, false, &mut Vec::new(), Some(&InnerCopies::of(self.rel))) {
             Locked::S(g) => g,
             Locked::X(_) => unreachable!("shared descent"),
         }
@@ -173,7 +200,7 @@ impl Tree {
 
     /// The first page of `level` (share-locked).
     pub fn leftmost(&self, level: u32) -> Shared {
-        match self.descend(Key::MIN, level, false, false, &mut Vec::new()) {
+        match self.descend(Key::MIN, level, false, false, &mut Vec::new(), None) {
             Locked::S(g) => g,
             Locked::X(_) => unreachable!("shared descent"),
         }
@@ -217,7 +244,7 @@ impl Tree {
         let long = (key.bytes.len() > MAX_KEY).then(|| long::store(self.rel, key.bytes, None));
         let stored = long.as_ref().map_or(Stored::whole(key), |l| l.stored());
         let mut path = Vec::new();
-        let Locked::X(leaf) = self.descend(key, 0, true, true, &mut path) else { unreachable!("exclusive descent") };
+        let Locked::X(leaf) = self.descend(key, 0, true, true, &mut path, None) else { unreachable!("exclusive descent") };
         let (pos, fits) = {
             let n = Node::new(leaf.page());
             (n.search(self.rel, key, true), n.free() >= entry_size(stored.bytes.len()))
@@ -315,7 +342,7 @@ impl Tree {
                 }
                 drop(meta);
                 let q = long::resolve(self.rel, sep.stored());
-                let Locked::X(p) = self.descend(q.key(), level + 1, true, false, &mut path) else { unreachable!() };
+                let Locked::X(p) = self.descend(q.key(), level + 1, true, false, &mut path, None) else { unreachable!() };
                 self.find_parent(p, child.block())
             }
         };
