@@ -1,0 +1,69 @@
+#!/bin/bash
+# gpu_art's single lookups with two builds in turn, btree and hash beside:
+# 10^7 random uuids, 50K lookups of stored keys in random order in a
+# PL/pgSQL loop (`SELECT payload ... WHERE k = x`, index scans), five timed
+# runs per build and round after one untimed; then a forced `= ANY(128K)`
+# count (index-only, jit off), three timed. The old build is the bundle's
+# library (or OLD=path), the new one ./new.so (or the bundle's with OLD=).
+# Copy next to a bundle folder `pg` (scripts/gpu-pg-bundle.sh) with
+# bundle-server.sh and run it there; ROUNDS (default 3).
+cd "$(dirname "$0")"; here=$(pwd)
+conf=${conf:-'shared_buffers=24GB;max_wal_size=16GB'}
+source ./bundle-server.sh
+lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so
+if [ -n "$OLD" ]; then cp $lib /tmp/new.so; cp "$OLD" /tmp/old.so; else cp $lib /tmp/old.so; cp $here/new.so /tmp/new.so; fi
+$P <<SQL >/dev/null
+CREATE EXTENSION IF NOT EXISTS gpuindex; CREATE EXTENSION IF NOT EXISTS pg_prewarm;
+CREATE TABLE bu (k uuid, payload int);
+INSERT INTO bu SELECT gen_random_uuid(), g FROM generate_series(1, ${ROWS:-10000000}) g;
+VACUUM ANALYZE bu;
+SET maintenance_work_mem = '4GB';
+CREATE INDEX bu_a ON bu USING gpu_art (k);
+CREATE INDEX bu_b ON bu (k);
+CREATE INDEX bu_h ON bu USING hash (k);
+CREATE TABLE keys AS SELECT k FROM bu TABLESAMPLE SYSTEM (1) ORDER BY random() LIMIT 50000;
+CREATE TABLE keys128 AS SELECT array_agg(k) AS a FROM (SELECT k FROM bu TABLESAMPLE SYSTEM (2) ORDER BY random() LIMIT 128000) s;
+CREATE FUNCTION lk() RETURNS bigint LANGUAGE plpgsql AS \$\$
+DECLARE s bigint := 0; x uuid; p int;
+BEGIN
+  FOR x IN SELECT k FROM keys LOOP
+    SELECT payload INTO p FROM bu WHERE k = x;
+    s := s + p;
+  END LOOP;
+  RETURN s;
+END \$\$;
+SQL
+W="SELECT pg_prewarm('bu'), pg_prewarm('bu_a'), pg_prewarm('bu_b'), pg_prewarm('bu_h');"
+A="SELECT count(*) FROM bu WHERE k = ANY((SELECT a FROM keys128)::uuid[])"
+times() { grep -E '^Time' | sed 's/Time: //; s/ ms.*//' | tr '\n' ' '; }
+# One index at a time: the others dropped in a transaction rolled back.
+lookups() {
+  $P <<SQL 2>&1 | times
+SET jit = off;
+BEGIN; $1
+SELECT lk();
+\timing on
+SELECT lk(); SELECT lk(); SELECT lk(); SELECT lk(); SELECT lk();
+\timing off
+ROLLBACK;
+SQL
+}
+for r in $(seq ${ROUNDS:-3}); do
+  for v in old new; do
+    $RT/pg-stop >/dev/null; cp /tmp/$v.so $lib
+    PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
+    $P -c "$W" >/dev/null
+    echo "round $r $v gpu_art: lookups $(lookups 'DROP INDEX bu_b; DROP INDEX bu_h;')| = ANY(128K) forced $($P <<SQL 2>&1 | times
+SET jit = off; SET enable_seqscan = off; SET enable_bitmapscan = off;
+BEGIN; DROP INDEX bu_b; DROP INDEX bu_h;
+$A;
+\timing on
+$A; $A; $A;
+ROLLBACK;
+SQL
+)"
+    echo "round $r $v btree: lookups $(lookups 'DROP INDEX bu_a; DROP INDEX bu_h;')"
+    echo "round $r $v hash: lookups $(lookups 'DROP INDEX bu_a; DROP INDEX bu_b;')"
+  done
+done
+$RT/pg-stop >/dev/null
