@@ -307,8 +307,18 @@ impl PageCopy {
         let n = Node::new(g.page());
         let (w0, w1) = match only {
             Some(iv) => {
-                let a = partition_locked(&n, 0, n.count(), |k| !iv.stored_above_lo(rel, k));
-                (a, gallop_by(a, n.count(), |j| iv.stored_below_hi(rel, n.stored(j))))
+                // A long range's inner pages hold nothing else: one
+                // comparison at either end instead of two searches.
+                let last = n.count().checked_sub(1);
+                let a = match last {
+                    Some(_) if iv.stored_above_lo(rel, n.stored(0)) => 0,
+                    _ => partition_locked(&n, 0, n.count(), |k| !iv.stored_above_lo(rel, k)),
+                };
+                let b = match last {
+                    Some(l) if l >= a && iv.stored_below_hi(rel, n.stored(l)) => n.count(),
+                    _ => gallop_by(a, n.count(), |j| iv.stored_below_hi(rel, n.stored(j))),
+                };
+                (a, b)
             }
             None => (0, n.count()),
         };
