@@ -26,12 +26,13 @@ for t in art btree hash; do
   $P -c "SELECT pg_prewarm('l_$t'), pg_prewarm(indexrelid) FROM pg_index WHERE indrelid = 'l_$t'::regclass" >/dev/null
   printf '\\set r random(1, %d)\nSELECT payload FROM l_%s WHERE k = md5(:r::text)::uuid;\n' $rows $t > /tmp/lookup-$t.sql
 done
-source pg/server/pg-env.sh
-bench=$RT/usr/lib/postgresql/15/bin/pgbench
+# The bundle's wrapper (its libraries on the path).
+bench=$RT/bin/pgbench
 for r in $(seq ${ROUNDS:-3}); do
   for t in art btree hash; do
     out=$($bench -n -M prepared -c 1 -T ${SECS:-10} -f /tmp/lookup-$t.sql 2>&1)
     lat=$(echo "$out" | sed -n 's/^latency average = \([0-9.]*\) ms/\1/p')
+    [ -n "$lat" ] || { echo "$out" | tail -3; exit 1; }
     tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
     echo "round $r $t: latency $(awk "BEGIN {printf \"%.2f\", $lat * 1000}") us, tps $tps"
   done
