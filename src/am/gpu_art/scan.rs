@@ -307,7 +307,7 @@ impl PageCopy {
         let n = Node::new(g.page());
         let (w0, w1) = match only {
             Some(iv) => {
-                // A long range's inner pages hold nothing else: one
+                // The pages inside a long range hold nothing else: one
                 // comparison at either end instead of two searches.
                 let last = n.count().checked_sub(1);
                 let a = match last {
