@@ -11,7 +11,10 @@
 //! size, single lookups, `= ANY` of 1K/16K/128K keys, 128K keys to rows
 //! (the join users write over btree and hash; `gpu_art_probe` joined back
 //! by ctid; then that join for every contender) and, for URLs, prefix
-//! queries (`LIKE 'prefix%'` of about 10 and 1000 rows). Lookups pick
+//! queries (`LIKE 'prefix%'` of about 10 and 1000 rows); then the single
+//! lookups again with the three indexes side by side, each alone in turn
+//! (the others dropped in a transaction rolled back) in one session,
+//! round by round. Lookups pick
 //! stored keys (one in 11 a miss). Every answer is checked against
 //! btree's. Prints one table. Plans forced onto an index run with jit =
 //! off (`bench::FORCE_INDEX`).
@@ -233,6 +236,44 @@ fn main() {
             let m = answers.len();
             assert_eq!(answers[..m], reference[..m], "{label} answered differently from btree");
         }
+    }
+    // The single lookups again with the three indexes side by side, taken
+    // in turn round by round (each alone in a transaction that drops the
+    // others and is rolled back): the setups above run minutes apart, and
+    // the host drifts between them by more than the indexes differ.
+    c.batch_execute("DROP INDEX IF EXISTS bench_s_k").unwrap();
+    let names: Vec<String> = setups.iter().map(|(label, _)| format!("bench_s_{label}")).collect();
+    for ((_, def), name) in setups.iter().zip(&names) {
+        c.batch_execute(&format!("CREATE INDEX {name} ON bench_s USING {def}")).unwrap();
+        let _ = c.batch_execute(&format!("SELECT pg_prewarm('{name}')"));
+    }
+    let mut s = connect();
+    let st = s.prepare(&format!("SELECT payload FROM bench_s WHERE k = $1::text::{ty}")).unwrap();
+    let mut secs: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+    // Round 0 warms every index's pages and this session's caches.
+    for round in 0..=a.reps {
+        for (i, per) in secs.iter_mut().enumerate() {
+            let mut tx = s.transaction().unwrap();
+            for other in names.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, n)| n) {
+                tx.batch_execute(&format!("DROP INDEX {other}")).unwrap();
+            }
+            let t = Instant::now();
+            let mut found = 0i64;
+            for k in &singles {
+                found += tx.query(&st, &[k]).unwrap().len() as i64;
+            }
+            let elapsed = t.elapsed().as_secs_f64();
+            tx.rollback().unwrap();
+            assert_eq!(found, reference[0], "{}: single lookups answered differently from btree", setups[i].0);
+            if round > 0 {
+                per.push(elapsed);
+            }
+        }
+    }
+    for (i, mut per) in secs.into_iter().enumerate() {
+        per.sort_by(|a, b| a.total_cmp(b));
+        let what = "single lookup (k = $1), indexes in turn in one session".to_string();
+        push(&mut rows, setups.len(), i, what, "us", true, per[per.len() / 2] / singles.len() as f64 * 1e6);
     }
     println!();
     println!("| measure | btree | hash | gpu_art | gpu_art vs btree | gpu_art vs hash |");
