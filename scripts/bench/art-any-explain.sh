@@ -1,11 +1,11 @@
 #!/bin/bash
-# Copy next to a bundle folder `pg` and run after art-lookups-ab.sh (its data kept): where a 128K uuid `= ANY` spends
-# its time, planning and execution, per index, the keys as the benches
+# Copy next to a bundle folder `pg` with bundle-server.sh and run after
+# art-lookups-ab.sh (its data kept): where a 128K uuid `= ANY` spends its
+# time, planning and execution, per index, the keys as the benches
 # pass them (one text[] parameter cast to uuid[]: a custom plan folds it).
 cd "$(dirname "$0")"
-PRELOAD=gpuindex PGCONF_EXTRA='shared_buffers=24GB;max_wal_size=16GB' pg/server/pg-start >/dev/null || exit 1
-source pg/server/pg-env.sh
-RT=$(pgb_server_root); P="$RT/pg-psql -X -q"
+conf=${conf:-'shared_buffers=24GB;max_wal_size=16GB'}
+FRESH=0 source ./bundle-server.sh
 $P -c "SELECT pg_prewarm('bu'), pg_prewarm('bu_a'), pg_prewarm('bu_b'), pg_prewarm('bu_h')" >/dev/null
 for setup in "gpu_art:DROP INDEX bu_b; DROP INDEX bu_h;" "btree:DROP INDEX bu_a; DROP INDEX bu_h;" "hash:DROP INDEX bu_a; DROP INDEX bu_b;"; do
   for forced in "" "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off;"; do

@@ -1,10 +1,11 @@
 # Sourced by the bench scripts that run next to a bundle folder `pg`
-# (scripts/gpu-pg-bundle.sh): starts a fresh server with gpuindex
-# preloaded and the settings in `conf` (set before sourcing; default
+# (scripts/gpu-pg-bundle.sh): starts a fresh server (FRESH=0: on the
+# last one's data) with gpuindex preloaded and the settings in `conf`
+# (set before sourcing; default
 # shared_buffers=4GB;max_wal_size=16GB), and sets RT (the server's root)
 # and P (psql on it, stopping at the first error).
 conf=${conf:-'shared_buffers=4GB;max_wal_size=16GB'}
-PRELOAD=gpuindex FRESH=1 PGCONF_EXTRA=$conf pg/server/pg-start >/dev/null || exit 1
+PRELOAD=gpuindex FRESH=${FRESH:-1} PGCONF_EXTRA=$conf pg/server/pg-start >/dev/null || exit 1
 source pg/server/pg-env.sh
 RT=$(pgb_server_root)
 P="$RT/pg-psql -X -q -v ON_ERROR_STOP=1"
