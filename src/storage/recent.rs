@@ -12,15 +12,22 @@
 //! Kept for the last few relations read (keyed by their files, so a
 //! rewrite starts afresh), 4 bytes a block, for the first `MAX_BLOCKS`
 //! blocks of each; temporary relations (local buffers) are read as usual.
+//! Readers of one table share its memory, nested ones too: a join back by
+//! ctid holds the table's while the batch function under it (its outer
+//! side) resolves the same rows' visibility, and each finds the pages the
+//! other pinned.
+//!
 //! Used by every batch that reads matched rows (the join's heap fetches
 //! and TID probes, the batch functions' visibility pass) and by
-//! gpu_btree's leaf step.
+//! the leaf reads of gpu_btree's leaf step, gpu_art's hinted walks and
+//! gpu_learned's run scans and batches.
 
 use super::buffer::read;
 use super::Tid;
 use pgrx::pg_sys;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Blocks remembered per table: a 32 GiB table's, in a 16 MiB array.
 const MAX_BLOCKS: usize = 1 << 22;
@@ -33,9 +40,11 @@ const MAX_TOTAL_BLOCKS: usize = 1 << 23;
 const PAGES_AHEAD: usize = 8;
 
 type FileKey = (pg_sys::Oid, pg_sys::Oid, pg_sys::Oid);
+/// Buffer of each block (InvalidBuffer: not known).
+type Buffers = Rc<RefCell<Vec<pg_sys::Buffer>>>;
 
 thread_local! {
-    static RECENT: RefCell<HashMap<FileKey, Vec<pg_sys::Buffer>>> = RefCell::new(HashMap::new());
+    static RECENT: RefCell<HashMap<FileKey, Buffers>> = RefCell::new(HashMap::new());
 }
 
 /// Asks the CPU to bring the line at `p` into its cache (nothing where
@@ -52,24 +61,29 @@ pub fn prefetch<T>(p: *const T) {
 
 /// The shared-buffer table of one relation, while a batch reads it.
 pub struct RecentPages {
-    file: FileKey,
-    /// Buffer of each block (InvalidBuffer: not known); None for a table
-    /// in local buffers.
-    buffers: Option<Vec<pg_sys::Buffer>>,
+    /// None for a table in local buffers.
+    buffers: Option<Buffers>,
 }
 
 impl RecentPages {
-    /// This backend's memory of `rel`'s pages, taken out until `Drop`.
+    /// This backend's memory of `rel`'s pages.
     pub fn of(rel: pg_sys::Relation) -> RecentPages {
-        let file = crate::compat::file_key(rel);
         // SAFETY: an open relation.
         let local = unsafe { (*(*rel).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char };
-        let buffers = (!local).then(|| RECENT.with_borrow_mut(|m| m.remove(&file).unwrap_or_default()));
-        RecentPages { file, buffers }
+        let buffers = (!local).then(|| {
+            let file = crate::compat::file_key(rel);
+            RECENT.with_borrow_mut(|m| {
+                if !m.contains_key(&file) && m.len() >= MAX_TABLES {
+                    m.clear();
+                }
+                m.entry(file).or_default().clone()
+            })
+        });
+        RecentPages { buffers }
     }
 
     fn known(&self, block: u32) -> Option<pg_sys::Buffer> {
-        let b = *self.buffers.as_ref()?.get(block as usize)?;
+        let b = *self.buffers.as_ref()?.borrow().get(block as usize)?;
         (b != pg_sys::InvalidBuffer as pg_sys::Buffer).then_some(b)
     }
 
@@ -84,7 +98,8 @@ impl RecentPages {
             }
         }
         let buf = read(rel, block);
-        if let Some(v) = self.buffers.as_mut().filter(|_| (block as usize) < MAX_BLOCKS) {
+        if let Some(v) = self.buffers.as_ref().filter(|_| (block as usize) < MAX_BLOCKS) {
+            let mut v = v.borrow_mut();
             if v.len() <= block as usize {
                 v.resize(block as usize + 1, pg_sys::InvalidBuffer as pg_sys::Buffer);
             }
@@ -140,12 +155,13 @@ impl RecentPages {
 
 impl Drop for RecentPages {
     fn drop(&mut self) {
-        if let Some(v) = self.buffers.take() {
+        if self.buffers.take().is_some() {
+            // Readers still holding a table's memory keep it; the next
+            // reader starts afresh.
             RECENT.with_borrow_mut(|m| {
-                if m.len() >= MAX_TABLES || m.values().map(Vec::len).sum::<usize>() + v.len() > MAX_TOTAL_BLOCKS {
+                if m.values().map(|v| v.borrow().len()).sum::<usize>() > MAX_TOTAL_BLOCKS {
                     m.clear();
                 }
-                m.insert(self.file, v);
             });
         }
     }

@@ -15,6 +15,7 @@
 use super::page::*;
 use super::tree::Tree;
 use crate::am::common::cache;
+use crate::storage::RecentPages;
 use gpuindex_engine::art::gpu::{search_gpu, DeviceArt, Format, Op};
 use gpuindex_engine::art::{self, Art, ByteKeys};
 use gpuindex_engine::gpu::Schedule;
@@ -167,12 +168,27 @@ impl Mirror {
     }
 }
 
-/// The hinted leaf, share-locked, after a check that it is one.
-pub fn hinted_leaf(tree: &Tree, block: u32) -> Shared {
-    let g = Shared::lock(tree.rel, block);
-    let s = g.page().special();
-    if s.page_id != PAGE_ID || s.kind != KIND_LEAF {
-        corrupted(format!("mirror hint {block} is not a leaf"));
+/// Each point's starting leaf of a walk over sorted points, pinned through
+/// this backend's memory of the index's buffers (`RecentPages`: no
+/// buffer-mapping lookup for a leaf read before).
+pub struct Hints {
+    blocks: Vec<u32>,
+    recent: RecentPages,
+}
+
+impl Hints {
+    pub fn of(tree: &Tree, queries: &ByteKeys, what: &'static str) -> Hints {
+        Hints { blocks: hints(tree, queries, what), recent: RecentPages::of(tree.rel) }
     }
-    g
+
+    /// Point i's hinted leaf, share-locked, after a check that it is one.
+    pub fn leaf(&mut self, tree: &Tree, i: usize) -> Shared {
+        let block = self.blocks[i];
+        let g = Shared::lock_pinned(self.recent.pin(tree.rel, block));
+        let s = g.page().special();
+        if s.page_id != PAGE_ID || s.kind != KIND_LEAF {
+            corrupted(format!("mirror hint {block} is not a leaf"));
+        }
+        g
+    }
 }

@@ -429,7 +429,7 @@ pub struct ScanState {
     pins: Pins,
     /// Each interval's starting leaf from the mirror (many points), and
     /// the batch's name for `gpuindex_last_batch()`.
-    hints: Option<Vec<u32>>,
+    hints: Option<mirror::Hints>,
     what: &'static str,
     /// A parallel scan's shared walk, while this participant takes its
     /// pages from it.
@@ -484,7 +484,7 @@ impl ScanState {
     /// Leaf hints for a forward walk over many points, in one batch.
     fn compute_hints(&mut self, tree: &Tree) {
         if let Some(ps) = &self.points {
-            self.hints = Some(mirror::hints(tree, ps, self.what));
+            self.hints = Some(mirror::Hints::of(tree, ps, self.what));
         }
     }
 
@@ -549,8 +549,8 @@ impl ScanState {
                     Bound::Incl(l) | Bound::Excl(l) => l.clone(),
                     Bound::Unbounded => Key::MIN.to_owned(),
                 };
-                let g = match &self.hints {
-                    Some(h) => tree.move_right_from(mirror::hinted_leaf(tree, h[self.iv]), lo.key()),
+                let g = match &mut self.hints {
+                    Some(h) => tree.move_right_from(h.leaf(tree, self.iv), lo.key()),
                     None => tree.find_leaf(lo.key()),
                 };
                 self.take(tree, &g, (lo, true));

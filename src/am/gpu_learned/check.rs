@@ -12,6 +12,7 @@ use super::page::*;
 use super::run;
 use crate::am::common::{Access, OpenIndex};
 use crate::am::gpu_btree::check::check_tree;
+use crate::storage::RecentPages;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -36,8 +37,9 @@ fn gpu_learned_check(
     let run = run::get(rel);
     let (mut entries, mut dead, mut prev) = (0usize, 0i64, None::<u64>);
     let eps = run.pgm.eps + 1;
+    let recent = &mut RecentPages::of(rel);
     for i in 0..run.pages() {
-        let g = run.page(rel, i);
+        let g = run.page(recent, rel, i);
         let p = RunPage::new(g.page());
         let n = p.count();
         if n == 0 || entries != run.first(i) {

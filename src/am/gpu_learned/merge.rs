@@ -31,7 +31,7 @@ use super::run;
 use crate::am::common::{Access, OpenIndex};
 use crate::am::gpu_btree::page::*;
 use crate::am::gpu_btree::tree::Tree;
-use crate::storage::{recycle, Tid, Xlog};
+use crate::storage::{recycle, RecentPages, Tid, Xlog};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::Cell;
@@ -181,9 +181,10 @@ fn merge(index: pg_sys::Relation) -> u64 {
     if old_pages.len() == 1 && delta_entries(index, &m) == 0 {
         return 0;
     }
+    let recent = &mut RecentPages::of(index);
     let live = paged(|i| {
         (i < run.pages()).then(|| {
-            let g = run.page(index, i);
+            let g = run.page(recent, index, i);
             let p = RunPage::new(g.page());
             let mut live = Vec::with_capacity(p.count());
             p.copy_live(0, p.count(), &mut live);

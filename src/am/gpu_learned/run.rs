@@ -8,7 +8,7 @@
 use super::page::*;
 use crate::am::common::cache;
 use crate::am::gpu_btree::page::{Exclusive, Shared};
-use crate::storage::{Tid, Xlog};
+use crate::storage::{RecentPages, Tid, Xlog};
 use gpuindex_engine::executor::BatchJob;
 use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
 use gpuindex_engine::pgm::gpu::{predict_gpu, DevicePgm};
@@ -159,10 +159,11 @@ impl Run {
         self.meta.extents[e][0] + (i - self.starts[e]) as u32
     }
 
-    /// Data page `i`, share-locked.
-    pub fn page(&self, rel: pg_sys::Relation, i: usize) -> Shared {
+    /// Data page `i`, share-locked, pinned through `recent` (the index's
+    /// memory of its buffers: a batch reads thousands of pages).
+    pub fn page(&self, recent: &mut RecentPages, rel: pg_sys::Relation, i: usize) -> Shared {
         assert!(i < self.pages());
-        Shared::lock(rel, self.block(i))
+        Shared::lock_pinned(recent.pin(rel, self.block(i)))
     }
 
     /// The model's guess of q's position (CPU).
@@ -173,14 +174,20 @@ impl Run {
     /// The first position holding a key >= q (n if none), from the
     /// predicted position `hint`: the first page whose last key is >= q,
     /// found by galloping from the hint's page, then searched.
-    pub fn lower_bound(&self, rel: pg_sys::Relation, q: u64, hint: usize) -> usize {
-        self.lower_bound_page(rel, q, hint).0
+    pub fn lower_bound(&self, recent: &mut RecentPages, rel: pg_sys::Relation, q: u64, hint: usize) -> usize {
+        self.lower_bound_page(recent, rel, q, hint).0
     }
 
     /// `lower_bound`, and the data page holding the position (its index
     /// and the page, still locked) where there is one: a scan goes on to
     /// read it without looking it up again.
-    pub fn lower_bound_page(&self, rel: pg_sys::Relation, q: u64, hint: usize) -> (usize, Option<(usize, Shared)>) {
+    pub fn lower_bound_page(
+        &self,
+        recent: &mut RecentPages,
+        rel: pg_sys::Relation,
+        q: u64,
+        hint: usize,
+    ) -> (usize, Option<(usize, Shared)>) {
         let pages = self.pages();
         if pages == 0 {
             return (0, None);
@@ -195,13 +202,13 @@ impl Run {
             };
             (self.first(i) + slot, (slot < count).then_some((i, g)))
         };
-        let last_key = |i: usize| self.page(rel, i).page().special().high;
+        let last_key = |recent: &mut RecentPages, i: usize| self.page(recent, rel, i).page().special().high;
         // The answer's page: the least i with last_key(i) >= q. Where the
         // predicted page's fences bound q it is that page (every earlier
         // page ends at or below its first key): one page read.
         let h = self.page_of(hint.min(self.n() - 1));
         let high = {
-            let g = self.page(rel, h);
+            let g = self.page(recent, rel, h);
             prefetch_near(g.page(), near(h), eps);
             let s = g.page().special();
             if (s.low < q || h == 0) && (q <= s.high || h + 1 == pages) {
@@ -215,7 +222,7 @@ impl Run {
             hi = h as isize;
             let mut step = 1;
             lo = hi - 1;
-            while lo >= 0 && last_key(lo as usize) >= q {
+            while lo >= 0 && last_key(recent, lo as usize) >= q {
                 hi = lo;
                 lo -= step;
                 step *= 2;
@@ -225,7 +232,7 @@ impl Run {
             lo = h as isize;
             let mut step = 1;
             hi = lo + 1;
-            while (hi as usize) < pages && last_key(hi as usize) < q {
+            while (hi as usize) < pages && last_key(recent, hi as usize) < q {
                 lo = hi;
                 hi += step;
                 step *= 2;
@@ -234,7 +241,7 @@ impl Run {
         }
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            if last_key(mid as usize) >= q {
+            if last_key(recent, mid as usize) >= q {
                 hi = mid;
             } else {
                 lo = mid;
@@ -244,7 +251,7 @@ impl Run {
         if i == pages {
             return (self.n(), None);
         }
-        found(i, self.page(rel, i))
+        found(i, self.page(recent, rel, i))
     }
 
     /// Every live entry whose key is one of the ascending distinct
@@ -253,10 +260,11 @@ impl Run {
     /// each from where the last ended (as a scan loads a page for every
     /// `= ANY` point on it); a code past the page is sought from its hint.
     pub fn collect_all_equal(&self, rel: pg_sys::Relation, codes: &[u64], hints: &[u64], out: &mut Vec<(u64, Tid)>) {
+        let recent = &mut RecentPages::of(rel);
         let mut j = 0;
         while j < codes.len() {
             // None: no key >= codes[j], nor any later code.
-            let (pos, Some((mut i, mut g))) = self.lower_bound_page(rel, codes[j], hints[j] as usize) else { return };
+            let (pos, Some((mut i, mut g))) = self.lower_bound_page(recent, rel, codes[j], hints[j] as usize) else { return };
             let mut at = pos - self.first(i);
             loop {
                 let (last, continues) = {
@@ -286,7 +294,7 @@ impl Run {
                 }
                 drop(g);
                 i += 1;
-                g = self.page(rel, i);
+                g = self.page(recent, rel, i);
                 at = 0;
                 if RunPage::new(g.page()).s.low != last {
                     // The run ended with the page before.

@@ -22,7 +22,7 @@ use crate::am::common::scan::{Found, IndexScan};
 use crate::am::gpu_btree::keys;
 use crate::am::gpu_btree::page::Shared;
 use crate::am::gpu_btree::scan::{plan_of, Plan, ScanState as DeltaScan};
-use crate::storage::{tid_from, tid_to, Pins, Tid};
+use crate::storage::{tid_from, tid_to, Pins, RecentPages, Tid};
 use pgrx::pg_sys;
 use std::sync::Arc;
 
@@ -46,6 +46,8 @@ struct RunCursor {
     started: bool,
     keep_pins: bool,
     pins: Pins,
+    /// This backend's memory of the index's buffers, from the first page.
+    recent: Option<RecentPages>,
     /// A parallel scan's walk of the run (its second; the delta's scan
     /// uses the first): a forward range takes its pages one at a time
     /// from it, anything else is taken whole by one participant.
@@ -56,6 +58,10 @@ impl RunCursor {
     fn reset(&mut self, intervals: Vec<(u64, u64)>, keep_pins: bool) {
         self.pins.release();
         *self = RunCursor { intervals, keep_pins, pins: std::mem::take(&mut self.pins), ..RunCursor::default() };
+    }
+
+    fn recent(&mut self, rel: pg_sys::Relation) -> &mut RecentPages {
+        self.recent.get_or_insert_with(|| RecentPages::of(rel))
     }
 
     /// The model's position for interval j's start: from one batch
@@ -76,7 +82,8 @@ impl RunCursor {
     /// locked and the position's slot there.
     fn first_page(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> Option<PageAt> {
         let hint = self.hint(rel, run, j);
-        match run.lower_bound_page(rel, self.intervals[j].0, hint) {
+        let q = self.intervals[j].0;
+        match run.lower_bound_page(self.recent(rel), rel, q, hint) {
             (pos, Some((i, g))) => Some((i, Some(g), pos - run.first(i))),
             (pos, None) => (pos < run.n()).then(|| {
                 let i = run.page_of(pos);
@@ -89,7 +96,7 @@ impl RunCursor {
     fn last_of(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> Option<usize> {
         let hi = self.intervals[j].1;
         let end = match hi.checked_add(1) {
-            Some(h) => run.lower_bound(rel, h, run.predict(h)),
+            Some(h) => run.lower_bound(self.recent(rel), rel, h, run.predict(h)),
             None => run.n(),
         };
         end.checked_sub(1)
@@ -99,7 +106,7 @@ impl RunCursor {
     /// it, locked, if the caller has it; `at`: a slot at or before the
     /// first interval's entries, where the searches start).
     fn load(&mut self, rel: pg_sys::Relation, run: &Run, (i, page, mut at): PageAt, dir: isize) {
-        let g = page.unwrap_or_else(|| run.page(rel, i));
+        let g = page.unwrap_or_else(|| run.page(self.recent(rel), rel, i));
         let p = RunPage::new(g.page());
         self.items.clear();
         // The fences are the first and last keys (a page is never empty).
