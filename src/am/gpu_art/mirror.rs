@@ -181,6 +181,11 @@ impl Hints {
         Hints { blocks: hints(tree, queries, what), recent: RecentPages::of(tree.rel) }
     }
 
+    /// The leaf hinted for point i.
+    pub fn block(&self, i: usize) -> u32 {
+        self.blocks[i]
+    }
+
     /// Point i's hinted leaf, share-locked, after a check that it is one.
     pub fn leaf(&mut self, tree: &Tree, i: usize) -> Shared {
         let block = self.blocks[i];

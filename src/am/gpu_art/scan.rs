@@ -29,7 +29,7 @@ use gpuindex_engine::art::ByteKeys;
 
 /// From this many `= ANY` elements, their leaves come from the mirror in
 /// one batch (fewer are cheaper as descents).
-const MIRROR_MIN_POINTS: usize = 32;
+pub(super) const MIRROR_MIN_POINTS: usize = 32;
 use pgrx::pg_sys;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
