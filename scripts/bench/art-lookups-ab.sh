@@ -3,10 +3,14 @@
 # 10^7 random uuids, 50K lookups of stored keys in random order in a
 # PL/pgSQL loop (`SELECT payload ... WHERE k = x`, index scans), five timed
 # runs per build and round after one untimed; then a forced `= ANY(128K)`
-# count (index-only, jit off), three timed. The old build is the bundle's
-# library (or OLD=path), the new one ./new.so (or the bundle's with OLD=).
-# Copy next to a bundle folder `pg` (scripts/gpu-pg-bundle.sh) with
-# bundle-server.sh and run it there; ROUNDS (default 3).
+# count (index-only, jit off), three timed (keys of rows all over the
+# table: until 12fa61e those of 2% of its pages). PARTS=batches measures instead
+# the 128K keys' batches over gpu_art alone: `gpu_art_probe` joined back
+# by ctid, the function alone, and the join as written (GpuIndexJoin),
+# four timed each. The old build is the bundle's library (or OLD=path),
+# the new one ./new.so (or the bundle's with OLD=). Copy next to a bundle
+# folder `pg` (scripts/gpu-pg-bundle.sh) with bundle-server.sh and run it
+# there; ROUNDS (default 3).
 cd "$(dirname "$0")"; here=$(pwd)
 conf=${conf:-'shared_buffers=24GB;max_wal_size=16GB'}
 source ./bundle-server.sh
@@ -22,7 +26,7 @@ CREATE INDEX bu_a ON bu USING gpu_art (k);
 CREATE INDEX bu_b ON bu (k);
 CREATE INDEX bu_h ON bu USING hash (k);
 CREATE TABLE keys AS SELECT k FROM bu TABLESAMPLE SYSTEM (1) ORDER BY random() LIMIT 50000;
-CREATE TABLE keys128 AS SELECT array_agg(k) AS a FROM (SELECT k FROM bu TABLESAMPLE SYSTEM (2) ORDER BY random() LIMIT 128000) s;
+CREATE TABLE keys128 AS SELECT array_agg(k) AS a FROM (SELECT k FROM bu WHERE random() < 0.014 ORDER BY random() LIMIT 128000) s;
 CREATE FUNCTION lk() RETURNS bigint LANGUAGE plpgsql AS \$\$
 DECLARE s bigint := 0; x uuid; p int;
 BEGIN
@@ -48,11 +52,31 @@ SELECT lk(); SELECT lk(); SELECT lk(); SELECT lk(); SELECT lk();
 ROLLBACK;
 SQL
 }
+# 128K keys' batches over gpu_art alone, four timed runs each.
+batches() {
+  for q in "SELECT count(*) FROM gpu_art_probe('bu_a', (SELECT a FROM keys128)) p JOIN bu t ON t.ctid = p.ctid" \
+    "SELECT count(*) FROM gpu_art_probe('bu_a', (SELECT a FROM keys128))" \
+    "SELECT count(*) FROM unnest((SELECT a FROM keys128)) u(k) JOIN bu t ON t.k = u.k"; do
+    echo -n "| $($P <<SQL 2>&1 | times
+SET jit = off; BEGIN; DROP INDEX bu_b; DROP INDEX bu_h;
+$q;
+\timing on
+$q; $q; $q; $q;
+\timing off
+ROLLBACK;
+SQL
+)"
+  done
+}
 for r in $(seq ${ROUNDS:-3}); do
   for v in old new; do
     $RT/pg-stop >/dev/null; cp /tmp/$v.so $lib
     PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
     $P -c "$W" >/dev/null
+    if [ "$PARTS" = batches ]; then
+      echo "round $r $v gpu_art: probe joined back, probe, join as written $(batches)"
+      continue
+    fi
     echo "round $r $v gpu_art: lookups $(lookups 'DROP INDEX bu_b; DROP INDEX bu_h;')| = ANY(128K) forced $($P <<SQL 2>&1 | times
 SET jit = off; SET enable_seqscan = off; SET enable_bitmapscan = off;
 BEGIN; DROP INDEX bu_b; DROP INDEX bu_h;
