@@ -103,36 +103,62 @@ fn point_entries(tree: &Tree, kind: KeyKind, points: &ByteKeys, what: &'static s
     let mut hints = mirror::Hints::of(tree, points, what);
     let (mut out, mut rest) = (Vec::with_capacity(points.len()), Vec::new());
     let mut i = 0;
-    while i < points.len() {
-        let mut group: Vec<(Shared, Range<usize>)> = Vec::with_capacity(GROUP);
-        while i < points.len() && group.len() < GROUP {
-            let block = hints.block(i);
-            let end = i + (i..points.len()).take_while(|&p| hints.block(p) == block).count();
-            let g = hints.leaf(tree, i);
-            let n = Node::new(g.page());
-            let below = match n.high().as_key() {
-                Some(high) if n.s.flags & HAS_LONG == 0 => (i..end).take_while(|&p| Key::value(points.get(p)) < high).count(),
-                _ => 0,
-            };
-            rest.extend(i + below..end);
-            if below > 0 {
-                group.push((g, i..i + below));
-            }
-            i = end;
-        }
-        // The pages stay locked until the searches are back.
+    // The group the pool searches while this thread locks the next one
+    // (two groups locked at most).
+    let mut searched: Vec<(Shared, Range<usize>)> = Vec::new();
+    loop {
         let pages: Vec<(usize, Special, Range<usize>)> =
-            group.iter().map(|(g, r)| (g.page().as_ptr() as usize, Node::new(g.page()).s, r.clone())).collect();
-        let found: Vec<Vec<(usize, Tid)>> =
-            pages.into_par_iter().with_min_len(4).map(|(page, s, r)| search_locked(page, s, points, r)).collect();
-        drop(group);
+            searched.iter().map(|(g, r)| (g.page().as_ptr() as usize, Node::new(g.page()).s, r.clone())).collect();
+        let mut found: Vec<Vec<(usize, Tid)>> = Vec::new();
+        let mut next = Vec::with_capacity(GROUP);
+        rayon::in_place_scope(|scope| {
+            let found = &mut found;
+            scope.spawn(move |_| {
+                *found = pages.into_par_iter().with_min_len(4).map(|(page, s, r)| search_locked(page, s, points, r)).collect();
+            });
+            while i < points.len() && next.len() < GROUP {
+                i = lock_leaf(tree, &mut hints, points, i, &mut next, &mut rest);
+            }
+        });
+        // The searches are back: their pages may go.
+        drop(searched);
         out.extend(found.into_iter().flatten());
+        if next.is_empty() {
+            break;
+        }
+        searched = next;
         pgrx::check_for_interrupts!();
     }
     if !rest.is_empty() {
         out.extend(walk(tree, kind, points, rest, what));
     }
     out
+}
+
+/// Locks the leaf hinted for point i and the points after it hinted to
+/// the same leaf: into `group` those below its high key on a leaf
+/// without long keys, into `rest` the others. Returns the next point.
+fn lock_leaf(
+    tree: &Tree,
+    hints: &mut mirror::Hints,
+    points: &ByteKeys,
+    i: usize,
+    group: &mut Vec<(Shared, Range<usize>)>,
+    rest: &mut Vec<usize>,
+) -> usize {
+    let block = hints.block(i);
+    let end = i + (i..points.len()).take_while(|&p| hints.block(p) == block).count();
+    let g = hints.leaf(tree, i);
+    let n = Node::new(g.page());
+    let below = match n.high().as_key() {
+        Some(high) if n.s.flags & HAS_LONG == 0 => (i..end).take_while(|&p| Key::value(points.get(p)) < high).count(),
+        _ => 0,
+    };
+    rest.extend(i + below..end);
+    if below > 0 {
+        group.push((g, i..i + below));
+    }
+    end
 }
 
 /// (point, TID) of the entries of `points[r]` on a leaf share-locked by
