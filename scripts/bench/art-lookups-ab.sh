@@ -10,7 +10,8 @@
 # four timed each. The old build is the bundle's library (or OLD=path),
 # the new one ./new.so (or the bundle's with OLD=). Copy next to a bundle
 # folder `pg` (scripts/gpu-pg-bundle.sh) with bundle-server.sh and run it
-# there; ROUNDS (default 3).
+# there; ROUNDS (default 3), ORDER (the builds in a round, default
+# "old new").
 cd "$(dirname "$0")"; here=$(pwd)
 conf=${conf:-'shared_buffers=24GB;max_wal_size=16GB'}
 source ./bundle-server.sh
@@ -69,7 +70,7 @@ SQL
   done
 }
 for r in $(seq ${ROUNDS:-3}); do
-  for v in old new; do
+  for v in ${ORDER:-old new}; do
     $RT/pg-stop >/dev/null; cp /tmp/$v.so $lib
     PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
     $P -c "$W" >/dev/null
