@@ -11,6 +11,7 @@ mod build;
 mod check;
 mod inner_copies;
 mod keys;
+mod leaf_step;
 mod long;
 pub(crate) mod mirror;
 mod page;

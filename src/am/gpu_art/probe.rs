@@ -1,21 +1,16 @@
 //! Batch equality probes (`common::search`, `gpu_art_probe(index,
-//! keys)`): the keys encoded and sorted, then one forward walk over the
-//! leaves as `= ANY` does (each leaf read once however many keys it
-//! holds), returning each input position's visible rows in heap order.
+//! keys)`): the keys encoded and sorted, their leaves searched on all
+//! cores (`leaf_step`), returning each input position's visible rows in
+//! heap order.
 
 use super::keys::{self, KeyKind};
-use super::mirror;
-use super::page::*;
-use super::scan::{ScanState, MIRROR_MIN_POINTS};
+use super::leaf_step::point_entries;
 use super::tree::Tree;
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
 use crate::am::common::OpenIndex;
-use crate::storage::PageRef;
 use gpuindex_engine::art::ByteKeys;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use rayon::prelude::*;
-use std::ops::Range;
 
 impl BatchSearch for super::GpuArt {
     const NAME: &'static str = "gpu_art";
@@ -75,136 +70,6 @@ fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datu
     let mut out = Vec::new();
     for (point, tid) in point_entries(&tree, kind, &points, what) {
         out.extend(wanted[starts[point]..starts[point + 1]].iter().map(|&q| (tid, pos[q])));
-    }
-    out
-}
-
-/// Leaves share-locked at once while the pool searches them (a backend
-/// holds at most 200 LWLocks).
-const GROUP: usize = 64;
-
-/// (point, TID) of every entry equal to one of the sorted distinct
-/// `points`, in no particular order.
-///
-/// Only the backend's thread may pin and lock buffers, and a batch's
-/// points are sparse (128K over 10^7 uuids: ~3 a leaf, where copying
-/// each leaf for the pool, as gpu_btree's leaf step does, costs what it
-/// saves). So this thread share-locks a group of the hinted leaves (in key
-/// order, as every gpu_art reader locks leaves), the pool searches them in
-/// place, and the group is released. A point goes to the scan's walk
-/// instead where its leaf has long keys (their chains are read through the
-/// relation) or it is not below the leaf's high key (a hint made before a
-/// split, or entries that may go on to the right).
-fn point_entries(tree: &Tree, kind: KeyKind, points: &ByteKeys, what: &'static str) -> Vec<(usize, Tid)> {
-    if points.len() < MIRROR_MIN_POINTS {
-        return walk(tree, kind, points, (0..points.len()).collect(), what);
-    }
-    crate::batch::ensure_cpu_pool();
-    let mut hints = mirror::Hints::of(tree, points, what);
-    let (mut out, mut rest) = (Vec::with_capacity(points.len()), Vec::new());
-    let mut i = 0;
-    // The group the pool searches while this thread locks the next one
-    // (two groups locked at most).
-    let mut searched: Vec<(Shared, Range<usize>)> = Vec::new();
-    loop {
-        let pages: Vec<(usize, Special, Range<usize>)> =
-            searched.iter().map(|(g, r)| (g.page().as_ptr() as usize, Node::new(g.page()).s, r.clone())).collect();
-        let mut found: Vec<Vec<(usize, Tid)>> = Vec::new();
-        let mut next = Vec::with_capacity(GROUP);
-        rayon::in_place_scope(|scope| {
-            let found = &mut found;
-            scope.spawn(move |_| {
-                *found = pages.into_par_iter().with_min_len(4).map(|(page, s, r)| search_locked(page, s, points, r)).collect();
-            });
-            while i < points.len() && next.len() < GROUP {
-                i = lock_leaf(tree, &mut hints, points, i, &mut next, &mut rest);
-            }
-        });
-        // The searches are back: their pages may go.
-        drop(searched);
-        out.extend(found.into_iter().flatten());
-        if next.is_empty() {
-            break;
-        }
-        searched = next;
-        pgrx::check_for_interrupts!();
-    }
-    if !rest.is_empty() {
-        out.extend(walk(tree, kind, points, rest, what));
-    }
-    out
-}
-
-/// Locks the leaf hinted for point i and the points after it hinted to
-/// the same leaf: into `group` those below its high key on a leaf
-/// without long keys, into `rest` the others. Returns the next point.
-fn lock_leaf(
-    tree: &Tree,
-    hints: &mut mirror::Hints,
-    points: &ByteKeys,
-    i: usize,
-    group: &mut Vec<(Shared, Range<usize>)>,
-    rest: &mut Vec<usize>,
-) -> usize {
-    let block = hints.block(i);
-    let end = i + (i..points.len()).take_while(|&p| hints.block(p) == block).count();
-    let g = hints.leaf(tree, i);
-    let n = Node::new(g.page());
-    let below = match n.high().as_key() {
-        Some(high) if n.s.flags & HAS_LONG == 0 => (i..end).take_while(|&p| Key::value(points.get(p)) < high).count(),
-        _ => 0,
-    };
-    rest.extend(i + below..end);
-    if below > 0 {
-        group.push((g, i..i + below));
-    }
-    end
-}
-
-/// (point, TID) of the entries of `points[r]` on a leaf share-locked by
-/// the backend, without long keys, whose high key is above every one of
-/// them: all their entries are on it.
-fn search_locked(page: usize, s: Special, points: &ByteKeys, r: Range<usize>) -> Vec<(usize, Tid)> {
-    thread_local! {
-        static IMAGE: std::cell::RefCell<Box<[u8]>> = std::cell::RefCell::new(vec![0u8; pg_sys::BLCKSZ as usize].into_boxed_slice());
-    }
-    IMAGE.with_borrow_mut(|image| {
-        // A copy, searched: one memcpy streams the page in, where a binary
-        // search on it waits for each line it reads in turn.
-        // SAFETY: the backend holds the page's share lock until this
-        // returns (`point_entries`); `s` was read from it under the lock.
-        image.copy_from_slice(unsafe { std::slice::from_raw_parts(page as *const u8, pg_sys::BLCKSZ as usize) });
-        // SAFETY: a whole page's bytes, alive while the node is used.
-        search_page(Node::checked(unsafe { PageRef::new(image.as_ptr()) }, s), points, r)
-    })
-}
-
-fn search_page(n: Node, points: &ByteKeys, r: Range<usize>) -> Vec<(usize, Tid)> {
-    let mut found = Vec::new();
-    let mut from = 0;
-    for p in r {
-        let q = Key::value(points.get(p));
-        let mut at = from + n.entries_below(from, n.count(), q);
-        while at < n.count() && n.stored(at).as_key() == Some(q) {
-            found.push((p, n.entry(at).1));
-            at += 1;
-        }
-        from = at;
-    }
-    found
-}
-
-/// (point, TID) of every entry equal to one of `points[which]` (ascending),
-/// through the scan's walk over the leaves.
-fn walk(tree: &Tree, kind: KeyKind, points: &ByteKeys, which: Vec<usize>, what: &'static str) -> Vec<(usize, Tid)> {
-    let mut some = ByteKeys::new();
-    for &p in &which {
-        some.push(points.get(p));
-    }
-    let mut scan = ScanState::over(kind, some, what);
-    let mut out = Vec::new();
-    while let Some((point, tid)) = scan.next_entry(tree) {
-        out.push((which[point], tid));
     }
     out
 }
