@@ -4,14 +4,15 @@
 # PL/pgSQL loop (`SELECT payload ... WHERE k = x`, index scans), five timed
 # runs per build and round after one untimed; then a forced `= ANY(128K)`
 # count (index-only, jit off), three timed (keys of rows all over the
-# table: until 12fa61e those of 2% of its pages). PARTS=batches measures instead
-# the 128K keys' batches over gpu_art alone: `gpu_art_probe` joined back
-# by ctid, the function alone, and the join as written (GpuIndexJoin),
-# four timed each. The old build is the bundle's library (or OLD=path),
-# the new one ./new.so (or the bundle's with OLD=). Copy next to a bundle
-# folder `pg` (scripts/gpu-pg-bundle.sh) with bundle-server.sh and run it
-# there; ROUNDS (default 3), ORDER (the builds in a round, default
-# "old new").
+# table: until 12fa61e those of 2% of its pages). PARTS=batches measures
+# instead the 128K keys' batches over gpu_art alone: `gpu_art_probe`
+# joined back by ctid, the function alone, and the join as written
+# (GpuIndexJoin); PARTS=any the forced `= ANY(128K)` count (index-only)
+# and sum(payload) (index scan); four timed each. The old build is the
+# bundle's library (or OLD=path), the new one ./new.so (or the bundle's
+# with OLD=). Copy next to a bundle folder `pg` (scripts/gpu-pg-bundle.sh)
+# with bundle-server.sh and run it there; ROUNDS (default 3), ORDER (the
+# builds in a round, default "old new").
 cd "$(dirname "$0")"; here=$(pwd)
 conf=${conf:-'shared_buffers=24GB;max_wal_size=16GB'}
 source ./bundle-server.sh
@@ -53,13 +54,12 @@ SELECT lk(); SELECT lk(); SELECT lk(); SELECT lk(); SELECT lk();
 ROLLBACK;
 SQL
 }
-# 128K keys' batches over gpu_art alone, four timed runs each.
-batches() {
-  for q in "SELECT count(*) FROM gpu_art_probe('bu_a', (SELECT a FROM keys128)) p JOIN bu t ON t.ctid = p.ctid" \
-    "SELECT count(*) FROM gpu_art_probe('bu_a', (SELECT a FROM keys128))" \
-    "SELECT count(*) FROM unnest((SELECT a FROM keys128)) u(k) JOIN bu t ON t.k = u.k"; do
+# Statements over gpu_art alone (settings first), four timed runs each.
+series() {
+  local set=$1; shift
+  for q in "$@"; do
     echo -n "| $($P <<SQL 2>&1 | times
-SET jit = off; BEGIN; DROP INDEX bu_b; DROP INDEX bu_h;
+SET jit = off; $set BEGIN; DROP INDEX bu_b; DROP INDEX bu_h;
 $q;
 \timing on
 $q; $q; $q; $q;
@@ -69,6 +69,14 @@ SQL
 )"
   done
 }
+batches() {
+  series "" "SELECT count(*) FROM gpu_art_probe('bu_a', (SELECT a FROM keys128)) p JOIN bu t ON t.ctid = p.ctid" \
+    "SELECT count(*) FROM gpu_art_probe('bu_a', (SELECT a FROM keys128))" \
+    "SELECT count(*) FROM unnest((SELECT a FROM keys128)) u(k) JOIN bu t ON t.k = u.k"
+}
+anys() {
+  series "SET enable_seqscan = off; SET enable_bitmapscan = off;" "$A" "${A/count(\*)/sum(payload)}"
+}
 for r in $(seq ${ROUNDS:-3}); do
   for v in ${ORDER:-old new}; do
     $RT/pg-stop >/dev/null; cp /tmp/$v.so $lib
@@ -76,6 +84,9 @@ for r in $(seq ${ROUNDS:-3}); do
     $P -c "$W" >/dev/null
     if [ "$PARTS" = batches ]; then
       echo "round $r $v gpu_art: probe joined back, probe, join as written $(batches)"
+      continue
+    elif [ "$PARTS" = any ]; then
+      echo "round $r $v gpu_art: = ANY(128K) forced, count (index-only), sum(payload) (index scan) $(anys)"
       continue
     fi
     echo "round $r $v gpu_art: lookups $(lookups 'DROP INDEX bu_b; DROP INDEX bu_h;')| = ANY(128K) forced $($P <<SQL 2>&1 | times

@@ -38,7 +38,7 @@ type Locked = (Shared, Special, Range<usize>);
 /// split, or entries that may go on to the right).
 pub fn point_entries(tree: &Tree, kind: KeyKind, points: &ByteKeys, what: &'static str) -> Vec<(usize, Tid)> {
     if points.len() < MIRROR_MIN_POINTS {
-        return walk(tree, kind, points, (0..points.len()).collect(), what);
+        return walk(tree, kind, points, (0..points.len()).collect(), what, None);
     }
     crate::batch::ensure_cpu_pool();
     let mut hints = mirror::Hints::of(tree, points, what);
@@ -71,7 +71,7 @@ pub fn point_entries(tree: &Tree, kind: KeyKind, points: &ByteKeys, what: &'stat
         pgrx::check_for_interrupts!();
     }
     if !rest.is_empty() {
-        out.extend(walk(tree, kind, points, rest, what));
+        out.extend(walk(tree, kind, points, rest, what, Some(&hints)));
     }
     out
 }
@@ -130,13 +130,24 @@ fn search_page(n: Node, points: &ByteKeys, r: Range<usize>) -> Vec<(usize, Tid)>
 }
 
 /// (point, TID) of every entry equal to one of `points[which]` (ascending),
-/// through the scan's walk over the leaves.
-fn walk(tree: &Tree, kind: KeyKind, points: &ByteKeys, which: Vec<usize>, what: &'static str) -> Vec<(usize, Tid)> {
+/// through the scan's walk over the leaves, from the batch's hints where
+/// it has them (one mirror batch for all points: the GPU service's too).
+fn walk(
+    tree: &Tree,
+    kind: KeyKind,
+    points: &ByteKeys,
+    which: Vec<usize>,
+    what: &'static str,
+    hints: Option<&mirror::Hints>,
+) -> Vec<(usize, Tid)> {
     let mut some = ByteKeys::new();
     for &p in &which {
         some.push(points.get(p));
     }
     let mut scan = ScanState::over(kind, some, what);
+    if let Some(h) = hints {
+        scan.set_hints(mirror::Hints::from_blocks(tree, which.iter().map(|&p| h.block(p)).collect()));
+    }
     let mut out = Vec::new();
     while let Some((point, tid)) = scan.next_entry(tree) {
         out.push((which[point], tid));

@@ -178,7 +178,12 @@ pub struct Hints {
 
 impl Hints {
     pub fn of(tree: &Tree, queries: &ByteKeys, what: &'static str) -> Hints {
-        Hints { blocks: hints(tree, queries, what), recent: RecentPages::of(tree.rel) }
+        Hints::from_blocks(tree, hints(tree, queries, what))
+    }
+
+    /// Hints already made (a subset of a batch's).
+    pub fn from_blocks(tree: &Tree, blocks: Vec<u32>) -> Hints {
+        Hints { blocks, recent: RecentPages::of(tree.rel) }
     }
 
     /// The leaf hinted for point i.

@@ -481,6 +481,11 @@ impl ScanState {
         }
     }
 
+    /// Leaf hints made by the caller for the points of `over`.
+    pub fn set_hints(&mut self, hints: mirror::Hints) {
+        self.hints = Some(hints);
+    }
+
     /// Leaf hints for a forward walk over many points, in one batch.
     fn compute_hints(&mut self, tree: &Tree) {
         if let Some(ps) = &self.points {
