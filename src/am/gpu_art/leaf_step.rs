@@ -68,8 +68,9 @@ pub fn point_entries(tree: &Tree, kind: KeyKind, points: &ByteKeys, what: &'stat
             break;
         }
         searched = next;
-        pgrx::check_for_interrupts!();
     }
+    // Held locks hold interrupts off: the walk answers them once released.
+    pgrx::check_for_interrupts!();
     if !rest.is_empty() {
         out.extend(walk(tree, kind, points, rest, what, Some(&hints)));
     }
