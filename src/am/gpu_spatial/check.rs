@@ -55,13 +55,17 @@ fn gpu_spatial_check(
     let rel = open.index;
     let row = unsafe {
         let name = pgrx::name_data_to_str(&(*(*rel).rd_rel).relname).to_string();
-        let nblocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
         let recovering = pg_sys::RecoveryInProgress();
         if !recovering {
             super::merge::lock_structure(rel, true);
         }
         let m = shape::meta(rel);
         let s = shape::shape(rel, &m);
+        // After the shape: a merge (an insert's, or VACUUM's from
+        // autovacuum) may have extended the relation for the runs it
+        // names since this function began; runs are written before the
+        // shape that names them.
+        let nblocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
         let nodes = &s.nodes;
         let mut leaf_seen = vec![false; m.leaf_count as usize];
         let mut tree_entries = 0u64;
