@@ -89,6 +89,11 @@ impl Pins {
         self.0.push(page.buf);
     }
 
+    /// Takes over `other`'s pins.
+    pub fn append(&mut self, mut other: Pins) {
+        self.0.append(&mut other.0);
+    }
+
     pub fn release(&mut self) {
         for buf in self.0.drain(..) {
             // SAFETY: pinned by `keep` in this transaction.

@@ -227,7 +227,7 @@ pub fn parallel_differential(c: &mut Client, queries: &[String], ordered: &[&str
 }
 
 /// The plan of `sql`, one string.
-pub fn explain(c: &mut Client, sql: &str) -> String {
+pub fn explain(c: &mut impl postgres::GenericClient, sql: &str) -> String {
     c.query(&format!("EXPLAIN {sql}"), &[])
         .unwrap_or_else(|e| panic!("EXPLAIN {}: {e:?}", short(sql)))
         .iter()

@@ -85,6 +85,55 @@ fn cursors_move_both_ways() {
     c.batch_execute("DROP TABLE art_cursor").unwrap();
 }
 
+/// A scrollable cursor over `= ANY` of thousands of keys (the pool finds
+/// their leaves' entries a few groups ahead; a fetch backward goes back to
+/// the page walk at the row returned last), index-only and not, fetched
+/// both ways at random, returns what the same cursor over a sort returns.
+#[test]
+fn cursors_over_many_keys_move_both_ways() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "DROP TABLE IF EXISTS art_many; CREATE TABLE art_many AS SELECT i AS id, md5(i::text) COLLATE \"C\" AS v FROM generate_series(1, 200000) i;
+         CREATE INDEX art_many_v ON art_many USING gpu_art (v)",
+    )
+    .unwrap();
+    c.batch_execute("VACUUM ANALYZE art_many").unwrap();
+    // Keys of rows all over the table, a few misses among them.
+    let keys = "ARRAY(SELECT md5((i * 61 % 230000)::text) FROM generate_series(1, 4000) i)";
+    for cols in ["v", "id, v"] {
+        let q = format!("SELECT {cols} FROM art_many WHERE v = ANY({keys}) ORDER BY v");
+        let mut outs = Vec::new();
+        for index in [true, false] {
+            let mut tx = c.transaction().unwrap();
+            if index {
+                tx.batch_execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off").unwrap();
+                let plan = gpuindex_tests::explain(&mut tx, &q);
+                let scan = if cols == "v" { "Index Only Scan using art_many_v" } else { "Index Scan using art_many_v" };
+                assert!(plan.contains(scan) && !plan.contains("Sort") && !plan.contains("Materialize"), "{plan}");
+            } else {
+                tx.batch_execute(
+                    "SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off; SET LOCAL enable_bitmapscan = off",
+                )
+                .unwrap();
+            }
+            tx.batch_execute(&format!("DECLARE cur SCROLL CURSOR FOR {q}")).unwrap();
+            let mut r = SplitMix64::new(7);
+            let mut got = Vec::new();
+            for _ in 0..60 {
+                let n = r.below(900);
+                let dir = if r.below(3) == 0 { "BACKWARD" } else { "FORWARD" };
+                let rows = tx.query(&format!("FETCH {dir} {n} FROM cur"), &[]).unwrap();
+                got.push(rows.iter().map(|row| row.get::<_, String>(usize::from(cols != "v"))).collect::<Vec<_>>());
+            }
+            tx.rollback().unwrap();
+            outs.push(got);
+        }
+        assert!(outs[0].iter().map(Vec::len).sum::<usize>() > 10_000, "the cursor moved over few rows");
+        assert!(outs[0] == outs[1], "cursor over {cols}: index and sort differ");
+    }
+    c.batch_execute("DROP TABLE art_many").unwrap();
+}
+
 #[test]
 fn errors_say_what_to_do() {
     let mut c = connect(DB);

@@ -10,13 +10,18 @@
 //! this thread locks the next group; the group is released when its
 //! searches are back. On the H200 host, 128K probes into 10^7 uuids: the
 //! function 145-201 -> 90-124 ms.
+//!
+//! Batch functions take every point's entries at once (`point_entries`);
+//! an `= ANY` index scan takes them a few groups at a time, in key order
+//! (`Ahead::fill`), keeping the pins of the leaves they came from while it
+//! returns them when it is index-only.
 
 use super::keys::KeyKind;
 use super::mirror;
 use super::page::*;
 use super::scan::{ScanState, MIRROR_MIN_POINTS};
 use super::tree::Tree;
-use crate::storage::PageRef;
+use crate::storage::{PageRef, Pins};
 use gpuindex_engine::art::ByteKeys;
 use pgrx::pg_sys;
 use rayon::prelude::*;
@@ -31,50 +36,102 @@ type Locked = (Shared, Special, Range<usize>);
 
 /// (point, TID) of every entry equal to one of the sorted distinct
 /// `points`, in no particular order.
-///
-/// See the module's comment. A point goes to the scan's walk instead
-/// where its leaf has long keys (their chains are read through the
-/// relation) or it is not below the leaf's high key (a hint made before a
-/// split, or entries that may go on to the right).
 pub fn point_entries(tree: &Tree, kind: KeyKind, points: &ByteKeys, what: &'static str) -> Vec<(usize, Tid)> {
     if points.len() < MIRROR_MIN_POINTS {
-        return walk(tree, kind, points, (0..points.len()).collect(), what, None);
+        return walk(tree, kind, points, (0..points.len()).collect(), what, None, None);
     }
-    crate::batch::ensure_cpu_pool();
-    let mut hints = mirror::Hints::of(tree, points, what);
-    let (mut out, mut rest) = (Vec::with_capacity(points.len()), Vec::new());
-    let mut i = 0;
-    // The group the pool searches while this thread locks the next one
-    // (two groups locked at most).
-    let mut searched: Vec<Locked> = Vec::new();
-    loop {
-        let pages: Vec<(usize, Special, Range<usize>)> =
-            searched.iter().map(|(g, s, r)| (g.page().as_ptr() as usize, *s, r.clone())).collect();
-        let mut found: Vec<Vec<(usize, Tid)>> = Vec::new();
-        let mut next = Vec::with_capacity(GROUP);
-        rayon::in_place_scope(|scope| {
-            let found = &mut found;
-            scope.spawn(move |_| {
-                *found = pages.into_par_iter().with_min_len(4).map(|(page, s, r)| search_locked(page, s, points, r)).collect();
-            });
-            while i < points.len() && next.len() < GROUP {
-                i = lock_leaf(tree, &mut hints, points, i, &mut next, &mut rest);
-            }
-        });
-        // The searches are back: their pages may go.
-        drop(searched);
-        out.extend(found.into_iter().flatten());
-        if next.is_empty() {
-            break;
-        }
-        searched = next;
-    }
-    // Held locks hold interrupts off: the walk answers them once released.
-    pgrx::check_for_interrupts!();
-    if !rest.is_empty() {
-        out.extend(walk(tree, kind, points, rest, what, Some(&hints)));
-    }
+    let mut out = Vec::with_capacity(points.len());
+    Ahead::new(tree, points, what).fill(tree, kind, points, usize::MAX, None, &mut out);
     out
+}
+
+/// A forward walk over sorted distinct points whose leaves the pool
+/// searches: where it stands and the mirror's hints.
+pub struct Ahead {
+    pub hints: mirror::Hints,
+    /// The next point whose leaf is to be locked.
+    next: usize,
+    what: &'static str,
+    /// Whether `fill` returns entries in key order.
+    ordered: bool,
+}
+
+impl Ahead {
+    /// A walk over `points` (at least `MIRROR_MIN_POINTS`), its hints made
+    /// in one mirror batch. `ordered`: see `fill`.
+    pub fn new(tree: &Tree, points: &ByteKeys, what: &'static str) -> Ahead {
+        crate::batch::ensure_cpu_pool();
+        Ahead { hints: mirror::Hints::of(tree, points, what), next: 0, what, ordered: false }
+    }
+
+    /// The same walk, its entries in key order (index scans).
+    pub fn in_order(self) -> Ahead {
+        Ahead { ordered: true, ..self }
+    }
+
+    pub fn done(&self, points: &ByteKeys) -> bool {
+        self.next >= points.len()
+    }
+
+    /// Appends to `out` (point, TID) of the entries of the next points,
+    /// from at most `groups` groups of leaves: in key order when
+    /// `ordered` (the walk then stops after a leaf with points for the
+    /// scan's walk, and walks them), else those points walked last.
+    /// `keep`: the pins of every leaf an entry came from are kept there
+    /// (index-only scans: VACUUM cannot remove the entries meanwhile).
+    ///
+    /// A point goes to the scan's walk where its leaf has long keys (their
+    /// chains are read through the relation) or it is not below the
+    /// leaf's high key (a hint made before a split, or entries that may go
+    /// on to the right).
+    pub fn fill(
+        &mut self,
+        tree: &Tree,
+        kind: KeyKind,
+        points: &ByteKeys,
+        groups: usize,
+        mut keep: Option<&mut Pins>,
+        out: &mut Vec<(usize, Tid)>,
+    ) {
+        let mut rest = Vec::new();
+        let mut left = groups;
+        // The group the pool searches while this thread locks the next one
+        // (two groups locked at most).
+        let mut searched: Vec<Locked> = Vec::new();
+        loop {
+            let pages: Vec<(usize, Special, Range<usize>)> =
+                searched.iter().map(|(g, s, r)| (g.page().as_ptr() as usize, *s, r.clone())).collect();
+            let mut found: Vec<Vec<(usize, Tid)>> = Vec::new();
+            let mut next = Vec::with_capacity(GROUP);
+            rayon::in_place_scope(|scope| {
+                let found = &mut found;
+                scope.spawn(move |_| {
+                    *found = pages.into_par_iter().with_min_len(4).map(|(page, s, r)| search_locked(page, s, points, r)).collect();
+                });
+                if left > 0 {
+                    left -= 1;
+                    while self.next < points.len() && next.len() < GROUP && !(self.ordered && !rest.is_empty()) {
+                        self.next = lock_leaf(tree, &mut self.hints, points, self.next, &mut next, &mut rest);
+                    }
+                }
+            });
+            // The searches are back: their pages may go.
+            if let Some(pins) = keep.as_deref_mut() {
+                searched.iter().for_each(|(g, _, _)| pins.keep(g));
+            }
+            drop(searched);
+            out.extend(found.into_iter().flatten());
+            if next.is_empty() {
+                break;
+            }
+            searched = next;
+        }
+        // Held locks hold interrupts off: the walk answers them once released.
+        pgrx::check_for_interrupts!();
+        if !rest.is_empty() {
+            out.extend(walk(tree, kind, points, rest, self.what, Some(&self.hints), keep));
+        }
+    }
 }
 
 /// Locks the leaf hinted for point i and the points after it hinted to
@@ -131,8 +188,10 @@ fn search_page(n: Node, points: &ByteKeys, r: Range<usize>) -> Vec<(usize, Tid)>
 }
 
 /// (point, TID) of every entry equal to one of `points[which]` (ascending),
-/// through the scan's walk over the leaves, from the batch's hints where
-/// it has them (one mirror batch for all points: the GPU service's too).
+/// in key order, through the scan's walk over the leaves, from the
+/// batch's hints where it has them (one mirror batch for all points: the
+/// GPU service's too); `keep`: the pins of the leaves it read are kept
+/// there.
 fn walk(
     tree: &Tree,
     kind: KeyKind,
@@ -140,18 +199,25 @@ fn walk(
     which: Vec<usize>,
     what: &'static str,
     hints: Option<&mirror::Hints>,
+    keep: Option<&mut Pins>,
 ) -> Vec<(usize, Tid)> {
     let mut some = ByteKeys::new();
     for &p in &which {
         some.push(points.get(p));
     }
     let mut scan = ScanState::over(kind, some, what);
+    if keep.is_some() {
+        scan.keep_every_pin();
+    }
     if let Some(h) = hints {
         scan.set_hints(mirror::Hints::from_blocks(tree, which.iter().map(|&p| h.block(p)).collect()));
     }
     let mut out = Vec::new();
     while let Some((point, tid)) = scan.next_entry(tree) {
         out.push((which[point], tid));
+    }
+    if let Some(pins) = keep {
+        pins.append(scan.take_pins());
     }
     out
 }

@@ -17,6 +17,7 @@
 //! them.
 
 use super::keys::{self, KeyKind};
+use super::leaf_step::Ahead;
 use super::long;
 use super::mirror;
 use super::page::*;
@@ -411,6 +412,31 @@ impl PageCopy {
     }
 }
 
+/// Which leaves' pins a scan keeps (`Pins`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeepPins {
+    No,
+    /// The current page's (index-only scans).
+    Current,
+    /// Every page's (a batch walk whose entries are returned later).
+    Every,
+}
+
+/// A forward `= ANY` index scan of many points: their entries found by
+/// the pool a few groups of leaves ahead (`leaf_step::Ahead`), returned
+/// in key order. The CPU pool then copies and searches the leaves while
+/// the backend locks them and returns rows.
+struct AheadScan {
+    walk: Ahead,
+    found: Vec<(usize, Tid)>,
+    /// How many of `found` were returned.
+    at: usize,
+}
+
+/// Groups of 64 leaves an `= ANY` index scan takes per fill (a few
+/// hundred entries; an index-only scan keeps their pins meanwhile).
+const AHEAD_GROUPS: usize = 4;
+
 pub struct ScanState {
     kind: KeyKind,
     /// The intervals; with `points`, one: the current point's.
@@ -425,8 +451,12 @@ pub struct ScanState {
     a: usize,
     end: usize,
     cur: isize,
-    keep_pins: bool,
+    keep: KeepPins,
     pins: Pins,
+    /// Whether a forward `= ANY` walk of many points may use `ahead`
+    /// (index scans; a batch's own walk does not).
+    pooled: bool,
+    ahead: Option<AheadScan>,
     /// Each interval's starting leaf from the mirror (many points), and
     /// the batch's name for `gpuindex_last_batch()`.
     hints: Option<mirror::Hints>,
@@ -504,8 +534,10 @@ impl ScanState {
             a: 0,
             end: 0,
             cur: -1,
-            keep_pins: false,
+            keep: KeepPins::No,
             pins: Pins::default(),
+            pooled: false,
+            ahead: None,
             hints: None,
             what: "gpu_art = ANY",
             walk: None,
@@ -523,9 +555,13 @@ impl ScanState {
     }
 
     fn take(&mut self, tree: &Tree, g: &Shared, from: (OwnedKey, bool)) {
-        if self.keep_pins {
-            self.pins.release();
-            self.pins.keep(g);
+        match self.keep {
+            KeepPins::No => {}
+            KeepPins::Current => {
+                self.pins.release();
+                self.pins.keep(g);
+            }
+            KeepPins::Every => self.pins.keep(g),
         }
         let old = self.copy.take();
         let only = (self.count() == 1).then(|| self.interval());
@@ -593,34 +629,128 @@ impl ScanState {
         true
     }
 
-    /// The next entry in direction `forward`, as its position in the copy.
-    fn step(&mut self, tree: &Tree, forward: bool) -> Option<usize> {
-        if !self.started {
-            self.started = true;
-            if let Some(w) = self.walk {
-                if !(forward && self.count() == 1) {
-                    // Not split: one participant takes it all, serially.
-                    self.walk = None;
-                    if !w.claim_all() {
-                        self.set_plan(Plan::Intervals(Vec::new()));
+    /// Positions a new walk in direction `forward` on its first page (or
+    /// hands it to `ahead`); false when it has nothing to return.
+    fn begin(&mut self, tree: &Tree, forward: bool) -> bool {
+        self.started = true;
+        if let Some(w) = self.walk {
+            if !(forward && self.count() == 1) {
+                // Not split: one participant takes it all, serially.
+                self.walk = None;
+                if !w.claim_all() {
+                    self.set_plan(Plan::Intervals(Vec::new()));
+                }
+            }
+        }
+        if self.count() == 0 {
+            return false;
+        }
+        let many = forward && self.walk.is_none() && self.hints.is_none() && self.count() >= MIRROR_MIN_POINTS;
+        if many && self.pooled {
+            if let Some(ps) = &self.points {
+                self.ahead = Some(AheadScan { walk: Ahead::new(tree, ps, self.what).in_order(), found: Vec::new(), at: 0 });
+                return true;
+            }
+        }
+        self.set_iv(if forward { 0 } else { self.count() - 1 });
+        if let Some(w) = self.walk {
+            return self.take_shared(tree, w);
+        }
+        if many {
+            self.compute_hints(tree);
+        }
+        self.start(tree, forward);
+        true
+    }
+
+    /// The next match in direction `forward`: its heap TID.
+    fn next_match(&mut self, tree: &Tree, forward: bool) -> Option<Tid> {
+        if !self.started && !self.begin(tree, forward) {
+            return None;
+        }
+        if self.ahead.is_some() {
+            if forward {
+                return self.next_ahead(tree);
+            }
+            self.leave_ahead(tree);
+        }
+        let i = self.step(tree, forward)?;
+        Some(self.copy.as_ref().expect("a page").entry(i).1)
+    }
+
+    /// The next entry of `ahead`, its entries found a few groups of leaves
+    /// at a time.
+    fn next_ahead(&mut self, tree: &Tree) -> Option<Tid> {
+        let a = self.ahead.as_mut().expect("an ahead walk");
+        let points = self.points.as_ref().expect("points");
+        if a.at == a.found.len() {
+            // Every entry of the last fill was returned: their pins may go.
+            self.pins.release();
+            a.found.clear();
+            a.at = 0;
+            while a.found.is_empty() && !a.walk.done(points) {
+                let keep = (self.keep != KeepPins::No).then_some(&mut self.pins);
+                a.walk.fill(tree, self.kind, points, AHEAD_GROUPS, keep, &mut a.found);
+            }
+            if a.found.is_empty() {
+                return None;
+            }
+        }
+        a.at += 1;
+        Some(a.found[a.at - 1].1)
+    }
+
+    /// Leaves `ahead` for the page-by-page walk, positioned on the entry it
+    /// returned last (or past the end), so that the next step backward
+    /// returns the one before (a scrollable cursor fetching backward).
+    fn leave_ahead(&mut self, tree: &Tree) {
+        let a = self.ahead.take().expect("an ahead walk");
+        self.hints = Some(a.walk.hints);
+        self.pins.release();
+        match a.at.checked_sub(1).map(|i| a.found[i]) {
+            None => {
+                self.set_iv(self.count() - 1);
+                self.start(tree, false);
+            }
+            Some((point, tid)) => {
+                self.set_iv(point);
+                self.start(tree, false);
+                // The same entries in the same (index) order, walked back
+                // from the point's last one.
+                while let Some(i) = self.step(tree, false) {
+                    if self.copy.as_ref().expect("a page").entry(i).1 == tid {
+                        break;
                     }
                 }
             }
-            if self.count() == 0 {
-                return None;
-            }
-            self.set_iv(if forward { 0 } else { self.count() - 1 });
-            if let Some(w) = self.walk {
-                if !self.take_shared(tree, w) {
-                    return None;
-                }
-            } else {
-                if forward && self.hints.is_none() && self.count() >= MIRROR_MIN_POINTS {
-                    self.compute_hints(tree);
-                }
-                self.start(tree, forward);
-            }
         }
+    }
+
+    /// The key of the match returned last.
+    fn current_key(&self) -> Key<'_> {
+        match &self.ahead {
+            Some(a) => Key::value(self.points.as_ref().expect("points").get(a.found[a.at - 1].0)),
+            None => self.copy.as_ref().expect("a page").key(self.cur as usize),
+        }
+    }
+
+    /// Keeps the pins of every page the walk reads (a batch's walk whose
+    /// entries are returned after it).
+    pub fn keep_every_pin(&mut self) {
+        self.keep = KeepPins::Every;
+    }
+
+    /// The pins kept.
+    pub fn take_pins(&mut self) -> Pins {
+        std::mem::take(&mut self.pins)
+    }
+
+    /// The next entry in direction `forward`, as its position in the copy.
+    fn step(&mut self, tree: &Tree, forward: bool) -> Option<usize> {
+        if !self.started && !self.begin(tree, forward) {
+            return None;
+        }
+        debug_assert!(self.ahead.is_none(), "an ahead walk steps through next_match");
         loop {
             if forward {
                 self.cur += 1;
@@ -674,7 +804,7 @@ impl IndexScan for ScanState {
     const INSTEAD: &'static str = "btree";
 
     fn begin(index: pg_sys::Relation, _nkeys: usize, _norderbys: usize) -> Self {
-        ScanState::empty(keys::index_kind(index))
+        ScanState { pooled: true, ..ScanState::empty(keys::index_kind(index)) }
     }
 
     fn rescan(&mut self, scan: &pg_sys::IndexScanDescData) {
@@ -684,7 +814,8 @@ impl IndexScan for ScanState {
         self.copy = None;
         self.hints = None;
         self.walk = None;
-        self.keep_pins = scan.xs_want_itup;
+        self.ahead = None;
+        self.keep = if scan.xs_want_itup { KeepPins::Current } else { KeepPins::No };
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
@@ -692,13 +823,20 @@ impl IndexScan for ScanState {
             self.walk = Walk::of(scan);
         }
         let tree = self.tree(scan);
-        let i = self.step(&tree, forward)?;
-        let tid = self.copy.as_ref().expect("a page").entry(i).1;
+        let tid = self.next_match(&tree, forward)?;
         Some(Found { tid: tid_to(tid), distance: None })
     }
 
     /// The next entry of the current page's range, if it is not NULL.
     fn next_buffered(&mut self, forward: bool) -> Option<(pg_sys::ItemPointerData, pg_sys::Datum)> {
+        if let Some(a) = &mut self.ahead {
+            let &(point, tid) = a.found.get(a.at).filter(|_| forward)?;
+            if self.points.as_ref().expect("points").get(point).len() > MAX_KEY {
+                return None;
+            }
+            a.at += 1;
+            return Some((tid_to(tid), pg_sys::Datum::from(0usize)));
+        }
         let c = self.copy.as_ref()?;
         let i = if forward { self.cur + 1 } else { self.cur - 1 };
         if !self.started || i < self.a as isize || i >= self.end as isize {
@@ -715,13 +853,14 @@ impl IndexScan for ScanState {
     const MAX_VALUE_BYTES: usize = 4 + MAX_KEY;
 
     fn value_into(&self, out: &mut [u8]) -> usize {
-        let c = self.copy.as_ref().expect("a page");
-        keys::decode_into(c.key(self.cur as usize).bytes, self.kind, out)
+        keys::decode_into(self.current_key().bytes, self.kind, out)
     }
 
     fn value(&self, _ctx: pg_sys::MemoryContext) -> Option<pg_sys::Datum> {
-        let c = self.copy.as_ref()?;
-        let k = c.key(self.cur as usize);
+        if self.ahead.is_none() && self.copy.is_none() {
+            return None;
+        }
+        let k = self.current_key();
         (k.rank == RANK_VALUE).then(|| keys::decode(k.bytes, self.kind))
     }
 
@@ -729,13 +868,15 @@ impl IndexScan for ScanState {
         let tree = self.tree(scan);
         self.started = false;
         self.copy = None;
-        let tids = std::iter::from_fn(|| self.step(&tree, true).map(|i| tid_to(self.copy.as_ref().expect("a page").entry(i).1)));
+        self.ahead = None;
+        let tids = std::iter::from_fn(|| self.next_match(&tree, true).map(tid_to));
         crate::am::common::scan::add_in_pieces(tids, add);
     }
 
     fn end(&mut self) {
         self.pins.release();
         self.copy = None;
+        self.ahead = None;
         self.set_plan(Plan::Intervals(Vec::new()));
     }
 }
