@@ -110,7 +110,7 @@ impl Ahead {
                 });
                 if left > 0 {
                     left -= 1;
-                    while self.next < points.len() && next.len() < GROUP && !(self.ordered && !rest.is_empty()) {
+                    while self.next < points.len() && next.len() < GROUP && (!self.ordered || rest.is_empty()) {
                         self.next = lock_leaf(tree, &mut self.hints, points, self.next, &mut next, &mut rest);
                     }
                 }
