@@ -85,7 +85,7 @@ fn cursors_move_both_ways() {
     c.batch_execute("DROP TABLE art_cursor").unwrap();
 }
 
-/// A scrollable cursor over `= ANY` of thousands of keys (the pool finds
+/// A scrollable cursor over `= ANY` of 6,000 keys (the pool finds
 /// their leaves' entries a few groups ahead; a fetch backward goes back to
 /// the page walk at the row returned last), index-only and not, fetched
 /// both ways at random, returns what the same cursor over a sort returns.
@@ -99,7 +99,7 @@ fn cursors_over_many_keys_move_both_ways() {
     .unwrap();
     c.batch_execute("VACUUM ANALYZE art_many").unwrap();
     // Keys of rows all over the table, a few misses among them.
-    let keys = "ARRAY(SELECT md5((i * 61 % 230000)::text) FROM generate_series(1, 4000) i)";
+    let keys = "ARRAY(SELECT md5((i * 61 % 230000)::text) FROM generate_series(1, 6000) i)";
     for cols in ["v", "id, v"] {
         let q = format!("SELECT {cols} FROM art_many WHERE v = ANY({keys}) ORDER BY v");
         let mut outs = Vec::new();
@@ -270,9 +270,11 @@ fn probes_through_a_stale_mirror_stay_exact() {
             key("g")
         ))
         .unwrap();
-    // Every 7th key of 1..16,000 and the duplicated ones, shuffled, some twice.
+    // Every 3rd key of 1..16,000 (g = 2 mod 3: over 4,096 keys, so `= ANY`
+    // scans take their entries from the pool) and the duplicated ones,
+    // shuffled, some twice.
     let keys = format!(
-        "ARRAY(SELECT {} FROM (SELECT g FROM generate_series(1, 16000, 7) g UNION ALL SELECT generate_series(1, 40) UNION ALL SELECT generate_series(3, 800, 70)) s ORDER BY md5(g::text || 'o'))",
+        "ARRAY(SELECT {} FROM (SELECT g FROM generate_series(2, 16000, 3) g UNION ALL SELECT generate_series(1, 40) UNION ALL SELECT generate_series(3, 800, 70)) s ORDER BY md5(g::text || 'o'))",
         key("g")
     );
     let differ = format!(
@@ -310,7 +312,7 @@ fn probes_through_a_stale_mirror_stay_exact() {
     // would drop the session's mirror with the index's relcache entry).
     writer.batch_execute("VACUUM art_probe").unwrap();
     check(&mut reader, 2_000);
-    // Runs of five keys that are not probed (g = 6 mod 7, above 800)
+    // Runs of five keys that are not probed (g = 1 mod 3, above 800)
     // split their leaves after the run: the keys right of it move to new
     // leaves, the mirror stays (a few splits) and hints them to the old
     // ones, whose high key is now the run's key.
