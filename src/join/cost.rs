@@ -26,7 +26,7 @@
 //! startup cost holds the first chunk's share and the load.
 
 use super::path::Probe;
-use super::plan::{clauses, match_quals, reads_no_inner_column, split_quals};
+use super::plan::{clauses, index_only, match_quals, split_quals};
 use pgrx::pg_sys;
 
 /// (startup, total) of the join of `outer_path` with `innerrel`, giving
@@ -96,8 +96,7 @@ pub unsafe fn estimate(
         // Index-only: pages the visibility map has all-visible are not read
         // (as cost_index prices an index-only scan).
         let read = [(*(*joinrel).reltarget).exprs.cast(), matching_list.cast(), other_list.cast()];
-        let unread =
-            if probe.top.is_none() && !probe.by_tid() && reads_no_inner_column(innerrel, &read) { (*table).allvisfrac } else { 0.0 };
+        let unread = if probe.top.is_none() && !probe.by_tid() && index_only(innerrel, &read) { (*table).allvisfrac } else { 0.0 };
         let heap = match &probe.top {
             None => fetched(matches) * (1.0 - unread) * per_page + matches * cpu_tuple,
             // As PostgreSQL prices the subquery it replaces: its ordered

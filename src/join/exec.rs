@@ -16,6 +16,7 @@
 use super::list::{self, is_a};
 use super::plan::Private;
 use super::NAME;
+use crate::am::common::bulk_deletes;
 use crate::am::common::search::{self, Ask, Batch};
 use crate::am::common::OpenIndex;
 use crate::storage::{tid_from, Tid};
@@ -88,6 +89,9 @@ pub(super) struct State {
     /// page's matches ask once).
     pub(super) vm_buf: pg_sys::Buffer,
     pub(super) vm_last: Option<(u32, bool)>,
+    /// The index's bulk deletes finished when the chunk's search began
+    /// (`bulk_deletes`: the visibility map is trusted while it holds).
+    pub(super) bulk_deletes: Option<u64>,
     pub(super) heap_slot: *mut pg_sys::TupleTableSlot,
     /// Holds a copied outer row while it is taken apart.
     pub(super) outer_slot: *mut pg_sys::TupleTableSlot,
@@ -256,6 +260,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             index_only: p.index_only && (*heap).rd_tableam == pg_sys::GetHeapamTableAmRoutine(),
             vm_buf: pg_sys::InvalidBuffer as pg_sys::Buffer,
             vm_last: None,
+            bulk_deletes: None,
             heap_slot,
             outer_slot,
             scan_slot,
@@ -509,6 +514,7 @@ impl State {
             // SAFETY: the node's open table; TID datums.
             self.matches = unsafe { tid_matches(self.heap, keys) };
         } else if !keys.is_empty() {
+            self.bulk_deletes = bulk_deletes::finished(self.index);
             let open = OpenIndex::for_plan(self.heap, self.index, self.am);
             let batch = Batch {
                 ask: Ask::Matches(self.strategy),
@@ -587,7 +593,10 @@ impl State {
             }
         }
         // SAFETY: the node's table; the query's snapshot.
-        if self.index_only && unsafe { crate::visibility::line_pointers_answer(snapshot) && self.all_visible(tid) } {
+        if self.index_only
+            && unsafe { crate::visibility::line_pointers_answer(snapshot) && self.all_visible(tid) }
+            && self.no_bulk_delete_since()
+        {
             self.fetched = Some((tid, true));
             return true;
         }
@@ -626,6 +635,15 @@ impl State {
             unsafe { pg_sys::visibilitymap_get_status(self.heap, block, &mut self.vm_buf) } & pg_sys::VISIBILITYMAP_ALL_VISIBLE as u8 != 0;
         self.vm_last = Some((block, answer));
         answer
+    }
+
+    /// Whether no bulk delete of the index finished since the chunk's
+    /// search began, read after the visibility map: then no entry it found
+    /// can have been removed, its line pointer made unused and its page
+    /// all-visible meanwhile (an index-only scan's leaf pin, which the
+    /// search does not keep). Without shared memory, never.
+    fn no_bulk_delete_since(&self) -> bool {
+        self.bulk_deletes.is_some() && bulk_deletes::finished(self.index) == self.bulk_deletes
     }
 
     /// Drops the visibility map page's pin (and the kept answer).

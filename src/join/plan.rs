@@ -186,6 +186,18 @@ pub unsafe fn clauses(rinfos: &[*mut pg_sys::RestrictInfo]) -> *mut pg_sys::List
     list::of_ptrs(&rinfos.iter().map(|&r| unsafe { (*r).clause }).collect::<Vec<_>>())
 }
 
+/// Whether a join that evaluates `exprs` may take a match on an
+/// all-visible heap page as a visible row without a heap fetch: it reads
+/// no inner column, and gpuindex's shared memory counts the index's bulk
+/// deletes (`bulk_deletes`; not preloaded, every match is fetched).
+///
+/// # Safety
+/// Planner structures.
+pub unsafe fn index_only(innerrel: *mut pg_sys::RelOptInfo, exprs: &[*mut pg_sys::Node]) -> bool {
+    // SAFETY: the caller's contract.
+    crate::service::shmem::shared().is_some() && unsafe { reads_no_inner_column(innerrel, exprs) }
+}
+
 /// Whether a join that evaluates `exprs` (its output, quals) reads no
 /// column of the inner table `innerrel`: then a match on an all-visible
 /// heap page needs no heap fetch, as in an index-only scan (the probe
@@ -241,7 +253,7 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         // (its TID may name no row: only the page tells).
         let mut ints = ints;
         let read = [tlist.cast(), (*(*best_path).path.pathtarget).exprs.cast(), matching.cast(), other_quals.cast()];
-        ints[2] = (!rinfo.is_null() && !by_tid && reads_no_inner_column(innerrel, &read)) as i32;
+        ints[2] = (!rinfo.is_null() && !by_tid && index_only(innerrel, &read)) as i32;
 
         // The scan tuple: every Var of what the node evaluates. (The
         // target list is NIL under a projection: its Vars come from the

@@ -132,8 +132,12 @@ pub struct Shared {
     /// (0: free): their images are released. A full ring loses hints only
     /// (such images leave by LRU); a drop that rolls back costs a re-ship.
     pub dropped: [AtomicU64; DROPPED_RING],
+    /// Bulk deletes finished, per index (`am::common::bulk_deletes`).
+    pub bulk_deletes: [AtomicU64; BULK_DELETE_SLOTS],
     pub nslots: u32,
 }
+
+pub const BULK_DELETE_SLOTS: usize = 1024;
 
 pub const DROPPED_RING: usize = 64;
 

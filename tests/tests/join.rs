@@ -270,6 +270,45 @@ fn index_only_joins_read_the_heap_only_where_pages_are_not_all_visible() {
     c.batch_execute("DROP TABLE io_o, io_i").unwrap();
 }
 
+/// An index-only join does not count matches its chunk's search found
+/// before a VACUUM removed them: rows deleted before the query began
+/// (dead to it), whose pages the VACUUM then made all-visible while the
+/// query ran. An index-only scan holds the pin of the leaf its entries
+/// came from, so VACUUM cannot remove them meanwhile; the chunk's search
+/// holds none, so an all-visible page is trusted only while no bulk
+/// delete of the index has finished since the chunk's search began.
+#[test]
+fn index_only_joins_do_not_count_rows_a_vacuum_removed_while_they_ran() {
+    let (mut c, mut v) = (connect(DB), connect(DB));
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS iv_o, iv_i;
+         CREATE TABLE iv_o AS SELECT g AS k FROM generate_series(1, 5000) g;
+         CREATE TABLE iv_i (k int8, v int) WITH (autovacuum_enabled = off);
+         INSERT INTO iv_i SELECT g, g FROM generate_series(1, 20000) g;
+         CREATE INDEX iv_i_k ON iv_i USING gpu_btree (k);
+         ANALYZE iv_o;",
+    )
+    .unwrap();
+    vacuum_until_all_visible(&mut c, "iv_i");
+    c.batch_execute("DELETE FROM iv_i WHERE k % 2 = 0").unwrap();
+    let sql = "SELECT o.k FROM iv_o o JOIN iv_i i ON i.k = o.k";
+    let mut tx = c.transaction().unwrap();
+    tx.batch_execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_nestloop = off").unwrap();
+    let plan = gpuindex_tests::explain(&mut tx, sql);
+    assert!(plan.contains("index-only"), "{plan}");
+    tx.batch_execute(&format!("DECLARE cur CURSOR FOR {sql}")).unwrap();
+    // The first row: the chunk (every outer row) searched, the deleted
+    // rows' entries among its matches.
+    let first = tx.query("FETCH 1 FROM cur", &[]).unwrap().len();
+    v.batch_execute("VACUUM iv_i").unwrap();
+    let visible = v.query_one("SELECT count(*) FROM pg_visibility_map('iv_i') WHERE all_visible", &[]).map(|r| r.get::<_, i64>(0));
+    let rest = tx.query("FETCH ALL FROM cur", &[]).unwrap().len();
+    tx.rollback().unwrap();
+    assert_eq!(first + rest, 2500, "rows the VACUUM removed were counted (all-visible pages after it: {visible:?})");
+    c.batch_execute("DROP TABLE iv_o, iv_i").unwrap();
+}
+
 #[test]
 fn explain_analyze_shows_chunks_probes_and_the_device() {
     let mut c = connect(DB);

@@ -6,6 +6,7 @@
 
 pub mod am;
 pub mod build;
+pub mod bulk_deletes;
 pub mod cache;
 pub mod cost;
 pub mod open;

@@ -38,6 +38,7 @@ pub unsafe fn ambulkdelete<A: IndexAm>(
     // SAFETY: valid for the call.
     let (index, s) = unsafe { ((*info).index, &mut *stats) };
     A::bulk_delete(index, s, &dead);
+    super::bulk_deletes::note_finished(index);
     set_pages(index, s);
     stats
 }
