@@ -12,7 +12,7 @@
 use super::page::*;
 use super::page::{Exclusive, Shared};
 use crate::am::common::cache;
-use crate::storage::Xlog;
+use crate::storage::{RecentPages, Xlog};
 use gpuindex_engine::hbtree::line::lower_bound;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -98,8 +98,15 @@ impl Tree {
             }
         }
         let mut first = pinned.is_none();
+        // Shared locks pin through the buffers remembered (no buffer-mapping
+        // lookup for a page read before).
+        let mut recent = RecentPages::of(self.rel);
         loop {
-            let locked = Locked::lock(self.rel, block, exclusive && at == level);
+            let locked = if exclusive && at == level {
+                Locked::lock(self.rel, block, true)
+            } else {
+                Locked::S(Shared::lock_pinned(recent.pin(self.rel, block)))
+            };
             if std::mem::take(&mut first) {
                 let flags = locked.page().special().flags;
                 if flags & (LEFTMOST | RIGHTMOST) != LEFTMOST | RIGHTMOST || flags & RETIRED != 0 {
