@@ -44,7 +44,7 @@ pub unsafe fn visible(heap: pg_sys::Relation, mut matches: Vec<(Tid, i64)>) -> V
             let block = (matches[i].0 >> 16) as u32;
             let end = i + matches[i..].partition_point(|m| (m.0 >> 16) as u32 == block);
             if block < nblocks {
-                let buf = recent.pin(heap, block);
+                let buf = recent.pin(block);
                 recent.prefetch_ahead(block, matches[end..].iter().map(|m| m.0));
                 resolve_page(heap, buf, snapshot, fast, matches[i..end].iter().map(|m| m.0), &mut page);
                 pg_sys::ReleaseBuffer(buf);

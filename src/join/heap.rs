@@ -133,7 +133,7 @@ impl PageFetch {
             if block != self.block || self.buf == pg_sys::InvalidBuffer as pg_sys::Buffer {
                 self.release();
                 let recent = self.recent.as_mut().expect("a heap read by page");
-                self.buf = recent.pin(heap, block);
+                self.buf = recent.pin(block);
                 recent.prefetch_ahead(block, upcoming.clone());
                 self.block = block;
                 // As heapam's index fetch does when it moves to a page.

@@ -61,6 +61,7 @@ pub fn prefetch<T>(p: *const T) {
 
 /// The shared-buffer table of one relation, while a batch reads it.
 pub struct RecentPages {
+    rel: pg_sys::Relation,
     /// None for a table in local buffers.
     buffers: Option<Buffers>,
 }
@@ -79,7 +80,7 @@ impl RecentPages {
                 m.entry(file).or_default().clone()
             })
         });
-        RecentPages { buffers }
+        RecentPages { rel, buffers }
     }
 
     fn known(&self, block: u32) -> Option<pg_sys::Buffer> {
@@ -87,9 +88,9 @@ impl RecentPages {
         (b != pg_sys::InvalidBuffer as pg_sys::Buffer).then_some(b)
     }
 
-    /// A pin on `block` of `rel` (the relation this was made for), as
-    /// a plain read gives.
-    pub fn pin(&mut self, rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
+    /// A pin on `block` of the relation, as a plain read gives.
+    pub fn pin(&mut self, block: u32) -> pg_sys::Buffer {
+        let rel = self.rel;
         if let Some(b) = self.known(block) {
             // SAFETY: a shared buffer number; the call checks that it
             // holds this block before pinning it.

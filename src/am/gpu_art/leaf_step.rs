@@ -111,7 +111,7 @@ impl Ahead {
                 if left > 0 {
                     left -= 1;
                     while self.next < points.len() && next.len() < GROUP && (!self.ordered || rest.is_empty()) {
-                        self.next = lock_leaf(tree, &mut self.hints, points, self.next, &mut next, &mut rest);
+                        self.next = lock_leaf(&mut self.hints, points, self.next, &mut next, &mut rest);
                     }
                 }
             });
@@ -137,10 +137,10 @@ impl Ahead {
 /// Locks the leaf hinted for point i and the points after it hinted to
 /// the same leaf: into `group` those below its high key on a leaf
 /// without long keys, into `rest` the others. Returns the next point.
-fn lock_leaf(tree: &Tree, hints: &mut mirror::Hints, points: &ByteKeys, i: usize, group: &mut Vec<Locked>, rest: &mut Vec<usize>) -> usize {
+fn lock_leaf(hints: &mut mirror::Hints, points: &ByteKeys, i: usize, group: &mut Vec<Locked>, rest: &mut Vec<usize>) -> usize {
     let block = hints.block(i);
     let end = i + (i..points.len()).take_while(|&p| hints.block(p) == block).count();
-    let g = hints.leaf(tree, i);
+    let g = hints.leaf(i);
     let n = Node::new(g.page());
     let below = match n.high().as_key() {
         Some(high) if n.s.flags & HAS_LONG == 0 => (i..end).take_while(|&p| Key::value(points.get(p)) < high).count(),

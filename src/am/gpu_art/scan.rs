@@ -596,7 +596,7 @@ impl ScanState {
                     Bound::Unbounded => Key::MIN.to_owned(),
                 };
                 let g = match &mut self.hints {
-                    Some(h) => tree.move_right_from(h.leaf(tree, self.iv), lo.key()),
+                    Some(h) => tree.move_right_from(h.leaf(self.iv), lo.key()),
                     None => tree.find_leaf(lo.key()),
                 };
                 self.take(tree, &g, (lo, true));

@@ -109,7 +109,7 @@ impl Tree {
                 }
             }
             let locked = match &mut recent {
-                Some(r) if !(exclusive && at == level) => Locked::S(Shared::lock_pinned(r.pin(self.rel, block))),
+                Some(r) if !(exclusive && at == level) => Locked::S(Shared::lock_pinned(r.pin(block))),
                 _ => Locked::lock(self.rel, block, exclusive && at == level),
             };
             if std::mem::take(&mut first) {

@@ -105,7 +105,7 @@ impl Tree {
             let locked = if exclusive && at == level {
                 Locked::lock(self.rel, block, true)
             } else {
-                Locked::S(Shared::lock_pinned(recent.pin(self.rel, block)))
+                Locked::S(Shared::lock_pinned(recent.pin(block)))
             };
             if std::mem::take(&mut first) {
                 let flags = locked.page().special().flags;

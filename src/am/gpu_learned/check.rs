@@ -39,7 +39,7 @@ fn gpu_learned_check(
     let eps = run.pgm.eps + 1;
     let recent = &mut RecentPages::of(rel);
     for i in 0..run.pages() {
-        let g = run.page(recent, rel, i);
+        let g = run.page(recent, i);
         let p = RunPage::new(g.page());
         let n = p.count();
         if n == 0 || entries != run.first(i) {

@@ -184,7 +184,7 @@ fn merge(index: pg_sys::Relation) -> u64 {
     let recent = &mut RecentPages::of(index);
     let live = paged(|i| {
         (i < run.pages()).then(|| {
-            let g = run.page(recent, index, i);
+            let g = run.page(recent, i);
             let p = RunPage::new(g.page());
             let mut live = Vec::with_capacity(p.count());
             p.copy_live(0, p.count(), &mut live);

@@ -161,9 +161,9 @@ impl Run {
 
     /// Data page `i`, share-locked, pinned through `recent` (the index's
     /// memory of its buffers: a batch reads thousands of pages).
-    pub fn page(&self, recent: &mut RecentPages, rel: pg_sys::Relation, i: usize) -> Shared {
+    pub fn page(&self, recent: &mut RecentPages, i: usize) -> Shared {
         assert!(i < self.pages());
-        Shared::lock_pinned(recent.pin(rel, self.block(i)))
+        Shared::lock_pinned(recent.pin(self.block(i)))
     }
 
     /// The model's guess of q's position (CPU).
@@ -174,20 +174,14 @@ impl Run {
     /// The first position holding a key >= q (n if none), from the
     /// predicted position `hint`: the first page whose last key is >= q,
     /// found by galloping from the hint's page, then searched.
-    pub fn lower_bound(&self, recent: &mut RecentPages, rel: pg_sys::Relation, q: u64, hint: usize) -> usize {
-        self.lower_bound_page(recent, rel, q, hint).0
+    pub fn lower_bound(&self, recent: &mut RecentPages, q: u64, hint: usize) -> usize {
+        self.lower_bound_page(recent, q, hint).0
     }
 
     /// `lower_bound`, and the data page holding the position (its index
     /// and the page, still locked) where there is one: a scan goes on to
     /// read it without looking it up again.
-    pub fn lower_bound_page(
-        &self,
-        recent: &mut RecentPages,
-        rel: pg_sys::Relation,
-        q: u64,
-        hint: usize,
-    ) -> (usize, Option<(usize, Shared)>) {
+    pub fn lower_bound_page(&self, recent: &mut RecentPages, q: u64, hint: usize) -> (usize, Option<(usize, Shared)>) {
         let pages = self.pages();
         if pages == 0 {
             return (0, None);
@@ -202,13 +196,13 @@ impl Run {
             };
             (self.first(i) + slot, (slot < count).then_some((i, g)))
         };
-        let last_key = |recent: &mut RecentPages, i: usize| self.page(recent, rel, i).page().special().high;
+        let last_key = |recent: &mut RecentPages, i: usize| self.page(recent, i).page().special().high;
         // The answer's page: the least i with last_key(i) >= q. Where the
         // predicted page's fences bound q it is that page (every earlier
         // page ends at or below its first key): one page read.
         let h = self.page_of(hint.min(self.n() - 1));
         let high = {
-            let g = self.page(recent, rel, h);
+            let g = self.page(recent, h);
             prefetch_near(g.page(), near(h), eps);
             let s = g.page().special();
             if (s.low < q || h == 0) && (q <= s.high || h + 1 == pages) {
@@ -251,7 +245,7 @@ impl Run {
         if i == pages {
             return (self.n(), None);
         }
-        found(i, self.page(recent, rel, i))
+        found(i, self.page(recent, i))
     }
 
     /// Every live entry whose key is one of the ascending distinct
@@ -264,7 +258,7 @@ impl Run {
         let mut j = 0;
         while j < codes.len() {
             // None: no key >= codes[j], nor any later code.
-            let (pos, Some((mut i, mut g))) = self.lower_bound_page(recent, rel, codes[j], hints[j] as usize) else { return };
+            let (pos, Some((mut i, mut g))) = self.lower_bound_page(recent, codes[j], hints[j] as usize) else { return };
             let mut at = pos - self.first(i);
             loop {
                 let (last, continues) = {
@@ -294,7 +288,7 @@ impl Run {
                 }
                 drop(g);
                 i += 1;
-                g = self.page(recent, rel, i);
+                g = self.page(recent, i);
                 at = 0;
                 if RunPage::new(g.page()).s.low != last {
                     // The run ended with the page before.

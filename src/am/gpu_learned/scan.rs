@@ -83,7 +83,7 @@ impl RunCursor {
     fn first_page(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> Option<PageAt> {
         let hint = self.hint(rel, run, j);
         let q = self.intervals[j].0;
-        match run.lower_bound_page(self.recent(rel), rel, q, hint) {
+        match run.lower_bound_page(self.recent(rel), q, hint) {
             (pos, Some((i, g))) => Some((i, Some(g), pos - run.first(i))),
             (pos, None) => (pos < run.n()).then(|| {
                 let i = run.page_of(pos);
@@ -96,7 +96,7 @@ impl RunCursor {
     fn last_of(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> Option<usize> {
         let hi = self.intervals[j].1;
         let end = match hi.checked_add(1) {
-            Some(h) => run.lower_bound(self.recent(rel), rel, h, run.predict(h)),
+            Some(h) => run.lower_bound(self.recent(rel), h, run.predict(h)),
             None => run.n(),
         };
         end.checked_sub(1)
@@ -106,7 +106,7 @@ impl RunCursor {
     /// it, locked, if the caller has it; `at`: a slot at or before the
     /// first interval's entries, where the searches start).
     fn load(&mut self, rel: pg_sys::Relation, run: &Run, (i, page, mut at): PageAt, dir: isize) {
-        let g = page.unwrap_or_else(|| run.page(self.recent(rel), rel, i));
+        let g = page.unwrap_or_else(|| run.page(self.recent(rel), i));
         let p = RunPage::new(g.page());
         self.items.clear();
         // The fences are the first and last keys (a page is never empty).
