@@ -100,11 +100,24 @@ impl RecentPages {
         }
         let buf = read(rel, block);
         if let Some(v) = self.buffers.as_ref().filter(|_| (block as usize) < MAX_BLOCKS) {
-            let mut v = v.borrow_mut();
-            if v.len() <= block as usize {
-                v.resize(block as usize + 1, pg_sys::InvalidBuffer as pg_sys::Buffer);
+            let grown = {
+                let mut v = v.borrow_mut();
+                let grown = v.len() <= block as usize;
+                if grown {
+                    v.resize(block as usize + 1, pg_sys::InvalidBuffer as pg_sys::Buffer);
+                }
+                v[block as usize] = buf;
+                grown
+            };
+            if grown {
+                // Past the limit the memory starts afresh (readers holding
+                // a table's memory keep theirs; the next reader starts anew).
+                RECENT.with_borrow_mut(|m| {
+                    if m.values().map(|v| v.borrow().len()).sum::<usize>() > MAX_TOTAL_BLOCKS {
+                        m.clear();
+                    }
+                });
             }
-            v[block as usize] = buf;
         }
         buf
     }
@@ -150,20 +163,6 @@ impl RecentPages {
             for l in lines.filter(|&l| l < pg_sys::BLCKSZ as usize / 64) {
                 prefetch(page.add(l * 64));
             }
-        }
-    }
-}
-
-impl Drop for RecentPages {
-    fn drop(&mut self) {
-        if self.buffers.take().is_some() {
-            // Readers still holding a table's memory keep it; the next
-            // reader starts afresh.
-            RECENT.with_borrow_mut(|m| {
-                if m.values().map(|v| v.borrow().len()).sum::<usize>() > MAX_TOTAL_BLOCKS {
-                    m.clear();
-                }
-            });
         }
     }
 }
