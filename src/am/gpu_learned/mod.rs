@@ -13,6 +13,7 @@ mod build;
 mod check;
 mod merge;
 mod page;
+mod page_step;
 pub mod probe;
 mod run;
 mod scan;
