@@ -6,14 +6,17 @@
 # the other index; rounds in ORDER (docs/bench/sql-gpu_learned-1e8-h200-a164f4d.md).
 # Copy next to a bundle folder `pg` made by scripts/gpu-pg-bundle.sh, with
 # bundle-server.sh, and run it there. ORDER names each round's library:
-# `bundle` (the bundle's own), `old` (the bundle's own, saved at the start)
-# or `new` (./new.so).
+# `bundle` (the bundle's own), `old` (the bundle's own, saved at the start,
+# or OLD=path) or `new` (./new.so, or the bundle's own where OLD is set and
+# there is no new.so).
 # CONF replaces the server settings (shared_buffers 32GB).
 cd "$(dirname "$0")"; here=$(pwd)
 conf=${CONF:-'shared_buffers=32GB;max_wal_size=32GB;checkpoint_timeout=30min'}
 source ./bundle-server.sh
 lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so
-cp $lib /tmp/old.so
+cp $lib /tmp/bundle.so
+cp ${OLD:-/tmp/bundle.so} /tmp/old.so
+if [ -f $here/new.so ]; then cp $here/new.so /tmp/new.so; else cp /tmp/bundle.so /tmp/new.so; fi
 N=${N:-100000000}
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
 t0=$(date +%s)
@@ -35,7 +38,7 @@ F="SELECT count(*) FROM gpu_learned_probe('t_l', (SELECT a FROM probes)) p JOIN 
 J="SELECT count(*) FROM unnest((SELECT a FROM probes)) u(k) JOIN t ON t.k = u.k"
 for v in ${ORDER:-old new old new}; do
   $RT/pg-stop >/dev/null
-  if [ $v = old ]; then cp /tmp/old.so $lib; elif [ $v = new ]; then cp $here/new.so $lib; fi
+  if [ $v = old ]; then cp /tmp/old.so $lib; elif [ $v = new ]; then cp /tmp/new.so $lib; elif [ $v = bundle ]; then cp /tmp/bundle.so $lib; fi
   PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
   for ix in b l; do
     other=$([ $ix = b ] && echo l || echo b)

@@ -1,9 +1,8 @@
 //! gpu_learned beyond the shared runners (which run its key sets through
 //! loads, changes, merges, VACUUM, small batches, joins and crashes): large
-//! `= ANY` batches, whose pages the pool searches a few groups ahead of the
-//! rows returned (`page_step`), over keys whose entries cross pages, dead
-//! entries and a delta beside the run; and cursors moving both ways over
-//! them.
+//! `= ANY` batches (one batch of model predictions, then the page walk)
+//! over keys whose entries cross pages, dead entries and a delta beside
+//! the run; and cursors moving both ways over them.
 
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_tests::{check_join, check_predicate, connect, explain, sorted_pairs};
@@ -90,11 +89,9 @@ fn many_probes_equal_sequential_scans() {
     c.batch_execute("DROP TABLE lp").unwrap();
 }
 
-/// A scrollable cursor over `= ANY` of 6,000 keys (the pool's groups
-/// ahead of the rows; a fetch backward goes back to the page walk before
-/// the first row of the last groups), index-only and not, with and
-/// without a delta, fetched both ways at random, returns the keys the
-/// same cursor over a sort returns.
+/// A scrollable cursor over `= ANY` of 6,000 keys, index-only and not,
+/// with and without a delta, fetched both ways at random, returns the
+/// keys the same cursor over a sort returns.
 #[test]
 fn cursors_over_many_keys_move_both_ways() {
     let mut c = connect(DB);

@@ -13,7 +13,6 @@ mod build;
 mod check;
 mod merge;
 mod page;
-mod page_step;
 pub mod probe;
 mod run;
 mod scan;

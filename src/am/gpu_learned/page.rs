@@ -196,24 +196,19 @@ impl<'a> std::ops::Deref for RunPage<'a> {
 
 impl<'a> RunPage<'a> {
     pub fn new(page: PageRef<'a>) -> Self {
-        Self::checked(page).unwrap_or_else(|what| learned_corrupted(what))
-    }
-    /// `new`, a damaged page's error returned, not raised (the pool's
-    /// threads cannot raise one).
-    pub fn checked(page: PageRef<'a>) -> Result<Self, String> {
         let s = page.special();
         if s.page_id != PAGE_ID || s.kind != KIND_RUN {
-            return Err(format!("expected a run data page, found kind {} (page id {:#x})", s.kind, s.page_id));
+            learned_corrupted(format!("expected a run data page, found kind {} (page id {:#x})", s.kind, s.page_id));
         }
         let n = s.count as usize;
         let run = s.flags & RUN != 0;
         if run && (n == 0 || n > RUN_PAGE_CAPACITY) {
-            return Err(format!("a run page of {n} entries"));
+            learned_corrupted(format!("a run page of {n} entries"));
         }
         if !run && n > RUN_CAPACITY {
-            return Err(format!("a data page of {n} entries"));
+            learned_corrupted(format!("a data page of {n} entries"));
         }
-        Ok(RunPage { keys: PageKeys::new(page, n, run), s })
+        RunPage { keys: PageKeys::new(page, n, run), s }
     }
     pub fn tid(&self, i: usize) -> Tid {
         tid_from(self.page.back::<pg_sys::ItemPointerData>(i))

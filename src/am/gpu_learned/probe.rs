@@ -10,7 +10,7 @@ use crate::am::common::OpenIndex;
 use crate::am::gpu_btree::page::{Leaf, Shared};
 use crate::am::gpu_btree::probe::{check_key_type, probe_function, probe_visible, wanted_codes};
 use crate::am::gpu_btree::tree::Tree;
-use crate::storage::{RecentPages, Tid};
+use crate::storage::Tid;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use rayon::slice::ParallelSliceMut;
@@ -24,7 +24,7 @@ pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str) -> Vec<
         let (run, delta_has_keys) = run::current(index);
         let hints = run::predictions(index, &run, codes, what);
         let mut out = Vec::with_capacity(codes.len());
-        super::page_step::all_equal(&run, &mut RecentPages::of(index), codes, &hints, &mut out);
+        run.collect_all_equal(index, codes, &hints, &mut out);
         // The delta, unless its key tree is clear or an empty root leaf
         // (rows a snapshot sees were there when it was taken).
         if delta_has_keys {

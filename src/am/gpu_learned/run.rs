@@ -8,7 +8,7 @@
 use super::page::*;
 use crate::am::common::cache;
 use crate::am::gpu_btree::page::{Exclusive, Shared};
-use crate::storage::{Pins, RecentPages, Tid, Xlog};
+use crate::storage::{RecentPages, Tid, Xlog};
 use gpuindex_engine::executor::BatchJob;
 use gpuindex_engine::gpu::{Gpu, GpuError, Schedule};
 use gpuindex_engine::pgm::gpu::{predict_gpu, DevicePgm};
@@ -253,15 +253,8 @@ impl Run {
     /// order: the codes a page holds are searched under one lock of it,
     /// each from where the last ended (as a scan loads a page for every
     /// `= ANY` point on it); a code past the page is sought from its hint.
-    /// `keep`: the pins of the pages entries came from are kept there.
-    pub fn collect_all_equal(
-        &self,
-        recent: &mut RecentPages,
-        codes: &[u64],
-        hints: &[u64],
-        mut keep: Option<&mut Pins>,
-        out: &mut Vec<(u64, Tid)>,
-    ) {
+    pub fn collect_all_equal(&self, rel: pg_sys::Relation, codes: &[u64], hints: &[u64], out: &mut Vec<(u64, Tid)>) {
+        let recent = &mut RecentPages::of(rel);
         let mut j = 0;
         while j < codes.len() {
             // None: no key >= codes[j], nor any later code.
@@ -286,9 +279,6 @@ impl Run {
                     }
                     (last, on)
                 };
-                if let Some(pins) = keep.as_deref_mut() {
-                    pins.keep(&g);
-                }
                 if !continues {
                     break;
                 }

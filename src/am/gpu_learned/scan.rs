@@ -16,7 +16,6 @@
 //! Ties order the run before the delta, the same way both directions.
 
 use super::page::*;
-use super::page_step::{Ahead, AHEAD_MIN_PROBES};
 use super::run::{self, Run};
 use crate::am::common::parallel::{Seized, Walk};
 use crate::am::common::scan::{Found, IndexScan};
@@ -53,20 +52,7 @@ struct RunCursor {
     /// uses the first): a forward range takes its pages one at a time
     /// from it, anything else is taken whole by one participant.
     walk: Option<Walk>,
-    /// A serial forward scan of many probes: its pages searched by the
-    /// pool, a few groups at a time (`page_step`), until it turns back.
-    ahead: Option<AheadScan>,
 }
-
-/// The probes' codes and where the pooled walk over them stands.
-struct AheadScan {
-    codes: Vec<u64>,
-    step: Ahead,
-}
-
-/// Groups of pages an `= ANY` scan takes from the pool at a time: enough
-/// to keep it busy, few enough to start returning rows at once.
-const AHEAD_GROUPS: usize = 4;
 
 impl RunCursor {
     fn reset(&mut self, intervals: Vec<(u64, u64)>, keep_pins: bool) {
@@ -216,51 +202,10 @@ impl RunCursor {
         }
     }
 
-    /// The pooled walk's next groups into `items` (their pages' pins kept
-    /// for an index-only scan); false when it is over.
-    fn fill_ahead(&mut self, rel: pg_sys::Relation, run: &Run) -> bool {
-        let a = self.ahead.as_mut().expect("a pooled walk");
-        if a.step.done(&a.codes) {
-            return false;
-        }
-        self.pins.release();
-        self.items.clear();
-        self.pos = 0;
-        let recent = self.recent.get_or_insert_with(|| RecentPages::of(rel));
-        let hints = self.hints.as_deref().expect("hints made as the walk started");
-        a.step.fill(run, recent, &a.codes, hints, AHEAD_GROUPS, self.keep_pins.then_some(&mut self.pins), &mut self.items);
-        true
-    }
-
-    /// Leaves the pooled walk for the page walk, which goes on backward
-    /// from just before the last fill's first entry (a scrollable
-    /// cursor's backward fetch): the page holding that key's first
-    /// position is loaded, and the walk stands before its entries of it.
-    /// Nothing in the last fill means the walk ran to the end: backward
-    /// from the end.
-    fn leave_ahead(&mut self, rel: pg_sys::Relation, run: &Run) {
-        self.ahead = None;
-        let Some(&(k0, _)) = self.items.first() else {
-            (self.page, self.pos) = (None, -1);
-            return;
-        };
-        let at = match run.lower_bound_page(self.recent(rel), k0, run.predict(k0)) {
-            (_, Some((i, g))) => (i, Some(g), 0),
-            (pos, None) => (run.page_of(pos.min(run.n() - 1)), None, 0),
-        };
-        self.load(rel, run, at, -1);
-        self.pos = self.items.partition_point(|e| e.0 < k0) as isize - 1;
-    }
-
     fn next(&mut self, rel: pg_sys::Relation, run: &Run, dir: isize) -> Option<(u64, Tid)> {
         if !self.started {
             self.started = true;
             self.pos = 0;
-            if dir > 0 && self.walk.is_none() && self.intervals.len() >= AHEAD_MIN_PROBES && run.n() > 0 {
-                let codes: Vec<u64> = self.intervals.iter().map(|iv| iv.0).collect();
-                self.hint(rel, run, 0);
-                self.ahead = Some(AheadScan { codes, step: Ahead::default() });
-            }
         } else {
             self.pos += dir;
         }
@@ -268,17 +213,6 @@ impl RunCursor {
             pgrx::check_for_interrupts!();
             if let Some(&item) = usize::try_from(self.pos).ok().and_then(|p| self.items.get(p)) {
                 return Some(item);
-            }
-            if self.ahead.is_some() {
-                if dir < 0 {
-                    self.leave_ahead(rel, run);
-                    continue;
-                }
-                if self.fill_ahead(rel, run) {
-                    continue;
-                }
-                self.pos = self.items.len() as isize;
-                return None;
             }
             if !self.advance(rel, run, dir) {
                 // Just outside the items: a change of direction resumes at
