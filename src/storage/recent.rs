@@ -148,6 +148,21 @@ impl RecentPages {
     }
 
     /// Asks the CPU for the buffer header of `block`, if its buffer is
+    /// known, and for what `lines` asks of the page in it (`lines` may
+    /// only prefetch: the page is neither pinned nor locked, and may hold
+    /// another block by the time it is read).
+    pub fn prefetch_known<S: super::SpecialArea>(&self, block: u32, lines: impl FnOnce(super::PageRef<'_, S>)) {
+        let Some(b) = self.known(block) else { return };
+        let i = (b - 1) as usize;
+        // SAFETY: a remembered buffer number is below NBuffers: its header
+        // and page are inside the pool's arrays; `lines` only prefetches.
+        unsafe {
+            prefetch(pg_sys::BufferDescriptors.add(i));
+            lines(super::PageRef::new(pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8));
+        }
+    }
+
+    /// Asks the CPU for the buffer header of `block`, if its buffer is
     /// known, and for the page's lines `lines` (64 bytes each: all of
     /// them for a page read whole next; lines past the page are left
     /// out). Harmless as `prefetch`.

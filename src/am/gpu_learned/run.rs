@@ -16,6 +16,9 @@ use gpuindex_engine::pgm::{Level, Pgm};
 use pgrx::pg_sys;
 use std::sync::{Arc, Mutex};
 
+/// Probes ahead of the one searched whose first reads are prefetched.
+pub const PREFETCH_PROBES: usize = 4;
+
 pub struct Run {
     pub meta: RunMeta,
     pub pgm: Pgm,
@@ -147,10 +150,35 @@ impl Run {
         self.firsts[i] as usize
     }
 
-    /// The data page holding position p < n.
+    /// The data page holding position p < n: a gallop from where full
+    /// plain pages would put it (there it is, whatever the table's size,
+    /// for unique keys; run pages move it a little), where a binary search
+    /// of the directory (1.4 MB at 10^8 rows) misses the cache at each of
+    /// its last steps.
     pub fn page_of(&self, p: usize) -> usize {
         debug_assert!(p < self.n());
-        self.firsts.partition_point(|&f| f as usize <= p) - 1
+        let f = &self.firsts;
+        let at = |i: usize| f[i] as usize <= p;
+        let mut i = (p / RUN_CAPACITY).min(f.len() - 2);
+        if at(i) {
+            // The last page starting at or before p, at or after i.
+            let mut step = 1;
+            while i + step < f.len() && at(i + step) {
+                i += step;
+                step *= 2;
+            }
+            let end = (i + step).min(f.len());
+            i + f[i..end].partition_point(|&x| x as usize <= p) - 1
+        } else {
+            let mut step = 1;
+            let mut hi = i;
+            while hi >= step && !at(hi - step) {
+                hi -= step;
+                step *= 2;
+            }
+            let lo = hi.saturating_sub(step);
+            lo + f[lo..hi].partition_point(|&x| x as usize <= p) - 1
+        }
     }
 
     /// The block of the run's page `i` (data pages first, then model).
@@ -164,6 +192,19 @@ impl Run {
     pub fn page(&self, recent: &mut RecentPages, i: usize) -> Shared {
         assert!(i < self.pages());
         Shared::lock_pinned(recent.pin(self.block(i)))
+    }
+
+    /// Asks the CPU for what a search from predicted position `hint` will
+    /// read first, where the page's buffer is remembered: its buffer
+    /// header, special area, the window's keys and the TID at the hint.
+    /// A batch asks a few probes ahead of the one it searches, so that
+    /// those misses overlap (at 10^8 rows each probe reads its own page).
+    pub fn prefetch_hinted(&self, recent: &RecentPages, hint: usize) {
+        if self.n() == 0 {
+            return;
+        }
+        let i = self.page_of(hint.min(self.n() - 1));
+        recent.prefetch_known(self.block(i), |page| prefetch_near(page, hint.saturating_sub(self.first(i)), self.pgm.eps));
     }
 
     /// The model's guess of q's position (CPU).
@@ -257,6 +298,9 @@ impl Run {
         let recent = &mut RecentPages::of(rel);
         let mut j = 0;
         while j < codes.len() {
+            if let Some(&h) = hints.get(j + PREFETCH_PROBES) {
+                self.prefetch_hinted(recent, h as usize);
+            }
             // None: no key >= codes[j], nor any later code.
             let (pos, Some((mut i, mut g))) = self.lower_bound_page(recent, codes[j], hints[j] as usize) else { return };
             let mut at = pos - self.first(i);
