@@ -118,9 +118,12 @@ pub(crate) fn plan_of(scan: &pg_sys::IndexScanDescData, key_type: pg_sys::Oid) -
                 let mut codes: Vec<u64> = Vec::with_capacity(values.len());
                 for (_, v) in &values {
                     let (lo, hi) = keys::equal_range(*v, elem_type);
-                    codes.extend(if lo == hi { vec![lo] } else { vec![lo, hi] });
+                    codes.push(lo);
+                    if hi != lo {
+                        codes.push(hi);
+                    }
                 }
-                codes.sort_unstable();
+                gpuindex_engine::keys::sort_codes(&mut codes);
                 codes.dedup();
                 probes = Some(match probes {
                     None => codes,
