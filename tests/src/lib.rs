@@ -248,6 +248,43 @@ fn rows_as_text(c: &mut Client, sql: &str) -> Vec<String> {
     v
 }
 
+/// Column `col` of what a scrollable cursor over `sql` returns, fetched
+/// `fetches` times forward or (a third of the time) backward, up to 900
+/// rows at a time, in one random order: through the index scan `scan`
+/// names (forced; its plan must have no Sort or Materialize above it), and
+/// through a sequential scan and a sort. Asserts both equal and returns
+/// how many rows were fetched.
+pub fn scroll_both_ways<T>(c: &mut Client, sql: &str, scan: &str, col: usize, fetches: usize) -> usize
+where
+    T: for<'a> postgres::types::FromSql<'a> + PartialEq,
+{
+    let mut outs = Vec::new();
+    for index in [true, false] {
+        let mut tx = c.transaction().unwrap();
+        if index {
+            tx.batch_execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off").unwrap();
+            let plan = explain(&mut tx, sql);
+            assert!(plan.contains(scan) && !plan.contains("Sort") && !plan.contains("Materialize"), "{plan}");
+        } else {
+            tx.batch_execute("SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off; SET LOCAL enable_bitmapscan = off")
+                .unwrap();
+        }
+        tx.batch_execute(&format!("DECLARE cur SCROLL CURSOR FOR {sql}")).unwrap();
+        let mut r = gpuindex_engine::rng::SplitMix64::new(7);
+        let mut got = Vec::new();
+        for _ in 0..fetches {
+            let n = r.below(900);
+            let dir = if r.below(3) == 0 { "BACKWARD" } else { "FORWARD" };
+            let rows = tx.query(&format!("FETCH {dir} {n} FROM cur"), &[]).unwrap();
+            got.push(rows.iter().map(|row| row.get::<_, T>(col)).collect::<Vec<_>>());
+        }
+        tx.rollback().unwrap();
+        outs.push(got);
+    }
+    assert!(outs[0] == outs[1], "{}: the cursor through {scan} and through a sort differ", short(sql));
+    outs[0].iter().map(Vec::len).sum()
+}
+
 /// Asserts that `sql` returns through the batched index join (which its
 /// plan must use) the rows the planner's own joins return: on the CPU, on
 /// the GPU where the server has one (every chunk a GPU batch), and in

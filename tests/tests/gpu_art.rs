@@ -7,7 +7,7 @@
 use gpuindex_engine::datasets::StringSet;
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_tests::runners::{self, Data};
-use gpuindex_tests::{connect, error_of};
+use gpuindex_tests::{connect, error_of, scroll_both_ways};
 
 const DB: &str = "gpuindex_it_art";
 
@@ -102,34 +102,9 @@ fn cursors_over_many_keys_move_both_ways() {
     let keys = "ARRAY(SELECT md5((i * 61 % 230000)::text) FROM generate_series(1, 6000) i)";
     for cols in ["v", "id, v"] {
         let q = format!("SELECT {cols} FROM art_many WHERE v = ANY({keys}) ORDER BY v");
-        let mut outs = Vec::new();
-        for index in [true, false] {
-            let mut tx = c.transaction().unwrap();
-            if index {
-                tx.batch_execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off").unwrap();
-                let plan = gpuindex_tests::explain(&mut tx, &q);
-                let scan = if cols == "v" { "Index Only Scan using art_many_v" } else { "Index Scan using art_many_v" };
-                assert!(plan.contains(scan) && !plan.contains("Sort") && !plan.contains("Materialize"), "{plan}");
-            } else {
-                tx.batch_execute(
-                    "SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off; SET LOCAL enable_bitmapscan = off",
-                )
-                .unwrap();
-            }
-            tx.batch_execute(&format!("DECLARE cur SCROLL CURSOR FOR {q}")).unwrap();
-            let mut r = SplitMix64::new(7);
-            let mut got = Vec::new();
-            for _ in 0..60 {
-                let n = r.below(900);
-                let dir = if r.below(3) == 0 { "BACKWARD" } else { "FORWARD" };
-                let rows = tx.query(&format!("FETCH {dir} {n} FROM cur"), &[]).unwrap();
-                got.push(rows.iter().map(|row| row.get::<_, String>(usize::from(cols != "v"))).collect::<Vec<_>>());
-            }
-            tx.rollback().unwrap();
-            outs.push(got);
-        }
-        assert!(outs[0].iter().map(Vec::len).sum::<usize>() > 10_000, "the cursor moved over few rows");
-        assert!(outs[0] == outs[1], "cursor over {cols}: index and sort differ");
+        let scan = if cols == "v" { "Index Only Scan using art_many_v" } else { "Index Scan using art_many_v" };
+        let rows = scroll_both_ways::<String>(&mut c, &q, scan, usize::from(cols != "v"), 60);
+        assert!(rows > 10_000, "the cursor moved over {rows} rows");
     }
     c.batch_execute("DROP TABLE art_many").unwrap();
 }

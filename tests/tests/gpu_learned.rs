@@ -5,7 +5,7 @@
 //! the run; and cursors moving both ways over them.
 
 use gpuindex_engine::rng::SplitMix64;
-use gpuindex_tests::{check_join, check_predicate, connect, explain, sorted_pairs};
+use gpuindex_tests::{check_join, check_predicate, connect, explain, scroll_both_ways, sorted_pairs};
 
 const DB: &str = "gpuindex_it_learned";
 
@@ -101,35 +101,9 @@ fn cursors_over_many_keys_move_both_ways() {
         let ks = keys(&mut rng, 6_000);
         for cols in ["k", "id, k"] {
             let q = format!("SELECT {cols} FROM lc WHERE k = ANY({ks}) ORDER BY k");
-            let mut outs = Vec::new();
-            for index in [true, false] {
-                let mut tx = c.transaction().unwrap();
-                if index {
-                    tx.batch_execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off")
-                        .unwrap();
-                    let plan = explain(&mut tx, &q);
-                    let scan = if cols == "k" { "Index Only Scan using lc_k" } else { "Index Scan using lc_k" };
-                    assert!(plan.contains(scan) && !plan.contains("Sort") && !plan.contains("Materialize"), "{plan}");
-                } else {
-                    tx.batch_execute(
-                        "SET LOCAL enable_indexscan = off; SET LOCAL enable_indexonlyscan = off; SET LOCAL enable_bitmapscan = off",
-                    )
-                    .unwrap();
-                }
-                tx.batch_execute(&format!("DECLARE cur SCROLL CURSOR FOR {q}")).unwrap();
-                let mut r = SplitMix64::new(7);
-                let mut got = Vec::new();
-                for _ in 0..80 {
-                    let n = r.below(900);
-                    let dir = if r.below(3) == 0 { "BACKWARD" } else { "FORWARD" };
-                    let rows = tx.query(&format!("FETCH {dir} {n} FROM cur"), &[]).unwrap();
-                    got.push(rows.iter().map(|row| row.get::<_, i64>(usize::from(cols != "k"))).collect::<Vec<_>>());
-                }
-                tx.rollback().unwrap();
-                outs.push(got);
-            }
-            assert!(outs[0].iter().map(Vec::len).sum::<usize>() > 10_000, "the cursor moved over few rows");
-            assert!(outs[0] == outs[1], "cursor over {cols} (delta: {delta}): index and sort differ");
+            let scan = if cols == "k" { "Index Only Scan using lc_k" } else { "Index Scan using lc_k" };
+            let rows = scroll_both_ways::<i64>(&mut c, &q, scan, usize::from(cols != "k"), 80);
+            assert!(rows > 10_000, "the cursor moved over {rows} rows (delta: {delta})");
         }
     }
     c.batch_execute("DROP TABLE lc").unwrap();
