@@ -152,13 +152,9 @@ impl RecentPages {
     /// only prefetch: the page is neither pinned nor locked, and may hold
     /// another block by the time it is read).
     pub fn prefetch_known<S: super::SpecialArea>(&self, block: u32, lines: impl FnOnce(super::PageRef<'_, S>)) {
-        let Some(b) = self.known(block) else { return };
-        let i = (b - 1) as usize;
-        // SAFETY: a remembered buffer number is below NBuffers: its header
-        // and page are inside the pool's arrays; `lines` only prefetches.
-        unsafe {
-            prefetch(pg_sys::BufferDescriptors.add(i));
-            lines(super::PageRef::new(pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8));
+        if let Some(page) = self.prefetch_header(block) {
+            // SAFETY: a page of the pool; `lines` only prefetches.
+            lines(unsafe { super::PageRef::new(page) });
         }
     }
 
@@ -167,17 +163,21 @@ impl RecentPages {
     /// them for a page read whole next; lines past the page are left
     /// out). Harmless as `prefetch`.
     pub fn prefetch_page(&self, block: u32, lines: impl Iterator<Item = usize>) {
-        let Some(b) = self.known(block) else { return };
-        let i = (b - 1) as usize;
-        // SAFETY: addresses inside the shared buffer pool's arrays (a
-        // remembered buffer number is below NBuffers; lines within the
-        // page); nothing is read.
+        let Some(page) = self.prefetch_header(block) else { return };
+        for l in lines.filter(|&l| l < pg_sys::BLCKSZ as usize / 64) {
+            prefetch(page.wrapping_add(l * 64));
+        }
+    }
+
+    /// Prefetches the buffer header of `block`, if its buffer is known,
+    /// and returns the address of the buffer's page (not to be read).
+    fn prefetch_header(&self, block: u32) -> Option<*const u8> {
+        let i = (self.known(block)? - 1) as usize;
+        // SAFETY: a remembered buffer number is below NBuffers: its header
+        // and page are inside the pool's arrays; nothing is read.
         unsafe {
-            let page = pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8;
             prefetch(pg_sys::BufferDescriptors.add(i));
-            for l in lines.filter(|&l| l < pg_sys::BLCKSZ as usize / 64) {
-                prefetch(page.add(l * 64));
-            }
+            Some(pg_sys::BufferBlocks.add(i * pg_sys::BLCKSZ as usize) as *const u8)
         }
     }
 }
