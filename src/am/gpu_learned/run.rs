@@ -17,7 +17,7 @@ use pgrx::pg_sys;
 use std::sync::{Arc, Mutex};
 
 /// Probes ahead of the one searched whose first reads are prefetched.
-pub const PREFETCH_PROBES: usize = 4;
+const PREFETCH_PROBES: usize = 4;
 
 pub struct Run {
     pub meta: RunMeta,
@@ -194,15 +194,18 @@ impl Run {
         Shared::lock_pinned(recent.pin(self.block(i)))
     }
 
-    /// Asks the CPU for what a search from predicted position `hint` will
-    /// read first, where the page's buffer is remembered: its buffer
-    /// header, special area, the window's keys and the TID at the hint.
-    /// A batch asks a few probes ahead of the one it searches, so that
-    /// those misses overlap (at 10^8 rows each probe reads its own page).
-    pub fn prefetch_hinted(&self, recent: &RecentPages, hint: usize) {
+    /// Asks the CPU for what the search of probe `j + PREFETCH_PROBES`
+    /// (`hints`: the batch's predicted positions) will read first, where
+    /// the page's buffer is remembered: its buffer header, special area,
+    /// the window's keys and the TID at the hint. A batch asks while it
+    /// searches probe j, so that those misses overlap (at 10^8 rows each
+    /// probe reads its own page).
+    pub fn prefetch_ahead(&self, recent: &RecentPages, hints: &[u64], j: usize) {
+        let Some(&hint) = hints.get(j + PREFETCH_PROBES) else { return };
         if self.n() == 0 {
             return;
         }
+        let hint = hint as usize;
         let i = self.page_of(hint.min(self.n() - 1));
         recent.prefetch_known(self.block(i), |page| prefetch_near(page, hint.saturating_sub(self.first(i)), self.pgm.eps));
     }
@@ -298,9 +301,7 @@ impl Run {
         let recent = &mut RecentPages::of(rel);
         let mut j = 0;
         while j < codes.len() {
-            if let Some(&h) = hints.get(j + PREFETCH_PROBES) {
-                self.prefetch_hinted(recent, h as usize);
-            }
+            self.prefetch_ahead(recent, hints, j);
             // None: no key >= codes[j], nor any later code.
             let (pos, Some((mut i, mut g))) = self.lower_bound_page(recent, codes[j], hints[j] as usize) else { return };
             let mut at = pos - self.first(i);

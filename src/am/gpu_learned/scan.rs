@@ -87,8 +87,8 @@ impl RunCursor {
     /// locked and the position's slot there.
     fn first_page(&mut self, rel: pg_sys::Relation, run: &Run, j: usize) -> Option<PageAt> {
         let hint = self.hint(rel, run, j);
-        if let Some(&h) = self.hints.as_ref().and_then(|h| h.get(j + run::PREFETCH_PROBES)) {
-            run.prefetch_hinted(self.recent(rel), h as usize);
+        if let Some(hints) = &self.hints {
+            run.prefetch_ahead(self.recent.get_or_insert_with(|| RecentPages::of(rel)), hints, j);
         }
         let q = self.intervals[j].0;
         match run.lower_bound_page(self.recent(rel), q, hint) {
