@@ -93,6 +93,79 @@ SELECT * FROM jsame('SELECT jc.n, jt.id, jt.pad FROM jc JOIN jt ON jt.ctid = jc.
 RESET gpuindex.join_chunk;
 DROP TABLE jt, jc;
 
+-- A batch function's call joined back by ctid: the node runs the call's
+-- search itself ("Outer Call"; the function scan never runs) and reads
+-- each row once. Rows equal the function's joined by the planner: HOT
+-- chains (pad updated), moved keys (k updated), deleted rows, repeated and
+-- NULL keys, extra join quals, semi joins, empty and NULL arrays; inside a
+-- transaction that changed rows, after VACUUM, under SERIALIZABLE, in
+-- chunks of 7. Not fused: left and anti joins, a filter on the call's
+-- rows, WITH ORDINALITY, an index of another table.
+CREATE TABLE jf (id int, k int8, s text COLLATE "C", pad text) WITH (fillfactor = 50);
+INSERT INTO jf SELECT g, g % 97, 'w' || (g % 89), repeat('z', g % 9) FROM generate_series(1, 3000) g;
+CREATE INDEX jf_k ON jf USING gpu_btree (k);
+CREATE INDEX jf_l ON jf USING gpu_learned (k);
+CREATE INDEX jf_s ON jf USING gpu_art (s);
+UPDATE jf SET pad = pad || 'h' WHERE id % 4 = 0;
+UPDATE jf SET k = k + 1000 WHERE id % 9 = 0;
+DELETE FROM jf WHERE id % 10 = 0;
+ANALYZE jf;
+EXPLAIN (COSTS OFF) SELECT p.ord, t.id FROM gpu_learned_probe('jf_l', ARRAY[1, 2]::int8[]) p JOIN jf t ON t.ctid = p.ctid;
+EXPLAIN (COSTS OFF) SELECT p.ord FROM gpu_btree_probe('jf_k', ARRAY[1, 2]::int8[]) p WHERE EXISTS (SELECT 1 FROM jf t WHERE t.ctid = p.ctid);
+EXPLAIN (COSTS OFF) SELECT p.ord, t.id FROM gpu_btree_probe('jf_k', ARRAY[1, 2]::int8[]) p LEFT JOIN jf t ON t.ctid = p.ctid;
+EXPLAIN (COSTS OFF) SELECT p.ord, t.id FROM gpu_btree_probe('jf_k', ARRAY[1, 2]::int8[]) p JOIN jf t ON t.ctid = p.ctid WHERE p.ord > 1;
+EXPLAIN (COSTS OFF) SELECT p.ord, t.id FROM gpu_btree_probe('jf_k', ARRAY[1, 2]::int8[]) WITH ORDINALITY p JOIN jf t ON t.ctid = p.ctid;
+EXPLAIN (COSTS OFF) SELECT p.ord, t.id FROM gpu_btree_probe('ji_k', ARRAY[1, 2]::int8[]) p JOIN jf t ON t.ctid = p.ctid;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT count(*) FROM gpu_art_probe('jf_s', ARRAY['w1', 'w2', 'w2', NULL, 'x']) p JOIN jf t ON t.ctid = p.ctid;
+CREATE FUNCTION jfused() RETURNS TABLE (q int, rows bigint, same boolean) AS $$
+DECLARE keys text := 'ARRAY[1, 5, 5, NULL, 96, 1001, 1005, 4000, 0]::int8[]';
+BEGIN
+  RETURN QUERY SELECT 1, * FROM jsame(format('SELECT p.ord, p.ctid, t.id, t.pad FROM gpu_btree_probe(''jf_k'', %s) p JOIN jf t ON t.ctid = p.ctid', keys));
+  RETURN QUERY SELECT 2, * FROM jsame(format('SELECT p.ord, p.ctid, t.id, t.k FROM gpu_learned_probe(''jf_l'', %s) p JOIN jf t ON t.ctid = p.ctid', keys));
+  RETURN QUERY SELECT 3, * FROM jsame('SELECT p.ord, p.ctid, t.id FROM gpu_art_probe(''jf_s'', ARRAY[''w1'', ''w2'', ''w2'', NULL, ''x'', ''w88'']) p JOIN jf t ON t.ctid = p.ctid');
+  RETURN QUERY SELECT 4, * FROM jsame(format('SELECT p.ord, t.id FROM gpuindex_search(''jf_k'', ''=(bigint,bigint)'', %s) p JOIN jf t ON t.ctid = p.ctid', keys));
+  RETURN QUERY SELECT 5, * FROM jsame(format('SELECT p.ord, p.ctid FROM gpu_btree_probe(''jf_k'', %s) p WHERE EXISTS (SELECT 1 FROM jf t WHERE t.ctid = p.ctid AND t.id %% 2 = 0)', keys));
+  RETURN QUERY SELECT 6, * FROM jsame(format('SELECT count(*), sum(p.ord) FROM gpu_learned_probe(''jf_l'', %s) p JOIN jf t ON t.ctid = p.ctid', keys));
+  RETURN QUERY SELECT 7, * FROM jsame(format('SELECT p.ord, t.id FROM gpu_btree_probe(''jf_k'', %s) p JOIN jf t ON t.ctid = p.ctid AND t.id > p.ord * 300', keys));
+  RETURN QUERY SELECT 8, * FROM jsame('SELECT p.ord, t.id FROM gpu_btree_probe(''jf_k'', ''{}''::int8[]) p JOIN jf t ON t.ctid = p.ctid');
+  RETURN QUERY SELECT 9, * FROM jsame('SELECT p.ord, t.id FROM gpu_learned_probe(''jf_l'', NULL::int8[]) p JOIN jf t ON t.ctid = p.ctid');
+  -- Rescanned with new arguments (a SubPlan's parameter).
+  RETURN QUERY SELECT 10, * FROM jsame('SELECT o.n, (SELECT sum(t.id) FROM gpu_btree_probe(''jf_k'', ARRAY[o.n, o.n + 1000]) p JOIN jf t ON t.ctid = p.ctid) FROM generate_series(0::int8, 30) o(n)');
+END $$ LANGUAGE plpgsql;
+SELECT * FROM jfused();
+BEGIN;
+UPDATE jf SET pad = 'v' WHERE id % 3 = 0;
+UPDATE jf SET k = 5 WHERE id % 7 = 0;
+DELETE FROM jf WHERE id % 13 = 0;
+SELECT * FROM jfused();
+ROLLBACK;
+VACUUM jf;
+SELECT * FROM jfused();
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT * FROM jfused();
+COMMIT;
+SET gpuindex.join_chunk = 7;
+SELECT * FROM jfused();
+RESET gpuindex.join_chunk;
+-- A generic plan: the keys a parameter.
+SET plan_cache_mode = force_generic_plan;
+PREPARE jfp(int8[]) AS SELECT count(*), sum(p.ord), sum(t.id) FROM gpu_learned_probe('jf_l', $1) p JOIN jf t ON t.ctid = p.ctid;
+EXPLAIN (COSTS OFF) EXECUTE jfp(ARRAY[1]);
+EXECUTE jfp(ARRAY[1, 5, 5, NULL, 96, 1001]);
+EXECUTE jfp(ARRAY[2]);
+DEALLOCATE jfp;
+RESET plan_cache_mode;
+SET gpuindex.enable_join = off;
+SELECT count(*), sum(p.ord), sum(t.id) FROM gpu_learned_probe('jf_l', ARRAY[1, 5, 5, NULL, 96, 1001]::int8[]) p JOIN jf t ON t.ctid = p.ctid;
+SELECT count(*), sum(p.ord), sum(t.id) FROM gpu_learned_probe('jf_l', ARRAY[2]::int8[]) p JOIN jf t ON t.ctid = p.ctid;
+RESET gpuindex.enable_join;
+-- The function's ERRORs, raised by the node.
+SELECT count(*) FROM gpu_btree_probe('jf_k', ARRAY['x']) p JOIN jf t ON t.ctid = p.ctid;
+SELECT count(*) FROM gpuindex_search('jf_k', '<(bigint,bigint)', ARRAY[1]::int8[]) p JOIN jf t ON t.ctid = p.ctid;
+DROP FUNCTION jfused();
+DROP TABLE jf;
+
 -- ERRORs while a chunk is read (the outer plan's, the probe expression's):
 -- clean, and the session goes on (the chunk's rows are read under one guard).
 SELECT count(*) FROM (SELECT k FROM jo WHERE 10 / (id - 600) > -100) o JOIN ji ON ji.k = o.k;

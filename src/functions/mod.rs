@@ -1,5 +1,6 @@
 //! SQL functions.
 
+pub(crate) mod call;
 mod device_info;
 mod lower_bound;
 mod search;

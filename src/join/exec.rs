@@ -19,6 +19,7 @@ use super::NAME;
 use crate::am::common::bulk_deletes;
 use crate::am::common::search::{self, Ask, Batch};
 use crate::am::common::OpenIndex;
+use crate::functions::call::Fusable;
 use crate::storage::{tid_from, Tid};
 use gpuindex_engine::executor::Device;
 use pgrx::pg_sys::{self, NodeTag};
@@ -123,6 +124,9 @@ pub(super) struct State {
     /// subquery its expressions take them apart as they need).
     pub(super) heap_deform: i32,
     pub(super) top: Option<super::nearest::TopKState>,
+    /// A TID probe over a batch function's call that the node searches
+    /// itself (`path::fused_call`).
+    fused: Option<Fused>,
     pub(super) chunk_size: usize,
     pub(super) chunk_cxt: pg_sys::MemoryContext,
 
@@ -224,8 +228,9 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         (*node).custom_ps = list::of_ptrs(&[outer]);
         let lock = pg_sys::AccessShareLock as i32;
         let heap = pg_sys::table_open(p.heap, lock);
-        // A TID probe reads no index.
-        let by_tid = p.index == pg_sys::InvalidOid;
+        // A TID probe reads no index, unless it runs its outer call's search.
+        let fused = if p.fused { Fused::begin(outer_plan, node.cast(), &p.colmap) } else { None };
+        let by_tid = p.index == pg_sys::InvalidOid || (p.fused && fused.is_none());
         let index = if by_tid { std::ptr::null_mut() } else { pg_sys::index_open(p.index, lock) };
         let table = &raw mut (*estate).es_tupleTable;
         let heap_slot = pg_sys::table_slot_create(heap, table);
@@ -255,6 +260,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             heap,
             index,
             am: if by_tid { "" } else { searcher_name(index) },
+            // (A fused call's matches are index entries: HOT chains.)
             pages: super::heap::PageFetch::begin(heap, heap_slot, by_tid),
             // The visibility map is heapam's.
             index_only: p.index_only && (*heap).rd_tableam == pg_sys::GetHeapamTableAmRoutine(),
@@ -279,6 +285,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             outer_cols,
             inner_cols,
             top,
+            fused,
             chunk_size: crate::guc::JOIN_CHUNK.get().max(1) as usize,
             chunk_cxt: pg_sys::AllocSetContextCreateInternal(
                 pg_sys::CurrentMemoryContext,
@@ -383,6 +390,11 @@ impl State {
                 *values.add(col) = self.values[row * n + k];
                 *nulls.add(col) = self.nulls[row * n + k];
             }
+            if let Some(f) = &self.fused {
+                for &col in &f.ctid_cols {
+                    *values.add(col) = crate::srf::tid_datum(&(*self.heap_slot).tts_tid);
+                }
+            }
             let h = self.inner_slot;
             for &(col, att) in &self.inner_cols {
                 // (An index-only join's inner columns are read by nothing.)
@@ -435,6 +447,55 @@ impl State {
                 pg_sys::ffi::pg_guard_ffi_boundary(|| while self.rows < end && self.load_row(econtext, max_outer, &mut keys) {});
             }
             keys
+        }
+    }
+
+    /// The next chunk of a fused call's matches, as outer rows each with
+    /// its one match (the call searched at the first).
+    unsafe fn load_fused(&mut self, econtext: *mut pg_sys::ExprContext) {
+        // SAFETY: the node's contexts and table.
+        unsafe {
+            pg_sys::MemoryContextReset(self.chunk_cxt);
+            // (Out of the node while the chunk is filled; an ERROR ends
+            // the query.)
+            let mut f = self.fused.take().expect("a fused call");
+            if f.matches.is_none() {
+                let started = Instant::now();
+                let caller = pg_sys::CurrentMemoryContext;
+                pg_sys::CurrentMemoryContext = self.chunk_cxt;
+                let (matches, queries) = f.search(econtext, self.heap);
+                pg_sys::CurrentMemoryContext = caller;
+                f.matches = Some(matches);
+                f.taken = 0;
+                self.stats.probes += queries as u64;
+                self.note_batch(started);
+            }
+            let all = f.matches.as_deref().unwrap_or_default();
+            let chunk = &all[f.taken..(f.taken + self.chunk_size).min(all.len())];
+            self.values.clear();
+            self.nulls.clear();
+            self.matched.clear();
+            self.matches.clear();
+            for (row, &(tid, ord)) in chunk.iter().enumerate() {
+                for &att in &self.stored_atts {
+                    // (The ctid is the fetched row's: `fill_scan`.)
+                    self.values.push(if f.columns[att - 1] == 1 { ord.into() } else { pg_sys::Datum::from(0usize) });
+                    self.nulls.push(false);
+                }
+                self.matched.push(false);
+                self.matches.push((tid, row as u32));
+            }
+            self.rows = chunk.len();
+            self.outer_done = f.taken + chunk.len() == all.len();
+            f.taken += self.rows;
+            self.fused = Some(f);
+            self.vm_last = None;
+            self.pages.reset();
+            self.stats.chunks += 1;
+            self.stats.matches += self.rows as u64;
+            self.cursor = 0;
+            self.unmatched = 0;
+            self.fetched = None;
         }
     }
 
@@ -657,6 +718,92 @@ impl State {
     }
 }
 
+/// A batch function's call as the node's outer side (`path::fused_call`):
+/// its search is run here, over the call's arguments, and each match
+/// becomes a row of the call, (ord, the TID of the visible row the fetch
+/// finds), joined with that row. What the function would return is
+/// exactly those rows: its matches in heap order, each checked against the
+/// snapshot once (by the fetch, following HOT chains as the function's
+/// visibility pass does), the table's policies among the match quals.
+struct Fused {
+    call: Fusable,
+    args: Vec<*mut pg_sys::ExprState>,
+    /// The call's columns each outer target column is (1: ord, 2: ctid).
+    columns: Vec<i16>,
+    /// Scan-tuple columns that hold the call's ctid: the fetched row's.
+    ctid_cols: Vec<usize>,
+    /// The call's matches (TID, position) in heap order, once searched,
+    /// and how many were taken into chunks.
+    matches: Option<Vec<(Tid, i64)>>,
+    taken: usize,
+}
+
+impl Fused {
+    /// The fused call of `outer_plan` (a FunctionScan of one fusable
+    /// call whose target columns are its own), its arguments evaluated in
+    /// `parent`; None where the plan is not of that shape (the node then
+    /// runs the child as an ordinary TID probe).
+    ///
+    /// # Safety
+    /// The node's outer plan and state, during BeginCustomScan.
+    unsafe fn begin(outer_plan: *mut pg_sys::Plan, parent: *mut pg_sys::PlanState, colmap: &[i32]) -> Option<Fused> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if !is_a(outer_plan, NodeTag::T_FunctionScan) || !(*outer_plan).qual.is_null() {
+                return None;
+            }
+            let scan = outer_plan.cast::<pg_sys::FunctionScan>();
+            let functions = list::ptrs::<pg_sys::RangeTblFunction>((*scan).functions);
+            if functions.len() != 1 || (*scan).funcordinality || !is_a((*functions[0]).funcexpr, NodeTag::T_FuncExpr) {
+                return None;
+            }
+            let expr = (*functions[0]).funcexpr.cast::<pg_sys::FuncExpr>();
+            let call = Fusable::of((*expr).funcid)?;
+            let columns: Vec<i16> = list::ptrs::<pg_sys::TargetEntry>((*outer_plan).targetlist)
+                .into_iter()
+                .map(|te| if is_a((*te).expr, NodeTag::T_Var) { (*(*te).expr.cast::<pg_sys::Var>()).varattno } else { 0 })
+                .collect();
+            let used = colmap.iter().filter(|&&m| m > 0).map(|&m| columns.get(m as usize - 1).copied().unwrap_or(0));
+            if !used.clone().all(|a| a == 1 || a == 2) {
+                return None;
+            }
+            let ctid_cols = colmap.iter().enumerate().filter(|&(_, &m)| m > 0 && columns[m as usize - 1] == 2).map(|(c, _)| c).collect();
+            let args = list::ptrs::<pg_sys::Expr>((*expr).args).into_iter().map(|a| pg_sys::ExecInitExpr(a, parent)).collect();
+            Some(Fused { call, args, columns, ctid_cols, matches: None, taken: 0 })
+        }
+    }
+
+    /// Runs the call's search (ERRORs as the function raises them): its
+    /// matches in heap order, and how many queries it asked.
+    ///
+    /// # Safety
+    /// In `econtext`, the node's; `heap` the node's table.
+    unsafe fn search(&self, econtext: *mut pg_sys::ExprContext, heap: pg_sys::Relation) -> (Vec<(Tid, i64)>, usize) {
+        // SAFETY: the caller's contract; the arguments are evaluated in the
+        // caller's memory context, which outlives the search.
+        unsafe {
+            let mut args = Vec::with_capacity(self.args.len());
+            for &a in &self.args {
+                let mut isnull = false;
+                let d = pg_sys::ffi::pg_guard_ffi_boundary(|| crate::slot::in_guard::eval_expr(a, econtext, &mut isnull));
+                // The functions are strict: a NULL argument, no rows.
+                if isnull {
+                    return (Vec::new(), 0);
+                }
+                args.push(d);
+            }
+            let call = self.call.call(&args);
+            // The planner saw a constant index of this table; its OID
+            // is a dependency of the plan, which a DROP invalidates.
+            if (*call.open.heap).rd_id != (*heap).rd_id {
+                pgrx::error!("gpuindex: GpuIndexJoin: the batch function's index is no longer an index of the joined table");
+            }
+            let matches = call.matches().into_iter().map(|(ord, t)| (tid_from(t), ord)).collect();
+            (matches, call.queries.len())
+        }
+    }
+}
+
 /// The node's output for the scan tuple now in its expression context.
 unsafe fn project(node: *mut pg_sys::CustomScanState, scan: *mut pg_sys::TupleTableSlot) -> *mut pg_sys::TupleTableSlot {
     // SAFETY: the node's projection, set up by ExecInitCustomScan.
@@ -688,6 +835,14 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                     let instrument = (*node).ss.ps.instrument;
                     st.timed = !instrument.is_null() && (*instrument).need_timer;
                     pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                    if st.fused.is_some() {
+                        st.load_fused(econtext);
+                        if st.rows == 0 {
+                            return std::ptr::null_mut();
+                        }
+                        st.phase = Phase::Matches;
+                        continue;
+                    }
                     let keys = st.load(econtext);
                     if st.rows == 0 {
                         return std::ptr::null_mut();
@@ -770,6 +925,10 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
         st.phase = Phase::Load;
         st.outer_done = false;
         st.rows = 0;
+        if let Some(f) = st.fused.as_mut() {
+            // Its arguments may have changed with the parameters.
+            f.matches = None;
+        }
         st.matches.clear();
         st.fetched = None;
         pg_sys::ExecClearTuple(st.heap_slot);
@@ -832,15 +991,21 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
         let deparse =
             |e: *mut pg_sys::Node| CStr::from_ptr(pg_sys::deparse_expression(e, context, true, false)).to_string_lossy().into_owned();
         pg_sys::ExplainPropertyText(c"Join Type".as_ptr(), join_type_name(st.jointype).as_ptr(), es);
-        if st.index.is_null() {
+        if st.index.is_null() || st.fused.is_some() {
             // As a TID scan shows its condition.
             text(es, c"TID Cond", &format!("(ctid = {})", deparse(exprs[0])));
-        } else {
+        }
+        if !st.index.is_null() {
             let name = CStr::from_ptr(pg_sys::get_rel_name((*st.index).rd_id)).to_string_lossy();
             text(es, c"Index", &format!("{name} ({})", st.am));
         }
+        if let Some(f) = &st.fused {
+            // The child function scan is not run (EXPLAIN ANALYZE shows it
+            // never executed).
+            text(es, c"Outer Call", &format!("{} searched by this node", f.call.name()));
+        }
         match &st.top {
-            None if st.index.is_null() => {}
+            None if st.index.is_null() || st.fused.is_some() => {}
             None => text(es, c"Probe", &deparse(exprs[2])),
             Some(top) => {
                 let op = CStr::from_ptr(pg_sys::get_opname(top.op)).to_string_lossy().into_owned();

@@ -49,6 +49,10 @@ pub struct Probe {
     /// Each outer row's query: the clause's or the ordering's outer side.
     pub key: *mut pg_sys::Expr,
     pub top: Option<super::lateral::TopK>,
+    /// A TID probe whose outer side is a batch function's call over an
+    /// index of the inner table (`fused_call`): that index, whose search
+    /// the node runs itself; InvalidOid otherwise.
+    pub fused: pg_sys::Oid,
 }
 
 impl Probe {
@@ -128,7 +132,7 @@ unsafe fn offer(
             return;
         }
         let probe = if inner_is_plain_table(root, innerrel) {
-            find_tid_probe(joinrel, outerrel, innerrel, jointype, &clauses)
+            find_tid_probe(root, joinrel, outerrel, innerrel, jointype, &clauses)
                 .or_else(|| find_probe(joinrel, outerrel, innerrel, jointype, &clauses))
         } else if matches!(jointype, pg_sys::JoinType::JOIN_INNER | pg_sys::JoinType::JOIN_LEFT) {
             super::lateral::find(root, (*(*outer_path).pathtarget).exprs, innerrel).map(|top| Probe {
@@ -137,6 +141,7 @@ unsafe fn offer(
                 strategy: top.strategy,
                 key: top.key,
                 top: Some(top),
+                fused: pg_sys::InvalidOid,
             })
         } else {
             None
@@ -263,7 +268,7 @@ unsafe fn find_probe(
             let Some(searcher) = searcher_of(ix.relam) else { continue };
             for rinfo in deciding(joinrel, jointype, clauses) {
                 if let Some((strategy, key)) = probe_clause(rinfo, (*innerrel).relid, (*outerrel).relids, ix, searcher) {
-                    return Some(Probe { rinfo, index, strategy, key, top: None });
+                    return Some(Probe { rinfo, index, strategy, key, top: None, fused: pg_sys::InvalidOid });
                 }
             }
         }
@@ -274,6 +279,7 @@ unsafe fn find_probe(
 /// The first clause `inner.ctid = outer_expression` (either way round):
 /// the batch functions' rows joined back to their table.
 unsafe fn find_tid_probe(
+    root: *mut pg_sys::PlannerInfo,
     joinrel: *mut pg_sys::RelOptInfo,
     outerrel: *mut pg_sys::RelOptInfo,
     innerrel: *mut pg_sys::RelOptInfo,
@@ -287,10 +293,76 @@ unsafe fn find_tid_probe(
                 continue;
             };
             if opno == pg_sys::Oid::from(pg_sys::TIDEqualOperator) && pg_sys::exprType(key.cast()) == pg_sys::TIDOID && stable(key) {
-                return Some(Probe { rinfo, index: std::ptr::null_mut(), strategy: 0, key, top: None });
+                let fused = fused_call(root, outerrel, innerrel, jointype, key);
+                return Some(Probe { rinfo, index: std::ptr::null_mut(), strategy: 0, key, top: None, fused });
             }
         }
         None
+    }
+}
+
+/// The index whose search a TID probe runs itself, where the outer side
+/// is exactly a batch function's call joined back by ctid: `FROM
+/// gpu_learned_probe('index', keys) p JOIN t ON t.ctid = p.ctid` (or any
+/// `call::Fusable`), the index a constant of the inner table, the key the
+/// call's ctid column, nothing else read of the call but its columns, no
+/// filter on its rows, an inner or semi join. The node then reads each
+/// matched row once (the function would read it to check visibility and
+/// the join again to fetch it) and keeps no tuplestore. Left and anti
+/// joins are not fused: a match the snapshot does not see is no row of the
+/// function, where the join would null-extend or emit it.
+unsafe fn fused_call(
+    root: *mut pg_sys::PlannerInfo,
+    outerrel: *mut pg_sys::RelOptInfo,
+    innerrel: *mut pg_sys::RelOptInfo,
+    jointype: pg_sys::JoinType::Type,
+    key: *mut pg_sys::Expr,
+) -> pg_sys::Oid {
+    use pg_sys::JoinType::*;
+    // SAFETY: planner structures.
+    unsafe {
+        let none = pg_sys::InvalidOid;
+        let rel = &*outerrel;
+        if !matches!(jointype, JOIN_INNER | JOIN_SEMI)
+            || rel.reloptkind != pg_sys::RelOptKind::RELOPT_BASEREL
+            || rel.rtekind != pg_sys::RTEKind::RTE_FUNCTION
+            || !rel.baserestrictinfo.is_null()
+            || !rel.lateral_relids.is_null()
+        {
+            return none;
+        }
+        let rte = *(*root).simple_rte_array.add(rel.relid as usize);
+        let functions = list::ptrs::<pg_sys::RangeTblFunction>((*rte).functions);
+        if functions.len() != 1 || (*rte).funcordinality || !is_a((*functions[0]).funcexpr, NodeTag::T_FuncExpr) {
+            return none;
+        }
+        let call = (*functions[0]).funcexpr.cast::<pg_sys::FuncExpr>();
+        if crate::functions::call::Fusable::of((*call).funcid).is_none() {
+            return none;
+        }
+        let index_arg = strip_relabel(list::ptrs::<pg_sys::Expr>((*call).args)[0]);
+        if !is_a(index_arg, NodeTag::T_Const) || (*index_arg.cast::<pg_sys::Const>()).constisnull {
+            return none;
+        }
+        let index = pg_sys::Oid::from((*index_arg.cast::<pg_sys::Const>()).constvalue.value() as u32);
+        let inner_table = (**(*root).simple_rte_array.add((*innerrel).relid as usize)).relid;
+        if pg_sys::IndexGetRelation(index, true) != inner_table {
+            return none;
+        }
+        // The key is the call's ctid (its second column); the node makes
+        // its columns, ord and ctid, and nothing else of it.
+        let is_call_column = |e: *mut pg_sys::Expr, attnos: &[i16]| {
+            let e = strip_relabel(e);
+            is_a(e, NodeTag::T_Var) && {
+                let v = &*e.cast::<pg_sys::Var>();
+                v.varno as pg_sys::Index == rel.relid && v.varlevelsup == 0 && attnos.contains(&v.varattno)
+            }
+        };
+        let target = list::ptrs::<pg_sys::Expr>((*rel.reltarget).exprs);
+        if !is_call_column(key, &[2]) || !target.iter().all(|&e| is_call_column(e, &[1, 2])) {
+            return none;
+        }
+        index
     }
 }
 

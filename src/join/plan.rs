@@ -16,8 +16,9 @@
 //! - `plan.qual`: clauses pushed down to a left or anti join from WHERE,
 //!   which filter joined rows;
 //! - `custom_private`: [OIDs (the table probed, index: InvalidOid for a
-//!   TID probe), (join type,
-//!   strategy, index-only (1: no inner column read), and for a top-k
+//!   TID probe, the function's for a fused one), (join type, strategy,
+//!   index-only (1: no inner column read), the fused call's index (0:
+//!   none), and for a top-k
 //!   subquery its k and ordering operator), the column map, and for a
 //!   top-k subquery its quals and select list, planned by
 //!   `lateral::planned`], which survive copyObject, the plan cache and
@@ -49,14 +50,14 @@ impl PathPrivate<'_> {
         let p = self.probe;
         let (ints, quals, tlist, order, heap) = match &p.top {
             None => (
-                vec![self.jointype as i32, p.strategy as i32, 0],
+                vec![self.jointype as i32, p.strategy as i32, 0, p.fused.to_u32() as i32],
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
                 pg_sys::InvalidOid,
             ),
             Some(t) => {
-                (vec![self.jointype as i32, p.strategy as i32, 0, t.k as i32, t.op.to_u32() as i32], t.quals, t.tlist, t.order, t.heap)
+                (vec![self.jointype as i32, p.strategy as i32, 0, 0, t.k as i32, t.op.to_u32() as i32], t.quals, t.tlist, t.order, t.heap)
             }
         };
         list::of_ptrs::<std::ffi::c_void>(&[
@@ -95,6 +96,9 @@ pub struct Private {
     /// No inner column is read (`index_only`): rows on all-visible heap
     /// pages are not fetched.
     pub index_only: bool,
+    /// A TID probe over a batch function's call (`path::fused_call`),
+    /// searched by the node through `index`.
+    pub fused: bool,
     /// For each scan-tuple column: the outer child's column (1-based,
     /// positive) or the inner table's attribute, or the top-k subquery's
     /// output column (negated).
@@ -111,9 +115,9 @@ impl Private {
             let items = list::ptrs::<pg_sys::List>(l);
             let oids = list::oids(items[0]);
             let ints = list::ints(items[1]);
-            let top = (ints.len() > 3).then(|| TopKPlan {
-                k: ints[3] as usize,
-                op: pg_sys::Oid::from(ints[4] as u32),
+            let top = (ints.len() > 4).then(|| TopKPlan {
+                k: ints[4] as usize,
+                op: pg_sys::Oid::from(ints[5] as u32),
                 quals: items[3],
                 tlist: items[4],
                 order: items[5].cast(),
@@ -124,6 +128,7 @@ impl Private {
                 jointype: ints[0] as _,
                 strategy: ints[1] as u16,
                 index_only: ints[2] != 0,
+                fused: ints[3] != 0,
                 colmap: list::ints(items[2]),
                 top,
             }
@@ -308,7 +313,7 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         (*cscan).flags = (*best_path).flags;
         (*cscan).custom_plans = custom_plans;
         (*cscan).custom_exprs = list::of_ptrs::<std::ffi::c_void>(&[key.cast(), matching.cast(), probe_clause.cast()]);
-        let index_oid = if by_tid { pg_sys::InvalidOid } else { (*index).indexoid };
+        let index_oid = if by_tid { pg_sys::Oid::from(ints[3] as u32) } else { (*index).indexoid };
         let mut private = vec![list::of_oids(&[heap, index_oid]), list::of_ints(&ints), list::of_ints(&colmap)];
         private.extend(top);
         (*cscan).custom_private = list::of_ptrs(&private);

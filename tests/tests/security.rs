@@ -128,7 +128,36 @@ fn compare_as_role(c: &mut Client, rng: &mut SplitMix64, n: usize) {
             "SELECT o.id::int8, t.ctid::text FROM sec_outer o JOIN sec_t t ON t.p <@ circle(o.q, 0.5)".to_string(),
         ),
     ];
-    for (what, got, want) in &cases {
+    // Joined back by ctid, the join runs the call's search itself and the
+    // function's policy filter is not applied: the table's policies among
+    // the join's quals must hide the same rows.
+    let joined = [
+        (
+            "gpu_btree_probe joined back",
+            format!(
+                "SELECT p.ord, t.ctid::text FROM gpu_btree_probe('sec_t_k', {}) p JOIN sec_t t ON t.ctid = p.ctid",
+                array(&keys, "int8")
+            ),
+            cases[0].2.clone(),
+        ),
+        (
+            "gpuindex_search joined back",
+            format!(
+                "SELECT p.ord, t.ctid::text FROM gpuindex_search('sec_t_p', '<@(point,box)', {}) p JOIN sec_t t ON t.ctid = p.ctid",
+                array(&boxes, "box")
+            ),
+            cases[2].2.clone(),
+        ),
+    ];
+    if n >= 2000 {
+        c.batch_execute(&format!("SET ROLE {ROLE}")).unwrap();
+        for (what, sql, _) in &joined {
+            let plan = gpuindex_tests::explain(c, sql);
+            assert!(plan.contains("Outer Call"), "{what}: the join does not run the call:\n{plan}");
+        }
+        c.batch_execute("RESET ROLE").unwrap();
+    }
+    for (what, got, want) in cases.iter().chain(&joined) {
         c.batch_execute(&format!("SET ROLE {ROLE}")).unwrap();
         let (g, w) = (pairs(c, got), pairs(c, want));
         c.batch_execute("RESET ROLE").unwrap();

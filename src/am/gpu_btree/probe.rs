@@ -10,7 +10,7 @@ use super::keys;
 use super::page::Tid;
 use super::tree::Tree;
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
-use crate::am::common::{Access, OpenIndex};
+use crate::am::common::OpenIndex;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use rayon::slice::ParallelSliceMut;
@@ -117,11 +117,9 @@ pub(crate) fn probe_function(
     what: &'static str,
     fcinfo: pg_sys::FunctionCallInfo,
 ) {
-    let (query_type, queries) = keys::array_elements(keys.datum());
-    let open = OpenIndex::open(index, am, Access::Read, pg_sys::AccessShareLock as i32);
-    let ask = Ask::Matches(pg_sys::BTEqualStrategyNumber as u16);
-    let hits = search::search(&open, &Batch { ask, query_type, queries: &queries, what, heap_order: false });
-    drop(open);
+    let call = crate::functions::call::Call::probe(index, keys.datum(), am, what);
+    let hits = call.rows();
+    drop(call);
     // SAFETY: the caller's own fcinfo, declared (ord bigint, ctid tid).
     unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }
 }

@@ -1,0 +1,77 @@
+#!/bin/bash
+# A batch function joined back by ctid, `FROM probe('index', keys) p JOIN t
+# ON t.ctid = p.ctid`, three ways in turn on one library: the call run by
+# GpuIndexJoin itself ("fused": the index a constant), the same query with
+# the index named through a cast (`'index'::text::regclass`: not a
+# constant, so the function runs, checks each row's visibility and the
+# join reads its TIDs: what every build before the fused call did), and
+# the join as written through each built-in index alone (a forced nested
+# loop; the other indexes dropped in a rolled-back transaction).
+#   SET=learned (default): N (10^8) int8 permutation keys, gpu_learned and btree;
+#   SET=art: N (10^7) uuids (md5 of i), gpu_art, btree and hash.
+# 131,072 probe keys (about 9% misses). Copy next to a bundle folder `pg`
+# made by scripts/gpu-pg-bundle.sh, with bundle-server.sh, and run it there.
+cd "$(dirname "$0")"
+conf=${CONF:-'shared_buffers=32GB;max_wal_size=32GB;checkpoint_timeout=30min'}
+source ./bundle-server.sh
+SET=${SET:-learned}
+nvidia-smi --query-gpu=name --format=csv,noheader; nproc
+t0=$(date +%s)
+if [ "$SET" = art ]; then
+  N=${N:-10000000}
+  key() { echo "md5(($1)::text)::uuid"; }
+  probe=$(key "(random() * $N * 1.09)::int8")
+  fn=gpu_art_probe; ours=t_a; builtin="t_b t_h"
+  indexes="CREATE INDEX t_a ON t USING gpu_art (k); CREATE INDEX t_b ON t (k); CREATE INDEX t_h ON t USING hash (k);"
+  ty=uuid
+else
+  N=${N:-100000000}
+  key() { echo "(($1) * 2654435761) % $N"; }
+  probe="(random() * $N * 1.09)::int8"
+  fn=gpu_learned_probe; ours=t_l; builtin="t_b"
+  indexes="CREATE INDEX t_l ON t USING gpu_learned (k); CREATE INDEX t_b ON t (k);"
+  ty=int8
+fi
+$P <<SQL
+CREATE EXTENSION gpuindex;
+CREATE TABLE t (k $ty, payload int8);
+INSERT INTO t SELECT $(key i), i FROM generate_series(0, $N - 1) i;
+$indexes
+VACUUM ANALYZE t;
+SELECT setseed(0.25);
+CREATE TABLE probes AS SELECT array_agg($probe) a FROM generate_series(1, 131072);
+SQL
+echo "built in $(( $(date +%s) - t0 )) s"
+F="SELECT count(*) FROM $fn('$ours', (SELECT a FROM probes)) p JOIN t ON t.ctid = p.ctid"
+U="SELECT count(*) FROM $fn('$ours'::text::regclass, (SELECT a FROM probes)) p JOIN t ON t.ctid = p.ctid"
+J="SELECT count(*) FROM unnest((SELECT a FROM probes)) u(k) JOIN t ON t.k = u.k"
+$P -c "EXPLAIN (ANALYZE, COSTS OFF) $F"
+for round in 1 2 3; do
+  for q in F U; do
+    echo "=== round $round $q"
+    $P <<SQL 2>&1 | grep -E 'Time|ERROR' | tr '\n' ' '; echo
+SET jit = off;
+\o /dev/null
+${!q};
+\o
+\timing on
+${!q}; ${!q}; ${!q};
+SQL
+  done
+  for ix in $builtin; do
+    echo "=== round $round join through $ix"
+    drop=$(for o in $ours $builtin; do [ $o != $ix ] && echo -n "DROP INDEX $o; "; done)
+    $P <<SQL 2>&1 | grep -E 'Time|ERROR' | tr '\n' ' '; echo
+SET max_parallel_workers_per_gather = 0; SET enable_seqscan = off; SET enable_bitmapscan = off; SET jit = off;
+BEGIN; $drop
+\o /dev/null
+$J;
+\o
+\timing on
+$J; $J; $J;
+\timing off
+ROLLBACK;
+SQL
+  done
+done
+$RT/pg-stop >/dev/null
