@@ -2,6 +2,7 @@
 # On a GPU host, inside a bundle made by scripts/gpu-pg-bundle.sh: starts
 # the bundled PostgreSQL with gpuindex preloaded, runs pg_regress and the
 # integration tests with the GPU required, and stops the server.
+# TESTS="join security" runs only those integration test files.
 set -u
 cd "$(dirname "$0")"
 here=$(pwd)
@@ -17,7 +18,9 @@ if ! pg_regress --host=$PGHOST --port=$PGPORT --user=$PGUSER --load-extension=gp
 fi
 [ -n "${OUT:-}" ] && cp -r "$regress/results" "$OUT/regress-results" 2>/dev/null
 export GPUINDEX_TEST_START="PRELOAD=gpuindex $here/server/pg-start >/dev/null"
-for t in it/*; do
+files=$(ls it/*)
+[ -n "${TESTS:-}" ] && files=$(printf 'it/%s ' $TESTS)
+for t in $files; do
   echo "== $t"
   "$t" --test-threads=4 || status=1
 done

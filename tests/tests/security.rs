@@ -135,7 +135,7 @@ fn compare_as_role(c: &mut Client, rng: &mut SplitMix64, n: usize) {
         (
             "gpu_btree_probe joined back",
             format!(
-                "SELECT p.ord, t.ctid::text FROM gpu_btree_probe('sec_t_k', {}) p JOIN sec_t t ON t.ctid = p.ctid",
+                "SELECT p.ord, p.ctid::text FROM gpu_btree_probe('sec_t_k', {}) p JOIN sec_t t ON t.ctid = p.ctid",
                 array(&keys, "int8")
             ),
             cases[0].2.clone(),
@@ -143,23 +143,32 @@ fn compare_as_role(c: &mut Client, rng: &mut SplitMix64, n: usize) {
         (
             "gpuindex_search joined back",
             format!(
-                "SELECT p.ord, t.ctid::text FROM gpuindex_search('sec_t_p', '<@(point,box)', {}) p JOIN sec_t t ON t.ctid = p.ctid",
+                "SELECT p.ord, p.ctid::text FROM gpuindex_search('sec_t_p', '<@(point,box)', {}) p JOIN sec_t t ON t.ctid = p.ctid",
                 array(&boxes, "box")
             ),
             cases[2].2.clone(),
         ),
     ];
-    if n >= 2000 {
-        c.batch_execute(&format!("SET ROLE {ROLE}")).unwrap();
-        for (what, sql, _) in &joined {
-            let plan = gpuindex_tests::explain(c, sql);
-            assert!(plan.contains("Outer Call"), "{what}: the join does not run the call:\n{plan}");
-        }
-        c.batch_execute("RESET ROLE").unwrap();
+    // (Those run with the planner's own joins off: GpuIndexJoin then.)
+    let force = |c: &mut Client, on: bool| {
+        let v = if on { "off" } else { "on" };
+        c.batch_execute(&format!("SET enable_hashjoin = {v}; SET enable_mergejoin = {v}; SET enable_nestloop = {v}")).unwrap();
+    };
+    c.batch_execute(&format!("SET ROLE {ROLE}")).unwrap();
+    force(c, true);
+    for (what, sql, _) in &joined {
+        let plan = gpuindex_tests::explain(c, sql);
+        assert!(plan.contains("Outer Call"), "{what}: the join does not run the call:\n{plan}");
     }
-    for (what, got, want) in cases.iter().chain(&joined) {
+    force(c, false);
+    c.batch_execute("RESET ROLE").unwrap();
+    for (i, (what, got, want)) in cases.iter().chain(&joined).enumerate() {
+        let fused = i >= cases.len();
         c.batch_execute(&format!("SET ROLE {ROLE}")).unwrap();
-        let (g, w) = (pairs(c, got), pairs(c, want));
+        force(c, fused);
+        let g = pairs(c, got);
+        force(c, false);
+        let w = pairs(c, want);
         c.batch_execute("RESET ROLE").unwrap();
         assert_eq!(g, w, "{what} of {n} queries as {ROLE}: not what a SELECT by the role returns");
         // Not vacuous: the superuser sees more through the same function.
