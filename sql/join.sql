@@ -112,6 +112,7 @@ DELETE FROM jf WHERE id % 10 = 0;
 ANALYZE jf;
 EXPLAIN (COSTS OFF) SELECT p.ord, t.id FROM gpu_learned_probe('jf_l', ARRAY[1, 2]::int8[]) p JOIN jf t ON t.ctid = p.ctid;
 EXPLAIN (COSTS OFF) SELECT p.ord FROM gpu_btree_probe('jf_k', ARRAY[1, 2]::int8[]) p WHERE EXISTS (SELECT 1 FROM jf t WHERE t.ctid = p.ctid);
+EXPLAIN (COSTS OFF) SELECT p.ord, t.id FROM gpu_spatial_within('ji_p', ARRAY[point(1, 1)], 2) p JOIN ji t ON t.ctid = p.ctid;
 EXPLAIN (COSTS OFF) SELECT p.ord, t.id FROM gpu_btree_probe('jf_k', ARRAY[1, 2]::int8[]) p LEFT JOIN jf t ON t.ctid = p.ctid;
 EXPLAIN (COSTS OFF) SELECT p.ord, t.id FROM gpu_btree_probe('jf_k', ARRAY[1, 2]::int8[]) p JOIN jf t ON t.ctid = p.ctid WHERE p.ord > 1;
 EXPLAIN (COSTS OFF) SELECT p.ord, t.id FROM gpu_btree_probe('jf_k', ARRAY[1, 2]::int8[]) WITH ORDINALITY p JOIN jf t ON t.ctid = p.ctid;
@@ -130,6 +131,10 @@ BEGIN
   RETURN QUERY SELECT 7, * FROM jsame(format('SELECT p.ord, t.id FROM gpu_btree_probe(''jf_k'', %s) p JOIN jf t ON t.ctid = p.ctid AND t.id > p.ord * 300', keys));
   RETURN QUERY SELECT 8, * FROM jsame('SELECT p.ord, t.id FROM gpu_btree_probe(''jf_k'', ''{}''::int8[]) p JOIN jf t ON t.ctid = p.ctid');
   RETURN QUERY SELECT 9, * FROM jsame('SELECT p.ord, t.id FROM gpu_learned_probe(''jf_l'', NULL::int8[]) p JOIN jf t ON t.ctid = p.ctid');
+  -- gpu_spatial's (ji: 2,000 points).
+  RETURN QUERY SELECT 11, * FROM jsame('SELECT p.ord, p.ctid, t.id FROM gpu_spatial_range(''ji_p'', ARRAY[box(point(0, 0), point(5, 5)), NULL, box(point(10, 10), point(12, 28))]) p JOIN ji t ON t.ctid = p.ctid');
+  RETURN QUERY SELECT 12, * FROM jsame('SELECT p.ord, t.id FROM gpu_spatial_within(''ji_p'', ARRAY[circle(point(3, 3), 2), circle(point(20, 20), 4)]) p JOIN ji t ON t.ctid = p.ctid');
+  RETURN QUERY SELECT 13, * FROM jsame('SELECT p.ord, t.id FROM gpu_spatial_within(''ji_p'', ARRAY[point(3, 3), point(40, 10), point(3, 3)], 2.5) p JOIN ji t ON t.ctid = p.ctid');
   -- Rescanned with new arguments (a SubPlan's parameter).
   RETURN QUERY SELECT 10, * FROM jsame('SELECT o.n, (SELECT sum(t.id) FROM gpu_btree_probe(''jf_k'', ARRAY[o.n, o.n + 1000]) p JOIN jf t ON t.ctid = p.ctid) FROM generate_series(0::int8, 30) o(n)');
 END $$ LANGUAGE plpgsql;

@@ -82,8 +82,8 @@ impl Call {
     }
 
     /// The function's rows: (position, TID) of every visible row that
-    /// matches, policies applied.
-    pub fn rows(&self) -> search::Hits {
+    /// matches, policies applied; the index and table closed after.
+    pub fn rows(self) -> search::Hits {
         search::search(&self.open, &self.batch(false))
     }
 
@@ -96,14 +96,13 @@ impl Call {
     }
 }
 
-/// The batch functions whose rows the batched join computes itself when
-/// they are joined back by ctid, each (ord bigint, ctid tid).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fusable {
-    /// `gpu_btree_probe`, `gpu_learned_probe`, `gpu_art_probe`: (index, keys).
-    Probe { am: &'static str, what: &'static str },
-    /// `gpuindex_search`: (index, op, queries).
-    Search,
+/// A batch function whose rows the batched join computes itself when they
+/// are joined back by ctid: (ord bigint, ctid tid) rows of one batch,
+/// made ready by `call` from the function's (non-NULL) arguments.
+pub struct Fusable {
+    pub name: &'static str,
+    entry: pg_sys::PGFunction,
+    pub call: fn(&[pg_sys::Datum]) -> Call,
 }
 
 unsafe extern "C-unwind" {
@@ -112,12 +111,52 @@ unsafe extern "C-unwind" {
     fn gpu_learned_probe_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
     fn gpu_art_probe_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
     fn gpuindex_search_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+    fn gpu_spatial_range_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+    fn gpu_spatial_within_circles_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+    fn gpu_spatial_within_points_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
 }
+
+fn oid(d: pg_sys::Datum) -> pg_sys::Oid {
+    pg_sys::Oid::from(d.value() as u32)
+}
+
+static FUSABLE: [Fusable; 7] = [
+    Fusable {
+        name: "gpu_btree_probe",
+        entry: Some(gpu_btree_probe_wrapper),
+        call: |a| Call::probe(oid(a[0]), a[1], "gpu_btree", "gpu_btree_probe"),
+    },
+    Fusable {
+        name: "gpu_learned_probe",
+        entry: Some(gpu_learned_probe_wrapper),
+        call: |a| Call::probe(oid(a[0]), a[1], "gpu_learned", "gpu_learned_probe"),
+    },
+    Fusable {
+        name: "gpu_art_probe",
+        entry: Some(gpu_art_probe_wrapper),
+        call: |a| Call::probe(oid(a[0]), a[1], "gpu_art", "gpu_art_probe"),
+    },
+    Fusable {
+        name: "gpuindex_search",
+        entry: Some(gpuindex_search_wrapper),
+        call: |a| Call::by_operator(oid(a[0]), oid(a[1]), a[2], None, "gpuindex_search"),
+    },
+    Fusable { name: "gpu_spatial_range", entry: Some(gpu_spatial_range_wrapper), call: |a| spatial::range(oid(a[0]), a[1]) },
+    Fusable { name: "gpu_spatial_within", entry: Some(gpu_spatial_within_circles_wrapper), call: |a| spatial::within(oid(a[0]), a[1]) },
+    Fusable {
+        name: "gpu_spatial_within",
+        entry: Some(gpu_spatial_within_points_wrapper),
+        // SAFETY: the function's float8 argument.
+        call: |a| spatial::within_distance(oid(a[0]), a[1], f64::from_bits(a[2].value() as u64)),
+    },
+];
+
+use crate::am::gpu_spatial::functions as spatial;
 
 impl Fusable {
     /// Function `funcid`, if it is one of them: told by its C entry point,
     /// so that a function of the same name elsewhere is not taken for it.
-    pub fn of(funcid: pg_sys::Oid) -> Option<Fusable> {
+    pub fn of(funcid: pg_sys::Oid) -> Option<&'static Fusable> {
         // SAFETY: a catalog lookup; fmgr_info of any existing function.
         let addr = unsafe {
             if pg_sys::get_func_name(funcid).is_null() {
@@ -127,34 +166,6 @@ impl Fusable {
             pg_sys::fmgr_info(funcid, &mut f);
             f.fn_addr.map(|a| a as usize)?
         };
-        let known: [(unsafe extern "C-unwind" fn(pg_sys::FunctionCallInfo) -> pg_sys::Datum, Fusable); 4] = [
-            (gpu_btree_probe_wrapper, Fusable::Probe { am: "gpu_btree", what: "gpu_btree_probe" }),
-            (gpu_learned_probe_wrapper, Fusable::Probe { am: "gpu_learned", what: "gpu_learned_probe" }),
-            (gpu_art_probe_wrapper, Fusable::Probe { am: "gpu_art", what: "gpu_art_probe" }),
-            (gpuindex_search_wrapper, Fusable::Search),
-        ];
-        known.iter().find(|(f, _)| *f as usize == addr).map(|k| k.1)
-    }
-
-    /// The function's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Fusable::Probe { what, .. } => what,
-            Fusable::Search => "gpuindex_search",
-        }
-    }
-
-    /// The call with these arguments (the function's, all non-NULL).
-    pub fn call(self, args: &[pg_sys::Datum]) -> Call {
-        match self {
-            Fusable::Probe { am, what } => Call::probe(pg_sys::Oid::from(args[0].value() as u32), args[1], am, what),
-            Fusable::Search => Call::by_operator(
-                pg_sys::Oid::from(args[0].value() as u32),
-                pg_sys::Oid::from(args[1].value() as u32),
-                args[2],
-                None,
-                "gpuindex_search",
-            ),
-        }
+        FUSABLE.iter().find(|f| f.entry.map(|e| e as usize) == Some(addr))
     }
 }

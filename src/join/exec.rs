@@ -726,7 +726,7 @@ impl State {
 /// snapshot once (by the fetch, following HOT chains as the function's
 /// visibility pass does), the table's policies among the match quals.
 struct Fused {
-    call: Fusable,
+    call: &'static Fusable,
     args: Vec<*mut pg_sys::ExprState>,
     /// The call's columns each outer target column is (1: ord, 2: ctid).
     columns: Vec<i16>,
@@ -792,7 +792,7 @@ impl Fused {
                 }
                 args.push(d);
             }
-            let call = self.call.call(&args);
+            let call = (self.call.call)(&args);
             // The planner saw a constant index of this table; its OID
             // is a dependency of the plan, which a DROP invalidates.
             if (*call.open.heap).rd_id != (*heap).rd_id {
@@ -1002,7 +1002,7 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
         if let Some(f) = &st.fused {
             // The child function scan is not run (EXPLAIN ANALYZE shows it
             // never executed).
-            text(es, c"Outer Call", &format!("{} searched by this node", f.call.name()));
+            text(es, c"Outer Call", &format!("{} searched by this node", f.call.name));
         }
         match &st.top {
             None if st.index.is_null() || st.fused.is_some() => {}

@@ -117,9 +117,7 @@ pub(crate) fn probe_function(
     what: &'static str,
     fcinfo: pg_sys::FunctionCallInfo,
 ) {
-    let call = crate::functions::call::Call::probe(index, keys.datum(), am, what);
-    let hits = call.rows();
-    drop(call);
+    let hits = crate::functions::call::Call::probe(index, keys.datum(), am, what).rows();
     // SAFETY: the caller's own fcinfo, declared (ord bigint, ctid tid).
     unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }
 }

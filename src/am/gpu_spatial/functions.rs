@@ -21,6 +21,7 @@
 use super::scan::{STRATEGY_DISTANCE, STRATEGY_IN_BOX, STRATEGY_IN_CIRCLE};
 use crate::am::common::search::{self, Ask, Batch, Hits};
 use crate::am::common::{Access, OpenIndex};
+use crate::functions::call::Call;
 use pgrx::datum::AnyArray;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -32,8 +33,8 @@ fn fail(code: PgSqlErrorCode, msg: impl Into<String>, hint: &str) -> ! {
 
 /// The non-NULL elements of a geometric array with their positions,
 /// checked to be of type `expect` (named `what`).
-fn elements(arr: &AnyArray, expect: pg_sys::Oid, what: &str) -> Vec<(i64, pg_sys::Datum)> {
-    let (elem, values) = crate::arrays::elements(arr.datum());
+fn elements(arr: pg_sys::Datum, expect: pg_sys::Oid, what: &str) -> Vec<(i64, pg_sys::Datum)> {
+    let (elem, values) = crate::arrays::elements(arr);
     if elem != expect {
         fail(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("expected an array of {what}"), &format!("Cast it: ARRAY[...]::{what}[]."));
     }
@@ -58,10 +59,40 @@ fn datums<T>(positions: impl IntoIterator<Item = i64>, values: &[T]) -> Vec<(i64
     positions.into_iter().zip(values).map(|(i, v)| (i, pg_sys::Datum::from(v as *const T))).collect()
 }
 
-/// Runs one batch over gpu_spatial index `oid`.
-fn run(oid: pg_sys::Oid, ask: Ask, query_type: pg_sys::Oid, queries: &[(i64, pg_sys::Datum)], what: &'static str) -> Hits {
+/// A batch over gpu_spatial index `oid`, opened under the guard.
+fn call(oid: pg_sys::Oid, ask: Ask, query_type: pg_sys::Oid, queries: Vec<(i64, pg_sys::Datum)>, what: &'static str) -> Call {
     let open = OpenIndex::open(oid, "gpu_spatial", Access::Read, pg_sys::AccessShareLock as i32);
-    search::search(&open, &Batch { ask, query_type, queries, what, heap_order: false })
+    Call { open, ask, query_type, queries, what }
+}
+
+/// `gpu_spatial_range`'s batch: the points inside each box.
+pub fn range(index: pg_sys::Oid, boxes: pg_sys::Datum) -> Call {
+    let qs = elements(boxes, pg_sys::BOXOID, "box");
+    call(index, Ask::Matches(STRATEGY_IN_BOX), pg_sys::BOXOID, qs, "gpu_spatial_range")
+}
+
+/// `gpu_spatial_within`'s batch of circles.
+pub fn within(index: pg_sys::Oid, circles: pg_sys::Datum) -> Call {
+    let qs = elements(circles, pg_sys::CIRCLEOID, "circle");
+    call(index, Ask::Matches(STRATEGY_IN_CIRCLE), pg_sys::CIRCLEOID, qs, "gpu_spatial_within")
+}
+
+/// `gpu_spatial_within`'s batch of centres and one radius: a circle around
+/// each, allocated in the current memory context (the caller's call).
+pub fn within_distance(index: pg_sys::Oid, centers: pg_sys::Datum, radius: f64) -> Call {
+    check_radius(radius);
+    let points = elements(centers, pg_sys::POINTOID, "point");
+    let qs = points
+        .iter()
+        .map(|&(i, d)| {
+            // SAFETY: palloc'd room for one circle, written before use.
+            let c = unsafe { pg_sys::palloc(std::mem::size_of::<pg_sys::CIRCLE>()).cast::<pg_sys::CIRCLE>() };
+            // SAFETY: as above.
+            unsafe { c.write(circle_around(d, radius)) };
+            (i, pg_sys::Datum::from(c))
+        })
+        .collect();
+    call(index, Ask::Matches(STRATEGY_IN_CIRCLE), pg_sys::CIRCLEOID, qs, "gpu_spatial_within")
 }
 
 /// Returns a batch's (ord, ctid) rows.
@@ -78,8 +109,7 @@ fn return_rows(hits: Hits, fcinfo: pg_sys::FunctionCallInfo) {
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_range(index: pg_sys::Oid, boxes: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
-    let qs = elements(&boxes, pg_sys::BOXOID, "box");
-    return_rows(run(index, Ask::Matches(STRATEGY_IN_BOX), pg_sys::BOXOID, &qs, "gpu_spatial_range"), fcinfo)
+    return_rows(range(index, boxes.datum()).rows(), fcinfo)
 }
 
 #[pg_extern(
@@ -90,8 +120,7 @@ fn gpu_spatial_range(index: pg_sys::Oid, boxes: AnyArray, fcinfo: pg_sys::Functi
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_within_circles(index: pg_sys::Oid, circles: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
-    let qs = elements(&circles, pg_sys::CIRCLEOID, "circle");
-    return_rows(run(index, Ask::Matches(STRATEGY_IN_CIRCLE), pg_sys::CIRCLEOID, &qs, "gpu_spatial_within"), fcinfo)
+    return_rows(within(index, circles.datum()).rows(), fcinfo)
 }
 
 #[pg_extern(
@@ -102,11 +131,7 @@ fn gpu_spatial_within_circles(index: pg_sys::Oid, circles: AnyArray, fcinfo: pg_
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_within_points(index: pg_sys::Oid, centers: AnyArray, radius: f64, fcinfo: pg_sys::FunctionCallInfo) {
-    check_radius(radius);
-    let points = elements(&centers, pg_sys::POINTOID, "point");
-    let circles: Vec<pg_sys::CIRCLE> = points.iter().map(|&(_, d)| circle_around(d, radius)).collect();
-    let qs = datums(points.iter().map(|p| p.0), &circles);
-    return_rows(run(index, Ask::Matches(STRATEGY_IN_CIRCLE), pg_sys::CIRCLEOID, &qs, "gpu_spatial_within"), fcinfo)
+    return_rows(within_distance(index, centers.datum(), radius).rows(), fcinfo)
 }
 
 #[pg_extern(
@@ -118,8 +143,8 @@ fn gpu_spatial_within_points(index: pg_sys::Oid, centers: AnyArray, radius: f64,
 )]
 fn gpu_spatial_knn(index: pg_sys::Oid, centers: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
     let k = crate::error::positive_k(k);
-    let qs = elements(&centers, pg_sys::POINTOID, "point");
-    let hits = run(index, Ask::Nearest { strategy: STRATEGY_DISTANCE, k }, pg_sys::POINTOID, &qs, "gpu_spatial_knn");
+    let qs = elements(centers.datum(), pg_sys::POINTOID, "point");
+    let hits = call(index, Ask::Nearest { strategy: STRATEGY_DISTANCE, k }, pg_sys::POINTOID, qs, "gpu_spatial_knn").rows();
     // SAFETY: the call's own fcinfo, declared (ord, ctid, distance).
     unsafe { crate::srf::ord_tid_distances(fcinfo, hits) }
 }
