@@ -53,6 +53,9 @@ SELECT * FROM jsame('SELECT id FROM jo WHERE NOT EXISTS (SELECT 1 FROM ji WHERE 
 SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.p <@ box(jo.p, point(jo.p[0] + 2, jo.p[1] + 2))');
 SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.v <@ l2_ball(ARRAY[jo.f, jo.f]::real[], 1.5)');
 SELECT * FROM jsame('SELECT jo.id, s.d FROM jo CROSS JOIN LATERAL (SELECT ji.p <-> jo.p AS d FROM ji ORDER BY ji.p <-> jo.p LIMIT 3) s');
+-- The inner row's ctid (NULL where a left join found none).
+EXPLAIN (COSTS OFF) SELECT jo.id, ji.ctid FROM jo LEFT JOIN ji ON ji.k = jo.k;
+SELECT * FROM jsame('SELECT jo.id, ji.ctid FROM jo LEFT JOIN ji ON ji.k = jo.k AND ji.id % 3 = 0');
 
 -- TID probes: `t.ctid = outer.ctid`, as the batch functions' rows are
 -- joined back. The row at each TID, as a TID scan finds it: old versions
@@ -76,6 +79,7 @@ SELECT * FROM jsame('SELECT jc.n, jt.id FROM jc LEFT JOIN jt ON jt.ctid = jc.c A
 SELECT * FROM jsame('SELECT n FROM jc WHERE EXISTS (SELECT 1 FROM jt WHERE jt.ctid = jc.c)');
 SELECT * FROM jsame('SELECT n FROM jc WHERE NOT EXISTS (SELECT 1 FROM jt WHERE jt.ctid = jc.c)');
 SELECT * FROM jsame('SELECT count(*) FROM jc JOIN jt ON jc.c = jt.ctid');
+SELECT * FROM jsame('SELECT jc.n, jt.ctid, jt.id FROM jc LEFT JOIN jt ON jt.ctid = jc.c');
 SELECT * FROM jsame('SELECT p.ord, t.id FROM gpu_btree_probe(''ji_k'', ARRAY[1, 5, 5, NULL, 399]::int8[]) p JOIN ji t ON t.ctid = p.ctid');
 BEGIN;
 UPDATE jt SET pad = 'v' WHERE id % 3 = 0;
@@ -135,6 +139,8 @@ BEGIN
   RETURN QUERY SELECT 11, * FROM jsame('SELECT p.ord, p.ctid, t.id FROM gpu_spatial_range(''ji_p'', ARRAY[box(point(0, 0), point(5, 5)), NULL, box(point(10, 10), point(12, 28))]) p JOIN ji t ON t.ctid = p.ctid');
   RETURN QUERY SELECT 12, * FROM jsame('SELECT p.ord, t.id FROM gpu_spatial_within(''ji_p'', ARRAY[circle(point(3, 3), 2), circle(point(20, 20), 4)]) p JOIN ji t ON t.ctid = p.ctid');
   RETURN QUERY SELECT 13, * FROM jsame('SELECT p.ord, t.id FROM gpu_spatial_within(''ji_p'', ARRAY[point(3, 3), point(40, 10), point(3, 3)], 2.5) p JOIN ji t ON t.ctid = p.ctid');
+  -- The table's own ctid: the call's.
+  RETURN QUERY SELECT 14, * FROM jsame(format('SELECT p.ord, t.ctid, t.ctid = p.ctid FROM gpu_btree_probe(''jf_k'', %s) p JOIN jf t ON t.ctid = p.ctid', keys));
   -- Rescanned with new arguments (a SubPlan's parameter).
   RETURN QUERY SELECT 10, * FROM jsame('SELECT o.n, (SELECT sum(t.id) FROM gpu_btree_probe(''jf_k'', ARRAY[o.n, o.n + 1000]) p JOIN jf t ON t.ctid = p.ctid) FROM generate_series(0::int8, 30) o(n)');
 END $$ LANGUAGE plpgsql;

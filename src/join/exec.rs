@@ -117,6 +117,8 @@ pub(super) struct State {
     /// attribute: of the table, or of the top-k subquery's output).
     pub(super) outer_cols: Vec<(usize, usize)>,
     pub(super) inner_cols: Vec<(usize, usize)>,
+    /// Scan columns of the inner table's ctid (the fetched row's TID).
+    pub(super) inner_ctid_cols: Vec<usize>,
     /// Where the inner columns are read: the heap slot, or the top-k
     /// subquery's stored rows.
     pub(super) inner_slot: *mut pg_sys::TupleTableSlot,
@@ -242,12 +244,12 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         stored_atts.sort_unstable();
         stored_atts.dedup();
         let stored = |att: usize| stored_atts.binary_search(&att).expect("stored");
-        let (mut outer_cols, mut inner_cols) = (Vec::new(), Vec::new());
+        let (mut outer_cols, mut inner_cols, mut inner_ctid_cols) = (Vec::new(), Vec::new(), Vec::new());
         for (col, &m) in p.colmap.iter().enumerate() {
-            if m > 0 {
-                outer_cols.push((col, stored(m as usize)));
-            } else {
-                inner_cols.push((col, (-m) as usize));
+            match m {
+                1.. => outer_cols.push((col, stored(m as usize))),
+                0 => inner_ctid_cols.push(col),
+                _ => inner_cols.push((col, (-m) as usize)),
             }
         }
         let scan_slot = (*node).ss.ss_ScanTupleSlot;
@@ -284,6 +286,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             stored_atts,
             outer_cols,
             inner_cols,
+            inner_ctid_cols,
             top,
             fused,
             chunk_size: crate::guc::JOIN_CHUNK.get().max(1) as usize,
@@ -394,6 +397,10 @@ impl State {
                 for &col in &f.ctid_cols {
                     *values.add(col) = crate::srf::tid_datum(&(*self.heap_slot).tts_tid);
                 }
+            }
+            for &col in &self.inner_ctid_cols {
+                *values.add(col) = crate::srf::tid_datum(&(*self.heap_slot).tts_tid);
+                *nulls.add(col) = !with_inner;
             }
             let h = self.inner_slot;
             for &(col, att) in &self.inner_cols {

@@ -460,8 +460,8 @@ unsafe fn probe_clause(
 }
 
 /// Whether every column the join needs is one the node can supply: inner
-/// user columns (no system or whole-row columns), outer columns the outer
-/// path returns, and no placeholder expressions.
+/// user columns and ctid (no other system column, no whole row), outer
+/// columns the outer path returns, and no placeholder expressions.
 unsafe fn vars_supported(
     joinrel: *mut pg_sys::RelOptInfo,
     innerrel: *mut pg_sys::RelOptInfo,
@@ -480,7 +480,7 @@ unsafe fn vars_supported(
                     return false;
                 }
                 let ok = if (*v).varno as pg_sys::Index == (*innerrel).relid {
-                    (*v).varattno > 0
+                    (*v).varattno > 0 || (*v).varattno as i32 == pg_sys::SelfItemPointerAttributeNumber
                 } else {
                     pg_sys::list_member(outer_target, v.cast())
                 };

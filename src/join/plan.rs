@@ -101,7 +101,7 @@ pub struct Private {
     pub fused: bool,
     /// For each scan-tuple column: the outer child's column (1-based,
     /// positive) or the inner table's attribute, or the top-k subquery's
-    /// output column (negated).
+    /// output column (negated), or 0 for the inner table's ctid.
     pub colmap: Vec<i32>,
     pub top: Option<TopKPlan>,
 }
@@ -283,7 +283,12 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
             .map(|te| {
                 let var = (*te).expr.cast::<pg_sys::Var>();
                 if (*var).varno == inner_relid {
-                    -((*var).varattno as i32)
+                    // (ctid: 0, the fetched row's TID.)
+                    if (*var).varattno as i32 == pg_sys::SelfItemPointerAttributeNumber {
+                        0
+                    } else {
+                        -((*var).varattno as i32)
+                    }
                 } else {
                     outer_tlist
                         .iter()
