@@ -8,8 +8,10 @@
 # the join as written through each built-in index alone (a forced nested
 # loop; the other indexes dropped in a rolled-back transaction).
 #   SET=learned (default): N (10^8) int8 permutation keys, gpu_learned and btree;
-#   SET=art: N (10^7) uuids (md5 of i), gpu_art, btree and hash.
-# 131,072 probe keys (about 9% misses). Copy next to a bundle folder `pg`
+#   SET=art: N (10^7) uuids (md5 of i), gpu_art, btree and hash;
+#   SET=spatial: N (10^7) uniform points in [0,1000)^2, gpu_spatial_range
+#   over M (131,072) 1x1 boxes, against GiST's nested loop.
+# M (131,072) probe keys (about 9% misses). Copy next to a bundle folder `pg`
 # made by scripts/gpu-pg-bundle.sh, with bundle-server.sh, and run it there.
 cd "$(dirname "$0")"
 conf=${CONF:-'shared_buffers=32GB;max_wal_size=32GB;checkpoint_timeout=30min'}
@@ -17,7 +19,14 @@ source ./bundle-server.sh
 SET=${SET:-learned}
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc
 t0=$(date +%s)
-if [ "$SET" = art ]; then
+if [ "$SET" = spatial ]; then
+  N=${N:-10000000}
+  key() { echo "point(random() * 1000, random() * 1000)"; }
+  probe="box(point(x, y), point(x + 1, y + 1))"
+  fn=gpu_spatial_range; ours=t_s; builtin="t_g"
+  indexes="CREATE INDEX t_s ON t USING gpu_spatial (k); CREATE INDEX t_g ON t USING gist (k);"
+  ty=point
+elif [ "$SET" = art ]; then
   N=${N:-10000000}
   key() { echo "md5(($1)::text)::uuid"; }
   probe=$(key "(random() * $N * 1.09)::int8")
@@ -32,6 +41,9 @@ else
   indexes="CREATE INDEX t_l ON t USING gpu_learned (k); CREATE INDEX t_b ON t (k);"
   ty=int8
 fi
+M=${M:-131072}
+rows="generate_series(1, $M)"
+[ "$SET" = spatial ] && rows="(SELECT random() * 999 x, random() * 999 y FROM generate_series(1, $M)) g"
 $P <<SQL
 CREATE EXTENSION gpuindex;
 CREATE TABLE t (k $ty, payload int8);
@@ -39,12 +51,13 @@ INSERT INTO t SELECT $(key i), i FROM generate_series(0, $N - 1) i;
 $indexes
 VACUUM ANALYZE t;
 SELECT setseed(0.25);
-CREATE TABLE probes AS SELECT array_agg($probe) a FROM generate_series(1, 131072);
+CREATE TABLE probes AS SELECT array_agg($probe) a FROM $rows;
 SQL
 echo "built in $(( $(date +%s) - t0 )) s"
 F="SELECT count(*) FROM $fn('$ours', (SELECT a FROM probes)) p JOIN t ON t.ctid = p.ctid"
 U="SELECT count(*) FROM $fn('$ours'::text::regclass, (SELECT a FROM probes)) p JOIN t ON t.ctid = p.ctid"
 J="SELECT count(*) FROM unnest((SELECT a FROM probes)) u(k) JOIN t ON t.k = u.k"
+[ "$SET" = spatial ] && J="SELECT count(*) FROM unnest((SELECT a FROM probes)) u(b) JOIN t ON t.k <@ u.b"
 $P -c "EXPLAIN (ANALYZE, COSTS OFF) $F"
 for round in 1 2 3; do
   for q in F U; do
