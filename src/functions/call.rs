@@ -8,6 +8,7 @@
 
 use crate::am::common::search::{self, Ask, Batch};
 use crate::am::common::{Access, OpenIndex};
+use crate::am::gpu_spatial::functions as spatial;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -146,12 +147,10 @@ static FUSABLE: [Fusable; 7] = [
     Fusable {
         name: "gpu_spatial_within",
         entry: Some(gpu_spatial_within_points_wrapper),
-        // SAFETY: the function's float8 argument.
+        // (The radius: a float8, passed by value.)
         call: |a| spatial::within_distance(oid(a[0]), a[1], f64::from_bits(a[2].value() as u64)),
     },
 ];
-
-use crate::am::gpu_spatial::functions as spatial;
 
 impl Fusable {
     /// Function `funcid`, if it is one of them: told by its C entry point,

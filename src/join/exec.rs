@@ -770,8 +770,8 @@ impl Fused {
                 .into_iter()
                 .map(|te| if is_a((*te).expr, NodeTag::T_Var) { (*(*te).expr.cast::<pg_sys::Var>()).varattno } else { 0 })
                 .collect();
-            let used = colmap.iter().filter(|&&m| m > 0).map(|&m| columns.get(m as usize - 1).copied().unwrap_or(0));
-            if !used.clone().all(|a| a == 1 || a == 2) {
+            let mut used = colmap.iter().filter(|&&m| m > 0).map(|&m| columns.get(m as usize - 1).copied().unwrap_or(0));
+            if !used.all(|a| a == 1 || a == 2) {
                 return None;
             }
             let ctid_cols = colmap.iter().enumerate().filter(|&(_, &m)| m > 0 && columns[m as usize - 1] == 2).map(|(c, _)| c).collect();
