@@ -468,6 +468,7 @@ impl State {
             let mut f = self.fused.take().expect("a fused call");
             if f.matches.is_none() {
                 let started = Instant::now();
+                self.bulk_deletes = bulk_deletes::finished(self.index);
                 let caller = pg_sys::CurrentMemoryContext;
                 pg_sys::CurrentMemoryContext = self.chunk_cxt;
                 let (matches, queries) = f.search(econtext, self.heap);

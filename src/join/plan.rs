@@ -219,6 +219,15 @@ pub unsafe fn reads_no_inner_column(innerrel: *mut pg_sys::RelOptInfo, exprs: &[
     }
 }
 
+/// Whether expression `e` reads the column `var` (a Var).
+///
+/// # Safety
+/// Planner expressions.
+unsafe fn reads(e: *mut pg_sys::Node, var: *mut pg_sys::Expr) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { list::ptrs::<pg_sys::Var>(pg_sys::pull_var_clause(e, 0)).into_iter().any(|v| pg_sys::equal(v.cast(), var.cast())) }
+}
+
 fn copy<T>(node: *mut T) -> *mut T {
     // SAFETY: copies a node tree into the current (planner) memory context.
     unsafe { pg_sys::copyObjectImpl(node.cast()).cast() }
@@ -255,10 +264,14 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         let by_tid = index.is_null();
         let probe_clause = if rinfo.is_null() || by_tid { std::ptr::null_mut() } else { copy((*rinfo).clause) };
         // A top-k subquery's rows are always read, and a TID probe's
-        // (its TID may name no row: only the page tells).
+        // (its TID may name no row: only the page tells), but for a fused
+        // call's (index entries, as an index probe's) where nothing reads
+        // the call's ctid (the visible row's TID, which only the page
+        // tells).
         let mut ints = ints;
         let read = [tlist.cast(), (*(*best_path).path.pathtarget).exprs.cast(), matching.cast(), other_quals.cast()];
-        ints[2] = (!rinfo.is_null() && !by_tid && index_only(innerrel, &read)) as i32;
+        let entries = !by_tid || (ints[3] != 0 && !read.iter().any(|&e| reads(e, super::path::strip_relabel(key))));
+        ints[2] = (!rinfo.is_null() && entries && index_only(innerrel, &read)) as i32;
 
         // The scan tuple: every Var of what the node evaluates. (The
         // target list is NIL under a projection: its Vars come from the
