@@ -31,6 +31,9 @@ pub static RETAINED_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024)
 pub static ENABLE_JOIN: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// Outer rows the batched index join sends to the index as one batch.
 pub static JOIN_CHUNK: GucSetting<i32> = GucSetting::<i32>::new(1_048_576);
+/// Memory (kB) a batch's matches may take before the batch is searched in
+/// pieces of fewer queries (`am::common::search::Pieces`).
+pub static BATCH_WORK_MEM: GucSetting<i32> = GucSetting::<i32>::new(1_048_576);
 /// Tests only: gpu_btree leaf splits stop after their first record, as a
 /// crash there would (the downlink is left for the next writer to add).
 pub static DEBUG_INTERRUPT_SPLITS: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -195,6 +198,18 @@ pub fn init() {
         16_777_216,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"gpuindex.batch_work_mem",
+        c"Memory a batch search's matches may take in a backend.",
+        c"A batch (a batch function's array, an = ANY array, a chunk of the batched join) whose matches would take more \
+          (about 48 bytes a match) is searched in pieces of fewer queries, each within it; one query that alone would \
+          take more raises an ERROR.",
+        &BATCH_WORK_MEM,
+        64,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_KB,
     );
     GucRegistry::define_enum_guc(
         c"gpuindex.service",

@@ -82,18 +82,32 @@ impl Call {
         Batch { ask: self.ask, query_type: self.query_type, queries: &self.queries, what: self.what, heap_order }
     }
 
-    /// The function's rows: (position, TID) of every visible row that
-    /// matches, policies applied; the index and table closed after.
-    pub fn rows(self) -> search::Hits {
-        search::search(&self.open, &self.batch(false))
+    /// Writes the function's rows as its result: (position, TID[,
+    /// distance]) of every visible row that matches, policies applied,
+    /// grouped by position; searched in pieces whose matches fit
+    /// `gpuindex.batch_work_mem` (the result spills to disk beyond
+    /// work_mem, as any function's).
+    ///
+    /// # Safety
+    /// `fcinfo` is the function's own, declared with those columns.
+    pub unsafe fn return_rows(self, fcinfo: pg_sys::FunctionCallInfo) {
+        // SAFETY: the caller's contract.
+        let mut out = unsafe { crate::srf::Rows::begin(fcinfo) };
+        let batch = self.batch(false);
+        let mut pieces = search::Pieces::new(&batch);
+        while let Some(hits) = pieces.next(&self.open, &batch) {
+            // SAFETY: as above.
+            unsafe { out.put_hits(hits) };
+        }
     }
 
-    /// Every index match, (position, TID of the index entry), in heap
-    /// order, for a plan node that fetches the rows itself with its
-    /// snapshot and applies the table's policies among its quals.
-    pub fn matches(&self) -> Vec<(i64, pg_sys::ItemPointerData)> {
-        let plan = OpenIndex::for_plan(self.open.heap, self.open.index, self.open.am);
-        search::search(&plan, &self.batch(true)).rows
+    /// The call as a plan node runs it: the guarded index closed (its
+    /// checks done), the node's own `index` on `heap` searched instead
+    /// (`for_plan`: every index match, the node fetching the rows itself
+    /// with its snapshot and the table's policies among its quals).
+    pub fn for_plan(self, heap: pg_sys::Relation, index: pg_sys::Relation) -> Call {
+        let plan = OpenIndex::for_plan(heap, index, self.open.am);
+        Call { open: plan, ..self }
     }
 }
 

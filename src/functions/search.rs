@@ -9,14 +9,15 @@
 //! They are what the per-type batch functions are, for any access method
 //! (`am::common::search`), and the path the batched join takes.
 
-use crate::am::common::search;
 use pgrx::datum::AnyArray;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-/// Opens the index, maps `op` to its strategy and runs the batch.
-fn run(index: pg_sys::Oid, op: pg_sys::Oid, queries: &AnyArray, k: Option<usize>, what: &'static str) -> search::Hits {
-    super::call::Call::by_operator(index, op, queries.datum(), k, what).rows()
+/// Opens the index, maps `op` to its strategy and returns the batch's rows.
+fn run(index: pg_sys::Oid, op: pg_sys::Oid, queries: &AnyArray, k: Option<usize>, what: &'static str, fcinfo: pg_sys::FunctionCallInfo) {
+    // SAFETY: the call's own fcinfo, declared (ord, ctid[, distance]) as
+    // `k` says.
+    unsafe { super::call::Call::by_operator(index, op, queries.datum(), k, what).return_rows(fcinfo) }
 }
 
 #[pg_extern(
@@ -27,9 +28,7 @@ fn run(index: pg_sys::Oid, op: pg_sys::Oid, queries: &AnyArray, k: Option<usize>
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpuindex_search(index: pg_sys::Oid, op: pg_sys::Oid, queries: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
-    let hits = run(index, op, &queries, None, "gpuindex_search");
-    // SAFETY: the call's own fcinfo, declared (ord bigint, ctid tid).
-    unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }
+    run(index, op, &queries, None, "gpuindex_search", fcinfo)
 }
 
 #[pg_extern(
@@ -42,7 +41,5 @@ fn gpuindex_search(index: pg_sys::Oid, op: pg_sys::Oid, queries: AnyArray, fcinf
 )]
 fn gpuindex_nearest(index: pg_sys::Oid, op: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
     let k = crate::error::positive_k(k);
-    let hits = run(index, op, &queries, Some(k), "gpuindex_nearest");
-    // SAFETY: the call's own fcinfo, declared (ord, ctid, distance).
-    unsafe { crate::srf::ord_tid_distances(fcinfo, hits) }
+    run(index, op, &queries, Some(k), "gpuindex_nearest", fcinfo)
 }

@@ -1,6 +1,7 @@
 //! Execution. Each chunk: up to `gpuindex.join_chunk` outer rows copied
 //! into the chunk's memory, their queries (the probe's outer side) sent to
-//! the index as one batch (`search::search`, GPU or all cores), the matches
+//! the index as one batch (GPU or all cores; in `search::Pieces` where its
+//! matches would not fit `gpuindex.batch_work_mem`), the matches
 //! sorted by TID and fetched in that order with the query's snapshot
 //! (`heap.rs`: a page pinned and locked once for all its TIDs, HOT chains,
 //! visibility, predicate locks), each fetched row joined with every outer row
@@ -70,6 +71,8 @@ pub(super) struct Stats {
     pub(super) fetches: u64,
     pub(super) removed_by_join_filter: u64,
     pub(super) gpu_batches: u64,
+    /// Searches beyond one a batch: its pieces (`search::Pieces`).
+    pub(super) extra_pieces: u64,
     pub(super) index_time: Duration,
     pub(super) heap_time: Duration,
 }
@@ -143,6 +146,9 @@ pub(super) struct State {
     pub(super) matched: Vec<bool>,
     /// (TID, row), in TID order.
     pub(super) matches: Vec<(Tid, u32)>,
+    /// The chunk's queries, and its pieces still to search (`probe`).
+    keys: Vec<(i64, pg_sys::Datum)>,
+    pieces: Option<search::Pieces>,
     pub(super) cursor: usize,
     /// The TID in `heap_slot`, and whether a visible row was found there.
     pub(super) fetched: Option<(Tid, bool)>,
@@ -307,6 +313,8 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             cursor: 0,
             fetched: None,
             unmatched: 0,
+            keys: Vec::new(),
+            pieces: None,
             since_reset: 0,
             shared: std::ptr::null(),
             workers: Stats::default(),
@@ -458,7 +466,8 @@ impl State {
     }
 
     /// The next chunk of a fused call's matches, as outer rows each with
-    /// its one match (the call searched at the first).
+    /// its one match (the call made ready at the first, its pieces
+    /// searched as the chunks reach them).
     unsafe fn load_fused(&mut self, econtext: *mut pg_sys::ExprContext) {
         // SAFETY: the node's contexts and table.
         unsafe {
@@ -466,20 +475,33 @@ impl State {
             // (Out of the node while the chunk is filled; an ERROR ends
             // the query.)
             let mut f = self.fused.take().expect("a fused call");
-            if f.matches.is_none() {
-                let started = Instant::now();
+            if f.searching.is_none() {
                 self.bulk_deletes = bulk_deletes::finished(self.index);
                 let caller = pg_sys::CurrentMemoryContext;
-                pg_sys::CurrentMemoryContext = self.chunk_cxt;
-                let (matches, queries) = f.search(econtext, self.heap);
+                pg_sys::CurrentMemoryContext = f.cxt;
+                f.searching = f.start(econtext, self.heap, self.index);
                 pg_sys::CurrentMemoryContext = caller;
-                f.matches = Some(matches);
-                f.taken = 0;
-                self.stats.probes += queries as u64;
-                self.note_batch(started);
+                self.stats.probes += f.searching.as_ref().map_or(0, |s| s.call.queries.len() as u64);
             }
-            let all = f.matches.as_deref().unwrap_or_default();
-            let chunk = &all[f.taken..(f.taken + self.chunk_size).min(all.len())];
+            let mut done = true;
+            if let Some(s) = f.searching.as_mut() {
+                // The next piece once this one's matches are taken.
+                while s.taken == s.matches.len() && !s.pieces.done() {
+                    let started = Instant::now();
+                    let caller = pg_sys::CurrentMemoryContext;
+                    pg_sys::CurrentMemoryContext = self.chunk_cxt;
+                    let hits = s.pieces.next(&s.call.open, &s.call.batch(true));
+                    pg_sys::CurrentMemoryContext = caller;
+                    self.stats.extra_pieces += (hits.is_some() && s.pieces.answered() > 1) as u64;
+                    s.matches = hits.map_or_else(Vec::new, |h| h.rows.into_iter().map(|(ord, t)| (tid_from(t), ord)).collect());
+                    s.taken = 0;
+                    self.note_batch(started);
+                }
+                done = s.pieces.done();
+            }
+            let all = f.searching.as_ref().map_or(&[][..], |s| &s.matches[..]);
+            let taken = f.searching.as_ref().map_or(0, |s| s.taken);
+            let chunk = &all[taken..(taken + self.chunk_size).min(all.len())];
             self.values.clear();
             self.nulls.clear();
             self.matched.clear();
@@ -494,16 +516,14 @@ impl State {
                 self.matches.push((tid, row as u32));
             }
             self.rows = chunk.len();
-            self.outer_done = f.taken + chunk.len() == all.len();
-            f.taken += self.rows;
+            self.outer_done = done && taken + chunk.len() == all.len();
+            if let Some(s) = f.searching.as_mut() {
+                s.taken += self.rows;
+            }
             self.fused = Some(f);
-            self.vm_last = None;
-            self.pages.reset();
             self.stats.chunks += 1;
             self.stats.matches += self.rows as u64;
-            self.cursor = 0;
-            self.unmatched = 0;
-            self.fetched = None;
+            self.start_matches();
         }
     }
 
@@ -571,35 +591,55 @@ impl State {
         }
     }
 
-    /// Sends the chunk's queries to the index as one batch.
-    unsafe fn probe(&mut self, keys: &[(i64, pg_sys::Datum)]) {
-        let started = Instant::now();
+    /// Sends the chunk's queries to the index as one batch (in pieces
+    /// where its matches would not fit `gpuindex.batch_work_mem`: each
+    /// outer row's matches are in one piece, searched as the matches
+    /// before it are taken).
+    unsafe fn probe(&mut self, keys: Vec<(i64, pg_sys::Datum)>) {
         self.matches.clear();
+        self.stats.chunks += 1;
+        self.stats.probes += keys.len() as u64;
+        if self.index.is_null() {
+            // SAFETY: the node's open table; TID datums.
+            self.matches = unsafe { tid_matches(self.heap, &keys) };
+            self.stats.matches += self.matches.len() as u64;
+        } else if !keys.is_empty() {
+            self.bulk_deletes = bulk_deletes::finished(self.index);
+            self.keys = keys;
+            self.pieces = Some(search::Pieces::new(&self.batch()));
+            // SAFETY: as the caller's.
+            unsafe { self.next_piece() };
+        }
+        self.start_matches();
+    }
+
+    /// The batch of the chunk's queries.
+    fn batch(&self) -> Batch<'_> {
+        Batch { ask: Ask::Matches(self.strategy), query_type: self.key_type, queries: &self.keys, what: "GpuIndexJoin", heap_order: true }
+    }
+
+    /// Searches the chunk's next piece into `matches` (heap order); false
+    /// when every piece has been searched.
+    unsafe fn next_piece(&mut self) -> bool {
+        let Some(mut pieces) = self.pieces.take() else { return false };
+        let started = Instant::now();
+        let open = OpenIndex::for_plan(self.heap, self.index, self.am);
+        let Some(hits) = pieces.next(&open, &self.batch()) else { return false };
+        self.stats.extra_pieces += (pieces.answered() > 1) as u64;
+        self.pieces = Some(pieces);
+        self.matches = hits.rows.into_iter().map(|(row, t)| (tid_from(t), row as u32)).collect();
+        crate::visibility::sort(&mut self.matches);
+        self.note_batch(started);
+        self.stats.matches += self.matches.len() as u64;
+        true
+    }
+
+    /// Starts taking `matches` from their first.
+    fn start_matches(&mut self) {
         // (A new search may find rows inserted since a page was checked.)
         self.vm_last = None;
         // SAFETY: the node's fetch.
         unsafe { self.pages.reset() };
-        if self.index.is_null() {
-            // SAFETY: the node's open table; TID datums.
-            self.matches = unsafe { tid_matches(self.heap, keys) };
-        } else if !keys.is_empty() {
-            self.bulk_deletes = bulk_deletes::finished(self.index);
-            let open = OpenIndex::for_plan(self.heap, self.index, self.am);
-            let batch = Batch {
-                ask: Ask::Matches(self.strategy),
-                query_type: self.key_type,
-                queries: keys,
-                what: "GpuIndexJoin",
-                heap_order: true,
-            };
-            let hits = search::search(&open, &batch);
-            self.matches = hits.rows.into_iter().map(|(row, t)| (tid_from(t), row as u32)).collect();
-            crate::visibility::sort(&mut self.matches);
-            self.note_batch(started);
-        }
-        self.stats.chunks += 1;
-        self.stats.probes += keys.len() as u64;
-        self.stats.matches += self.matches.len() as u64;
         self.cursor = 0;
         self.unmatched = 0;
         self.fetched = None;
@@ -625,6 +665,12 @@ impl State {
                 self.cursor += 1;
                 top.load(at);
                 return Some(Some(row as usize));
+            }
+            while self.cursor == self.matches.len() {
+                if !self.next_piece() {
+                    return None;
+                }
+                self.start_matches();
             }
             let &(tid, row) = self.matches.get(self.cursor)?;
             // Matches come in heap order, their outer rows in any: each
@@ -740,9 +786,20 @@ struct Fused {
     columns: Vec<i16>,
     /// Scan-tuple columns that hold the call's ctid: the fetched row's.
     ctid_cols: Vec<usize>,
-    /// The call's matches (TID, position) in heap order, once searched,
-    /// and how many were taken into chunks.
-    matches: Option<Vec<(Tid, i64)>>,
+    /// Holds the evaluated arguments and the queries of the call being
+    /// searched (reset at a rescan).
+    cxt: pg_sys::MemoryContext,
+    searching: Option<Searching>,
+}
+
+/// A fused call being searched: the call (for the plan node), its pieces
+/// (`search::Pieces`: memory stays bounded whatever it matches), the
+/// current piece's matches (TID, position) in heap order and how many
+/// were taken into chunks.
+struct Searching {
+    call: crate::functions::call::Call,
+    pieces: search::Pieces,
+    matches: Vec<(Tid, i64)>,
     taken: usize,
 }
 
@@ -777,26 +834,33 @@ impl Fused {
             }
             let ctid_cols = colmap.iter().enumerate().filter(|&(_, &m)| m > 0 && columns[m as usize - 1] == 2).map(|(c, _)| c).collect();
             let args = list::ptrs::<pg_sys::Expr>((*expr).args).into_iter().map(|a| pg_sys::ExecInitExpr(a, parent)).collect();
-            Some(Fused { call, args, columns, ctid_cols, matches: None, taken: 0 })
+            let cxt = pg_sys::AllocSetContextCreateInternal(
+                pg_sys::CurrentMemoryContext,
+                c"GpuIndexJoin call".as_ptr(),
+                0,
+                8 * 1024,
+                8 * 1024 * 1024,
+            );
+            Some(Fused { call, args, columns, ctid_cols, cxt, searching: None })
         }
     }
 
-    /// Runs the call's search (ERRORs as the function raises them): its
-    /// matches in heap order, and how many queries it asked.
+    /// Makes the call ready (ERRORs as the function raises them) over the
+    /// node's `index` of `heap`: None where an argument is NULL (the
+    /// functions are strict: no rows).
     ///
     /// # Safety
-    /// In `econtext`, the node's; `heap` the node's table.
-    unsafe fn search(&self, econtext: *mut pg_sys::ExprContext, heap: pg_sys::Relation) -> (Vec<(Tid, i64)>, usize) {
+    /// In `econtext`, the node's; in the call's memory context.
+    unsafe fn start(&self, econtext: *mut pg_sys::ExprContext, heap: pg_sys::Relation, index: pg_sys::Relation) -> Option<Searching> {
         // SAFETY: the caller's contract; the arguments are evaluated in the
-        // caller's memory context, which outlives the search.
+        // call's memory context, which outlives the search.
         unsafe {
             let mut args = Vec::with_capacity(self.args.len());
             for &a in &self.args {
                 let mut isnull = false;
                 let d = pg_sys::ffi::pg_guard_ffi_boundary(|| crate::slot::in_guard::eval_expr(a, econtext, &mut isnull));
-                // The functions are strict: a NULL argument, no rows.
                 if isnull {
-                    return (Vec::new(), 0);
+                    return None;
                 }
                 args.push(d);
             }
@@ -806,9 +870,20 @@ impl Fused {
             if (*call.open.heap).rd_id != (*heap).rd_id {
                 pgrx::error!("gpuindex: GpuIndexJoin: the batch function's index is no longer an index of the joined table");
             }
-            let matches = call.matches().into_iter().map(|(ord, t)| (tid_from(t), ord)).collect();
-            (matches, call.queries.len())
+            let call = call.for_plan(heap, index);
+            let pieces = search::Pieces::new(&call.batch(true));
+            Some(Searching { call, pieces, matches: Vec::new(), taken: 0 })
         }
+    }
+
+    /// Forgets the call's search (its arguments may change at a rescan).
+    ///
+    /// # Safety
+    /// Outside the call's memory context.
+    unsafe fn reset(&mut self) {
+        self.searching = None;
+        // SAFETY: the call's context, nothing in it referenced any more.
+        unsafe { pg_sys::MemoryContextReset(self.cxt) };
     }
 }
 
@@ -858,7 +933,7 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                     if st.top.is_some() {
                         st.run_top_k(keys, snapshot);
                     } else {
-                        st.probe(&keys);
+                        st.probe(keys);
                     }
                     st.phase = Phase::Matches;
                 }
@@ -935,9 +1010,10 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
         st.rows = 0;
         if let Some(f) = st.fused.as_mut() {
             // Its arguments may have changed with the parameters.
-            f.matches = None;
+            f.reset();
         }
         st.matches.clear();
+        st.pieces = None;
         st.fetched = None;
         pg_sys::ExecClearTuple(st.heap_slot);
         st.pages.reset();
@@ -1044,6 +1120,10 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
             }
             integer(es, c"Chunks", s.chunks);
             integer(es, c"GPU Batches", s.gpu_batches);
+            if s.extra_pieces > 0 {
+                // (Batches split to fit gpuindex.batch_work_mem.)
+                integer(es, c"Extra Batch Pieces", s.extra_pieces);
+            }
             integer(es, c"Probes", s.probes);
             integer(es, c"Index Matches", s.matches);
             integer(es, c"Heap Fetches", s.fetches);

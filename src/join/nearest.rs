@@ -206,74 +206,84 @@ impl State {
         while !pending.is_empty() {
             top.rounds += 1;
             self.stats.probes += pending.len() as u64;
-            let started = Instant::now();
             let open = OpenIndex::for_plan(self.heap, self.index, self.am);
             let ask = Ask::Nearest { strategy: self.strategy, k: want };
             let batch = Batch { ask, query_type: self.key_type, queries: &pending, what: "GpuIndexJoin", heap_order: false };
-            let hits = search::search(&open, &batch);
-            self.note_batch(started);
-            let rechecked = bound(open.index, pending[0].1, 0.0).is_some();
-            // Each row's farthest candidate.
+            // (In pieces where the candidates would not fit
+            // gpuindex.batch_work_mem: each row's in one.)
+            let mut pieces = search::Pieces::new(&batch);
+            // Each row's farthest candidate, and how many it has.
             let mut last = vec![0f64; n];
-            for (&(row, _), &d) in hits.rows.iter().zip(hits.distances.as_deref().unwrap_or_default()) {
-                last[row as usize] = last[row as usize].max(d);
-            }
-            // Each row's candidates come nearest first: their rank.
             let mut count = vec![0u32; n];
-            let mut cands: Vec<(u64, u32, u32)> = hits
-                .rows
-                .iter()
-                .map(|&(row, t)| {
-                    let r = &mut count[row as usize];
-                    *r += 1;
-                    (tid_from(t), row as u32, *r - 1)
-                })
-                .collect();
-            self.stats.matches += cands.len() as u64;
-            cands.sort_unstable();
-            for &(row, _) in &pending {
-                let r = &mut results[row as usize];
-                r.clear();
-                r.reserve(want.min(4096));
-            }
-            // SAFETY: the node's fetch.
-            unsafe { self.pages.reset() };
-            let width = self.stored_atts.len();
-            for (i, &(tid, row, rank)) in cands.iter().enumerate() {
-                if i % 4096 == 4095 {
-                    pgrx::check_for_interrupts!();
+            let mut again = Vec::new();
+            loop {
+                let started = Instant::now();
+                let Some(hits) = pieces.next(&open, &batch) else { break };
+                self.note_batch(started);
+                self.stats.extra_pieces += (pieces.answered() > 1) as u64;
+                let part = &pending[pieces.last()];
+                let Some(&(_, first)) = part.first() else { continue };
+                let rechecked = bound(open.index, first, 0.0).is_some();
+                for (&(row, _), &d) in hits.rows.iter().zip(hits.distances.as_deref().unwrap_or_default()) {
+                    last[row as usize] = last[row as usize].max(d);
                 }
-                // Candidates come in heap order, their outer rows in any:
-                // the row's values and its result list, asked for ahead.
-                if let Some(&(_, ahead, _)) = cands.get(i + 8) {
-                    crate::storage::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * width));
-                    crate::storage::prefetch(results.as_ptr().wrapping_add(ahead as usize));
+                // Each row's candidates come nearest first: their rank.
+                let mut cands: Vec<(u64, u32, u32)> = hits
+                    .rows
+                    .iter()
+                    .map(|&(row, t)| {
+                        let r = &mut count[row as usize];
+                        *r += 1;
+                        (tid_from(t), row as u32, *r - 1)
+                    })
+                    .collect();
+                self.stats.matches += cands.len() as u64;
+                cands.sort_unstable();
+                for &(row, _) in part {
+                    let r = &mut results[row as usize];
+                    r.clear();
+                    r.reserve(want.min(4096));
                 }
-                // SAFETY: the node's fetch and slots.
-                if unsafe { self.fetch(tid, snapshot, cands[i + 1..].iter().map(|c| c.0)) } {
-                    if let Some((value, s)) = unsafe { self.accept(&mut top, row as usize, rechecked) } {
-                        results[row as usize].push((value, rank as u64, s));
+                // SAFETY: the node's fetch.
+                unsafe { self.pages.reset() };
+                let width = self.stored_atts.len();
+                for (i, &(tid, row, rank)) in cands.iter().enumerate() {
+                    if i % 4096 == 4095 {
+                        pgrx::check_for_interrupts!();
+                    }
+                    // Candidates come in heap order, their outer rows in any:
+                    // the row's values and its result list, asked for ahead.
+                    if let Some(&(_, ahead, _)) = cands.get(i + 8) {
+                        crate::storage::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * width));
+                        crate::storage::prefetch(results.as_ptr().wrapping_add(ahead as usize));
+                    }
+                    // SAFETY: the node's fetch and slots.
+                    if unsafe { self.fetch(tid, snapshot, cands[i + 1..].iter().map(|c| c.0)) } {
+                        if let Some((value, s)) = unsafe { self.accept(&mut top, row as usize, rechecked) } {
+                            results[row as usize].push((value, rank as u64, s));
+                        }
                     }
                 }
-            }
-            let mut again = Vec::new();
-            for (row, key) in pending {
-                let r = &mut results[row as usize];
-                r.sort_unstable_by_key(|x| (x.0, x.1));
-                let ran_out = (count[row as usize] as usize) < want;
-                // Rechecked: done when nothing beyond the last candidate
-                // (distance >= its) can have a smaller value than the k-th.
-                let settled = || {
-                    !rechecked || ran_out || bound(open.index, key, last[row as usize]).is_some_and(|b| r[k - 1].0 <= order_key(false, b))
-                };
-                if r.len() >= k && settled() {
-                    r.truncate(k);
-                } else if ran_out {
-                    // The index ran out: NULL columns may still come.
-                    r.clear();
-                    by_scan.push(row as usize);
-                } else {
-                    again.push((row, key));
+                for &(row, key) in part {
+                    let r = &mut results[row as usize];
+                    r.sort_unstable_by_key(|x| (x.0, x.1));
+                    let ran_out = (count[row as usize] as usize) < want;
+                    // Rechecked: done when nothing beyond the last candidate
+                    // (distance >= its) can have a smaller value than the k-th.
+                    let settled = || {
+                        !rechecked
+                            || ran_out
+                            || bound(open.index, key, last[row as usize]).is_some_and(|b| r[k - 1].0 <= order_key(false, b))
+                    };
+                    if r.len() >= k && settled() {
+                        r.truncate(k);
+                    } else if ran_out {
+                        // The index ran out: NULL columns may still come.
+                        r.clear();
+                        by_scan.push(row as usize);
+                    } else {
+                        again.push((row, key));
+                    }
                 }
             }
             pending = again;

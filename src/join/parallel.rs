@@ -23,6 +23,7 @@ pub(super) struct Shared {
     fetches: AtomicU64,
     removed_by_join_filter: AtomicU64,
     gpu_batches: AtomicU64,
+    extra_pieces: AtomicU64,
     index_ns: AtomicU64,
     heap_ns: AtomicU64,
 }
@@ -53,6 +54,7 @@ impl Shared {
         self.fetches.fetch_add(s.fetches, Relaxed);
         self.removed_by_join_filter.fetch_add(s.removed_by_join_filter, Relaxed);
         self.gpu_batches.fetch_add(s.gpu_batches, Relaxed);
+        self.extra_pieces.fetch_add(s.extra_pieces, Relaxed);
         self.index_ns.fetch_add(s.index_time.as_nanos() as u64, Relaxed);
         self.heap_ns.fetch_add(s.heap_time.as_nanos() as u64, Relaxed);
     }
@@ -65,6 +67,7 @@ impl Shared {
             fetches: self.fetches.load(Relaxed),
             removed_by_join_filter: self.removed_by_join_filter.load(Relaxed),
             gpu_batches: self.gpu_batches.load(Relaxed),
+            extra_pieces: self.extra_pieces.load(Relaxed),
             index_time: Duration::from_nanos(self.index_ns.load(Relaxed)),
             heap_time: Duration::from_nanos(self.heap_ns.load(Relaxed)),
         }
@@ -81,6 +84,7 @@ impl Stats {
             fetches: self.fetches + o.fetches,
             removed_by_join_filter: self.removed_by_join_filter + o.removed_by_join_filter,
             gpu_batches: self.gpu_batches + o.gpu_batches,
+            extra_pieces: self.extra_pieces + o.extra_pieces,
             index_time: self.index_time + o.index_time,
             heap_time: self.heap_time + o.heap_time,
         }

@@ -7,7 +7,7 @@ mod common;
 
 use gpuindex_engine::datasets::PointSet;
 use gpuindex_engine::gpics::geom::distance;
-use gpuindex_engine::gpics::{Params, Points, QuadTree, Query, Rect};
+use gpuindex_engine::gpics::{Hits, Params, Points, QuadTree, Query, Rect};
 use gpuindex_engine::rng::SplitMix64;
 
 fn unit(rng: &mut SplitMix64) -> f64 {
@@ -166,6 +166,12 @@ fn cpu_queries_match_brute_force() {
         for (i, q) in qs.iter().enumerate() {
             assert_eq!(hits.of(i), brute(&pts, q).as_slice(), "n={n} shape={shape} {q:?}");
         }
+        // Bounded: past the limit, the count and nothing gathered.
+        let total = hits.ids.len() as u64;
+        assert_eq!(t.search_cpu_bounded(&qs, total).map(Hits::sorted), Ok(hits), "n={n}: at the limit");
+        if total > 0 {
+            assert_eq!(t.search_cpu_bounded(&qs, total - 1), Err(total), "n={n}: past the limit");
+        }
     }
 }
 
@@ -296,6 +302,12 @@ fn gpu_build_and_queries_match_cpu() {
         // A CPU-built tree uploaded on demand answers the same.
         assert_eq!(cpu.search_gpu(&gpu, &qs).unwrap().sorted(), want, "n={n} shape={shape}: uploaded CPU tree");
         assert_eq!(got, want, "n={n} shape={shape}: GPU search");
+        // Bounded: past the limit, the count and nothing gathered.
+        let total = want.ids.len() as u64;
+        assert_eq!(g.search_gpu_bounded(&gpu, &qs, total).unwrap().map(Hits::sorted), Ok(want.clone()), "n={n}: at the limit");
+        if total > 0 {
+            assert_eq!(g.search_gpu_bounded(&gpu, &qs, total - 1).unwrap(), Err(total), "n={n}: past the limit");
+        }
         let qp = knn_queries(&mut rng, &pts, 500);
         for k in [1usize, 10, 33, 64, 100, 128, 129] {
             let (got, want) = (g.knn_gpu(&gpu, &qp, k).unwrap(), cpu.knn_cpu(&qp, k));

@@ -8,6 +8,11 @@
 //! (`Ask::Matches`), or the k nearest keys by an ordering operator
 //! (`Ask::Nearest`). Rows are those visible to the caller's snapshot and
 //! allowed by row-level security (`OpenIndex::visible`).
+//!
+//! Memory is bounded whatever the data: an access method counts a batch's
+//! matches before it gathers them and answers `TooMany` past `limit()`
+//! (`gpuindex.batch_work_mem`); callers take the batch in `Pieces` of
+//! fewer queries, and one query that alone passes it is an ERROR.
 
 use super::OpenIndex;
 use pgrx::pg_sys;
@@ -55,13 +60,39 @@ pub struct Batch<'a> {
     pub heap_order: bool,
 }
 
+/// A batch whose matches would pass `limit()`: how many it found, counted
+/// before they were gathered.
+#[derive(Debug, Clone, Copy)]
+pub struct TooMany(pub u64);
+
+/// About what a match costs while a batch is answered: its (TID, position)
+/// as found, as checked for visibility and as sorted, 16 bytes each.
+const MATCH_BYTES: u64 = 48;
+
+/// The most matches one batch answers at once (`gpuindex.batch_work_mem`).
+pub fn limit() -> u64 {
+    crate::guc::BATCH_WORK_MEM.get().max(1) as u64 * 1024 / MATCH_BYTES
+}
+
+/// `Err(TooMany)` where `found` matches pass `limit()`.
+pub fn within_limit(found: u64) -> Result<(), TooMany> {
+    if found > limit() {
+        Err(TooMany(found))
+    } else {
+        Ok(())
+    }
+}
+
 /// What an access method implements to be searched in batches.
 pub trait BatchSearch {
     const NAME: &'static str;
     /// Answers `batch` over the open index; raises an ERROR with a hint
     /// for a strategy or query type it does not answer (also when the
-    /// batch is empty).
-    fn search(open: &OpenIndex, batch: &Batch) -> Hits;
+    /// batch is empty). Where its matches would pass `limit()` it returns
+    /// `TooMany` before gathering them, so that memory stays bounded
+    /// whatever the data (a key held by millions of rows, asked
+    /// thousands of times).
+    fn search(open: &OpenIndex, batch: &Batch) -> Result<Hits, TooMany>;
     /// Whether `Ask::Matches(strategy)` batches are answered for every
     /// query type the operator family pairs with that strategy: the
     /// batched join probes the index with such clauses.
@@ -88,7 +119,7 @@ pub trait BatchSearch {
 /// An access method that answers batches, as the registry lists it.
 pub struct Searcher {
     pub name: &'static str,
-    pub search: fn(&OpenIndex, &Batch) -> Hits,
+    pub search: fn(&OpenIndex, &Batch) -> Result<Hits, TooMany>,
     pub joins: fn(u16) -> bool,
     pub nearest: fn(u16) -> bool,
     pub order_bound: fn(pg_sys::Relation, pg_sys::Datum, f64) -> Option<f64>,
@@ -118,9 +149,79 @@ pub fn open(oid: pg_sys::Oid) -> OpenIndex {
     OpenIndex::open_of(oid, &names, super::Access::Read, pg_sys::AccessShareLock as i32)
 }
 
-/// Answers `batch` over `open`, by its access method.
-pub fn search(open: &OpenIndex, batch: &Batch) -> Hits {
-    (searcher(open.am).expect("opened by search::open").search)(open, batch)
+/// The answer of a search of `queries` queries that is not split: an
+/// ERROR where it found too many matches.
+pub fn whole<T>(answer: Result<T, TooMany>, queries: usize) -> T {
+    answer.unwrap_or_else(|TooMany(n)| too_many(queries, n))
+}
+
+fn too_many(queries: usize, matches: u64) -> ! {
+    let one = if queries == 1 { "one query" } else { "a batch of queries" };
+    crate::error::raise(
+        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!(
+            "gpuindex: {one} ({queries}) would return {matches} matches, more than gpuindex.batch_work_mem holds ({} matches)",
+            limit()
+        ),
+        "Raise gpuindex.batch_work_mem (about 48 bytes a match), or ask fewer or narrower queries at a time.",
+    )
+}
+
+/// A batch answered in pieces: consecutive runs of its queries, each with
+/// no more matches than `limit()`, in the batch's order (so rows grouped by
+/// position stay grouped). A piece that finds too many is split into as
+/// many parts as its count asks and searched again; a single query that
+/// alone passes the limit raises an ERROR.
+pub struct Pieces {
+    /// Query ranges still to answer, the next last.
+    todo: Vec<std::ops::Range<usize>>,
+    answered: usize,
+    last: std::ops::Range<usize>,
+}
+
+impl Pieces {
+    /// (An empty batch is one piece, searched so that its ERRORs are raised.)
+    pub fn new(batch: &Batch) -> Pieces {
+        Pieces { todo: vec![0..batch.queries.len()], answered: 0, last: 0..0 }
+    }
+
+    /// How many pieces have been answered.
+    pub fn answered(&self) -> usize {
+        self.answered
+    }
+
+    /// The queries (positions in the batch) of the piece answered last.
+    pub fn last(&self) -> std::ops::Range<usize> {
+        self.last.clone()
+    }
+
+    /// Whether every piece has been answered.
+    pub fn done(&self) -> bool {
+        self.todo.is_empty()
+    }
+
+    /// The next piece's answer, None when every query has been answered.
+    pub fn next(&mut self, open: &OpenIndex, batch: &Batch) -> Option<Hits> {
+        let search = searcher(open.am).expect("opened by search::open").search;
+        loop {
+            let range = self.todo.pop()?;
+            let piece = Batch { queries: &batch.queries[range.clone()], ..*batch };
+            match search(open, &piece) {
+                Ok(hits) => {
+                    self.answered += 1;
+                    self.last = range;
+                    return Some(hits);
+                }
+                Err(TooMany(n)) if range.len() == 1 => too_many(1, n),
+                Err(TooMany(n)) => {
+                    let parts = (n.div_ceil(limit()) as usize + 1).min(range.len());
+                    let size = range.len().div_ceil(parts);
+                    let starts: Vec<usize> = range.clone().step_by(size).collect();
+                    self.todo.extend(starts.into_iter().rev().map(|s| s..(s + size).min(range.end)));
+                }
+            }
+        }
+    }
 }
 
 /// The ERROR for a strategy or query type an access method does not batch.

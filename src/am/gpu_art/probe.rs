@@ -15,7 +15,7 @@ use pgrx::prelude::*;
 impl BatchSearch for super::GpuArt {
     const NAME: &'static str = "gpu_art";
 
-    fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+    fn search(open: &OpenIndex, batch: &Batch) -> Result<Hits, search::TooMany> {
         if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
             search::unsupported("gpu_art", batch.ask.to_string(), "Batch equality probes (=); ranges and prefixes are index scans.");
         }
@@ -32,7 +32,7 @@ impl BatchSearch for super::GpuArt {
                 "Cast the array to the indexed column's type, e.g. $1::text[].",
             );
         }
-        Hits { rows: open.visible(matches(open.index, kind, batch.queries, batch.what)), distances: None }
+        Ok(Hits { rows: open.visible(matches(open.index, kind, batch.queries, batch.what)?), distances: None })
     }
 
     fn joins(strategy: u16) -> bool {
@@ -44,8 +44,14 @@ impl BatchSearch for super::GpuArt {
     }
 }
 
-/// (TID, input position) of every entry equal to a query.
-fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datum)], what: &'static str) -> Vec<(u64, i64)> {
+/// (TID, input position) of every entry equal to a query (counted before
+/// they are gathered: a key asked n times matches each entry n times).
+fn matches(
+    index: pg_sys::Relation,
+    kind: KeyKind,
+    queries: &[(i64, pg_sys::Datum)],
+    what: &'static str,
+) -> Result<Vec<(u64, i64)>, search::TooMany> {
     // The keys in one buffer (not a vector each), ordered by key, then
     // input position.
     let mut enc = Vec::new();
@@ -67,11 +73,13 @@ fn matches(index: pg_sys::Relation, kind: KeyKind, queries: &[(i64, pg_sys::Datu
     }
     starts.push(wanted.len());
     let tree = Tree::new(index);
-    let mut out = Vec::new();
-    for (point, tid) in point_entries(&tree, kind, &points, what) {
+    let entries = point_entries(&tree, kind, &points, what);
+    search::within_limit(entries.iter().map(|&(point, _)| (starts[point + 1] - starts[point]) as u64).sum())?;
+    let mut out = Vec::with_capacity(entries.len());
+    for (point, tid) in entries {
         out.extend(wanted[starts[point]..starts[point + 1]].iter().map(|&q| (tid, pos[q])));
     }
-    out
+    Ok(out)
 }
 
 #[pg_extern(

@@ -20,14 +20,14 @@ impl BatchSearch for super::GpuBtree {
 
     /// Equality only: the batch finds each key's run of entries through
     /// the mirror. Range strategies are index scans.
-    fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+    fn search(open: &OpenIndex, batch: &Batch) -> Result<Hits, search::TooMany> {
         if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
             search::unsupported("gpu_btree", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
         }
         check_key_type(open.index, batch.query_type);
         let wanted = wanted_codes(batch);
-        let rows = probe_visible(open, wanted, |codes| super::mirror::probe(&Tree::new(open.index), codes, batch.what));
-        Hits { rows, distances: None }
+        let rows = probe_visible(open, wanted, |codes| super::mirror::probe(&Tree::new(open.index), codes, batch.what))?;
+        Ok(Hits { rows, distances: None })
     }
 
     fn joins(strategy: u16) -> bool {
@@ -69,31 +69,46 @@ pub(crate) fn wanted_codes(batch: &Batch) -> Vec<(u64, i64)> {
 /// For (code, input position) pairs: the visible TIDs, (position, tid),
 /// in heap order (the visibility checks read each heap page once, and a
 /// join back by ctid reads the heap sequentially). `entries` finds the
-/// (code, TID) of the ascending distinct codes, in code order.
+/// (code, TID) of the ascending distinct codes, in code order. The
+/// matches are counted before they are gathered: a code asked n times
+/// matches each of its entries n times.
 pub(crate) fn probe_visible(
     open: &OpenIndex,
     mut wanted: Vec<(u64, i64)>,
     entries: impl FnOnce(&[u64]) -> Vec<(u64, Tid)>,
-) -> Vec<(i64, pg_sys::ItemPointerData)> {
+) -> Result<Vec<(i64, pg_sys::ItemPointerData)>, search::TooMany> {
     crate::batch::ensure_cpu_pool();
     wanted.par_sort_unstable();
     let mut codes: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     codes.dedup();
     let entries: Vec<(u64, Tid)> = if codes.is_empty() { Vec::new() } else { entries(&codes) };
+    search::within_limit(runs(&entries, &wanted).map(|(_, r)| r.len() as u64).sum())?;
     // (tid, position) for every match, in heap order.
     let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(entries.len());
-    let mut w = 0;
-    for &(code, tid) in &entries {
-        while w < wanted.len() && wanted[w].0 < code {
-            w += 1;
-        }
-        let mut i = w;
-        while i < wanted.len() && wanted[i].0 == code {
-            matches.push((tid, wanted[i].1));
-            i += 1;
-        }
+    for (tid, run) in runs(&entries, &wanted) {
+        matches.extend(wanted[run].iter().map(|w| (tid, w.1)));
     }
-    open.visible(matches)
+    Ok(open.visible(matches))
+}
+
+/// Each entry (in code order) with the run of `wanted` (sorted) that asks
+/// for its code.
+fn runs<'a>(entries: &'a [(u64, Tid)], wanted: &'a [(u64, i64)]) -> impl Iterator<Item = (Tid, std::ops::Range<usize>)> + 'a {
+    let (mut start, mut end, mut last) = (0, 0, None);
+    entries.iter().map(move |&(code, tid)| {
+        if last != Some(code) {
+            last = Some(code);
+            start = end.max(start);
+            while start < wanted.len() && wanted[start].0 < code {
+                start += 1;
+            }
+            end = start;
+            while end < wanted.len() && wanted[end].0 == code {
+                end += 1;
+            }
+        }
+        (tid, start..end)
+    })
 }
 
 #[pg_extern(
@@ -117,7 +132,6 @@ pub(crate) fn probe_function(
     what: &'static str,
     fcinfo: pg_sys::FunctionCallInfo,
 ) {
-    let hits = crate::functions::call::Call::probe(index, keys.datum(), am, what).rows();
     // SAFETY: the caller's own fcinfo, declared (ord bigint, ctid tid).
-    unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }
+    unsafe { crate::functions::call::Call::probe(index, keys.datum(), am, what).return_rows(fcinfo) }
 }

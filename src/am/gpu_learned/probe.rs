@@ -45,13 +45,13 @@ impl BatchSearch for super::GpuLearned {
     const NAME: &'static str = "gpu_learned";
 
     /// Equality only; ranges are index scans.
-    fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+    fn search(open: &OpenIndex, batch: &Batch) -> Result<Hits, search::TooMany> {
         if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
             search::unsupported("gpu_learned", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
         }
         check_key_type(open.index, batch.query_type);
-        let rows = probe_visible(open, wanted_codes(batch), |codes| probe(open.index, codes, batch.what));
-        Hits { rows, distances: None }
+        let rows = probe_visible(open, wanted_codes(batch), |codes| probe(open.index, codes, batch.what))?;
+        Ok(Hits { rows, distances: None })
     }
 
     fn joins(strategy: u16) -> bool {

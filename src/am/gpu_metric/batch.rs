@@ -17,7 +17,7 @@ const HINT: &str = "gpu_metric batches answer v <@ the ball of the index's dista
 impl BatchSearch for super::GpuMetric {
     const NAME: &'static str = "gpu_metric";
 
-    fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+    fn search(open: &OpenIndex, batch: &Batch) -> Result<Hits, search::TooMany> {
         let m = shape::meta(open.index);
         let metric = shape::metric(&m);
         let form = vector::Form::of(open.index);
@@ -43,10 +43,10 @@ impl BatchSearch for super::GpuMetric {
             });
         }
         let mut hits = Hits { rows: Vec::new(), distances: k.map(|_| Vec::new()) };
-        let Some(call) = Call::new(open, queries) else { return hits };
+        let Some(call) = Call::new(open, queries) else { return Ok(hits) };
         let rows = match k {
-            Some(k) => knn(&call, k, batch.what),
-            None => within(&call, &radii, batch.what),
+            Some(k) => knn(&call, k, batch.what)?,
+            None => within(&call, &radii, batch.what)?,
         };
         for (&(ord, _), rows) in batch.queries.iter().zip(rows) {
             for (ctid, d) in rows {
@@ -56,7 +56,7 @@ impl BatchSearch for super::GpuMetric {
                 }
             }
         }
-        hits
+        Ok(hits)
     }
 
     fn joins(strategy: u16) -> bool {

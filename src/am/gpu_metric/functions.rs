@@ -24,6 +24,7 @@
 use super::page::Meta;
 use super::vector::{self, Form};
 use super::{image, shape};
+use crate::am::common::search::{whole, within_limit, TooMany};
 use crate::am::common::{Access, OpenIndex};
 use crate::storage::Tid;
 use gpuindex_engine::gpu::GpuError;
@@ -138,8 +139,11 @@ fn merge(a: Vec<(u64, f64)>, b: &[Cand], k: Option<usize>) -> Vec<Cand> {
 /// The k nearest visible rows of each query. A query whose candidates
 /// include dead rows is asked again with twice as many, until it has k or
 /// there are no more. `what` names the batch in `gpuindex_last_batch()`.
-pub fn knn(call: &Call, k: usize, what: &'static str) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
+pub fn knn(call: &Call, k: usize, what: &'static str) -> Result<Vec<Vec<(pg_sys::ItemPointerData, f64)>>, TooMany> {
     let rel = call.open.index;
+    // (At most k rows a query, of those the index holds.)
+    let n = call.queries.len() / call.width;
+    within_limit((n as u64).saturating_mul((k as u64).min(call.m.entries())))?;
     // The tree's copy in this backend, made when the GPU service does not
     // answer.
     let img = std::cell::OnceCell::new();
@@ -175,11 +179,11 @@ pub fn knn(call: &Call, k: usize, what: &'static str) -> Vec<Vec<(pg_sys::ItemPo
         pending = again;
         want = want.saturating_mul(2).min(total.max(1));
     }
-    done
+    Ok(done)
 }
 
 /// The visible rows within `radii[i]` of query i.
-pub fn within(call: &Call, radii: &[f64], what: &'static str) -> Vec<Vec<(pg_sys::ItemPointerData, f64)>> {
+pub fn within(call: &Call, radii: &[f64], what: &'static str) -> Result<Vec<Vec<(pg_sys::ItemPointerData, f64)>>, TooMany> {
     let rel = call.open.index;
     let img = image::tree(rel, &call.m);
     let delta = image::delta(rel, &call.m);
@@ -189,8 +193,11 @@ pub fn within(call: &Call, radii: &[f64], what: &'static str) -> Vec<Vec<(pg_sys
         false => Err(call.too_wide()),
     });
     let b = delta_candidates(&call.m, &call.queries, call.width, &delta, None, Some(radii));
+    // (The engine's answers are gathered by then: bounded here before they
+    // are merged, checked and copied.)
+    within_limit(a.iter().map(Vec::len).chain(b.iter().map(Vec::len)).map(|n| n as u64).sum())?;
     let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, None)).collect();
-    visible(call.open, &cands)
+    Ok(visible(call.open, &cands))
 }
 
 fn return_rows(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<Vec<(pg_sys::ItemPointerData, f64)>>) {
@@ -202,7 +209,7 @@ fn return_rows(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<Vec<(pg_sys::ItemPoin
         }
     }
     // SAFETY: the call's own fcinfo, declared (ord, ctid, distance).
-    unsafe { crate::srf::ord_tid_distances(fcinfo, hits) }
+    unsafe { crate::srf::Rows::begin(fcinfo).put_hits(hits) }
 }
 
 /// The queries of a batch function: the rows of a `real[]` (one vector,
@@ -250,7 +257,9 @@ CREATE FUNCTION gpu_metric_knn_text(index regclass, queries text[], k int) RETUR
 fn gpu_metric_knn(index: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
     let k = crate::error::positive_k(k);
     let open = open(index);
-    let rows = Call::new(&open, queries_of(&open, &queries)).map_or_else(Vec::new, |call| knn(&call, k, "gpu_metric_knn"));
+    let queries = queries_of(&open, &queries);
+    let n = queries.len();
+    let rows = Call::new(&open, queries).map_or_else(Vec::new, |call| whole(knn(&call, k, "gpu_metric_knn"), n));
     return_rows(fcinfo, rows)
 }
 
@@ -274,6 +283,6 @@ fn gpu_metric_within(index: pg_sys::Oid, queries: AnyArray, radius: f64, fcinfo:
     let open = open(index);
     let queries = queries_of(&open, &queries);
     let n = queries.len();
-    let rows = Call::new(&open, queries).map_or_else(Vec::new, |call| within(&call, &vec![radius; n], "gpu_metric_within"));
+    let rows = Call::new(&open, queries).map_or_else(Vec::new, |call| whole(within(&call, &vec![radius; n], "gpu_metric_within"), n));
     return_rows(fcinfo, rows)
 }

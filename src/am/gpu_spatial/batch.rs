@@ -19,7 +19,7 @@ const HINT: &str = "gpu_spatial batches answer point <@ box, <@ circle, ~= point
 impl BatchSearch for super::GpuSpatial {
     const NAME: &'static str = "gpu_spatial";
 
-    fn search(open: &OpenIndex, batch: &Batch) -> Hits {
+    fn search(open: &OpenIndex, batch: &Batch) -> Result<Hits, search::TooMany> {
         let (strategy, k) = match batch.ask {
             Ask::Matches(s) => (s, None),
             Ask::Nearest { strategy, k } => (strategy, Some(k)),
@@ -38,13 +38,13 @@ impl BatchSearch for super::GpuSpatial {
             );
         }
         if batch.queries.is_empty() {
-            return Hits { rows: Vec::new(), distances: k.map(|_| Vec::new()) };
+            return Ok(Hits { rows: Vec::new(), distances: k.map(|_| Vec::new()) });
         }
         match k {
             None => {
                 // SAFETY: datums of the strategy's type (checked above).
                 let qs: Vec<(i64, Query)> = batch.queries.iter().map(|&(i, d)| (i, unsafe { query_of(strategy, d) })).collect();
-                Hits { rows: matches(open, &qs, batch.what, batch.heap_order), distances: None }
+                Ok(Hits { rows: matches(open, &qs, batch.what, batch.heap_order)?, distances: None })
             }
             Some(k) => {
                 let centers: Vec<(i64, (f64, f64))> = batch.queries.iter().map(|&(i, d)| (i, point_of(d))).collect();
@@ -55,7 +55,11 @@ impl BatchSearch for super::GpuSpatial {
                         "Nearest neighbours need finite centres: every distance from a NaN or infinite point is the same.",
                     );
                 }
-                knn(open, &centers, k, batch.what)
+                // (At most k rows a centre, of those the index holds.)
+                let m = shape::meta(open.index);
+                let held = m.tree_entries + [m.delta, m.frozen, m.odd].iter().map(|c| c.entries as u64).sum::<u64>();
+                search::within_limit((centers.len() as u64).saturating_mul((k as u64).min(held)))?;
+                Ok(knn(open, &centers, k, batch.what))
             }
         }
     }
@@ -89,16 +93,27 @@ fn point_of(d: pg_sys::Datum) -> (f64, f64) {
 
 /// Every (position, visible TID) answering the queries, grouped by
 /// position, in heap order within each; or (`heap_order`) in heap order.
-fn matches(open: &OpenIndex, qs: &[(i64, Query)], what: &'static str, heap_order: bool) -> Vec<(i64, pg_sys::ItemPointerData)> {
+fn matches(
+    open: &OpenIndex,
+    qs: &[(i64, Query)],
+    what: &'static str,
+    heap_order: bool,
+) -> Result<Vec<(i64, pg_sys::ItemPointerData)>, search::TooMany> {
     let rel = open.index;
     let m = shape::meta(rel);
     let queries: Vec<Query> = qs.iter().map(|q| q.1).collect();
-    let hits = image::range_by_service(rel, &m, &queries, what).unwrap_or_else(|| {
-        let tree = &image::tree(rel, &m).tree;
-        crate::batch::run(what, queries.len(), || tree.search_cpu(&queries), |g| tree.search_gpu(g, &queries))
-    });
+    let limit = search::limit();
+    let hits = match image::range_by_service(rel, &m, &queries, what) {
+        Some(hits) => hits,
+        None => {
+            let tree = &image::tree(rel, &m).tree;
+            let cpu = || tree.search_cpu_bounded(&queries, limit);
+            crate::batch::run(what, queries.len(), cpu, |g| tree.search_gpu_bounded(g, &queries, limit)).map_err(search::TooMany)?
+        }
+    };
     let delta = image::delta(rel, &m);
-    let delta_hits = delta.search_cpu(&queries);
+    let delta_hits = delta.search_cpu_bounded(&queries, limit).map_err(search::TooMany)?;
+    search::within_limit((hits.ids.len() + delta_hits.ids.len()) as u64)?;
     let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(hits.ids.len() + delta_hits.ids.len());
     for (i, &(ord, _)) in qs.iter().enumerate() {
         matches.extend(hits.of(i).iter().chain(delta_hits.of(i)).map(|&t| (t, ord)));
@@ -107,11 +122,7 @@ fn matches(open: &OpenIndex, qs: &[(i64, Query)], what: &'static str, heap_order
     crate::visibility::sort(&mut matches);
     matches.dedup();
     let rows = open.visible(matches);
-    if heap_order {
-        rows
-    } else {
-        crate::visibility::by_position(rows)
-    }
+    Ok(if heap_order { rows } else { crate::visibility::by_position(rows) })
 }
 
 /// A kNN candidate: distance key (NaN last), TID, distance.

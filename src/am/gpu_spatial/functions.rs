@@ -19,7 +19,7 @@
 //! positions still count.
 
 use super::scan::{STRATEGY_DISTANCE, STRATEGY_IN_BOX, STRATEGY_IN_CIRCLE};
-use crate::am::common::search::{self, Ask, Batch, Hits};
+use crate::am::common::search::{self, Ask, Batch};
 use crate::am::common::{Access, OpenIndex};
 use crate::functions::call::Call;
 use pgrx::datum::AnyArray;
@@ -95,10 +95,10 @@ pub fn within_distance(index: pg_sys::Oid, centers: pg_sys::Datum, radius: f64) 
     call(index, Ask::Matches(STRATEGY_IN_CIRCLE), pg_sys::CIRCLEOID, qs, "gpu_spatial_within")
 }
 
-/// Returns a batch's (ord, ctid) rows.
-fn return_rows(hits: Hits, fcinfo: pg_sys::FunctionCallInfo) {
+/// Returns a call's (ord, ctid) rows.
+fn return_rows(call: Call, fcinfo: pg_sys::FunctionCallInfo) {
     // SAFETY: the call's own fcinfo, declared (ord bigint, ctid tid).
-    unsafe { crate::srf::ord_tids(fcinfo, hits.rows) }
+    unsafe { call.return_rows(fcinfo) }
 }
 
 #[pg_extern(
@@ -109,7 +109,7 @@ fn return_rows(hits: Hits, fcinfo: pg_sys::FunctionCallInfo) {
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_range(index: pg_sys::Oid, boxes: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
-    return_rows(range(index, boxes.datum()).rows(), fcinfo)
+    return_rows(range(index, boxes.datum()), fcinfo)
 }
 
 #[pg_extern(
@@ -120,7 +120,7 @@ fn gpu_spatial_range(index: pg_sys::Oid, boxes: AnyArray, fcinfo: pg_sys::Functi
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_within_circles(index: pg_sys::Oid, circles: AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
-    return_rows(within(index, circles.datum()).rows(), fcinfo)
+    return_rows(within(index, circles.datum()), fcinfo)
 }
 
 #[pg_extern(
@@ -131,7 +131,7 @@ fn gpu_spatial_within_circles(index: pg_sys::Oid, circles: AnyArray, fcinfo: pg_
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_within_points(index: pg_sys::Oid, centers: AnyArray, radius: f64, fcinfo: pg_sys::FunctionCallInfo) {
-    return_rows(within_distance(index, centers.datum(), radius).rows(), fcinfo)
+    return_rows(within_distance(index, centers.datum(), radius), fcinfo)
 }
 
 #[pg_extern(
@@ -144,9 +144,9 @@ fn gpu_spatial_within_points(index: pg_sys::Oid, centers: AnyArray, radius: f64,
 fn gpu_spatial_knn(index: pg_sys::Oid, centers: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
     let k = crate::error::positive_k(k);
     let qs = elements(centers.datum(), pg_sys::POINTOID, "point");
-    let hits = call(index, Ask::Nearest { strategy: STRATEGY_DISTANCE, k }, pg_sys::POINTOID, qs, "gpu_spatial_knn").rows();
+    let call = call(index, Ask::Nearest { strategy: STRATEGY_DISTANCE, k }, pg_sys::POINTOID, qs, "gpu_spatial_knn");
     // SAFETY: the call's own fcinfo, declared (ord, ctid, distance).
-    unsafe { crate::srf::ord_tid_distances(fcinfo, hits) }
+    unsafe { call.return_rows(fcinfo) }
 }
 
 /// The outer column's type: point, box or circle.
@@ -237,7 +237,8 @@ fn gpu_spatial_join(
         // security on the outer table are PostgreSQL's own checks.
         format!("SELECT ctid, {col} FROM ONLY {rel} WHERE {col} IS NOT NULL")
     };
-    let mut out: Vec<(pg_sys::ItemPointerData, pg_sys::ItemPointerData)> = Vec::new();
+    // SAFETY: the call's own fcinfo; two tid columns.
+    let mut out = unsafe { crate::srf::Rows::begin(fcinfo) };
     let inner = OpenIndex::open(index, "gpu_spatial", Access::Read, pg_sys::AccessShareLock as i32);
     Spi::connect(|client| {
         let mut cursor = client.open_cursor(&sql, &[]);
@@ -260,23 +261,21 @@ fn gpu_spatial_join(
             }
             // Datums pointing at the values; positions index outer_tids.
             let qs = if kind == pg_sys::BOXOID { datums(0.., &boxes) } else { datums(0.., &circles) };
-            let hits = search::search(
-                &inner,
-                &Batch { ask: Ask::Matches(strategy), query_type, queries: &qs, what: "gpu_spatial_join", heap_order: false },
-            );
-            out.extend(hits.rows.into_iter().map(|(ord, tid)| (outer_tids[ord as usize], tid)));
+            let batch = Batch { ask: Ask::Matches(strategy), query_type, queries: &qs, what: "gpu_spatial_join", heap_order: false };
+            let mut pieces = search::Pieces::new(&batch);
+            while let Some(hits) = pieces.next(&inner, &batch) {
+                // SAFETY: as `begin`'s.
+                unsafe {
+                    out.put(hits.rows, |&(ord, tid), v: &mut [pg_sys::Datum; 2]| {
+                        v[0] = crate::srf::tid_datum(&outer_tids[ord as usize]);
+                        v[1] = crate::srf::tid_datum(&tid);
+                    })
+                };
+            }
         }
         Ok::<_, pgrx::spi::Error>(())
     })
     .unwrap_or_else(|e| {
         fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("reading the outer table: {e}"), "Check the table and column names.")
     });
-    drop(inner);
-    // SAFETY: the call's own fcinfo; two tid columns.
-    unsafe {
-        crate::srf::materialize(fcinfo, out, |r, v: &mut [pg_sys::Datum; 2]| {
-            v[0] = crate::srf::tid_datum(&r.0);
-            v[1] = crate::srf::tid_datum(&r.1);
-        })
-    }
 }

@@ -147,7 +147,13 @@ impl QuadTree {
 
     /// A batch of queries on the GPU (two steps); answers are ids.
     pub fn search_gpu(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
-        self.device_image(gpu)?.search(gpu, queries)
+        Ok(self.search_gpu_bounded(gpu, queries, u64::MAX)?.expect("no bound"))
+    }
+
+    /// The same, or `Ok(Err(count))` where more than `limit` answers are
+    /// counted (before any is written).
+    pub fn search_gpu_bounded(&self, gpu: &Gpu, queries: &[Query], limit: u64) -> Result<Result<Hits, u64>, GpuError> {
+        self.device_image(gpu)?.search(gpu, queries, limit)
     }
 
     /// kNN on the GPU, one warp per query (kernels/gpics.cu `gpics_knn_*`,
@@ -244,10 +250,10 @@ impl DeviceTree {
 
     /// A batch of queries in G-PICS's two steps, answering ids (gathered
     /// on the device).
-    fn search(&self, gpu: &Gpu, queries: &[Query]) -> Result<Hits, GpuError> {
+    fn search(&self, gpu: &Gpu, queries: &[Query], limit: u64) -> Result<Result<Hits, u64>, GpuError> {
         let m = queries.len();
         if m == 0 {
-            return Ok(Hits { offsets: vec![0], ids: Vec::new() });
+            return Ok(Ok(Hits { offsets: vec![0], ids: Vec::new() }));
         }
         let stream = gpu.new_stream()?;
         let slots = self.tree_leaves as usize + 1;
@@ -292,6 +298,9 @@ impl DeviceTree {
             )?;
         }
         let (pair_off, total) = scan(gpu, &stream, &pair_count, pairs)?;
+        if total > limit {
+            return Ok(Err(total));
+        }
         let out = gpu.alloc::<u64>(total as usize)?;
         let (pop, outp) = (pair_off.ptr(), out.ptr());
         if total > 0 {
@@ -309,6 +318,6 @@ impl DeviceTree {
         launch!(gpu, stream, GPICS, "gpics_query_offsets", (grid(m + 1, gpu), BLOCK, 0), [qop, pop, m64, rop])?;
         let offsets = gpu.download_staged(&res_off)?.into_iter().map(|o| o as usize).collect();
         let ids = if total > 0 { gpu.download_staged(&out)? } else { Vec::new() };
-        Ok(Hits { offsets, ids })
+        Ok(Ok(Hits { offsets, ids }))
     }
 }

@@ -158,6 +158,12 @@ impl QuadTree {
     /// Step II on the CPU: one task per leaf with registered queries;
     /// answers are positions.
     pub fn process_cpu(&self, queries: &[Query], reg: &Registration) -> Hits {
+        self.process_cpu_bounded(queries, reg, u64::MAX).expect("no bound")
+    }
+
+    /// The same, or `Err(count)` where more than `limit` answers are
+    /// counted (before any is written).
+    pub fn process_cpu_bounded(&self, queries: &[Query], reg: &Registration, limit: u64) -> Result<Hits, u64> {
         let leaves: Vec<usize> = (0..self.leaf_slots()).filter(|&l| reg.loff[l + 1] > reg.loff[l]).collect();
         let pair_query = pair_queries(&reg.qoff);
         // Count pass.
@@ -182,6 +188,10 @@ impl QuadTree {
         for i in 0..reg.pair_leaf.len() {
             pair_off[i + 1] += pair_off[i];
         }
+        let total = *pair_off.last().unwrap() as u64;
+        if total > limit {
+            return Err(total);
+        }
         // Write pass: pairs own disjoint ranges of `ids`.
         let mut ids = vec![0u64; *pair_off.last().unwrap()];
         let out = super::tree::SharedMut(ids.as_mut_ptr());
@@ -204,12 +214,19 @@ impl QuadTree {
             }
         });
         let offsets = reg.qoff.iter().map(|&p| pair_off[p]).collect();
-        Hits { offsets, ids }
+        Ok(Hits { offsets, ids })
     }
 
     /// A batch of queries on all CPU cores (both steps); answers are ids.
     pub fn search_cpu(&self, queries: &[Query]) -> Hits {
-        self.to_ids(self.search_cpu_positions(queries))
+        self.search_cpu_bounded(queries, u64::MAX).expect("no bound")
+    }
+
+    /// The same, or `Err(count)` where more than `limit` answers are
+    /// counted (before any is gathered).
+    pub fn search_cpu_bounded(&self, queries: &[Query], limit: u64) -> Result<Hits, u64> {
+        let reg = self.register_cpu(queries);
+        Ok(self.to_ids(self.process_cpu_bounded(queries, &reg, limit)?))
     }
 
     /// The same, answers as positions.
