@@ -59,6 +59,12 @@ SELECT * FROM bw_same(
 SELECT * FROM bw_same(
   $q$SELECT p.ord, p.ctid FROM gpu_spatial_within('bw_p', (SELECT array_agg(point(k % 4, 0) ORDER BY ord) FROM bw_keys), 2.5) p$q$,
   $q$SELECT ord, bw.ctid FROM bw_keys q JOIN bw ON bw.p <@ circle(point(q.k % 4, 0), 2.5)$q$);
+-- gpu_spatial_join's batches of outer rows, in pieces.
+CREATE TABLE bw_circles AS SELECT g AS id, circle(point(g % 3, 0), 2) AS c FROM generate_series(1, 50) g;
+WITH got AS (SELECT * FROM gpu_spatial_join('bw_p', 'bw_circles', 'c')),
+     want AS (SELECT o.ctid AS outer_ctid, t.ctid AS inner_ctid FROM bw_circles o JOIN bw t ON t.p <@ o.c)
+SELECT (SELECT count(*) FROM got) AS rows, (SELECT count(*) FROM (TABLE got EXCEPT ALL TABLE want) e) AS extra,
+       (SELECT count(*) FROM (TABLE want EXCEPT ALL TABLE got) m) AS missing;
 -- Nearest: k rows a centre count (200 centres x 50 > 1365); the rows of
 -- each centre are its own (distances equal the operator's).
 SELECT * FROM bw_same(

@@ -182,7 +182,8 @@ pub struct Pieces {
 impl Pieces {
     /// (An empty batch is one piece, searched so that its ERRORs are raised.)
     pub fn new(batch: &Batch) -> Pieces {
-        Pieces { todo: vec![0..batch.queries.len()], answered: 0, last: 0..0 }
+        let all = 0..batch.queries.len();
+        Pieces { todo: Vec::from([all]), answered: 0, last: 0..0 }
     }
 
     /// How many pieces have been answered.

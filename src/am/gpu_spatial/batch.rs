@@ -57,7 +57,7 @@ impl BatchSearch for super::GpuSpatial {
                 }
                 // (At most k rows a centre, of those the index holds.)
                 let m = shape::meta(open.index);
-                let held = m.tree_entries + [m.delta, m.frozen, m.odd].iter().map(|c| c.entries as u64).sum::<u64>();
+                let held = m.tree_entries + [m.delta, m.frozen, m.odd].iter().map(|c| c.entries).sum::<u64>();
                 search::within_limit((centers.len() as u64).saturating_mul((k as u64).min(held)))?;
                 Ok(knn(open, &centers, k, batch.what))
             }

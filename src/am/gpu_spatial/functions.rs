@@ -266,9 +266,11 @@ fn gpu_spatial_join(
             while let Some(hits) = pieces.next(&inner, &batch) {
                 // SAFETY: as `begin`'s.
                 unsafe {
-                    out.put(hits.rows, |&(ord, tid), v: &mut [pg_sys::Datum; 2]| {
-                        v[0] = crate::srf::tid_datum(&outer_tids[ord as usize]);
-                        v[1] = crate::srf::tid_datum(&tid);
+                    // (`r` lives until the row is stored; a copy of its TID
+                    // would not.)
+                    out.put(hits.rows, |r, v: &mut [pg_sys::Datum; 2]| {
+                        v[0] = crate::srf::tid_datum(&outer_tids[r.0 as usize]);
+                        v[1] = crate::srf::tid_datum(&r.1);
                     })
                 };
             }
