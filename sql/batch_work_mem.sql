@@ -126,6 +126,15 @@ CREATE INDEX bw_v_i ON bw_v USING gpu_metric (v);
 SELECT * FROM bw_same(
   $q$SELECT p.ord, p.ctid FROM gpuindex_search('bw_v_i', '<@(real[],l2_ball)', (SELECT array_agg(l2_ball(ARRAY[g % 3, 0]::real[], 1.5) ORDER BY g) FROM generate_series(1, 30) g)) p$q$,
   $q$SELECT g::bigint, bw_v.ctid FROM generate_series(1, 30) g JOIN bw_v ON bw_v.v <@ l2_ball(ARRAY[g % 3, 0]::real[], 1.5)$q$);
+-- gpu_metric's own functions, in pieces.
+CREATE TABLE bw_vq AS SELECT g AS ord, ARRAY[g % 3, g % 2]::real[] AS q FROM generate_series(1, 8) g;
+SELECT * FROM bw_same(
+  $q$SELECT p.ord, p.ctid FROM gpu_metric_within('bw_v_i', (SELECT array_agg(q ORDER BY ord) FROM bw_vq), 1.5) p$q$,
+  $q$SELECT ord::bigint, bw_v.ctid FROM bw_vq JOIN bw_v ON bw_v.v <@ l2_ball(bw_vq.q, 1.5)$q$);
+SELECT * FROM bw_same(
+  $q$SELECT p.ord, round(p.distance::numeric, 5) FROM gpu_metric_knn('bw_v_i', (SELECT array_agg(q ORDER BY ord) FROM bw_vq), 300) p$q$,
+  $q$SELECT ord::bigint, round(d::numeric, 5) FROM bw_vq CROSS JOIN LATERAL
+     (SELECT bw_v.v <-> bw_vq.q AS d FROM bw_v ORDER BY 1 LIMIT 300) n$q$);
 
 -- One query that alone passes the limit: an ERROR with a hint, from the
 -- functions, the fused call and the join alike.

@@ -149,21 +149,12 @@ pub fn open(oid: pg_sys::Oid) -> OpenIndex {
     OpenIndex::open_of(oid, &names, super::Access::Read, pg_sys::AccessShareLock as i32)
 }
 
-/// The answer of a search of `queries` queries that is not split: an
-/// ERROR where it found too many matches.
-pub fn whole<T>(answer: Result<T, TooMany>, queries: usize) -> T {
-    answer.unwrap_or_else(|TooMany(n)| too_many(queries, n))
-}
-
-fn too_many(queries: usize, matches: u64) -> ! {
-    let one = if queries == 1 { "one query" } else { "a batch of queries" };
+/// The ERROR for one query whose matches alone pass the limit.
+fn too_many(matches: u64) -> ! {
     crate::error::raise(
         PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-        format!(
-            "gpuindex: {one} ({queries}) would return {matches} matches, more than gpuindex.batch_work_mem holds ({} matches)",
-            limit()
-        ),
-        "Raise gpuindex.batch_work_mem (about 48 bytes a match), or ask fewer or narrower queries at a time.",
+        format!("gpuindex: one query would return {matches} matches, more than gpuindex.batch_work_mem holds ({} matches)", limit()),
+        "Raise gpuindex.batch_work_mem (about 48 bytes a match) for this query, or narrow it.",
     )
 }
 
@@ -182,7 +173,12 @@ pub struct Pieces {
 impl Pieces {
     /// (An empty batch is one piece, searched so that its ERRORs are raised.)
     pub fn new(batch: &Batch) -> Pieces {
-        let all = 0..batch.queries.len();
+        Pieces::of(batch.queries.len())
+    }
+
+    /// Pieces of `n` queries.
+    pub fn of(n: usize) -> Pieces {
+        let all = 0..n;
         Pieces { todo: Vec::from([all]), answered: 0, last: 0..0 }
     }
 
@@ -204,16 +200,21 @@ impl Pieces {
     /// The next piece's answer, None when every query has been answered.
     pub fn next(&mut self, open: &OpenIndex, batch: &Batch) -> Option<Hits> {
         let search = searcher(open.am).expect("opened by search::open").search;
+        self.next_by(|range| search(open, &Batch { queries: &batch.queries[range], ..*batch }))
+    }
+
+    /// The next piece's answer by `answer`, which answers a range of the
+    /// queries or says how many matches it would have.
+    pub fn next_by<T>(&mut self, mut answer: impl FnMut(std::ops::Range<usize>) -> Result<T, TooMany>) -> Option<T> {
         loop {
             let range = self.todo.pop()?;
-            let piece = Batch { queries: &batch.queries[range.clone()], ..*batch };
-            match search(open, &piece) {
+            match answer(range.clone()) {
                 Ok(hits) => {
                     self.answered += 1;
                     self.last = range;
                     return Some(hits);
                 }
-                Err(TooMany(n)) if range.len() == 1 => too_many(1, n),
+                Err(TooMany(n)) if range.len() == 1 => too_many(n),
                 Err(TooMany(n)) => {
                     let parts = (n.div_ceil(limit()) as usize + 1).min(range.len());
                     let size = range.len().div_ceil(parts);

@@ -24,7 +24,7 @@
 use super::page::Meta;
 use super::vector::{self, Form};
 use super::{image, shape};
-use crate::am::common::search::{whole, within_limit, TooMany};
+use crate::am::common::search::{within_limit, Pieces, TooMany};
 use crate::am::common::{Access, OpenIndex};
 use crate::storage::Tid;
 use gpuindex_engine::gpu::GpuError;
@@ -200,16 +200,28 @@ pub fn within(call: &Call, radii: &[f64], what: &'static str) -> Result<Vec<Vec<
     Ok(visible(call.open, &cands))
 }
 
-fn return_rows(fcinfo: pg_sys::FunctionCallInfo, rows: Vec<Vec<(pg_sys::ItemPointerData, f64)>>) {
-    let mut hits = crate::am::common::search::Hits { rows: Vec::new(), distances: Some(Vec::new()) };
-    for (i, rows) in rows.into_iter().enumerate() {
-        for (ctid, d) in rows {
-            hits.rows.push((i as i64 + 1, ctid));
-            hits.distances.as_mut().expect("set above").push(d);
-        }
-    }
+/// Returns each query's rows (ord, ctid, distance), `answer` finding those
+/// of a range of the queries: in pieces within `gpuindex.batch_work_mem`.
+fn return_rows(
+    fcinfo: pg_sys::FunctionCallInfo,
+    n: usize,
+    mut answer: impl FnMut(std::ops::Range<usize>) -> Result<Vec<Vec<(pg_sys::ItemPointerData, f64)>>, TooMany>,
+) {
     // SAFETY: the call's own fcinfo, declared (ord, ctid, distance).
-    unsafe { crate::srf::Rows::begin(fcinfo).put_hits(hits) }
+    let mut out = unsafe { crate::srf::Rows::begin(fcinfo) };
+    let mut pieces = Pieces::of(n);
+    while let Some(rows) = pieces.next_by(&mut answer) {
+        let first = pieces.last().start;
+        let rows = rows.into_iter().enumerate().flat_map(|(i, rows)| rows.into_iter().map(move |(t, d)| ((first + i + 1) as i64, t, d)));
+        // SAFETY: as above; `r` lives until the row is stored.
+        unsafe {
+            out.put(rows, |r, v: &mut [pg_sys::Datum; 3]| {
+                v[0] = r.0.into();
+                v[1] = crate::srf::tid_datum(&r.1);
+                v[2] = pg_sys::Datum::from(r.2.to_bits());
+            })
+        };
+    }
 }
 
 /// The queries of a batch function: the rows of a `real[]` (one vector,
@@ -259,8 +271,7 @@ fn gpu_metric_knn(index: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys:
     let open = open(index);
     let queries = queries_of(&open, &queries);
     let n = queries.len();
-    let rows = Call::new(&open, queries).map_or_else(Vec::new, |call| whole(knn(&call, k, "gpu_metric_knn"), n));
-    return_rows(fcinfo, rows)
+    return_rows(fcinfo, n, |r| Call::new(&open, queries[r].iter().cloned()).map_or(Ok(Vec::new()), |call| knn(&call, k, "gpu_metric_knn")));
 }
 
 #[pg_extern(
@@ -283,6 +294,8 @@ fn gpu_metric_within(index: pg_sys::Oid, queries: AnyArray, radius: f64, fcinfo:
     let open = open(index);
     let queries = queries_of(&open, &queries);
     let n = queries.len();
-    let rows = Call::new(&open, queries).map_or_else(Vec::new, |call| whole(within(&call, &vec![radius; n], "gpu_metric_within"), n));
-    return_rows(fcinfo, rows)
+    return_rows(fcinfo, n, |r| {
+        let radii = vec![radius; r.len()];
+        Call::new(&open, queries[r].iter().cloned()).map_or(Ok(Vec::new()), |call| within(&call, &radii, "gpu_metric_within"))
+    });
 }
