@@ -190,10 +190,13 @@ fn batch_functions_equal_gist_laterals() {
     }
     set_index_only(&mut c, false);
     // Before VACUUM (chains searched tuple by tuple), then after it (pages
-    // all-visible, pruned HOT chains behind redirect line pointers).
+    // all-visible, pruned HOT chains behind redirect line pointers), and
+    // then in pieces (gpuindex.batch_work_mem: ~10K matches; a query's
+    // fewer).
     for n in [1usize, 10, 300, 5000, 0, 300, 5000] {
         if n == 0 {
             c.batch_execute("VACUUM bf_gpu, bf_gist").unwrap();
+            c.batch_execute("SET gpuindex.batch_work_mem = '512kB'").unwrap();
             // Where pageinspect is installed: both cases really occur.
             let _ = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pageinspect");
             let sql = "SELECT count(*) FILTER (WHERE (SELECT flags & 4 <> 0 FROM page_header(get_raw_page('bf_gpu', b::int)))),
@@ -266,6 +269,17 @@ fn batch_functions_equal_gist_laterals() {
             array(&centres, "point")
         ));
         assert_eq!(got, want, "gpu_spatial_knn of {n} points, k = {k}");
+        if n == 5000 {
+            // The last pass ran in pieces.
+            let sql = format!(
+                "EXPLAIN ANALYZE SELECT r.ord, t.id FROM gpu_spatial_within('bf_gpu_p', {}, 0.75) r JOIN bf_gpu t ON t.ctid = r.ctid",
+                array(&centres, "point")
+            );
+            let plan: Vec<String> = c.query(&sql, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+            let pieces = plan.iter().any(|l| l.contains("Extra Batch Pieces"));
+            let small = c.query_one("SHOW gpuindex.batch_work_mem", &[]).unwrap().get::<_, String>(0) == "512kB";
+            assert_eq!(pieces, small, "{plan:#?}");
+        }
     }
     // The join, the outer side in several batches.
     c.batch_execute("CREATE TABLE bf_outer AS SELECT id, p, box(p, point(p[0] + 0.5, p[1] + 0.25)) AS b FROM bf_gist WHERE id % 23 = 0")
