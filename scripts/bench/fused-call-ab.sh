@@ -10,7 +10,10 @@
 #   SET=learned (default): N (10^8) int8 permutation keys, gpu_learned and btree;
 #   SET=art: N (10^7) uuids (md5 of i), gpu_art, btree and hash;
 #   SET=spatial: N (10^7) uniform points in [0,1000)^2, gpu_spatial_range
-#   over M (131,072) 1x1 boxes, against GiST's nested loop.
+#   over M (131,072) 1x1 boxes, against GiST's nested loop;
+#   SET=zipf: N (10^7) int8 keys of Zipf-like ranks (s = 1.2 over 10^6
+#   ranks: rank r held by ~r^-1.2 of the rows, the first by ~13%),
+#   gpu_btree and btree, the probes M distinct stored keys.
 # M (131,072) probe keys (about 9% misses). Copy next to a bundle folder `pg`
 # made by scripts/gpu-pg-bundle.sh, with bundle-server.sh, and run it there.
 cd "$(dirname "$0")"
@@ -26,6 +29,14 @@ if [ "$SET" = spatial ]; then
   fn=gpu_spatial_range; ours=t_s; builtin="t_g"
   indexes="CREATE INDEX t_s ON t USING gpu_spatial (k); CREATE INDEX t_g ON t USING gist (k);"
   ty=point
+elif [ "$SET" = zipf ]; then
+  N=${N:-10000000}
+  # P(rank >= r) = r^-0.2 (least(): random() may be 0).
+  key() { echo "(least(floor(pow(random(), -5)), 1000000)::int8 * 2654435761) % 4294967296"; }
+  probe=k
+  fn=gpu_btree_probe; ours=t_z; builtin="t_b"
+  indexes="CREATE INDEX t_z ON t USING gpu_btree (k); CREATE INDEX t_b ON t (k);"
+  ty=int8
 elif [ "$SET" = art ]; then
   N=${N:-10000000}
   key() { echo "md5(($1)::text)::uuid"; }
@@ -44,6 +55,7 @@ fi
 M=${M:-131072}
 rows="generate_series(1, $M)"
 [ "$SET" = spatial ] && rows="(SELECT random() * 999 x, random() * 999 y FROM generate_series(1, $M)) g"
+[ "$SET" = zipf ] && rows="(SELECT k FROM (SELECT DISTINCT k FROM t) d ORDER BY random() LIMIT $M) g"
 $P <<SQL
 CREATE EXTENSION gpuindex;
 CREATE TABLE t (k $ty, payload int8);
