@@ -135,7 +135,8 @@ fn oid(d: pg_sys::Datum) -> pg_sys::Oid {
     pg_sys::Oid::from(d.value() as u32)
 }
 
-static FUSABLE: [Fusable; 7] = [
+/// Every fusable function; a plan names one by its place here.
+pub static FUSABLE: [Fusable; 7] = [
     Fusable {
         name: "gpu_btree_probe",
         entry: Some(gpu_btree_probe_wrapper),
@@ -167,9 +168,10 @@ static FUSABLE: [Fusable; 7] = [
 ];
 
 impl Fusable {
-    /// Function `funcid`, if it is one of them: told by its C entry point,
-    /// so that a function of the same name elsewhere is not taken for it.
-    pub fn of(funcid: pg_sys::Oid) -> Option<&'static Fusable> {
+    /// The place in `FUSABLE` of function `funcid`, if it is one of them:
+    /// told by its C entry point, so that a function of the same name
+    /// elsewhere is not taken for it.
+    pub fn of(funcid: pg_sys::Oid) -> Option<usize> {
         // SAFETY: a catalog lookup; fmgr_info of any existing function.
         let addr = unsafe {
             if pg_sys::get_func_name(funcid).is_null() {
@@ -179,6 +181,6 @@ impl Fusable {
             pg_sys::fmgr_info(funcid, &mut f);
             f.fn_addr.map(|a| a as usize)?
         };
-        FUSABLE.iter().find(|f| f.entry.map(|e| e as usize) == Some(addr))
+        FUSABLE.iter().position(|f| f.entry.map(|e| e as usize) == Some(addr))
     }
 }

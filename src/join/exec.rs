@@ -237,8 +237,8 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         let lock = pg_sys::AccessShareLock as i32;
         let heap = pg_sys::table_open(p.heap, lock);
         // A TID probe reads no index, unless it runs its outer call's search.
-        let fused = if p.fused { Fused::begin(outer_plan, node.cast(), &p.colmap) } else { None };
-        let by_tid = p.index == pg_sys::InvalidOid || (p.fused && fused.is_none());
+        let fused = p.fused.and_then(|f| Fused::begin(&crate::functions::call::FUSABLE[f], outer_plan, node.cast(), &p.colmap));
+        let by_tid = p.index == pg_sys::InvalidOid || (p.fused.is_some() && fused.is_none());
         let index = if by_tid { std::ptr::null_mut() } else { pg_sys::index_open(p.index, lock) };
         let table = &raw mut (*estate).es_tupleTable;
         let heap_slot = pg_sys::table_slot_create(heap, table);
@@ -804,14 +804,19 @@ struct Searching {
 }
 
 impl Fused {
-    /// The fused call of `outer_plan` (a FunctionScan of one fusable
-    /// call whose target columns are its own), its arguments evaluated in
-    /// `parent`; None where the plan is not of that shape (the node then
-    /// runs the child as an ordinary TID probe).
+    /// The fused call of `outer_plan` (a FunctionScan of one call of
+    /// `call`, as the planner found it, whose target columns are its own),
+    /// its arguments evaluated in `parent`; None where the plan is not of
+    /// that shape (the node then runs the child as an ordinary TID probe).
     ///
     /// # Safety
     /// The node's outer plan and state, during BeginCustomScan.
-    unsafe fn begin(outer_plan: *mut pg_sys::Plan, parent: *mut pg_sys::PlanState, colmap: &[i32]) -> Option<Fused> {
+    unsafe fn begin(
+        call: &'static Fusable,
+        outer_plan: *mut pg_sys::Plan,
+        parent: *mut pg_sys::PlanState,
+        colmap: &[i32],
+    ) -> Option<Fused> {
         // SAFETY: the caller's contract.
         unsafe {
             if !is_a(outer_plan, NodeTag::T_FunctionScan) || !(*outer_plan).qual.is_null() {
@@ -823,7 +828,6 @@ impl Fused {
                 return None;
             }
             let expr = (*functions[0]).funcexpr.cast::<pg_sys::FuncExpr>();
-            let call = Fusable::of((*expr).funcid)?;
             let columns: Vec<i16> = list::ptrs::<pg_sys::TargetEntry>((*outer_plan).targetlist)
                 .into_iter()
                 .map(|te| if is_a((*te).expr, NodeTag::T_Var) { (*(*te).expr.cast::<pg_sys::Var>()).varattno } else { 0 })

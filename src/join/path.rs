@@ -51,8 +51,8 @@ pub struct Probe {
     pub top: Option<super::lateral::TopK>,
     /// A TID probe whose outer side is a batch function's call over an
     /// index of the inner table (`fused_call`): that index, whose search
-    /// the node runs itself; InvalidOid otherwise.
-    pub fused: pg_sys::Oid,
+    /// the node runs itself, and the function's place in `call::FUSABLE`.
+    pub fused: Option<(pg_sys::Oid, usize)>,
 }
 
 impl Probe {
@@ -141,7 +141,7 @@ unsafe fn offer(
                 strategy: top.strategy,
                 key: top.key,
                 top: Some(top),
-                fused: pg_sys::InvalidOid,
+                fused: None,
             })
         } else {
             None
@@ -268,7 +268,7 @@ unsafe fn find_probe(
             let Some(searcher) = searcher_of(ix.relam) else { continue };
             for rinfo in deciding(joinrel, jointype, clauses) {
                 if let Some((strategy, key)) = probe_clause(rinfo, (*innerrel).relid, (*outerrel).relids, ix, searcher) {
-                    return Some(Probe { rinfo, index, strategy, key, top: None, fused: pg_sys::InvalidOid });
+                    return Some(Probe { rinfo, index, strategy, key, top: None, fused: None });
                 }
             }
         }
@@ -317,11 +317,11 @@ unsafe fn fused_call(
     innerrel: *mut pg_sys::RelOptInfo,
     jointype: pg_sys::JoinType::Type,
     key: *mut pg_sys::Expr,
-) -> pg_sys::Oid {
+) -> Option<(pg_sys::Oid, usize)> {
     use pg_sys::JoinType::*;
     // SAFETY: planner structures.
     unsafe {
-        let none = pg_sys::InvalidOid;
+        let none = None;
         let rel = &*outerrel;
         if !matches!(jointype, JOIN_INNER | JOIN_SEMI)
             || rel.reloptkind != pg_sys::RelOptKind::RELOPT_BASEREL
@@ -337,9 +337,9 @@ unsafe fn fused_call(
             return none;
         }
         let call = (*functions[0]).funcexpr.cast::<pg_sys::FuncExpr>();
-        if crate::functions::call::Fusable::of((*call).funcid).is_none() {
+        let Some(function) = crate::functions::call::Fusable::of((*call).funcid) else {
             return none;
-        }
+        };
         let index_arg = strip_relabel(list::ptrs::<pg_sys::Expr>((*call).args)[0]);
         if !is_a(index_arg, NodeTag::T_Const) || (*index_arg.cast::<pg_sys::Const>()).constisnull {
             return none;
@@ -362,7 +362,7 @@ unsafe fn fused_call(
         if !is_call_column(key, &[2]) || !target.iter().all(|&e| is_call_column(e, &[1, 2])) {
             return none;
         }
-        index
+        Some((index, function))
     }
 }
 

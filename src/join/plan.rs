@@ -17,8 +17,8 @@
 //!   which filter joined rows;
 //! - `custom_private`: [OIDs (the table probed, index: InvalidOid for a
 //!   TID probe, the function's for a fused one), (join type, strategy,
-//!   index-only (1: no inner column read), the fused call's index (0:
-//!   none), and for a top-k
+//!   index-only (1: no inner column read), the fused call's function (its
+//!   place in `call::FUSABLE` plus one; 0: none), and for a top-k
 //!   subquery its k and ordering operator), the column map, and for a
 //!   top-k subquery its quals and select list, planned by
 //!   `lateral::planned`], which survive copyObject, the plan cache and
@@ -50,7 +50,7 @@ impl PathPrivate<'_> {
         let p = self.probe;
         let (ints, quals, tlist, order, heap) = match &p.top {
             None => (
-                vec![self.jointype as i32, p.strategy as i32, 0, p.fused.to_u32() as i32],
+                vec![self.jointype as i32, p.strategy as i32, 0, p.fused.map_or(0, |f| f.1 as i32 + 1)],
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
@@ -69,7 +69,7 @@ impl PathPrivate<'_> {
             list::of_ints(&ints).cast(),
             quals.cast(),
             tlist.cast(),
-            list::of_oids(&[heap]).cast(),
+            list::of_oids(&[heap, p.fused.map_or(pg_sys::InvalidOid, |f| f.0)]).cast(),
             order.cast(),
         ])
     }
@@ -97,8 +97,9 @@ pub struct Private {
     /// pages are not fetched.
     pub index_only: bool,
     /// A TID probe over a batch function's call (`path::fused_call`),
-    /// searched by the node through `index`.
-    pub fused: bool,
+    /// searched by the node through `index`: the function's place in
+    /// `call::FUSABLE`.
+    pub fused: Option<usize>,
     /// For each scan-tuple column: the outer child's column (1-based,
     /// positive) or the inner table's attribute, or the top-k subquery's
     /// output column (negated), or 0 for the inner table's ctid.
@@ -128,7 +129,7 @@ impl Private {
                 jointype: ints[0] as _,
                 strategy: ints[1] as u16,
                 index_only: ints[2] != 0,
-                fused: ints[3] != 0,
+                fused: (ints[3] > 0).then(|| ints[3] as usize - 1),
                 colmap: list::ints(items[2]),
                 top,
             }
@@ -252,7 +253,8 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         let innerrel = items[4].cast::<pg_sys::RelOptInfo>();
         let ints = list::ints(items[5].cast());
         let (top_quals, top_tlist) = (items[6].cast::<pg_sys::Node>(), items[7].cast::<pg_sys::List>());
-        let top_heap = list::oids(items[8].cast())[0];
+        let oids = list::oids(items[8].cast());
+        let (top_heap, fused_index) = (oids[0], oids[1]);
         let top_order = items[9].cast::<pg_sys::Node>();
         let jointype = ints[0] as pg_sys::JoinType::Type;
         let (join_quals, other_quals) = split_quals(jointype, restrictlist, (*rel).relids);
@@ -331,7 +333,7 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         (*cscan).flags = (*best_path).flags;
         (*cscan).custom_plans = custom_plans;
         (*cscan).custom_exprs = list::of_ptrs::<std::ffi::c_void>(&[key.cast(), matching.cast(), probe_clause.cast()]);
-        let index_oid = if by_tid { pg_sys::Oid::from(ints[3] as u32) } else { (*index).indexoid };
+        let index_oid = if by_tid { fused_index } else { (*index).indexoid };
         let mut private = vec![list::of_oids(&[heap, index_oid]), list::of_ints(&ints), list::of_ints(&colmap)];
         private.extend(top);
         (*cscan).custom_private = list::of_ptrs(&private);
