@@ -355,6 +355,19 @@ pub fn knn(
 /// a segment's part is not answered (the session searches itself under
 /// `auto`).
 pub fn range(key: ImageKey, dim: usize, queries: &[f32], ship: &dyn Fn(&Path) -> std::io::Result<()>, what: &'static str) -> Option<Rows> {
+    range_within(key, dim, queries, ship, what, u64::MAX).map(|r| r.expect("no bound"))
+}
+
+/// As `range`, or `Err(rows so far)` as soon as the answer holds more than
+/// `limit` rows (the rest of the queries not asked).
+pub fn range_within(
+    key: ImageKey,
+    dim: usize,
+    queries: &[f32],
+    ship: &dyn Fn(&Path) -> std::io::Result<()>,
+    what: &'static str,
+    limit: u64,
+) -> Option<Result<Rows, u64>> {
     let dim = dim.max(1);
     let per_part = (super::segment::MAX_BYTES / 2 / (dim * 4 + 4)).max(1);
     let mut out = Rows::new();
@@ -367,6 +380,9 @@ pub fn range(key: ImageKey, dim: usize, queries: &[f32], ship: &dyn Fn(&Path) ->
             match request(key, dim, part, Ask::Range(room), ship, what)? {
                 Ok(rows) => {
                     out.append(rows);
+                    if out.ids.len() as u64 > limit {
+                        return Some(Err(out.ids.len() as u64));
+                    }
                     break;
                 }
                 Err(need) if Ask::Range(need).answer_bytes(n) <= super::segment::MAX_BYTES && need > room => room = need,
@@ -377,7 +393,7 @@ pub fn range(key: ImageKey, dim: usize, queries: &[f32], ship: &dyn Fn(&Path) ->
             }
         }
     }
-    Some(out)
+    Some(Ok(out))
 }
 
 /// One request (its queries within a part); `Err(rows)` when a range

@@ -216,6 +216,16 @@ pub(super) fn finish(sh: &Shared, store: &mut Store, searcher: &mut Searcher, mu
                 warning!("gpuindex service: GPU search failed, searching on the CPU: {e}");
             }
             on_gpu |= found.on_gpu;
+            if let Some(n) = found.too_many {
+                for &j in group {
+                    let why = format!(
+                        "the epoch's range search counted {n} rows, more than the service gathers ({})",
+                        super::served::ANSWER_ROWS
+                    );
+                    epoch.answers[j] = Some(Answer::Failed(why));
+                }
+                continue;
+            }
             let mut at = 0;
             for &j in group {
                 let (head, queries) = (&epoch.jobs[j].head, &epoch.jobs[j].queries);

@@ -11,7 +11,7 @@
 
 use crate::am::common::cache::Image as _;
 use crate::am::{gpu_art, gpu_btree, gpu_learned, gpu_metric, gpu_spatial};
-use gpuindex_engine::gpics::{Hits, Neighbors, Query, Rect};
+use gpuindex_engine::gpics::{Neighbors, Query, Rect};
 use gpuindex_engine::gpu::{Gpu, GpuError};
 use gpuindex_engine::gts::gpu::{FILTER_MAX_K, MAX_GPU_K};
 use gpuindex_engine::gts::Metric;
@@ -103,7 +103,16 @@ pub struct Found {
     pub rows: Rows,
     pub on_gpu: bool,
     pub gpu_failure: Option<String>,
+    /// A range search that counted more rows than `ANSWER_ROWS` (none
+    /// gathered): its requests fail, and their sessions search in pieces.
+    pub too_many: Option<u64>,
 }
+
+/// The most rows the service gathers for one epoch's range search: a
+/// request carries at most `segment::MAX_BYTES` (4M rows), and a batch of
+/// points asked by many boxes could otherwise hold the worker's memory
+/// without bound.
+pub const ANSWER_ROWS: u64 = 16 * (super::segment::MAX_BYTES as u64 / 8);
 
 impl Served {
     pub fn host_bytes(&self) -> usize {
@@ -186,8 +195,15 @@ impl Served {
         }
         let Served::Spatial(img) = self else { unreachable!("range requests go to gpu_spatial and gpu_btree images (checked)") };
         let (qs, tree) = (queries(words), &img.tree);
-        let rows = |h: Hits| Rows { start: h.offsets, ids: h.ids, dists: Vec::new() };
-        found(on.map(|g| tree.search_gpu(g, &qs).map(rows)), || rows(tree.search_cpu(&qs)))
+        let (answer, on_gpu, gpu_failure) = match on.map(|g| tree.search_gpu_bounded(g, &qs, ANSWER_ROWS)) {
+            Some(Ok(a)) => (a, true, None),
+            Some(Err(e)) => (tree.search_cpu_bounded(&qs, ANSWER_ROWS), false, Some(e.to_string())),
+            None => (tree.search_cpu_bounded(&qs, ANSWER_ROWS), false, None),
+        };
+        match answer {
+            Ok(h) => Found { rows: Rows { start: h.offsets, ids: h.ids, dists: Vec::new() }, on_gpu, gpu_failure, too_many: None },
+            Err(n) => Found { rows: Rows::new(), on_gpu, gpu_failure, too_many: Some(n) },
+        }
     }
 
     /// Whether a batch of `n` queries (kNN: for `k`) runs on the GPU.
@@ -223,7 +239,7 @@ impl Served {
 /// given; none for records that do not decode (the session searches).
 fn art_hints(m: &gpu_art::mirror::Mirror, on: Option<&Gpu>, words: &[f32], dim: usize) -> Found {
     let Some(probes) = gpu_art::service::probes(words, dim) else {
-        return Found { rows: Rows::new(), on_gpu: false, gpu_failure: None };
+        return Found { rows: Rows::new(), on_gpu: false, gpu_failure: None, too_many: None };
     };
     let blocks = |ranks: Vec<u64>| Rows {
         start: (0..=ranks.len()).collect(),
@@ -304,9 +320,9 @@ fn centres(w: &[f32]) -> Vec<(f64, f64)> {
 
 fn found(tried: Option<Result<Rows, GpuError>>, cpu: impl FnOnce() -> Rows) -> Found {
     match tried {
-        Some(Ok(rows)) => Found { rows, on_gpu: true, gpu_failure: None },
-        Some(Err(e)) => Found { rows: cpu(), on_gpu: false, gpu_failure: Some(e.to_string()) },
-        None => Found { rows: cpu(), on_gpu: false, gpu_failure: None },
+        Some(Ok(rows)) => Found { rows, on_gpu: true, gpu_failure: None, too_many: None },
+        Some(Err(e)) => Found { rows: cpu(), on_gpu: false, gpu_failure: Some(e.to_string()), too_many: None },
+        None => Found { rows: cpu(), on_gpu: false, gpu_failure: None, too_many: None },
     }
 }
 

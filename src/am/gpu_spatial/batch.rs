@@ -103,8 +103,8 @@ fn matches(
     let m = shape::meta(rel);
     let queries: Vec<Query> = qs.iter().map(|q| q.1).collect();
     let limit = search::limit();
-    let hits = match image::range_by_service(rel, &m, &queries, what) {
-        Some(hits) => hits,
+    let hits = match image::range_by_service(rel, &m, &queries, what, limit) {
+        Some(hits) => hits.map_err(search::TooMany)?,
         None => {
             let tree = &image::tree(rel, &m).tree;
             let cpu = || tree.search_cpu_bounded(&queries, limit);

@@ -119,14 +119,15 @@ const RANGE_US_PER_QUERY_GPU: f64 = 0.025;
 const RANGE_ROWS: f64 = 10.0;
 
 /// Every tree point matching each query, from the GPU service (shipping
-/// it the tree if it lacks it); None where this backend searches itself,
-/// as for `knn_by_service`.
-pub fn range_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[Query], what: &'static str) -> Option<Hits> {
+/// it the tree if it lacks it), or `Err(rows so far)` past `limit` rows;
+/// None where this backend searches itself, as for `knn_by_service`.
+pub fn range_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[Query], what: &'static str, limit: u64) -> Option<Result<Hits, u64>> {
     use crate::service::{client, served};
     let n = queries.len() as f64;
     let key = worth_asking(rel, m, n * RANGE_US_PER_QUERY, n * RANGE_US_PER_QUERY_GPU, n * RANGE_ROWS)?;
-    let rows = client::range(key, served::QUERY_WORDS, &served::query_words(queries), &|path| ship(rel, m, path), what)?;
-    Some(Hits { offsets: rows.start, ids: rows.ids })
+    let words = served::query_words(queries);
+    let rows = client::range_within(key, served::QUERY_WORDS, &words, &|path| ship(rel, m, path), what, limit)?;
+    Some(rows.map(|rows| Hits { offsets: rows.start, ids: rows.ids }))
 }
 
 /// The image's key where a search that takes `search_us` in this backend
