@@ -597,6 +597,7 @@ impl State {
     /// before it are taken).
     unsafe fn probe(&mut self, keys: Vec<(i64, pg_sys::Datum)>) {
         self.matches.clear();
+        self.pieces = None;
         self.stats.chunks += 1;
         self.stats.probes += keys.len() as u64;
         if self.index.is_null() {

@@ -209,10 +209,10 @@ impl Pieces {
         loop {
             let range = self.todo.pop()?;
             match answer(range.clone()) {
-                Ok(hits) => {
+                Ok(found) => {
                     self.answered += 1;
                     self.last = range;
-                    return Some(hits);
+                    return Some(found);
                 }
                 Err(TooMany(n)) if range.len() == 1 => too_many(n),
                 Err(TooMany(n)) => {
