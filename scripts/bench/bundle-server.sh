@@ -9,3 +9,18 @@ PRELOAD=gpuindex FRESH=${FRESH:-1} PGCONF_EXTRA=$conf pg/server/pg-start >/dev/n
 source pg/server/pg-env.sh
 RT=$(pgb_server_root)
 P="$RT/pg-psql -X -q -v ON_ERROR_STOP=1"
+# timed SETUP QUERY [AFTER]: in one session, SETUP (SQL), QUERY once
+# unmeasured and three times timed, then AFTER; prints the three times
+# (or the ERROR) on one line.
+timed() {
+  $P <<SQL 2>&1 | grep -E 'Time|ERROR' | tr '\n' ' '; echo
+SET jit = off; $1
+\o /dev/null
+$2;
+\o
+\timing on
+$2; $2; $2;
+\timing off
+${3:-}
+SQL
+}

@@ -74,29 +74,12 @@ $P -c "EXPLAIN (ANALYZE, COSTS OFF) $F"
 for round in 1 2 3; do
   for q in F U; do
     echo "=== round $round $q"
-    $P <<SQL 2>&1 | grep -E 'Time|ERROR' | tr '\n' ' '; echo
-SET jit = off;
-\o /dev/null
-${!q};
-\o
-\timing on
-${!q}; ${!q}; ${!q};
-SQL
+    timed "" "${!q}"
   done
   for ix in $builtin; do
     echo "=== round $round join through $ix"
     drop=$(for o in $ours $builtin; do [ $o != $ix ] && echo -n "DROP INDEX $o; "; done)
-    $P <<SQL 2>&1 | grep -E 'Time|ERROR' | tr '\n' ' '; echo
-SET max_parallel_workers_per_gather = 0; SET enable_seqscan = off; SET enable_bitmapscan = off; SET jit = off;
-BEGIN; $drop
-\o /dev/null
-$J;
-\o
-\timing on
-$J; $J; $J;
-\timing off
-ROLLBACK;
-SQL
+    timed "SET max_parallel_workers_per_gather = 0; SET enable_seqscan = off; SET enable_bitmapscan = off; BEGIN; $drop" "$J" "ROLLBACK;"
   done
 done
 $RT/pg-stop >/dev/null

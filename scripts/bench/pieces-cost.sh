@@ -29,14 +29,7 @@ for round in 1 2 3; do
   for mem in 1GB 4MB 1MB; do
     for q in FN F; do
       echo "=== round $round $mem $q"
-      $P <<SQL 2>&1 | grep -E 'Time|ERROR' | tr '\n' ' '; echo
-SET jit = off; SET gpuindex.batch_work_mem = '$mem';
-\o /dev/null
-${!q};
-\o
-\timing on
-${!q}; ${!q}; ${!q};
-SQL
+      timed "SET gpuindex.batch_work_mem = '$mem';" "${!q}"
     done
   done
 done

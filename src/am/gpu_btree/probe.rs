@@ -98,7 +98,7 @@ fn runs<'a>(entries: &'a [(u64, Tid)], wanted: &'a [(u64, i64)]) -> impl Iterato
     entries.iter().map(move |&(code, tid)| {
         if last != Some(code) {
             last = Some(code);
-            start = end.max(start);
+            start = end;
             while start < wanted.len() && wanted[start].0 < code {
                 start += 1;
             }

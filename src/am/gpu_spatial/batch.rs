@@ -55,11 +55,7 @@ impl BatchSearch for super::GpuSpatial {
                         "Nearest neighbours need finite centres: every distance from a NaN or infinite point is the same.",
                     );
                 }
-                // (At most k rows a centre, of those the index holds.)
-                let m = shape::meta(open.index);
-                let held = m.tree_entries + [m.delta, m.frozen, m.odd].iter().map(|c| c.entries).sum::<u64>();
-                search::within_limit((centers.len() as u64).saturating_mul((k as u64).min(held)))?;
-                Ok(knn(open, &centers, k, batch.what))
+                knn(open, &centers, k, batch.what)
             }
         }
     }
@@ -132,9 +128,12 @@ type Cand = (u64, Tid, f64);
 /// tree (one engine kNN batch) and the delta, merged in (distance, TID)
 /// order; dead ones are skipped, and a centre left short is asked again
 /// with twice as many candidates, until it has k or there are no more.
-fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static str) -> Hits {
+fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static str) -> Result<Hits, search::TooMany> {
     let rel = open.index;
     let m = shape::meta(rel);
+    // (At most k rows a centre, of those the index holds.)
+    let held = m.tree_entries + [m.delta, m.frozen, m.odd].iter().map(|c| c.entries).sum::<u64>();
+    search::within_limit((centers.len() as u64).saturating_mul((k as u64).min(held)))?;
     // The tree's copy in this backend, read when the GPU service does not
     // answer.
     let img = std::cell::OnceCell::new();
@@ -190,5 +189,5 @@ fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static
             distances.push(d);
         }
     }
-    hits
+    Ok(hits)
 }
