@@ -158,6 +158,25 @@ RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop;
 -- Within the limit again.
 SET gpuindex.batch_work_mem = 128;
 SELECT count(*) FROM gpu_btree_probe('bw_b', ARRAY[1, 1, 2]::int8[]);
+-- A key held by far more rows than the limit: its entries are not all
+-- gathered to find that out (each entry is at least one match, so the
+-- leaf walk stops soon past the limit; it once gathered all of them).
+INSERT INTO bw SELECT 10000 + g, 1, 'hot', NULL FROM generate_series(1, 40000) g;
+REINDEX INDEX bw_l;
+CREATE FUNCTION bw_stops(q text) RETURNS text LANGUAGE plpgsql AS $f$
+BEGIN
+  EXECUTE q;
+  RETURN 'no error';
+EXCEPTION WHEN program_limit_exceeded THEN
+  RETURN CASE WHEN substring(SQLERRM FROM 'at least (\d+)')::int < 5000 THEN 'stopped early' ELSE SQLERRM END;
+END $f$;
+SELECT bw_stops($q$SELECT count(*) FROM gpu_btree_probe('bw_b', ARRAY[2, 1, 3]::int8[])$q$),
+       bw_stops($q$SELECT count(*) FROM gpu_learned_probe('bw_l', ARRAY[1]::int8[])$q$),
+       bw_stops($q$SELECT count(*) FROM gpu_art_probe('bw_a', ARRAY['key1500', 'hot'])$q$);
+SET gpuindex.batch_work_mem = 4096;
+SELECT bw_stops($q$SELECT count(*) FROM gpu_btree_probe('bw_b', ARRAY[2, 1, 3]::int8[])$q$),
+       (SELECT count(*) FROM gpu_learned_probe('bw_l', ARRAY[1]::int8[])),
+       (SELECT count(*) FROM gpu_art_probe('bw_a', ARRAY['key1500', 'hot']));
 SHOW gpuindex.batch_work_mem;
 RESET gpuindex.batch_work_mem;
 SHOW gpuindex.batch_work_mem;

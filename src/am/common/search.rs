@@ -60,8 +60,9 @@ pub struct Batch<'a> {
     pub heap_order: bool,
 }
 
-/// A batch whose matches would pass `limit()`: how many it found, counted
-/// before they were gathered.
+/// A batch whose matches would pass `limit()`: at least how many it has,
+/// counted before they were gathered (a search that gathers entries
+/// first stops once they pass the limit: each is at least one match).
 #[derive(Debug, Clone, Copy)]
 pub struct TooMany(pub u64);
 
@@ -72,6 +73,12 @@ const MATCH_BYTES: u64 = 48;
 /// The most matches one batch answers at once (`gpuindex.batch_work_mem`).
 pub fn limit() -> u64 {
     crate::guc::BATCH_WORK_MEM.get().max(1) as u64 * 1024 / MATCH_BYTES
+}
+
+/// The most index entries a batch gathers before it counts their matches:
+/// every entry is at least one match, so past this it has too many.
+pub fn entry_limit() -> usize {
+    limit() as usize
 }
 
 /// `Err(TooMany)` where `found` matches pass `limit()`.
@@ -153,7 +160,10 @@ pub fn open(oid: pg_sys::Oid) -> OpenIndex {
 fn too_many(matches: u64) -> ! {
     crate::error::raise(
         PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-        format!("gpuindex: one query would return {matches} matches, more than gpuindex.batch_work_mem holds ({} matches)", limit()),
+        format!(
+            "gpuindex: one query would return at least {matches} matches, more than gpuindex.batch_work_mem holds ({} matches)",
+            limit()
+        ),
         "Raise gpuindex.batch_work_mem (about 48 bytes a match) for this query, or narrow it.",
     )
 }

@@ -35,14 +35,19 @@ const GROUP: usize = 64;
 type Locked = (Shared, Special, Range<usize>);
 
 /// (point, TID) of every entry equal to one of the sorted distinct
-/// `points`, in no particular order.
-pub fn point_entries(tree: &Tree, kind: KeyKind, points: &ByteKeys, what: &'static str) -> Vec<(usize, Tid)> {
+/// `points`, in no particular order; past `cap` entries, how many it had
+/// found when it stopped (soon after).
+pub fn point_entries(tree: &Tree, kind: KeyKind, points: &ByteKeys, what: &'static str, cap: usize) -> Result<Vec<(usize, Tid)>, usize> {
+    let mut out = Vec::with_capacity(points.len().min(cap));
     if points.len() < MIRROR_MIN_POINTS {
-        return walk(tree, kind, points, (0..points.len()).collect(), what, None, None);
+        walk(tree, kind, points, (0..points.len()).collect(), what, None, None, cap, &mut out);
+    } else {
+        Ahead::new(tree, points, what).fill(tree, kind, points, usize::MAX, None, cap, &mut out);
     }
-    let mut out = Vec::with_capacity(points.len());
-    Ahead::new(tree, points, what).fill(tree, kind, points, usize::MAX, None, &mut out);
-    out
+    if out.len() > cap {
+        return Err(out.len());
+    }
+    Ok(out)
 }
 
 /// A forward walk over sorted distinct points whose leaves the pool
@@ -79,6 +84,7 @@ impl Ahead {
     /// scan's walk, and walks them), else those points walked last.
     /// `keep`: the pins of every leaf an entry came from are kept there
     /// (index-only scans: VACUUM cannot remove the entries meanwhile).
+    /// Stops once `out` holds more than `cap` entries.
     ///
     /// A point goes to the scan's walk where its leaf has long keys (their
     /// chains are read through the relation) or it is not below the
@@ -91,6 +97,7 @@ impl Ahead {
         points: &ByteKeys,
         groups: usize,
         mut keep: Option<&mut Pins>,
+        cap: usize,
         out: &mut Vec<(usize, Tid)>,
     ) {
         let mut rest = Vec::new();
@@ -121,15 +128,15 @@ impl Ahead {
             }
             drop(searched);
             out.extend(found.into_iter().flatten());
-            if next.is_empty() {
+            if next.is_empty() || out.len() > cap {
                 break;
             }
             searched = next;
         }
         // Held locks hold interrupts off: the walk answers them once released.
         pgrx::check_for_interrupts!();
-        if !rest.is_empty() {
-            out.extend(walk(tree, kind, points, rest, self.what, Some(&self.hints), keep));
+        if !rest.is_empty() && out.len() <= cap {
+            walk(tree, kind, points, rest, self.what, Some(&self.hints), keep, cap, out);
         }
     }
 }
@@ -191,7 +198,8 @@ fn search_page(n: Node, points: &ByteKeys, r: Range<usize>) -> Vec<(usize, Tid)>
 /// in key order, through the scan's walk over the leaves, from the
 /// batch's hints where it has them (one mirror batch for all points: the
 /// GPU service's too); `keep`: the pins of the leaves it read are kept
-/// there.
+/// there. Appended to `out`, until it holds more than `cap`.
+#[allow(clippy::too_many_arguments)]
 fn walk(
     tree: &Tree,
     kind: KeyKind,
@@ -200,7 +208,9 @@ fn walk(
     what: &'static str,
     hints: Option<&mirror::Hints>,
     keep: Option<&mut Pins>,
-) -> Vec<(usize, Tid)> {
+    cap: usize,
+    out: &mut Vec<(usize, Tid)>,
+) {
     let mut some = ByteKeys::new();
     for &p in &which {
         some.push(points.get(p));
@@ -212,12 +222,11 @@ fn walk(
     if let Some(h) = hints {
         scan.set_hints(mirror::Hints::from_blocks(tree, which.iter().map(|&p| h.block(p)).collect()));
     }
-    let mut out = Vec::new();
-    while let Some((point, tid)) = scan.next_entry(tree) {
+    while out.len() <= cap {
+        let Some((point, tid)) = scan.next_entry(tree) else { break };
         out.push((which[point], tid));
     }
     if let Some(pins) = keep {
         pins.append(scan.take_pins());
     }
-    out
 }

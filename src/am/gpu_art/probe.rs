@@ -73,7 +73,7 @@ fn matches(
     }
     starts.push(wanted.len());
     let tree = Tree::new(index);
-    let entries = point_entries(&tree, kind, &points, what);
+    let entries = point_entries(&tree, kind, &points, what, search::entry_limit()).map_err(|n| search::TooMany(n as u64))?;
     search::within_limit(entries.iter().map(|&(point, _)| (starts[point + 1] - starts[point]) as u64).sum())?;
     let mut out = Vec::with_capacity(entries.len());
     for (point, tid) in entries {

@@ -695,7 +695,7 @@ impl ScanState {
             a.at = 0;
             while a.found.is_empty() && !a.walk.done(points) {
                 let keep = (self.keep != KeepPins::No).then_some(&mut self.pins);
-                a.walk.fill(tree, self.kind, points, AHEAD_GROUPS, keep, &mut a.found);
+                a.walk.fill(tree, self.kind, points, AHEAD_GROUPS, keep, usize::MAX, &mut a.found);
             }
             if a.found.is_empty() {
                 return None;

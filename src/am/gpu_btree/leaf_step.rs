@@ -50,8 +50,9 @@ pub fn live_leaf_for(rel: pg_sys::Relation, mut page: Shared, mut from: usize, q
 /// or left of where q's entries begin, on that first page from entry
 /// `from` (every entry before it below q). Returns the live page where it
 /// stopped, still locked, and the entry past q's there, so the next
-/// (larger) probe can start there.
-pub fn collect_from(rel: pg_sys::Relation, page: Shared, from: usize, q: u64, out: &mut Vec<(u64, Tid)>) -> (Shared, usize) {
+/// (larger) probe can start there. Stops early, after a page, once `out`
+/// holds more than `cap` entries (the batch has too many matches).
+pub fn collect_from(rel: pg_sys::Relation, page: Shared, from: usize, q: u64, out: &mut Vec<(u64, Tid)>, cap: usize) -> (Shared, usize) {
     let (mut page, mut from) = live_leaf_for(rel, page, from, q);
     loop {
         let l = Leaf::new(page.page());
@@ -60,7 +61,7 @@ pub fn collect_from(rel: pg_sys::Relation, page: Shared, from: usize, q: u64, ou
         out.extend(l.entries(start, pos));
         // Equal keys may continue on the right page only if this page's
         // high key is q.
-        if pos < l.count() || l.rightmost() || l.s.high != q {
+        if pos < l.count() || l.rightmost() || l.s.high != q || out.len() > cap {
             return (page, pos);
         }
         (page, from) = live_leaf_for(rel, Shared::lock(rel, l.s.right), 0, q);
@@ -151,6 +152,8 @@ struct Rounds {
     in_flight: usize,
     sent: usize,
     back: usize,
+    /// Entries the rounds back have found.
+    gathered: usize,
     found: Vec<(usize, Vec<(u64, Tid)>)>,
     spare: Vec<Round>,
     tx: std::sync::mpsc::Sender<Searched>,
@@ -161,7 +164,10 @@ impl Rounds {
     fn take_back(&mut self, (n, found, mut round): Searched) {
         self.back += 1;
         match found {
-            Ok(f) => self.found.push((n, f)),
+            Ok(f) => {
+                self.gathered += f.len();
+                self.found.push((n, f))
+            }
             Err(panic) => std::panic::resume_unwind(panic),
         }
         round.clear();
@@ -236,15 +242,20 @@ impl Ahead {
 
 /// Every (key, TID) whose key is one of the ascending distinct `probes`,
 /// in key order; `hints[i]` is the leaf block where probe i's search
-/// starts (checked: a stale hint costs a descent or moves right).
-pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64]) -> Vec<(u64, Tid)> {
+/// starts (checked: a stale hint costs a descent or moves right). Where
+/// they pass `cap` the walk stops soon after and says how many it had
+/// found (a key held by 10^9 rows is not gathered to learn that a batch
+/// is too big).
+pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64], cap: usize) -> Result<Vec<(u64, Tid)>, usize> {
     crate::batch::ensure_cpu_pool();
     let (rel, blocks) = (tree.rel, blocks(tree));
     let mut recent = RecentPages::of(rel);
     let mut ahead = Ahead { cursor: 0, starts: VecDeque::new() };
     let (tx, rx) = std::sync::mpsc::channel();
     let in_flight = rayon::current_num_threads() + 2;
-    let mut rounds = Rounds { in_flight, sent: 0, back: 0, found: Vec::new(), spare: Vec::new(), tx, rx };
+    let mut rounds = Rounds { in_flight, sent: 0, back: 0, gathered: 0, found: Vec::new(), spare: Vec::new(), tx, rx };
+    // Entries found when the walk stopped past `cap`.
+    let mut over = None;
     // The walk runs on this thread (it pins and locks buffers); the
     // rounds' searches on the pool's, as the walk goes on.
     rayon::in_place_scope(|scope| {
@@ -253,6 +264,10 @@ pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64]) -> Vec<(u64, Tid
         let mut current: Option<(Shared, usize)> = None;
         let mut i = 0;
         while i < probes.len() {
+            if rounds.gathered + round.in_place.len() > cap {
+                over = Some(rounds.gathered + round.in_place.len());
+                return;
+            }
             let q = probes[i];
             let stay = current.as_ref().is_some_and(|(g, _)| {
                 let s = g.page().special();
@@ -281,7 +296,8 @@ pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64]) -> Vec<(u64, Tid
                 }
             } else {
                 let start = round.in_place.len();
-                current = Some(collect_from(rel, page, from, q, &mut round.in_place));
+                let cap = cap.saturating_sub(rounds.gathered);
+                current = Some(collect_from(rel, page, from, q, &mut round.in_place, cap));
                 round.found_in_place(start);
                 i += 1;
             }
@@ -290,5 +306,10 @@ pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64]) -> Vec<(u64, Tid
             rounds.send(scope, round, probes);
         }
     });
-    rounds.finish()
+    let found = rounds.finish();
+    match over {
+        Some(n) => Err(n),
+        None if found.len() > cap => Err(found.len()),
+        None => Ok(found),
+    }
 }

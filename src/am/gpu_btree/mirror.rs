@@ -119,7 +119,7 @@ pub fn hints(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<u32> {
 
 /// Every (key, TID) whose key is one of the ascending distinct `probes`, in
 /// key order: hints through the batch executor, then the leaf step over
-/// pages.
-pub fn probe(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<(u64, Tid)> {
-    super::leaf_step::probe_leaves(tree, &hints(tree, probes, what), probes)
+/// pages; past `cap` entries, how many it found when it stopped.
+pub fn probe(tree: &Tree, probes: &[u64], what: &'static str, cap: usize) -> Result<Vec<(u64, Tid)>, usize> {
+    super::leaf_step::probe_leaves(tree, &hints(tree, probes, what), probes, cap)
 }

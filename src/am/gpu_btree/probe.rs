@@ -26,7 +26,7 @@ impl BatchSearch for super::GpuBtree {
         }
         check_key_type(open.index, batch.query_type);
         let wanted = wanted_codes(batch);
-        let rows = probe_visible(open, wanted, |codes| super::mirror::probe(&Tree::new(open.index), codes, batch.what))?;
+        let rows = probe_visible(open, wanted, |codes, cap| super::mirror::probe(&Tree::new(open.index), codes, batch.what, cap))?;
         Ok(Hits { rows, distances: None })
     }
 
@@ -68,20 +68,22 @@ pub(crate) fn wanted_codes(batch: &Batch) -> Vec<(u64, i64)> {
 
 /// For (code, input position) pairs: the visible TIDs, (position, tid),
 /// in heap order (the visibility checks read each heap page once, and a
-/// join back by ctid reads the heap sequentially). `entries` finds the
-/// (code, TID) of the ascending distinct codes, in code order. The
-/// matches are counted before they are gathered: a code asked n times
-/// matches each of its entries n times.
+/// join back by ctid reads the heap sequentially). `entries(codes, cap)`
+/// finds the (code, TID) of the ascending distinct codes, in code order,
+/// or stops past `cap` of them and says how many it found. The matches
+/// are counted before they are gathered: a code asked n times matches
+/// each of its entries n times.
 pub(crate) fn probe_visible(
     open: &OpenIndex,
     mut wanted: Vec<(u64, i64)>,
-    entries: impl FnOnce(&[u64]) -> Vec<(u64, Tid)>,
+    entries: impl FnOnce(&[u64], usize) -> Result<Vec<(u64, Tid)>, usize>,
 ) -> Result<Vec<(i64, pg_sys::ItemPointerData)>, search::TooMany> {
     crate::batch::ensure_cpu_pool();
     wanted.par_sort_unstable();
     let mut codes: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     codes.dedup();
-    let entries: Vec<(u64, Tid)> = if codes.is_empty() { Vec::new() } else { entries(&codes) };
+    let entries =
+        if codes.is_empty() { Vec::new() } else { entries(&codes, search::entry_limit()).map_err(|n| search::TooMany(n as u64))? };
     search::within_limit(runs(&entries, &wanted).map(|(_, r)| r.len() as u64).sum())?;
     // (tid, position) for every match, in heap order.
     let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(entries.len());

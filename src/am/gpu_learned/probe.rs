@@ -16,27 +16,32 @@ use pgrx::prelude::*;
 use rayon::slice::ParallelSliceMut;
 
 /// Every live (code, TID) of the run and the delta whose code is one of
-/// the ascending distinct `codes`, in code order.
-pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str) -> Vec<(u64, Tid)> {
+/// the ascending distinct `codes`, in code order; past `cap` entries, how
+/// many it found when it stopped.
+pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str, cap: usize) -> Result<Vec<(u64, Tid)>, usize> {
     // The run and the delta of one generation: the delta is read between
     // two reads of it (as a scan starts, `scan.rs`).
     loop {
         let (run, delta_has_keys) = run::current(index);
         let hints = run::predictions(index, &run, codes, what);
         let mut out = Vec::with_capacity(codes.len());
-        run.collect_all_equal(index, codes, &hints, &mut out);
+        run.collect_all_equal(index, codes, &hints, &mut out, cap);
+        if out.len() > cap {
+            return Err(out.len());
+        }
         // The delta, unless its key tree is clear or an empty root leaf
         // (rows a snapshot sees were there when it was taken).
         if delta_has_keys {
             let tree = Tree::new(index);
             let m = tree.meta();
             if m.root_level > 0 || Leaf::new(Shared::lock(index, m.root).page()).count() > 0 {
-                out.extend(crate::am::gpu_btree::mirror::probe(&tree, codes, what));
+                let found = out.len();
+                out.extend(crate::am::gpu_btree::mirror::probe(&tree, codes, what, cap - found).map_err(|n| found + n)?);
             }
         }
         if run::generation(index) == run.meta.generation {
             out.par_sort_unstable();
-            return out;
+            return Ok(out);
         }
     }
 }
@@ -50,7 +55,7 @@ impl BatchSearch for super::GpuLearned {
             search::unsupported("gpu_learned", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
         }
         check_key_type(open.index, batch.query_type);
-        let rows = probe_visible(open, wanted_codes(batch), |codes| probe(open.index, codes, batch.what))?;
+        let rows = probe_visible(open, wanted_codes(batch), |codes, cap| probe(open.index, codes, batch.what, cap))?;
         Ok(Hits { rows, distances: None })
     }
 

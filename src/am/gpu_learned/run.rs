@@ -297,10 +297,11 @@ impl Run {
     /// order: the codes a page holds are searched under one lock of it,
     /// each from where the last ended (as a scan loads a page for every
     /// `= ANY` point on it); a code past the page is sought from its hint.
-    pub fn collect_all_equal(&self, rel: pg_sys::Relation, codes: &[u64], hints: &[u64], out: &mut Vec<(u64, Tid)>) {
+    /// Stops, after a page, once `out` holds more than `cap` entries.
+    pub fn collect_all_equal(&self, rel: pg_sys::Relation, codes: &[u64], hints: &[u64], out: &mut Vec<(u64, Tid)>, cap: usize) {
         let recent = &mut RecentPages::of(rel);
         let mut j = 0;
-        while j < codes.len() {
+        while j < codes.len() && out.len() <= cap {
             self.prefetch_ahead(recent, hints, j);
             // None: no key >= codes[j], nor any later code.
             let (pos, Some((mut i, mut g))) = self.lower_bound_page(recent, codes[j], hints[j] as usize) else { return };
@@ -324,7 +325,7 @@ impl Run {
                     }
                     (last, on)
                 };
-                if !continues {
+                if !continues || out.len() > cap {
                     break;
                 }
                 if i + 1 == self.pages() {
