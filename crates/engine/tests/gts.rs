@@ -4,7 +4,9 @@
 
 use gpuindex_engine::datasets::normal;
 use gpuindex_engine::gts::metric::{string_vector, MAX_CHARS};
-use gpuindex_engine::gts::search::{knn, knn_one, knn_rows, knn_wide, range, range_each, range_one, range_rows, Objects};
+use gpuindex_engine::gts::search::{
+    knn, knn_one, knn_rows, knn_wide, range, range_each, range_one, range_rows, range_rows_capped, Objects,
+};
 use gpuindex_engine::gts::{Metric, Nearest, Params, Tree, Vectors};
 use gpuindex_engine::rng::SplitMix64;
 
@@ -347,6 +349,49 @@ fn gpu_flat_answers_over_chunks() {
         assert_eq!(fresh.nested(), want, "{}: range_each_into, grown", metric.name());
         dev.knn_into(&gpu, &qs[..sm * 2], 10, &mut fresh).expect("knn_into, one launch");
         assert_eq!(fresh.nested(), knn(s, &objects, &qs[..sm * 2], 10), "{}: knn_into, one launch", metric.name());
+    }
+}
+
+/// Range batches past a cap on their answers stop and say how many they
+/// found (never fewer than the cap, never more than all), on the CPU and
+/// on the GPU's ways: the per-query walk in one pass (small batches) and
+/// in chunks, and the tree (32 dimensions); at the cap they answer whole.
+#[test]
+fn range_batches_stop_past_their_cap() {
+    let gpu = common::gpu_or_skip("range_batches_stop_past_their_cap (GPU part)");
+    for (dim, n, m) in [(2, 50_000, 40_000), (2, 50_000, 3_000), (32, 10_000, 1_000)] {
+        let v = vectors(Shape::Clustered, n, dim, 5);
+        let qs = vectors(Shape::Clustered, m, dim, 6).data;
+        let tree = Tree::build(Metric::L2, &v, Params { fanout: 20 });
+        let objects = Objects::of(&tree, &v);
+        let s = &tree.shape;
+        let near = knn(s, &objects, &qs[..dim], 200);
+        // Some queries find ~200, the rest ~10.
+        let radii: Vec<f64> = (0..m).map(|i| if i % 7 == 3 { near[0][199].1 } else { near[0][9].1 }).collect();
+        let want = range_rows(s, &objects, &qs, dim, &radii);
+        let total: usize = want.iter().map(Vec::len).sum();
+        let what = format!("dim {dim}, {m} queries, {total} answers");
+        assert_eq!(range_rows_capped(s, &objects, &qs, dim, &radii, total).as_ref(), Ok(&want), "{what}: CPU at the cap");
+        for cap in [total - 1, total / 10] {
+            let n = range_rows_capped(s, &objects, &qs, dim, &radii, cap).expect_err("CPU past the cap");
+            assert!(n > cap && n <= total, "{what}: CPU, cap {cap}: {n}");
+        }
+        let n = range_rows_capped(s, &objects, &qs, dim, &radii, total / 10).unwrap_err();
+        assert!(n < total, "{what}: the CPU stops early ({n})");
+        let Some(gpu) = &gpu else { continue };
+        let dev = DeviceTree::upload(gpu, s, &objects).expect("upload");
+        assert_eq!(dev.range_each_capped(gpu, &qs, &radii, total).expect("gpu").as_ref(), Ok(&want), "{what}: GPU at the cap");
+        for cap in [total - 1, total / 10] {
+            let n = dev.range_each_capped(gpu, &qs, &radii, cap).expect("gpu").expect_err("GPU past the cap");
+            assert!(n > cap && n <= total, "{what}: GPU, cap {cap}: {n}");
+        }
+        if m > 16_384 {
+            // In chunks: it stops after the first chunk past the cap.
+            let n = dev.range_each_capped(gpu, &qs, &radii, total / 10).expect("gpu").unwrap_err();
+            assert!(n < total, "{what}: the GPU stops early ({n})");
+        }
+        // The batch after one that stopped answers whole.
+        assert_eq!(dev.range_each(gpu, &qs, &radii).expect("gpu"), want, "{what}: GPU after a stop");
     }
 }
 

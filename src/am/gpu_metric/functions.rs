@@ -187,14 +187,15 @@ pub fn within(call: &Call, radii: &[f64], what: &'static str) -> Result<Vec<Vec<
     let rel = call.open.index;
     let img = image::tree(rel, &call.m);
     let delta = image::delta(rel, &call.m);
-    let cpu = || search::range_rows(&img.shape, &img.objects, &call.queries, call.width, radii);
+    // The engine stops soon past the limit (each answer is a match).
+    let cap = crate::am::common::search::entry_limit();
+    let cpu = || search::range_rows_capped(&img.shape, &img.objects, &call.queries, call.width, radii, cap);
     let a = crate::batch::run(what, radii.len(), cpu, |g| match call.fits() {
-        true => img.device(g)?.range_each(g, &call.queries, radii),
+        true => img.device(g)?.range_each_capped(g, &call.queries, radii, cap),
         false => Err(call.too_wide()),
-    });
+    })
+    .map_err(|n| TooMany(n as u64))?;
     let b = delta_candidates(&call.m, &call.queries, call.width, &delta, None, Some(radii));
-    // (The engine's answers are gathered by then: bounded here before they
-    // are merged, checked and copied.)
     within_limit(a.iter().map(Vec::len).chain(b.iter().map(Vec::len)).map(|n| n as u64).sum())?;
     let cands: Vec<Vec<Cand>> = a.into_iter().zip(&b).map(|(a, b)| merge(a, b, None)).collect();
     Ok(visible(call.open, &cands))

@@ -12,9 +12,9 @@
 //! (the join users write over btree and hash; `gpu_art_probe` joined back
 //! by ctid; then that join for every contender) and, for URLs, prefix
 //! queries (`LIKE 'prefix%'` of about 10 and 1000 rows); then the single
-//! lookups again with the three indexes side by side, each alone in turn
-//! (the others dropped in a transaction rolled back) in one session,
-//! round by round. Lookups pick
+//! lookups, the planner's 128K-key `= ANY` count and the prefixes again
+//! with the three indexes side by side, each alone in turn (the others
+//! dropped in a transaction rolled back) in one session, round by round. Lookups pick
 //! stored keys (one in 11 a miss). Every answer is checked against
 //! btree's. Prints one table. Plans forced onto an index run with jit =
 //! off (`bench::FORCE_INDEX`).
@@ -237,10 +237,11 @@ fn main() {
             assert_eq!(answers[..m], reference[..m], "{label} answered differently from btree");
         }
     }
-    // The single lookups again with the three indexes side by side, taken
-    // in turn round by round (each alone in a transaction that drops the
-    // others and is rolled back): the setups above run minutes apart, and
-    // the host drifts between them by more than the indexes differ.
+    // The single lookups, the planner's 128K-key `= ANY` count and the
+    // prefixes again with the three indexes side by side, taken in turn
+    // round by round (each alone in a transaction that drops the others
+    // and is rolled back): the setups above run minutes apart, and the
+    // host drifts between them by more than the indexes differ.
     c.batch_execute("DROP INDEX IF EXISTS bench_s_k").unwrap();
     let names: Vec<String> = setups.iter().map(|(label, _)| format!("bench_s_{label}")).collect();
     for ((_, def), name) in setups.iter().zip(&names) {
@@ -248,32 +249,73 @@ fn main() {
         let _ = c.batch_execute(&format!("SELECT pg_prewarm('{name}')"));
     }
     let mut s = connect();
-    let st = s.prepare(&format!("SELECT payload FROM bench_s WHERE k = $1::text::{ty}")).unwrap();
-    let mut secs: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+    let single = s.prepare(&format!("SELECT payload FROM bench_s WHERE k = $1::text::{ty}")).unwrap();
+    // Unprepared, as above: a generic plan cannot hash the array (a
+    // sequential scan's filter then searches 128K keys a row).
+    let any = format!("SELECT count(*) FROM bench_s WHERE k = ANY($1::text[]::{ty}[])");
+    let like = s.prepare("SELECT count(*) FROM bench_s WHERE k LIKE $1").unwrap();
+    type Run<'a> = Box<dyn Fn(&mut postgres::Transaction) -> i64 + 'a>;
+    // (what, unit per query, queries, hash answers it, settings, the run:
+    // rows found).
+    let mut measures: Vec<(String, &str, usize, bool, &str, Run)> = vec![
+        (
+            "single lookup (k = $1)".into(),
+            "us",
+            singles.len(),
+            true,
+            "",
+            Box::new(|tx| singles.iter().map(|k| tx.query(&single, &[k]).unwrap().len() as i64).sum()),
+        ),
+        ("= ANY(128K keys), count".into(), "ms", 1, true, "", Box::new(|tx| tx.query_one(any.as_str(), &[&probe_sets[2]]).unwrap().get(0))),
+    ];
+    for (what, ps) in &prefixes {
+        let like = &like;
+        let run: Run = Box::new(move |tx| ps.iter().map(|p| tx.query_one(like, &[p]).unwrap().get::<_, i64>(0)).sum());
+        measures.push((
+            format!("prefix {what}"),
+            "ms",
+            ps.len(),
+            false,
+            "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off",
+            run,
+        ));
+    }
+    let mut secs: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); setups.len()]; measures.len()];
     // Round 0 warms every index's pages and this session's caches.
     for round in 0..=a.reps {
-        for (i, per) in secs.iter_mut().enumerate() {
-            let mut tx = s.transaction().unwrap();
-            for other in names.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, n)| n) {
-                tx.batch_execute(&format!("DROP INDEX {other}")).unwrap();
+        for (mi, (what, _, _, hash_too, settings, run)) in measures.iter().enumerate() {
+            let mut found: Vec<Option<i64>> = vec![None; setups.len()];
+            for (i, per) in secs[mi].iter_mut().enumerate() {
+                if setups[i].0 == "hash" && !hash_too {
+                    continue;
+                }
+                let mut tx = s.transaction().unwrap();
+                for other in names.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, n)| n) {
+                    tx.batch_execute(&format!("DROP INDEX {other}")).unwrap();
+                }
+                tx.batch_execute(settings).unwrap();
+                let t = Instant::now();
+                found[i] = Some(run(&mut tx));
+                let elapsed = t.elapsed().as_secs_f64();
+                tx.rollback().unwrap();
+                if round > 0 {
+                    per.push(elapsed);
+                }
             }
-            let t = Instant::now();
-            let mut found = 0i64;
-            for k in &singles {
-                found += tx.query(&st, &[k]).unwrap().len() as i64;
-            }
-            let elapsed = t.elapsed().as_secs_f64();
-            tx.rollback().unwrap();
-            assert_eq!(found, reference[0], "{}: single lookups answered differently from btree", setups[i].0);
-            if round > 0 {
-                per.push(elapsed);
-            }
+            let first = found[0];
+            assert!(found.iter().flatten().all(|f| Some(*f) == first), "{what}: the indexes answered differently in turn: {found:?}");
         }
     }
-    for (i, mut per) in secs.into_iter().enumerate() {
-        per.sort_by(|a, b| a.total_cmp(b));
-        let what = "single lookup (k = $1), indexes in turn in one session".to_string();
-        push(&mut rows, setups.len(), i, what, "us", true, per[per.len() / 2] / singles.len() as f64 * 1e6);
+    for ((what, unit, n, _, _, _), per_index) in measures.iter().zip(secs) {
+        for (i, mut per) in per_index.into_iter().enumerate() {
+            if per.is_empty() {
+                continue;
+            }
+            per.sort_by(|a, b| a.total_cmp(b));
+            let scale = if *unit == "us" { 1e6 } else { 1e3 };
+            let row = format!("{what}, indexes in turn in one session");
+            push(&mut rows, setups.len(), i, row, unit, true, per[per.len() / 2] / *n as f64 * scale);
+        }
     }
     println!();
     println!("| measure | btree | hash | gpu_art | gpu_art vs btree | gpu_art vs hash |");

@@ -208,12 +208,22 @@ impl DeviceTree {
 
     /// Every object within `radii[i]` of query i, as `search::range_each`.
     pub fn range_each(&self, gpu: &Gpu, queries: &[f32], radii: &[f64]) -> Result<Answers, GpuError> {
-        self.batch(gpu, queries, Ask::Range(radii), Way::Auto)
+        self.batch(gpu, queries, Ask::Range(radii, &Limit::new(usize::MAX)), Way::Auto)
+    }
+
+    /// `range_each`, or Err(answers found) once they pass `cap`: each way
+    /// counts a group's or chunk's answers before it takes them to the
+    /// host and stops there, so host memory stays bounded whatever the
+    /// radii (as `search::range_rows_capped` on the CPU).
+    pub fn range_each_capped(&self, gpu: &Gpu, queries: &[f32], radii: &[f64], cap: usize) -> Result<Result<Answers, usize>, GpuError> {
+        let limit = Limit::new(cap);
+        let answers = self.batch(gpu, queries, Ask::Range(radii, &limit), Way::Auto)?;
+        Ok(limit.over().map_or(Ok(answers), Err))
     }
 
     /// The same, by one way only (`Tree` or `Depth`; benchmarks and tests).
     pub fn range_each_by(&self, gpu: &Gpu, queries: &[f32], radii: &[f64], way: Way) -> Result<Answers, GpuError> {
-        self.batch(gpu, queries, Ask::Range(radii), way)
+        self.batch(gpu, queries, Ask::Range(radii, &Limit::new(usize::MAX)), way)
     }
 
     /// `knn` into `out` (cleared first; its memory kept between batches):
@@ -225,7 +235,7 @@ impl DeviceTree {
 
     /// `range_each` into `out`, as `knn_into`.
     pub fn range_each_into(&self, gpu: &Gpu, queries: &[f32], radii: &[f64], out: &mut FlatAnswers) -> Result<(), GpuError> {
-        self.batch_into(gpu, queries, Ask::Range(radii), Way::Auto, out)
+        self.batch_into(gpu, queries, Ask::Range(radii, &Limit::new(usize::MAX)), Way::Auto, out)
     }
 
     fn batch_into(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way, out: &mut FlatAnswers) -> Result<(), GpuError> {
@@ -241,7 +251,7 @@ impl DeviceTree {
     fn flat(&self, gpu: &Gpu, queries: &[f32], ask: Ask, way: Way, out: &mut FlatAnswers) -> Result<bool, GpuError> {
         let k = match ask {
             Ask::Knn(k) => Some(k),
-            Ask::Range(_) => None,
+            Ask::Range(..) => None,
         };
         let theirs = match way {
             Way::Depth => true,
@@ -253,9 +263,9 @@ impl DeviceTree {
         }
         match ask {
             Ask::Knn(k) => self.knn_depth(gpu, queries, k, out)?,
-            Ask::Range(radii) => {
+            Ask::Range(radii, limit) => {
                 let (free, _) = gpu.memory()?;
-                self.range_depth(gpu, queries, radii, self.budget.unwrap_or((free / 4).max(64 << 20)), out)?
+                self.range_depth(gpu, queries, radii, self.budget.unwrap_or((free / 4).max(64 << 20)), limit, out)?
             }
         }
         Ok(true)
@@ -317,10 +327,12 @@ impl DeviceTree {
         let mut groups = vec![(0, m)];
         while let Some((a, b)) = groups.pop() {
             let part = match ask {
-                Ask::Range(radii) => Ask::Range(&radii[a..b]),
+                Ask::Range(radii, limit) => Ask::Range(&radii[a..b], limit),
                 knn => knn,
             };
             match self.group(gpu, &queries[a * self.dim..b * self.dim], part, way, budget)? {
+                // Past a range batch's limit the rest is not searched.
+                Some(_) if ask.over() => break,
                 Some(answers) => out.extend(answers),
                 None if b - a > 1 => {
                     // Too many pairs or answers: halves, first half first.
@@ -413,7 +425,7 @@ impl DeviceTree {
         let (metric, dim) = (self.metric as u32, self.dim as u32);
         let bound = match ask {
             Ask::Knn(_) => gpu.upload(&vec![f64::INFINITY; m])?,
-            Ask::Range(radii) => gpu.upload(radii)?,
+            Ask::Range(radii, _) => gpu.upload(radii)?,
         };
         let mut pairs = Pairs {
             q: gpu.upload(&(0..m as u32).collect::<Vec<u32>>())?,
@@ -507,10 +519,10 @@ impl DeviceTree {
                 )?;
                 Ok(Some(nearest(gpu, &out_d, &out_id, &out_n, k)?.into_iter().map(Option::unwrap_or_default).collect()))
             }
-            Ask::Range(radii) => {
+            Ask::Range(radii, limit) => {
                 let radii = gpu.upload(radii)?;
                 let rp = radii.ptr();
-                self.gather_range(gpu, m, budget, |cap, curp, oqp, oip, odp| {
+                self.gather_range(gpu, m, budget, limit, |cap, curp, oqp, oip, odp| {
                     launch!(
                         gpu,
                         stream,
@@ -527,12 +539,13 @@ impl DeviceTree {
     /// A range search's answers, written by `launch(cap, cursor, out_q,
     /// out_id, out_d)` at a cursor (up to cap of them; the cursor counts
     /// all): run again with room for all when they did not fit, None when
-    /// they would not fit `budget`.
+    /// they would not fit `budget`; none taken (empty answers) past `limit`.
     fn gather_range(
         &self,
         gpu: &Gpu,
         m: usize,
         budget: usize,
+        limit: &Limit,
         launch: impl Fn(u64, u64, u64, u64, u64) -> Result<(), GpuError>,
     ) -> Result<Option<Answers>, GpuError> {
         let room = budget / (4 + 8 + 8);
@@ -548,6 +561,9 @@ impl DeviceTree {
                 }
                 cap = total;
                 continue;
+            }
+            if !limit.take(total) {
+                return Ok(Some(vec![Vec::new(); m]));
             }
             let q = gpu.download_staged_first(&out_q, total)?;
             let id = gpu.download_staged_first(&out_id, total)?;
@@ -624,8 +640,41 @@ struct Descent {
 #[derive(Clone, Copy, Debug)]
 enum Ask<'a> {
     Knn(usize),
-    /// One radius per query.
-    Range(&'a [f64]),
+    /// One radius per query; the answers the batch may take.
+    Range(&'a [f64], &'a Limit),
+}
+
+impl Ask<'_> {
+    /// Whether a range batch has passed its limit.
+    fn over(&self) -> bool {
+        matches!(self, Ask::Range(_, l) if l.over().is_some())
+    }
+}
+
+/// The most answers a range batch takes to the host (`range_each_capped`),
+/// and how many its groups and chunks found so far.
+#[derive(Debug)]
+struct Limit {
+    cap: usize,
+    found: std::cell::Cell<usize>,
+}
+
+impl Limit {
+    fn new(cap: usize) -> Limit {
+        Limit { cap, found: std::cell::Cell::new(0) }
+    }
+
+    /// Counts `n` more answers: whether they are still within the cap
+    /// (then the caller takes them).
+    fn take(&self, n: usize) -> bool {
+        self.found.set(self.found.get().saturating_add(n));
+        self.found.get() <= self.cap
+    }
+
+    /// The answers found, once past the cap.
+    fn over(&self) -> Option<usize> {
+        (self.found.get() > self.cap).then_some(self.found.get())
+    }
 }
 
 /// One level's (query, node) pairs, in query order, with each pair's

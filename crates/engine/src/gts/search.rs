@@ -388,3 +388,34 @@ pub fn range_each(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32],
 pub fn range_rows(shape: &Shape, leaves: &(impl Leaves + Sync), queries: &[f32], width: usize, radii: &[f64]) -> Vec<Vec<(u64, f64)>> {
     queries.par_chunks(width.max(1)).zip(radii).map(|(q, &r)| range_one(shape, leaves, q, r)).collect()
 }
+
+/// `range_rows`, or Err(answers found) once they pass `cap`: the queries
+/// not yet searched then are not (memory stays within `cap` answers and
+/// one query's a thread, whatever the radii).
+pub fn range_rows_capped(
+    shape: &Shape,
+    leaves: &(impl Leaves + Sync),
+    queries: &[f32],
+    width: usize,
+    radii: &[f64],
+    cap: usize,
+) -> Result<Vec<Vec<(u64, f64)>>, usize> {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let found = AtomicUsize::new(0);
+    let answers = queries
+        .par_chunks(width.max(1))
+        .zip(radii)
+        .map(|(q, &r)| {
+            if found.load(Relaxed) > cap {
+                return Vec::new();
+            }
+            let a = range_one(shape, leaves, q, r);
+            found.fetch_add(a.len(), Relaxed);
+            a
+        })
+        .collect();
+    match found.into_inner() {
+        n if n > cap => Err(n),
+        _ => Ok(answers),
+    }
+}

@@ -11,7 +11,7 @@
 //! page-locked memory itself.
 
 use super::flat::{FlatAnswers, Pair};
-use super::DeviceTree;
+use super::{DeviceTree, Limit};
 use crate::gpu::kernels::GTS;
 use crate::gpu::pipeline::{cast, cast_mut, Slot};
 use crate::gpu::{copy_parallel, Gpu, GpuError, Schedule};
@@ -164,12 +164,13 @@ impl DeviceTree {
         queries: &[f32],
         radii: &[f64],
         budget: usize,
+        limit: &Limit,
         out: &mut FlatAnswers,
     ) -> Result<(), GpuError> {
         if radii.len() <= DIRECT_RANGE {
-            self.range_direct(gpu, queries, radii, budget, out)
+            self.range_direct(gpu, queries, radii, budget, limit, out)
         } else {
-            self.range_depth_chunks(gpu, queries, radii, budget, out)
+            self.range_depth_chunks(gpu, queries, radii, budget, limit, out)
         }
     }
 
@@ -177,7 +178,16 @@ impl DeviceTree {
     /// three stages apart: while chunk i is counted on the device, the
     /// host takes chunk i-1's counts to offsets and has its answers packed
     /// and sent back, then files chunk i-2's answers.
-    fn range_depth_chunks(&self, gpu: &Gpu, queries: &[f32], radii: &[f64], budget: usize, out: &mut FlatAnswers) -> Result<(), GpuError> {
+    /// Past `limit` (counted before a chunk's answers are placed) it stops.
+    fn range_depth_chunks(
+        &self,
+        gpu: &Gpu,
+        queries: &[f32],
+        radii: &[f64],
+        budget: usize,
+        limit: &Limit,
+        out: &mut FlatAnswers,
+    ) -> Result<(), GpuError> {
         let (dim, m, step) = (self.dim, radii.len(), chunk(radii.len()));
         let lay = RangeLayout::new(dim, step);
         let chunks: Vec<usize> = (0..m).step_by(step).collect();
@@ -216,7 +226,16 @@ impl DeviceTree {
                 // filed, so that the two overlap.
                 let mut before = placed.take();
                 if let Some((si, n)) = counted.take() {
-                    match self.range_place_all(gpu, &mut slots[si], &lay, dense_of(si), n)? {
+                    let found = self.range_place_all(gpu, &mut slots[si], &lay, dense_of(si), n)?;
+                    if !limit.take(found.as_ref().map_or_else(|off| off[n] as usize, |&total| total)) {
+                        // Past the limit nothing more is taken; the slots
+                        // finish what is in flight before they go back.
+                        for s in &slots {
+                            s.stream.synchronize().map_err(crate::gpu::driver_error("cuStreamSynchronize"))?;
+                        }
+                        return Ok(());
+                    }
+                    match found {
                         Ok(total) => placed = Some((si, n, total)),
                         Err(off) => {
                             // In order: the chunk before first.
@@ -248,7 +267,15 @@ impl DeviceTree {
     /// the two passes as a batch of their own. The two passes cost a small
     /// batch two kernels' latency, the counts' round trip and a copy of the
     /// answers; H100 host, 10^4 2-d queries: ~160 us against ~480 us.
-    fn range_direct(&self, gpu: &Gpu, queries: &[f32], radii: &[f64], budget: usize, out: &mut FlatAnswers) -> Result<(), GpuError> {
+    fn range_direct(
+        &self,
+        gpu: &Gpu,
+        queries: &[f32],
+        radii: &[f64],
+        budget: usize,
+        limit: &Limit,
+        out: &mut FlatAnswers,
+    ) -> Result<(), GpuError> {
         let (dim, m) = (self.dim, radii.len());
         // In: queries, radii, the cursor (zero). Out: places, counts.
         let radii_at = (m * dim * 4).next_multiple_of(16);
@@ -302,17 +329,21 @@ impl DeviceTree {
             for q in (0..m).filter(|&q| place[q] != LEFT && counts[q] as usize > SPARE) {
                 by_id(out.placed_mut(q));
             }
-            (0..m).filter(|&q| place[q] == LEFT).collect::<Vec<usize>>()
+            ((0..m).filter(|&q| place[q] == LEFT).collect::<Vec<usize>>(), placed)
         });
         gpu.return_slots(slots);
-        let rest = rest?;
-        if rest.is_empty() {
+        let (rest, placed) = rest?;
+        // (What it placed is bounded by the room it was given.)
+        if !limit.take(placed) || rest.is_empty() {
             return Ok(());
         }
         let sub_q: Vec<f32> = rest.iter().flat_map(|&q| &queries[q * dim..(q + 1) * dim]).copied().collect();
         let sub_r: Vec<f64> = rest.iter().map(|&q| radii[q]).collect();
         let mut sub = FlatAnswers::default();
-        self.range_depth_chunks(gpu, &sub_q, &sub_r, budget, &mut sub)?;
+        self.range_depth_chunks(gpu, &sub_q, &sub_r, budget, limit, &mut sub)?;
+        if limit.over().is_some() {
+            return Ok(());
+        }
         for (i, &q) in rest.iter().enumerate() {
             let span = out.place_rest(gpu, sub.query(i))?;
             out.set_span(q, span);
