@@ -11,24 +11,16 @@
 # and sum(payload) (index scan); four timed each. The old build is the
 # bundle's library (or OLD=path), the new one ./new.so (or the bundle's
 # with OLD=). Copy next to a bundle folder `pg` (scripts/gpu-pg-bundle.sh)
-# with bundle-server.sh and run it there; ROUNDS (default 3), ORDER (the
+# with bundle-server.sh and art-uuid-table.sh and run it there; ROUNDS (default 3), ORDER (the
 # builds in a round, default "old new").
 cd "$(dirname "$0")"; here=$(pwd)
 conf=${conf:-'shared_buffers=24GB;max_wal_size=16GB'}
 source ./bundle-server.sh
 lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so
 if [ -n "$OLD" ]; then cp $lib /tmp/new.so; cp "$OLD" /tmp/old.so; else cp $lib /tmp/old.so; cp $here/new.so /tmp/new.so; fi
+source ./art-uuid-table.sh
 $P <<SQL >/dev/null
-CREATE EXTENSION IF NOT EXISTS gpuindex; CREATE EXTENSION IF NOT EXISTS pg_prewarm;
-CREATE TABLE bu (k uuid, payload int);
-INSERT INTO bu SELECT gen_random_uuid(), g FROM generate_series(1, ${ROWS:-10000000}) g;
-VACUUM ANALYZE bu;
-SET maintenance_work_mem = '4GB';
-CREATE INDEX bu_a ON bu USING gpu_art (k);
-CREATE INDEX bu_b ON bu (k);
-CREATE INDEX bu_h ON bu USING hash (k);
 CREATE TABLE keys AS SELECT k FROM bu TABLESAMPLE SYSTEM (1) ORDER BY random() LIMIT 50000;
-CREATE TABLE keys128 AS SELECT array_agg(k) AS a FROM (SELECT k FROM bu WHERE random() < 0.014 ORDER BY random() LIMIT 128000) s;
 CREATE FUNCTION lk() RETURNS bigint LANGUAGE plpgsql AS \$\$
 DECLARE s bigint := 0; x uuid; p int;
 BEGIN
