@@ -31,6 +31,10 @@ use std::ops::Range;
 /// holds at most 200 LWLocks, and two groups are locked at a time).
 const GROUP: usize = 64;
 
+/// How far ahead of the point whose leaf is locked next the leaf of a
+/// later one is prefetched.
+const PREFETCH_POINTS: usize = 24;
+
 /// A leaf locked for the pool: its guard, special area and points.
 type Locked = (Shared, Special, Range<usize>);
 
@@ -113,20 +117,33 @@ impl Ahead {
             rayon::in_place_scope(|scope| {
                 let found = &mut found;
                 scope.spawn(move |_| {
-                    *found = pages.into_par_iter().with_min_len(4).map(|(page, s, r)| search_locked(page, s, points, r)).collect();
+                    // One vector per split, in key order (not one a page:
+                    // each was freed by this thread, far from its maker).
+                    *found = pages
+                        .into_par_iter()
+                        .with_min_len(4)
+                        .fold(Vec::new, |mut v, (page, s, r)| {
+                            search_locked(page, s, points, r, &mut v);
+                            v
+                        })
+                        .collect();
                 });
                 if left > 0 {
                     left -= 1;
                     while self.next < points.len() && next.len() < GROUP && (!self.ordered || rest.is_empty()) {
+                        // A few leaves ahead (points are ~3 a leaf when sparse).
+                        self.hints.prefetch(self.next + PREFETCH_POINTS);
                         self.next = lock_leaf(&mut self.hints, points, self.next, &mut next, &mut rest);
                     }
                 }
             });
             // The searches are back: their pages may go.
-            if let Some(pins) = keep.as_deref_mut() {
-                searched.iter().for_each(|(g, _, _)| pins.keep(g));
+            for (g, _, _) in searched {
+                match keep.as_deref_mut() {
+                    Some(pins) => pins.keep_unlocked(g),
+                    None => drop(g),
+                }
             }
-            drop(searched);
             out.extend(found.into_iter().flatten());
             if next.is_empty() || out.len() > cap {
                 break;
@@ -164,7 +181,7 @@ fn lock_leaf(hints: &mut mirror::Hints, points: &ByteKeys, i: usize, group: &mut
 /// (point, TID) of the entries of `points[r]` on a leaf share-locked by
 /// the backend, without long keys, whose high key is above every one of
 /// them: all their entries are on it.
-fn search_locked(page: usize, s: Special, points: &ByteKeys, r: Range<usize>) -> Vec<(usize, Tid)> {
+fn search_locked(page: usize, s: Special, points: &ByteKeys, r: Range<usize>, found: &mut Vec<(usize, Tid)>) {
     thread_local! {
         static IMAGE: std::cell::RefCell<Box<[u8]>> = std::cell::RefCell::new(vec![0u8; pg_sys::BLCKSZ as usize].into_boxed_slice());
     }
@@ -175,12 +192,11 @@ fn search_locked(page: usize, s: Special, points: &ByteKeys, r: Range<usize>) ->
         // returns (`point_entries`); `s` was read from it under the lock.
         image.copy_from_slice(unsafe { std::slice::from_raw_parts(page as *const u8, pg_sys::BLCKSZ as usize) });
         // SAFETY: a whole page's bytes, alive while the node is used.
-        search_page(Node::checked(unsafe { PageRef::new(image.as_ptr()) }, s), points, r)
+        search_page(Node::checked(unsafe { PageRef::new(image.as_ptr()) }, s), points, r, found)
     })
 }
 
-fn search_page(n: Node, points: &ByteKeys, r: Range<usize>) -> Vec<(usize, Tid)> {
-    let mut found = Vec::new();
+fn search_page(n: Node, points: &ByteKeys, r: Range<usize>, found: &mut Vec<(usize, Tid)>) {
     let mut from = 0;
     for p in r {
         let q = Key::value(points.get(p));
@@ -191,7 +207,6 @@ fn search_page(n: Node, points: &ByteKeys, r: Range<usize>) -> Vec<(usize, Tid)>
         }
         from = at;
     }
-    found
 }
 
 /// (point, TID) of every entry equal to one of `points[which]` (ascending),

@@ -19,6 +19,7 @@ use crate::storage::RecentPages;
 use gpuindex_engine::art::gpu::{search_gpu, DeviceArt, Format, Op};
 use gpuindex_engine::art::{self, Art, ByteKeys};
 use gpuindex_engine::gpu::Schedule;
+use pgrx::pg_sys;
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
@@ -189,6 +190,15 @@ impl Hints {
     /// The leaf hinted for point i.
     pub fn block(&self, i: usize) -> u32 {
         self.blocks[i]
+    }
+
+    /// Asks the CPU for what locking point i's hinted leaf first touches
+    /// (its buffer header, page header and special area), if there is a
+    /// point i.
+    pub fn prefetch(&self, i: usize) {
+        if let Some(&block) = self.blocks.get(i) {
+            self.recent.prefetch_page(block, [0, pg_sys::BLCKSZ as usize / 64 - 1].into_iter());
+        }
     }
 
     /// Point i's hinted leaf, share-locked, after a check that it is one.

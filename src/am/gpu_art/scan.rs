@@ -161,6 +161,10 @@ pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Plan {
             let mut all = ByteKeys::new();
             for &(_, v) in &values {
                 keys::encode(v, kind, &mut enc);
+                if all.is_empty() {
+                    // Room for as many keys as long (all of them, for uuids).
+                    all.reserve(values.len(), values.len() * enc.len());
+                }
                 all.push(&enc);
             }
             let set = all.sorted_unique();
@@ -431,6 +435,8 @@ struct AheadScan {
     found: Vec<(usize, Tid)>,
     /// How many of `found` were returned.
     at: usize,
+    /// Groups of leaves the next fill takes.
+    groups: usize,
 }
 
 /// From this many points, an `= ANY` index scan takes its entries from
@@ -438,9 +444,13 @@ struct AheadScan {
 /// locally: 1.2-1.6 ms walked, 1.5-2.0 through the pool; even at 4K).
 const AHEAD_MIN_POINTS: usize = 4096;
 
-/// Groups of 64 leaves an `= ANY` index scan takes per fill (a few
-/// hundred entries; an index-only scan keeps their pins meanwhile).
-const AHEAD_GROUPS: usize = 4;
+/// Groups of 64 leaves an `= ANY` index scan takes per fill: one at
+/// first (a few hundred entries, for a scan stopped early), twice as
+/// many each fill up to this many (an index-only scan keeps their pins
+/// meanwhile). Each fill begins with the backend locking while the pool
+/// waits and ends with the pool searching while the backend waits: 4 a
+/// fill left a fifth of the rounds half idle.
+const AHEAD_MAX_GROUPS: usize = 16;
 
 pub struct ScanState {
     kind: KeyKind,
@@ -653,7 +663,7 @@ impl ScanState {
         let many = forward && self.walk.is_none() && self.hints.is_none() && self.count() >= MIRROR_MIN_POINTS;
         if many && self.pooled && self.count() >= AHEAD_MIN_POINTS {
             if let Some(ps) = &self.points {
-                self.ahead = Some(AheadScan { walk: Ahead::new(tree, ps, self.what).in_order(), found: Vec::new(), at: 0 });
+                self.ahead = Some(AheadScan { walk: Ahead::new(tree, ps, self.what).in_order(), found: Vec::new(), at: 0, groups: 1 });
                 return true;
             }
         }
@@ -695,7 +705,8 @@ impl ScanState {
             a.at = 0;
             while a.found.is_empty() && !a.walk.done(points) {
                 let keep = (self.keep != KeepPins::No).then_some(&mut self.pins);
-                a.walk.fill(tree, self.kind, points, AHEAD_GROUPS, keep, usize::MAX, &mut a.found);
+                a.walk.fill(tree, self.kind, points, a.groups, keep, usize::MAX, &mut a.found);
+                a.groups = (a.groups * 2).min(AHEAD_MAX_GROUPS);
             }
             if a.found.is_empty() {
                 return None;

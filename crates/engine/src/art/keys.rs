@@ -58,15 +58,52 @@ impl ByteKeys {
         self.data.len()
     }
 
-    /// The keys in byte order with duplicates removed, on all cores.
+    /// Room for `keys` more keys of `bytes` bytes in all.
+    pub fn reserve(&mut self, keys: usize, bytes: usize) {
+        self.ends.reserve(keys);
+        self.data.reserve(bytes);
+    }
+
+    /// The keys in byte order with duplicates removed, on all cores (the
+    /// comparisons with the key before and the copies too: each a random
+    /// read, they were a sixth of a 128K-uuid `= ANY` scan on one core).
     pub fn sorted_unique(&self) -> ByteKeys {
-        let mut order = self.order_by(|_, _| Ordering::Equal);
-        order.dedup_by(|a, b| self.get(*a) == self.get(*b));
-        let mut out = ByteKeys { data: Vec::with_capacity(self.data.len()), ends: Vec::with_capacity(order.len()) };
-        for i in order {
-            out.push(self.get(i));
+        let order = self.order_by(|_, _| Ordering::Equal);
+        let kept: Vec<usize> = (0..order.len())
+            .into_par_iter()
+            .filter(|&j| j == 0 || self.get(order[j - 1]) != self.get(order[j]))
+            .map(|j| order[j])
+            .collect();
+        self.gather(&kept)
+    }
+
+    /// Keys `which`, in that order, copied on all cores.
+    fn gather(&self, which: &[usize]) -> ByteKeys {
+        const PIECE: usize = 4096;
+        let mut ends = Vec::with_capacity(which.len());
+        let mut total = 0u64;
+        for &i in which {
+            total += self.get(i).len() as u64;
+            ends.push(total);
         }
-        out
+        let mut data = vec![0u8; total as usize];
+        let mut pieces = Vec::new();
+        let (mut rest, mut start) = (&mut data[..], 0);
+        for keys in which.chunks(PIECE) {
+            let end = ends[pieces.len() * PIECE + keys.len() - 1] as usize;
+            let (piece, more) = std::mem::take(&mut rest).split_at_mut(end - start);
+            pieces.push((keys, piece));
+            (rest, start) = (more, end);
+        }
+        pieces.into_par_iter().for_each(|(keys, out)| {
+            let mut at = 0;
+            for &i in keys {
+                let k = self.get(i);
+                out[at..at + k.len()].copy_from_slice(k);
+                at += k.len();
+            }
+        });
+        ByteKeys { data, ends }
     }
 
     /// The keys' positions in byte order, `tie` ordering equal keys, on
