@@ -105,8 +105,10 @@ impl Pins {
         self.0.append(&mut other.0);
     }
 
+    /// Releases them, last kept first (the resource owner looks for a
+    /// buffer from its newest on).
     pub fn release(&mut self) {
-        for buf in self.0.drain(..) {
+        for buf in self.0.drain(..).rev() {
             // SAFETY: pinned by `keep` in this transaction.
             unsafe { pg_sys::ReleaseBuffer(buf) };
         }

@@ -137,8 +137,10 @@ impl Ahead {
                     }
                 }
             });
-            // The searches are back: their pages may go.
-            for (g, _, _) in searched {
+            // The searches are back: their pages may go, last locked first
+            // (LWLockRelease looks for a lock from the newest held on, and
+            // moves down those after it).
+            for (g, _, _) in searched.into_iter().rev() {
                 match keep.as_deref_mut() {
                     Some(pins) => pins.keep_unlocked(g),
                     None => drop(g),
