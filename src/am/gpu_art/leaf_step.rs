@@ -61,21 +61,14 @@ pub struct Ahead {
     /// The next point whose leaf is to be locked.
     next: usize,
     what: &'static str,
-    /// Whether `fill` returns entries in key order.
-    ordered: bool,
 }
 
 impl Ahead {
     /// A walk over `points` (at least `MIRROR_MIN_POINTS`), its hints made
-    /// in one mirror batch. `ordered`: see `fill`.
+    /// in one mirror batch.
     pub fn new(tree: &Tree, points: &ByteKeys, what: &'static str) -> Ahead {
         crate::batch::ensure_cpu_pool();
-        Ahead { hints: mirror::Hints::of(tree, points, what), next: 0, what, ordered: false }
-    }
-
-    /// The same walk, its entries in key order (index scans).
-    pub fn in_order(self) -> Ahead {
-        Ahead { ordered: true, ..self }
+        Ahead { hints: mirror::Hints::of(tree, points, what), next: 0, what }
     }
 
     pub fn done(&self, points: &ByteKeys) -> bool {
@@ -83,9 +76,8 @@ impl Ahead {
     }
 
     /// Appends to `out` (point, TID) of the entries of the next points,
-    /// from at most `groups` groups of leaves: in key order when
-    /// `ordered` (the walk then stops after a leaf with points for the
-    /// scan's walk, and walks them), else those points walked last.
+    /// from at most `groups` groups of leaves, in key order (the entries
+    /// of points left to the scan's walk merged in by point).
     /// `keep`: the pins of every leaf an entry came from are kept there
     /// (index-only scans: VACUUM cannot remove the entries meanwhile).
     /// Stops once `out` holds more than `cap` entries.
@@ -93,7 +85,7 @@ impl Ahead {
     /// A point goes to the scan's walk where its leaf has long keys (their
     /// chains are read through the relation) or it is not below the
     /// leaf's high key (a hint made before a split, or entries that may go
-    /// on to the right).
+    /// on to the right: on uuids, a leaf in 80 ends with a probed key).
     pub fn fill(
         &mut self,
         tree: &Tree,
@@ -106,6 +98,7 @@ impl Ahead {
     ) {
         let mut rest = Vec::new();
         let mut left = groups;
+        let from = out.len();
         // The group the pool searches while this thread locks the next one
         // (two groups locked at most).
         let mut searched: Vec<Locked> = Vec::new();
@@ -130,7 +123,7 @@ impl Ahead {
                 });
                 if left > 0 {
                     left -= 1;
-                    while self.next < points.len() && next.len() < GROUP && (!self.ordered || rest.is_empty()) {
+                    while self.next < points.len() && next.len() < GROUP {
                         // A few leaves ahead (points are ~3 a leaf when sparse).
                         self.hints.prefetch(self.next + PREFETCH_POINTS);
                         self.next = lock_leaf(&mut self.hints, points, self.next, &mut next, &mut rest);
@@ -155,9 +148,24 @@ impl Ahead {
         // Held locks hold interrupts off: the walk answers them once released.
         pgrx::check_for_interrupts!();
         if !rest.is_empty() && out.len() <= cap {
-            walk(tree, kind, points, rest, self.what, Some(&self.hints), keep, cap, out);
+            let mut walked = Vec::new();
+            walk(tree, kind, points, rest, self.what, Some(&self.hints), keep, cap - out.len(), &mut walked);
+            merge_by_point(out, from, walked);
         }
     }
+}
+
+/// Merges `walked` into `out[from..]`, both in point order (and so in key
+/// order: points are sorted), their points distinct.
+fn merge_by_point(out: &mut Vec<(usize, Tid)>, from: usize, walked: Vec<(usize, Tid)>) {
+    let searched = out.split_off(from);
+    out.reserve(searched.len() + walked.len());
+    let (mut a, mut b) = (searched.into_iter().peekable(), walked.into_iter().peekable());
+    while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
+        let e = if x.0 < y.0 { a.next() } else { b.next() };
+        out.extend(e);
+    }
+    out.extend(a.chain(b));
 }
 
 /// Locks the leaf hinted for point i and the points after it hinted to

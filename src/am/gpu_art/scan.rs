@@ -663,7 +663,7 @@ impl ScanState {
         let many = forward && self.walk.is_none() && self.hints.is_none() && self.count() >= MIRROR_MIN_POINTS;
         if many && self.pooled && self.count() >= AHEAD_MIN_POINTS {
             if let Some(ps) = &self.points {
-                self.ahead = Some(AheadScan { walk: Ahead::new(tree, ps, self.what).in_order(), found: Vec::new(), at: 0, groups: 1 });
+                self.ahead = Some(AheadScan { walk: Ahead::new(tree, ps, self.what), found: Vec::new(), at: 0, groups: 1 });
                 return true;
             }
         }
