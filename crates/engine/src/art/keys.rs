@@ -69,16 +69,18 @@ impl ByteKeys {
     /// read, they were a sixth of a 128K-uuid `= ANY` scan on one core).
     pub fn sorted_unique(&self) -> ByteKeys {
         let order = self.order_by(|_, _| Ordering::Equal);
-        let kept: Vec<usize> = (0..order.len())
-            .into_par_iter()
-            .filter(|&j| j == 0 || self.get(order[j - 1]) != self.get(order[j]))
-            .map(|j| order[j])
-            .collect();
-        self.gather(&kept)
+        let firsts: Vec<usize> = self.run_starts(&order).into_iter().map(|j| order[j]).collect();
+        self.gather(&firsts)
+    }
+
+    /// Where each run of equal keys starts in `order` (positions of keys
+    /// in byte order), on all cores.
+    pub fn run_starts(&self, order: &[usize]) -> Vec<usize> {
+        (0..order.len()).into_par_iter().filter(|&j| j == 0 || self.get(order[j - 1]) != self.get(order[j])).collect()
     }
 
     /// Keys `which`, in that order, copied on all cores.
-    fn gather(&self, which: &[usize]) -> ByteKeys {
+    pub fn gather(&self, which: &[usize]) -> ByteKeys {
         const PIECE: usize = 4096;
         let mut ends = Vec::with_capacity(which.len());
         let mut total = 0u64;
