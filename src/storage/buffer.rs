@@ -109,7 +109,7 @@ impl Pins {
     /// buffer from its newest on).
     pub fn release(&mut self) {
         for buf in self.0.drain(..).rev() {
-            // SAFETY: pinned by `keep` in this transaction.
+            // SAFETY: pinned by `keep` or `keep_unlocked` in this transaction.
             unsafe { pg_sys::ReleaseBuffer(buf) };
         }
     }
