@@ -29,7 +29,7 @@ use std::ops::Range;
 
 /// Leaves share-locked at once while the pool searches them (a backend
 /// holds at most 200 LWLocks, and two groups are locked at a time).
-const GROUP: usize = 64;
+pub const GROUP: usize = 64;
 
 /// How far ahead of the point whose leaf is locked next the leaf of a
 /// later one is prefetched.

@@ -17,7 +17,7 @@
 //! them.
 
 use super::keys::{self, KeyKind};
-use super::leaf_step::Ahead;
+use super::leaf_step::{Ahead, GROUP};
 use super::long;
 use super::mirror;
 use super::page::*;
@@ -446,11 +446,21 @@ const AHEAD_MIN_POINTS: usize = 4096;
 
 /// Groups of 64 leaves an `= ANY` index scan takes per fill: one at
 /// first (a few hundred entries, for a scan stopped early), twice as
-/// many each fill up to this many (an index-only scan keeps their pins
-/// meanwhile). Each fill begins with the backend locking while the pool
-/// waits and ends with the pool searching while the backend waits: 4 a
-/// fill left a fifth of the rounds half idle.
+/// many each fill up to this many. Each fill begins with the backend
+/// locking while the pool waits and ends with the pool searching while
+/// the backend waits: 4 a fill left a fifth of the rounds half idle.
 const AHEAD_MAX_GROUPS: usize = 16;
+
+/// The most groups a fill takes here: an index-only scan keeps the pins
+/// of a fill's leaves until their rows are returned, so at most a quarter
+/// of this backend's share of the shared buffers (NBuffers / MaxBackends,
+/// the share PostgreSQL 17's read streams keep to): one group at the
+/// default 128MB, all 16 from about 4GB with the default connections.
+fn ahead_max_groups() -> usize {
+    // SAFETY: globals PostgreSQL sets at startup.
+    let share = unsafe { pg_sys::NBuffers.max(0) as usize / pg_sys::MaxBackends.max(1) as usize };
+    (share / 4 / GROUP).clamp(1, AHEAD_MAX_GROUPS)
+}
 
 pub struct ScanState {
     kind: KeyKind,
@@ -706,7 +716,7 @@ impl ScanState {
             while a.found.is_empty() && !a.walk.done(points) {
                 let keep = (self.keep != KeepPins::No).then_some(&mut self.pins);
                 a.walk.fill(tree, self.kind, points, a.groups, keep, usize::MAX, &mut a.found);
-                a.groups = (a.groups * 2).min(AHEAD_MAX_GROUPS);
+                a.groups = (a.groups * 2).min(ahead_max_groups());
             }
             if a.found.is_empty() {
                 return None;
