@@ -6,6 +6,7 @@
 //! sort differently (an ERROR at CREATE INDEX says so).
 
 use gpuindex_engine::art::keys as art_keys;
+use gpuindex_engine::art::ByteKeys;
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
 
@@ -77,6 +78,24 @@ pub fn encode(v: Datum, kind: KeyKind, out: &mut Vec<u8>) {
         KeyKind::Bytea => art_keys::encode_bytea(varlena_bytes(v), out),
         // SAFETY: a uuid datum points to its 16 bytes.
         KeyKind::Uuid => out.extend_from_slice(unsafe { std::slice::from_raw_parts(v.cast_mut_ptr::<u8>(), 16) }),
+    }
+}
+
+/// The encodings of `values` (non-NULL datums of kind `kind`), in order,
+/// in one buffer: their bytes read on this thread (detoasting calls
+/// PostgreSQL), encoded on all cores.
+pub fn encode_all(values: impl Iterator<Item = Datum>, kind: KeyKind) -> ByteKeys {
+    let raw: Vec<&[u8]> = values
+        .map(|v| match kind {
+            // SAFETY: a uuid datum points to its 16 bytes.
+            KeyKind::Uuid => unsafe { std::slice::from_raw_parts(v.cast_mut_ptr::<u8>(), 16) },
+            KeyKind::Text | KeyKind::Bytea => varlena_bytes(v),
+        })
+        .collect();
+    match kind {
+        KeyKind::Text => ByteKeys::encoded(&raw, art_keys::encode_text),
+        KeyKind::Bytea => ByteKeys::encoded(&raw, art_keys::encode_bytea),
+        KeyKind::Uuid => ByteKeys::encoded(&raw, |k, out| out.extend_from_slice(k)),
     }
 }
 

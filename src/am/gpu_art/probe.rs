@@ -8,7 +8,6 @@ use super::leaf_step::point_entries;
 use super::tree::Tree;
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
 use crate::am::common::OpenIndex;
-use gpuindex_engine::art::ByteKeys;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -54,16 +53,7 @@ fn matches(
 ) -> Result<Vec<(u64, i64)>, search::TooMany> {
     // The keys in one buffer (not a vector each), ordered by key, then
     // input position.
-    let mut enc = Vec::new();
-    let mut all = ByteKeys::new();
-    for &(_, v) in queries {
-        keys::encode(v, kind, &mut enc);
-        if all.is_empty() {
-            // Room for as many keys as long as the first.
-            all.reserve(queries.len(), queries.len() * enc.len());
-        }
-        all.push(&enc);
-    }
+    let all = keys::encode_all(queries.iter().map(|q| q.1), kind);
     let pos: Vec<i64> = queries.iter().map(|q| q.0).collect();
     let wanted = all.order_by(|a, b| pos[a].cmp(&pos[b]));
     // Each distinct key once, with where its positions start in `wanted`

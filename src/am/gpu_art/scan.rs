@@ -140,7 +140,6 @@ pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Plan {
     let mut iv = Interval { lo: Bound::Unbounded, hi: Bound::Unbounded };
     let (mut is_null, mut not_null) = (false, false);
     let mut points: Option<ByteKeys> = None;
-    let mut enc = Vec::new();
     for i in 0..scan.numberOfKeys as usize {
         // SAFETY: keyData holds numberOfKeys keys.
         let k = unsafe { &*scan.keyData.add(i) };
@@ -158,16 +157,7 @@ pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Plan {
         not_null = true;
         if flags & pg_sys::SK_SEARCHARRAY != 0 {
             let (_, values) = keys::array_elements(k.sk_argument);
-            let mut all = ByteKeys::new();
-            for &(_, v) in &values {
-                keys::encode(v, kind, &mut enc);
-                if all.is_empty() {
-                    // Room for as many keys as long (all of them, for uuids).
-                    all.reserve(values.len(), values.len() * enc.len());
-                }
-                all.push(&enc);
-            }
-            let set = all.sorted_unique();
+            let set = keys::encode_all(values.iter().map(|v| v.1), kind).sorted_unique();
             points = Some(match points {
                 None => set,
                 Some(prev) => prev.iter().filter(|p| set.position(p).is_some()).collect(),
@@ -451,7 +441,7 @@ const AHEAD_MIN_POINTS: usize = 4096;
 /// the backend waits: 4 a fill left a fifth of the rounds half idle.
 const AHEAD_MAX_GROUPS: usize = 16;
 
-/// The most groups a fill takes here: an index-only scan keeps the pins
+/// The most groups an index-only scan's fill takes here: it keeps the pins
 /// of a fill's leaves until their rows are returned, so at most a quarter
 /// of this backend's share of the shared buffers (NBuffers / MaxBackends,
 /// the share PostgreSQL 17's read streams keep to): one group at the
@@ -716,7 +706,9 @@ impl ScanState {
             while a.found.is_empty() && !a.walk.done(points) {
                 let keep = (self.keep != KeepPins::No).then_some(&mut self.pins);
                 a.walk.fill(tree, self.kind, points, a.groups, keep, usize::MAX, &mut a.found);
-                a.groups = (a.groups * 2).min(ahead_max_groups());
+                // Only an index-only scan keeps its fills' pins.
+                let most = if self.keep == KeepPins::No { AHEAD_MAX_GROUPS } else { ahead_max_groups() };
+                a.groups = (a.groups * 2).min(most);
             }
             if a.found.is_empty() {
                 return None;

@@ -13,6 +13,9 @@ const RADIX_LEVELS: usize = 32;
 /// Runs of at least this many keys sort on all cores.
 const PARALLEL_RUN: usize = 4096;
 
+/// Keys a task of the pool copies or encodes.
+const PIECE: usize = 4096;
+
 /// Byte strings packed in one buffer: key `i` is `data[ends[i-1]..ends[i]]`.
 /// (A `Vec<Vec<u8>>` of 10^8 keys would cost a heap block each.)
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,9 +82,44 @@ impl ByteKeys {
         (0..order.len()).into_par_iter().filter(|&j| j == 0 || self.get(order[j - 1]) != self.get(order[j])).collect()
     }
 
+    /// The encodings `enc` appends of `raw`, in order, made on all cores.
+    pub fn encoded(raw: &[&[u8]], enc: impl Fn(&[u8], &mut Vec<u8>) + Sync) -> ByteKeys {
+        let mut parts: Vec<ByteKeys> = raw
+            .par_chunks(PIECE)
+            .map(|keys| {
+                let mut part = ByteKeys::new();
+                part.ends.reserve(keys.len());
+                for k in keys {
+                    enc(k, &mut part.data);
+                    part.ends.push(part.data.len() as u64);
+                }
+                part
+            })
+            .collect();
+        if parts.len() == 1 {
+            return parts.pop().expect("one part");
+        }
+        // One buffer, copied on all cores.
+        let mut ends = Vec::with_capacity(raw.len());
+        let mut base = 0;
+        for p in &parts {
+            ends.extend(p.ends.iter().map(|e| e + base));
+            base += p.data.len() as u64;
+        }
+        let mut data = vec![0u8; base as usize];
+        let mut pieces = Vec::with_capacity(parts.len());
+        let mut rest = &mut data[..];
+        for p in &parts {
+            let (piece, more) = std::mem::take(&mut rest).split_at_mut(p.data.len());
+            pieces.push((piece, &p.data));
+            rest = more;
+        }
+        pieces.into_par_iter().for_each(|(out, from)| out.copy_from_slice(from));
+        ByteKeys { data, ends }
+    }
+
     /// Keys `which`, in that order, copied on all cores.
     pub fn gather(&self, which: &[usize]) -> ByteKeys {
-        const PIECE: usize = 4096;
         let mut ends = Vec::with_capacity(which.len());
         let mut total = 0u64;
         for &i in which {
@@ -319,6 +357,23 @@ mod tests {
     /// The word-and-position sort against a plain sort of the keys: keys
     /// sharing long prefixes, keys that are prefixes of others, zero
     /// bytes (a zero word pads short keys), duplicates, one key.
+    #[test]
+    fn encoded_equals_one_by_one() {
+        let mut rng = crate::rng::SplitMix64::new(7);
+        let raw: Vec<Vec<u8>> = (0..10_000).map(|i| (0..(i % 37)).map(|_| rng.below(3) as u8).collect()).collect();
+        let slices: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+        for n in [0, 1, 4095, 4096, 4097, 10_000] {
+            let mut one = ByteKeys::new();
+            let mut e = Vec::new();
+            for k in &slices[..n] {
+                e.clear();
+                encode_bytea(k, &mut e);
+                one.push(&e);
+            }
+            assert_eq!(ByteKeys::encoded(&slices[..n], encode_bytea), one, "{n} keys");
+        }
+    }
+
     #[test]
     fn sorted_unique_equals_a_plain_sort() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
