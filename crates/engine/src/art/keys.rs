@@ -61,12 +61,6 @@ impl ByteKeys {
         self.data.len()
     }
 
-    /// Room for `keys` more keys of `bytes` bytes in all.
-    pub fn reserve(&mut self, keys: usize, bytes: usize) {
-        self.ends.reserve(keys);
-        self.data.reserve(bytes);
-    }
-
     /// The keys in byte order with duplicates removed, on all cores (the
     /// comparisons with the key before and the copies too: each a random
     /// read, they were a sixth of a 128K-uuid `= ANY` scan on one core).
