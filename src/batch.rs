@@ -39,7 +39,9 @@ pub fn cuda_allowed_here() -> bool {
 
 /// The rayon pool's threads block every signal, so PostgreSQL's handlers
 /// always run on the backend's own thread. Rayon threads never call into
-/// PostgreSQL.
+/// PostgreSQL. Each access method's handler calls it (a backend's first
+/// step with any gpuindex index), and so do the entry points that may
+/// come without one (batches, the service's worker).
 pub fn ensure_cpu_pool() {
     static POOL: Once = Once::new();
     POOL.call_once(|| {

@@ -331,3 +331,26 @@ pub fn kill_9(pid: i32) -> bool {
     // SAFETY: plain kill(2); the callers pass server processes they test.
     unsafe { libc_kill(pid, 9) == 0 }
 }
+
+/// One thread of a local server's process, from /proc.
+#[derive(Debug)]
+pub struct ThreadInfo {
+    pub tid: i32,
+    pub name: String,
+    /// The signals it blocks (SigBlk).
+    pub blocked: u64,
+}
+
+/// The threads of process `pid` of the server, which runs on this machine.
+pub fn threads_of(pid: i32) -> Vec<ThreadInfo> {
+    let dir = format!("/proc/{pid}/task");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{dir}: {e} (the server must run on this machine)")) {
+        let path = entry.unwrap().path();
+        let tid = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
+        let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string()).unwrap_or_default();
+        out.push(ThreadInfo { tid, name: field("Name:"), blocked: u64::from_str_radix(&field("SigBlk:"), 16).unwrap_or(0) });
+    }
+    out
+}

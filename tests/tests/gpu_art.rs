@@ -303,3 +303,33 @@ fn probes_through_a_stale_mirror_stay_exact() {
     check(&mut reader, 4_000);
     writer.batch_execute("DROP TABLE art_probe").unwrap();
 }
+
+/// The threads a backend starts block every signal, so PostgreSQL's
+/// handlers (cancel, terminate, latches) run on the backend's own thread,
+/// whichever of gpuindex's paths runs first in a fresh backend: here a
+/// large `= ANY`, whose keys are encoded on all cores while planning.
+#[test]
+fn a_fresh_backends_threads_block_signals() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "DROP TABLE IF EXISTS art_sig; CREATE TABLE art_sig (k text COLLATE \"C\"); \
+         INSERT INTO art_sig SELECT 'k' || g FROM generate_series(1, 20000) g; \
+         CREATE INDEX art_sig_k ON art_sig USING gpu_art (k); ANALYZE art_sig",
+    )
+    .unwrap();
+    let keys: Vec<String> = (0..10_000).map(|i| format!("'k{}'", i * 2)).collect();
+    let sql = format!("SELECT count(*) FROM art_sig WHERE k = ANY(ARRAY[{}])", keys.join(","));
+    let mut fresh = connect(DB);
+    fresh.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+    let pid: i32 = fresh.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let n: i64 = fresh.query_one(&sql, &[]).unwrap().get(0);
+    assert_eq!(n, 9_999);
+    let threads = gpuindex_tests::threads_of(pid);
+    assert!(threads.iter().any(|t| t.name.starts_with("gpuindex-cpu")), "no pool threads: {threads:?}");
+    for t in threads.iter().filter(|t| t.tid != pid && !t.name.starts_with("cuda")) {
+        assert!(t.name.starts_with("gpuindex"), "a thread gpuindex did not name: {t:?}");
+        // SIGINT is signal 2: bit 1 of the mask.
+        assert!(t.blocked & (1 << 1) != 0, "a thread that takes SIGINT: {t:?}");
+    }
+    c.batch_execute("DROP TABLE art_sig").unwrap();
+}

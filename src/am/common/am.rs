@@ -80,6 +80,11 @@ macro_rules! index_am {
         /// The access method's handler (declared in its SQL file).
         #[pgrx::pg_extern(sql = false)]
         fn $handler(_fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::PgBox<pgrx::pg_sys::IndexAmRoutine> {
+            // A backend asks for the routine when it first opens one of
+            // the access method's indexes, before any of its code runs:
+            // the place to start gpuindex's pool (threads that block
+            // signals) before any rayon call would start rayon's own.
+            $crate::batch::ensure_cpu_pool();
             routine()
         }
 

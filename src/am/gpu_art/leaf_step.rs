@@ -67,7 +67,6 @@ impl Ahead {
     /// A walk over `points` (at least `MIRROR_MIN_POINTS`), its hints made
     /// in one mirror batch.
     pub fn new(tree: &Tree, points: &ByteKeys, what: &'static str) -> Ahead {
-        crate::batch::ensure_cpu_pool();
         Ahead { hints: mirror::Hints::of(tree, points, what), next: 0, what }
     }
 

@@ -33,7 +33,6 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
     if keys::family_of(typ).is_none() {
         keys::unsupported(typ);
     }
-    crate::batch::ensure_cpu_pool();
     let (key_memory, null_memory) = sort_memory();
     let mut entries = ExternalSorter::<(u64, Tid), _>::new(TempFile::new(), key_memory);
     let mut nulls = ExternalSorter::<Tid, _>::new(TempFile::new(), null_memory);

@@ -247,7 +247,6 @@ impl Ahead {
 /// found (a key held by 10^9 rows is not gathered to learn that a batch
 /// is too big).
 pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64], cap: usize) -> Result<Vec<(u64, Tid)>, usize> {
-    crate::batch::ensure_cpu_pool();
     let (rel, blocks) = (tree.rel, blocks(tree));
     let mut recent = RecentPages::of(rel);
     let mut ahead = Ahead { cursor: 0, starts: VecDeque::new() };

@@ -78,7 +78,6 @@ pub(crate) fn probe_visible(
     mut wanted: Vec<(u64, i64)>,
     entries: impl FnOnce(&[u64], usize) -> Result<Vec<(u64, Tid)>, usize>,
 ) -> Result<Vec<(i64, pg_sys::ItemPointerData)>, search::TooMany> {
-    crate::batch::ensure_cpu_pool();
     wanted.par_sort_unstable();
     let mut codes: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     codes.dedup();

@@ -90,13 +90,17 @@ pub fn recycle_pages(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDelet
         unsafe { pg_sys::vacuum_delay_point() };
         let g = Shared::lock(index, block);
         let page = g.page();
+        // A new page (all zeros: the relation extended just before a
+        // crash) is free, and has no special area to read.
         let (is_deleted, recyclable) = match page.is_new() {
             true => (false, true),
             false => deleted_xid(&page).map_or((false, false), |x| (true, recycle::removable(x))),
         };
-        let s = page.special();
-        if !is_deleted && s.page_id == PAGE_ID && s.kind == KIND_LEAF && s.flags & HALF_DEAD != 0 {
-            half_dead.push(block);
+        if !is_deleted && !page.is_new() {
+            let s = page.special();
+            if s.page_id == PAGE_ID && s.kind == KIND_LEAF && s.flags & HALF_DEAD != 0 {
+                half_dead.push(block);
+            }
         }
         drop(g);
         deleted += is_deleted as u32;

@@ -33,7 +33,6 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
             "gpu_learned indexes int2, int4, int8, float4, float8, date, timestamp and timestamptz columns.",
         );
     }
-    crate::batch::ensure_cpu_pool();
     // SAFETY: a GUC variable read in the backend's thread.
     let bytes = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
     let mut entries = ExternalSorter::<(u64, Tid), _>::new(TempFile::new(), bytes / 8 * 7);

@@ -54,7 +54,6 @@ impl Image {
     /// The rows' squared norms (for L2 bounds), computed at the first call
     /// (on the CPU pool).
     pub fn norms(&self) -> &[f64] {
-        crate::batch::ensure_cpu_pool();
         self.norms.get_or_init(|| bounded::norms(&self.objects))
     }
 
@@ -62,7 +61,6 @@ impl Image {
     /// `BRUTE_FORCE_SHARE` of the rows (measured once, for rows of the
     /// tree as queries), so that L2 searches take the bounded brute force.
     pub fn prunes_little(&self) -> bool {
-        crate::batch::ensure_cpu_pool();
         *self.prunes_little.get_or_init(|| {
             let n = self.objects.v.len();
             let sample: Vec<f32> = (0..8).flat_map(|i| self.objects.v.get(i * n / 8).iter().copied()).collect();

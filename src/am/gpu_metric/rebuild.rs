@@ -89,7 +89,6 @@ pub fn rebuild(index: pg_sys::Relation, fanout: usize) {
     // above all) should not create a CUDA context, hundreds of MB of
     // device memory a process, for what all cores do in a fraction of a
     // second per million rows.
-    crate::batch::ensure_cpu_pool();
     let tree = Tree::build(shape::metric(&old), &v, Params { fanout });
     let mut new = old;
     write_tree(&Writer { index, fork: Fork::Main, logged: true }, &mut new, &tree, &v);

@@ -258,7 +258,6 @@ fn start(rel: pg_sys::Relation, q: Option<&[f32]>) -> Walk {
 fn nearest(img: &image::Image, q: &[f32], k: usize) -> Vec<(u64, f64)> {
     let cpu = || img.knn_cpu(q, k).pop().unwrap_or_default();
     if k > MAX_GPU_K {
-        crate::batch::ensure_cpu_pool();
         return cpu();
     }
     crate::batch::run("gpu_metric index scan", 1, cpu, |g| Ok(img.knn_gpu(g, q, k)?.pop().unwrap_or_default()))

@@ -114,17 +114,16 @@ fn recycle_pages(index: pg_sys::Relation) -> usize {
         unsafe { pg_sys::vacuum_delay_point() };
         let g = Shared::lock(index, block);
         let page = g.page();
-        match (page.is_new(), freed_at(&page)) {
-            (true, _) => {
-                recycle::record_free(index, block);
-                free += 1;
-            }
-            (false, Some(xid)) if recycle::removable(xid) => {
-                recycle::record_free(index, block);
-                free += 1;
-            }
-            (false, Some(_)) => waiting += 1,
-            (false, None) => unreached.push(block),
+        // A new page (all zeros: the relation extended just before a
+        // crash) has no special area to read.
+        let freed = if page.is_new() { None } else { freed_at(&page) };
+        if page.is_new() || freed.is_some_and(recycle::removable) {
+            recycle::record_free(index, block);
+            free += 1;
+        } else if freed.is_some() {
+            waiting += 1;
+        } else {
+            unreached.push(block);
         }
     }
     // What the structure reaches, read after every page above: a chain

@@ -243,7 +243,6 @@ pub fn merge_locked(index: pg_sys::Relation, touched: &[u32]) -> u64 {
     });
     let params = Params { mc: m.mc as usize, mh: m.mh as usize };
     let s = shape::shape(index, &m);
-    crate::batch::ensure_cpu_pool();
     let frozen: HashSet<u64> = inserts.id.iter().copied().collect();
     let src = Pages { rel: index, nodes: &s.nodes, frozen: &frozen, counted: RefCell::new(HashMap::new()) };
     let (nodes, tree_entries) = match plan_update(&s.nodes, params, &inserts, touched, &src) {

@@ -159,6 +159,17 @@ fn main() {
             "{label}: k = $1 -> {}",
             plan_of(&mut s, &format!("SELECT payload FROM bench_s WHERE k = '{}'", singles[0]), &[])
         ));
+        // Small arrays (IN lists), one client, prepared.
+        let st = s.prepare(&format!("SELECT count(*) FROM bench_s WHERE k = ANY($1::text[]::{ty}[])")).unwrap();
+        let small: Vec<Vec<String>> = singles.chunks(10).map(<[String]>::to_vec).collect();
+        let secs = time(a.reps, || {
+            found = 0;
+            for ks in &small {
+                found += s.query_one(&st, &[ks]).unwrap().get::<_, i64>(0);
+            }
+        });
+        answers.push(found);
+        push(&mut rows, setups.len(), i, "= ANY(10 keys), count".into(), "us", true, secs / small.len() as f64 * 1e6);
         for (p, forced) in probe_sets.iter().map(|p| (p, false)).chain([(&probe_sets[2], true)]) {
             let m = p.len();
             let sql = format!("SELECT count(*) FROM bench_s WHERE k = ANY($1::text[]::{ty}[])");

@@ -16,12 +16,34 @@ const PARALLEL_RUN: usize = 4096;
 /// Keys a task of the pool copies or encodes.
 const PIECE: usize = 4096;
 
+/// Keys a task of the pool takes at least where it compares or reads
+/// words: fewer than twice as many stay on the calling thread. A hand-off
+/// costs several microseconds on 16 cores, and a small `= ANY` made
+/// several (a 10-key array took ~70 us where hash takes 20).
+const MIN_TASK: usize = 1024;
+
 /// Byte strings packed in one buffer: key `i` is `data[ends[i-1]..ends[i]]`.
 /// (A `Vec<Vec<u8>>` of 10^8 keys would cost a heap block each.)
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ByteKeys {
     data: Vec<u8>,
     ends: Vec<u64>,
+}
+
+/// One buffer of pieces of `lens` bytes, in order, piece `i` written by
+/// `fill(i, piece)` on all cores.
+fn filled(lens: impl Iterator<Item = usize>, fill: impl Fn(usize, &mut [u8]) + Sync) -> Vec<u8> {
+    let lens: Vec<usize> = lens.collect();
+    let mut data = vec![0u8; lens.iter().sum()];
+    let mut pieces = Vec::with_capacity(lens.len());
+    let mut rest = &mut data[..];
+    for (i, &n) in lens.iter().enumerate() {
+        let (piece, more) = std::mem::take(&mut rest).split_at_mut(n);
+        pieces.push((i, piece));
+        rest = more;
+    }
+    pieces.into_par_iter().for_each(|(i, piece)| fill(i, piece));
+    data
 }
 
 impl ByteKeys {
@@ -73,7 +95,11 @@ impl ByteKeys {
     /// Where each run of equal keys starts in `order` (positions of keys
     /// in byte order), on all cores.
     pub fn run_starts(&self, order: &[usize]) -> Vec<usize> {
-        (0..order.len()).into_par_iter().filter(|&j| j == 0 || self.get(order[j - 1]) != self.get(order[j])).collect()
+        (0..order.len())
+            .into_par_iter()
+            .with_min_len(MIN_TASK)
+            .filter(|&j| j == 0 || self.get(order[j - 1]) != self.get(order[j]))
+            .collect()
     }
 
     /// The encodings `enc` appends of `raw`, in order, made on all cores.
@@ -93,22 +119,13 @@ impl ByteKeys {
         if parts.len() == 1 {
             return parts.pop().expect("one part");
         }
-        // One buffer, copied on all cores.
         let mut ends = Vec::with_capacity(raw.len());
         let mut base = 0;
         for p in &parts {
             ends.extend(p.ends.iter().map(|e| e + base));
             base += p.data.len() as u64;
         }
-        let mut data = vec![0u8; base as usize];
-        let mut pieces = Vec::with_capacity(parts.len());
-        let mut rest = &mut data[..];
-        for p in &parts {
-            let (piece, more) = std::mem::take(&mut rest).split_at_mut(p.data.len());
-            pieces.push((piece, &p.data));
-            rest = more;
-        }
-        pieces.into_par_iter().for_each(|(out, from)| out.copy_from_slice(from));
+        let data = filled(parts.iter().map(|p| p.data.len()), |i, out| out.copy_from_slice(&parts[i].data));
         ByteKeys { data, ends }
     }
 
@@ -120,19 +137,12 @@ impl ByteKeys {
             total += self.get(i).len() as u64;
             ends.push(total);
         }
-        let mut data = vec![0u8; total as usize];
-        let mut pieces = Vec::new();
-        let (mut rest, mut start) = (&mut data[..], 0);
-        for keys in which.chunks(PIECE) {
-            let end = ends[pieces.len() * PIECE + keys.len() - 1] as usize;
-            let (piece, more) = std::mem::take(&mut rest).split_at_mut(end - start);
-            pieces.push((keys, piece));
-            (rest, start) = (more, end);
-        }
-        pieces.into_par_iter().for_each(|(keys, out)| {
+        let pieces: Vec<&[usize]> = which.chunks(PIECE).collect();
+        let piece_end = |i: usize| if i == 0 { 0 } else { ends[(i * PIECE).min(which.len()) - 1] as usize };
+        let data = filled((0..pieces.len()).map(|i| piece_end(i + 1) - piece_end(i)), |i, out| {
             let mut at = 0;
-            for &i in keys {
-                let k = self.get(i);
+            for &k in pieces[i] {
+                let k = self.get(k);
                 out[at..at + k.len()].copy_from_slice(k);
                 at += k.len();
             }
@@ -149,7 +159,8 @@ impl ByteKeys {
     /// through the prefix URLs share).
     pub fn order_by(&self, tie: impl Fn(usize, usize) -> Ordering + Sync) -> Vec<usize> {
         let skip = self.common_prefix();
-        let mut order: Vec<(u64, u32)> = (0..self.len() as u32).into_par_iter().map(|i| (self.word(i, skip), i)).collect();
+        let mut order: Vec<(u64, u32)> =
+            (0..self.len() as u32).into_par_iter().with_min_len(MIN_TASK).map(|i| (self.word(i, skip), i)).collect();
         order.par_sort_unstable_by_key(|e| e.0);
         self.sort_runs(&mut order, skip, RADIX_LEVELS, &tie);
         order.into_iter().map(|(_, i)| i as usize).collect()
@@ -158,6 +169,7 @@ impl ByteKeys {
     /// Sorts each run of one word of `sorted` (sorted by words) on, in
     /// parallel (`sort_words`).
     fn sort_runs(&self, sorted: &mut [(u64, u32)], depth: usize, levels: usize, tie: &(impl Fn(usize, usize) -> Ordering + Sync)) {
+        let total = sorted.len();
         let mut runs: Vec<&mut [(u64, u32)]> = Vec::new();
         let mut rest = sorted;
         while !rest.is_empty() {
@@ -168,7 +180,12 @@ impl ByteKeys {
             }
             rest = more;
         }
-        runs.into_par_iter().for_each(|run| self.sort_words(run, depth, levels, tie));
+        let sort = |run: &mut [(u64, u32)]| self.sort_words(run, depth, levels, tie);
+        if total < 2 * MIN_TASK {
+            runs.into_iter().for_each(sort);
+        } else {
+            runs.into_par_iter().for_each(sort);
+        }
     }
 
     /// Sorts `run`, keys sharing their bytes up to `depth + 8` (the words
@@ -233,6 +250,7 @@ impl ByteKeys {
         let first = self.get(0);
         (1..self.len())
             .into_par_iter()
+            .with_min_len(MIN_TASK)
             .map(|i| first.iter().zip(self.get(i)).take_while(|(a, b)| a == b).count())
             .min()
             .unwrap_or(first.len())
