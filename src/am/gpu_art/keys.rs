@@ -60,49 +60,49 @@ pub fn index_kind(index: pg_sys::Relation) -> KeyKind {
     kind
 }
 
-/// The bytes of a varlena datum (detoasted if needed).
-fn varlena_bytes<'a>(v: Datum) -> &'a [u8] {
-    // SAFETY: a non-NULL varlena datum; the detoasted copy lives in the
-    // current memory context.
+/// The bytes of `v` (of kind `kind`) its encoding is made from: a
+/// varlena's (detoasted if needed), a uuid's 16.
+fn value_bytes<'a>(v: Datum, kind: KeyKind) -> &'a [u8] {
+    // SAFETY: a non-NULL datum of the kind; the detoasted copy lives in
+    // the current memory context, a uuid datum points to its 16 bytes.
     unsafe {
-        let p = pg_sys::pg_detoast_datum_packed(v.cast_mut_ptr());
-        std::slice::from_raw_parts(pgrx::varlena::vardata_any(p) as *const u8, pgrx::varlena::varsize_any_exhdr(p))
+        match kind {
+            KeyKind::Uuid => std::slice::from_raw_parts(v.cast_mut_ptr::<u8>(), 16),
+            KeyKind::Text | KeyKind::Bytea => {
+                let p = pg_sys::pg_detoast_datum_packed(v.cast_mut_ptr());
+                std::slice::from_raw_parts(pgrx::varlena::vardata_any(p) as *const u8, pgrx::varlena::varsize_any_exhdr(p))
+            }
+        }
+    }
+}
+
+/// The encoding of kind `kind`: appends a value's encoded bytes.
+fn encoder(kind: KeyKind) -> fn(&[u8], &mut Vec<u8>) {
+    match kind {
+        KeyKind::Text => art_keys::encode_text,
+        KeyKind::Bytea => art_keys::encode_bytea,
+        KeyKind::Uuid => |k, out| out.extend_from_slice(k),
     }
 }
 
 /// Encodes `v` (of kind `kind`) into `out` (cleared first).
 pub fn encode(v: Datum, kind: KeyKind, out: &mut Vec<u8>) {
     out.clear();
-    match kind {
-        KeyKind::Text => art_keys::encode_text(varlena_bytes(v), out),
-        KeyKind::Bytea => art_keys::encode_bytea(varlena_bytes(v), out),
-        // SAFETY: a uuid datum points to its 16 bytes.
-        KeyKind::Uuid => out.extend_from_slice(unsafe { std::slice::from_raw_parts(v.cast_mut_ptr::<u8>(), 16) }),
-    }
+    encoder(kind)(value_bytes(v, kind), out);
 }
 
 /// The encodings of `values` (non-NULL datums of kind `kind`), in order,
 /// in one buffer: their bytes read on this thread (detoasting calls
 /// PostgreSQL), encoded on all cores.
 pub fn encode_all(values: impl Iterator<Item = Datum>, kind: KeyKind) -> ByteKeys {
-    let raw: Vec<&[u8]> = values
-        .map(|v| match kind {
-            // SAFETY: a uuid datum points to its 16 bytes.
-            KeyKind::Uuid => unsafe { std::slice::from_raw_parts(v.cast_mut_ptr::<u8>(), 16) },
-            KeyKind::Text | KeyKind::Bytea => varlena_bytes(v),
-        })
-        .collect();
-    match kind {
-        KeyKind::Text => ByteKeys::encoded(&raw, art_keys::encode_text),
-        KeyKind::Bytea => ByteKeys::encoded(&raw, art_keys::encode_bytea),
-        KeyKind::Uuid => ByteKeys::encoded(&raw, |k, out| out.extend_from_slice(k)),
-    }
+    let raw: Vec<&[u8]> = values.map(|v| value_bytes(v, kind)).collect();
+    ByteKeys::encoded(&raw, encoder(kind))
 }
 
 /// The raw bytes of a text prefix (`^@`): encoded keys starting with them
 /// are the texts starting with the prefix.
 pub fn prefix_bytes(v: Datum) -> Vec<u8> {
-    varlena_bytes(v).to_vec()
+    value_bytes(v, KeyKind::Text).to_vec()
 }
 
 /// Writes an encoded key's value as an index tuple stores it into `out`
