@@ -115,3 +115,23 @@ pub unsafe fn check_select(relid: pg_sys::Oid, relkind: std::ffi::c_char, column
         }
     }
 }
+
+/// A RestrictInfo for an index qual a planner hook derived (make_simple_restrictinfo
+/// with the original clause's security level).
+///
+/// # Safety
+/// In planning; `clause` a boolean expression.
+pub unsafe fn simple_restrictinfo(root: *mut pg_sys::PlannerInfo, clause: *mut pg_sys::Expr, security_level: pg_sys::Index) -> *mut pg_sys::RestrictInfo {
+    let none = std::ptr::null_mut();
+    // SAFETY: the caller's contract.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        {
+            pg_sys::make_restrictinfo(root, clause, true, false, false, security_level, none, none, none)
+        }
+        #[cfg(not(feature = "pg15"))]
+        {
+            pg_sys::make_restrictinfo(root, clause, true, false, false, false, security_level, none, none, none)
+        }
+    }
+}

@@ -41,6 +41,7 @@ pub extern "C-unwind" fn _PG_init() {
     am::gpu_spatial::options::OPTIONS.register();
     am::gpu_metric::options::OPTIONS.register();
     join::register();
+    am::gpu_art::like_prefix::install();
     service::register();
 }
 

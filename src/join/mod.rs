@@ -23,7 +23,7 @@ mod cost;
 mod exec;
 mod heap;
 mod lateral;
-mod list;
+pub(crate) mod list;
 mod nearest;
 mod parallel;
 mod path;

@@ -403,11 +403,14 @@ pub fn gpu_art_on(data: Data) -> Case {
                     let cut =
                         (0..=v.len()).filter(|&i| v.is_char_boundary(i)).nth(r.below(v.chars().count() as u64 + 1) as usize).unwrap_or(0);
                     let prefix = v[..cut].trim_end_matches('\'');
-                    // LIKE needs a fixed prefix to use an index.
+                    // LIKE needs a fixed prefix to use an index; a
+                    // literal prefix then % is answered exactly by the
+                    // index (^@), other patterns keep the LIKE as filter.
                     if p == 6 || prefix.is_empty() || prefix.contains(['%', '_', '\\']) {
                         format!("v ^@ '{prefix}'")
                     } else {
-                        format!("v LIKE '{prefix}%'")
+                        let tail = ["%", "%%", "_%", "%_"][r.below(4) as usize];
+                        format!("v LIKE '{prefix}{tail}'")
                     }
                 }
             }

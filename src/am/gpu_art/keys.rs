@@ -62,7 +62,7 @@ pub fn index_kind(index: pg_sys::Relation) -> KeyKind {
 
 /// The bytes of `v` (of kind `kind`) its encoding is made from: a
 /// varlena's (detoasted if needed), a uuid's 16.
-fn value_bytes<'a>(v: Datum, kind: KeyKind) -> &'a [u8] {
+pub fn value_bytes<'a>(v: Datum, kind: KeyKind) -> &'a [u8] {
     // SAFETY: a non-NULL datum of the kind; the detoasted copy lives in
     // the current memory context, a uuid datum points to its 16 bytes.
     unsafe {

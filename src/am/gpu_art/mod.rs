@@ -12,6 +12,7 @@ mod check;
 mod inner_copies;
 mod keys;
 mod leaf_step;
+pub(crate) mod like_prefix;
 mod long;
 pub(crate) mod mirror;
 mod page;
