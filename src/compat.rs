@@ -121,7 +121,11 @@ pub unsafe fn check_select(relid: pg_sys::Oid, relkind: std::ffi::c_char, column
 ///
 /// # Safety
 /// In planning; `clause` a boolean expression.
-pub unsafe fn simple_restrictinfo(root: *mut pg_sys::PlannerInfo, clause: *mut pg_sys::Expr, security_level: pg_sys::Index) -> *mut pg_sys::RestrictInfo {
+pub unsafe fn simple_restrictinfo(
+    root: *mut pg_sys::PlannerInfo,
+    clause: *mut pg_sys::Expr,
+    security_level: pg_sys::Index,
+) -> *mut pg_sys::RestrictInfo {
     let none = std::ptr::null_mut();
     // SAFETY: the caller's contract.
     unsafe {

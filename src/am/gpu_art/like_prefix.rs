@@ -31,7 +31,12 @@ pub fn install() {
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn hook(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo, rti: pg_sys::Index, rte: *mut pg_sys::RangeTblEntry) {
+unsafe extern "C-unwind" fn hook(
+    root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    rti: pg_sys::Index,
+    rte: *mut pg_sys::RangeTblEntry,
+) {
     // SAFETY: the planner's own arguments; the previous hook is called
     // behind pgrx's boundary.
     unsafe {

@@ -12,11 +12,12 @@
 //! (the join users write over btree and hash; `gpu_art_probe` joined back
 //! by ctid; then that join for every contender) and, for URLs, prefix
 //! queries (`LIKE 'prefix%'` of about 10 and 1000 rows); then the single
-//! lookups, the planner's 128K-key `= ANY` count and the prefixes again
-//! with the three indexes side by side, each alone in turn (the others
+//! lookups, the planner's 128K-key `= ANY` count, the 128K keys to rows
+//! and the prefixes again with the three indexes side by side, each alone in turn (the others
 //! dropped in a transaction rolled back) in one session, round by round. Lookups pick
 //! stored keys (one in 11 a miss). Every answer is checked against
-//! btree's. Prints one table. Plans forced onto an index run with jit =
+//! btree's. Prints one table. Keys are bound as uuid[] (uuids) or
+//! text[] (URLs), as a driver sends them. Plans forced onto an index run with jit =
 //! off (`bench::FORCE_INDEX`).
 
 use gpuindex_engine::datasets::StringSet;
@@ -192,7 +193,12 @@ fn main() {
         });
         answers.push(found);
         push(&mut rows, setups.len(), i, "= ANY(10 keys), count".into(), "us", true, secs / small_params.len() as f64 * 1e6);
-        for ((p, m), forced) in probe_params.iter().zip(&probe_sets).map(|(p, ks)| ((&**p, ks.len()), false)).chain([((&*probe_params[2], probe_sets[2].len()), true)]) {
+        for ((p, m), forced) in probe_params
+            .iter()
+            .zip(&probe_sets)
+            .map(|(p, ks)| ((&**p, ks.len()), false))
+            .chain([((&*probe_params[2], probe_sets[2].len()), true)])
+        {
             let sql = format!("SELECT count(*) FROM bench_s WHERE k = ANY($1::{ty}[])");
             let mut s = session();
             if forced {
@@ -272,8 +278,8 @@ fn main() {
             assert_eq!(answers[..m], reference[..m], "{label} answered differently from btree");
         }
     }
-    // The single lookups, the planner's 128K-key `= ANY` count and the
-    // prefixes again with the three indexes side by side, taken in turn
+    // The single lookups, the planner's 128K-key `= ANY` count, the keys to
+    // rows and the prefixes again with the three indexes side by side, taken in turn
     // round by round (each alone in a transaction that drops the others
     // and is rolled back): the setups above run minutes apart, and the
     // host drifts between them by more than the indexes differ.
@@ -290,7 +296,8 @@ fn main() {
     let any = format!("SELECT count(*) FROM bench_s WHERE k = ANY($1::{ty}[])");
     // (No LIKE on uuid.)
     let like = (!prefixes.is_empty()).then(|| s.prepare("SELECT count(*) FROM bench_s WHERE k LIKE $1").unwrap());
-    type Run<'a> = Box<dyn Fn(&mut postgres::Transaction) -> i64 + 'a>;
+    // (The run gets the index's name: the probe differs for gpu_art.)
+    type Run<'a> = Box<dyn Fn(&mut postgres::Transaction, &str) -> i64 + 'a>;
     // (what, unit per query, queries, hash answers it, settings, the run:
     // rows found).
     let mut measures: Vec<(String, &str, usize, bool, &str, Run)> = vec![
@@ -300,13 +307,35 @@ fn main() {
             singles.len(),
             true,
             "",
-            Box::new(|tx| single_params.iter().map(|k| tx.query(&single, &[&**k]).unwrap().len() as i64).sum()),
+            Box::new(|tx, _| single_params.iter().map(|k| tx.query(&single, &[&**k]).unwrap().len() as i64).sum()),
         ),
-        ("= ANY(128K keys), count".into(), "ms", 1, true, "", Box::new(|tx| tx.query_one(any.as_str(), &[&*probe_params[2]]).unwrap().get(0))),
+        (
+            "= ANY(128K keys), count".into(),
+            "ms",
+            1,
+            true,
+            "",
+            Box::new(|tx, _| tx.query_one(any.as_str(), &[&*probe_params[2]]).unwrap().get(0)),
+        ),
+        (
+            "128K keys to rows (join / gpu_art_probe)".into(),
+            "ms",
+            1,
+            true,
+            "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off",
+            Box::new(|tx, index| {
+                let sql = if index.ends_with("gpu_art") {
+                    format!("SELECT count(*) FROM gpu_art_probe('{index}', $1::{ty}[]) p JOIN bench_s t ON t.ctid = p.ctid")
+                } else {
+                    format!("SELECT count(*) FROM unnest($1::{ty}[]) u(k) JOIN bench_s t ON t.k = u.k")
+                };
+                tx.query_one(&sql, &[&*probe_params[2]]).unwrap().get(0)
+            }),
+        ),
     ];
     for (what, ps) in &prefixes {
         let like = like.as_ref().expect("prepared for prefixes");
-        let run: Run = Box::new(move |tx| ps.iter().map(|p| tx.query_one(like, &[p]).unwrap().get::<_, i64>(0)).sum());
+        let run: Run = Box::new(move |tx, _| ps.iter().map(|p| tx.query_one(like, &[p]).unwrap().get::<_, i64>(0)).sum());
         measures.push((
             format!("prefix {what}"),
             "ms",
@@ -331,7 +360,7 @@ fn main() {
                 }
                 tx.batch_execute(settings).unwrap();
                 let t = Instant::now();
-                found[i] = Some(run(&mut tx));
+                found[i] = Some(run(&mut tx, &names[i]));
                 let elapsed = t.elapsed().as_secs_f64();
                 tx.rollback().unwrap();
                 if round > 0 {
