@@ -21,6 +21,7 @@ mod error;
 mod functions;
 mod guc;
 mod join;
+mod list;
 mod service;
 mod slot;
 mod srf;

@@ -64,7 +64,7 @@ pub unsafe fn estimate(
                 let mut sub = pg_sys::QualCost::default();
                 pg_sys::cost_qual_eval(&mut sub, t.quals, root);
                 let mut select = pg_sys::QualCost::default();
-                for te in super::list::ptrs::<pg_sys::TargetEntry>(t.tlist) {
+                for te in crate::list::ptrs::<pg_sys::TargetEntry>(t.tlist) {
                     let mut c = pg_sys::QualCost::default();
                     pg_sys::cost_qual_eval_node(&mut c, (*te).expr.cast(), root);
                     select.per_tuple += c.per_tuple;

@@ -14,13 +14,13 @@
 //! anti join only rows without one, a left join null-extends them; the
 //! plan's qual then filters what comes out, as in ExecNestLoop.
 
-use super::list::{self, is_a};
 use super::plan::Private;
 use super::NAME;
 use crate::am::common::bulk_deletes;
 use crate::am::common::search::{self, Ask, Batch};
 use crate::am::common::OpenIndex;
 use crate::functions::call::Fusable;
+use crate::list::{self, is_a};
 use crate::storage::{tid_from, Tid};
 use gpuindex_engine::executor::Device;
 use pgrx::pg_sys::{self, NodeTag};

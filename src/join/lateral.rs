@@ -23,7 +23,7 @@
 //! their own expression context) and the outer row's columns as OUTER_VAR
 //! references to the outer plan's output.
 
-use super::list::{self, is_a};
+use crate::list::{self, is_a};
 use pgrx::pg_sys::{self, NodeTag};
 
 /// A LATERAL top-k subquery the node can run in batches.

@@ -23,7 +23,6 @@ mod cost;
 mod exec;
 mod heap;
 mod lateral;
-pub(crate) mod list;
 mod nearest;
 mod parallel;
 mod path;

@@ -62,7 +62,7 @@ pub struct TopKState {
 unsafe fn outer_atts(node: *mut pg_sys::Node) -> Vec<usize> {
     // SAFETY: a planned expression tree.
     unsafe {
-        super::list::ptrs::<pg_sys::Var>(pg_sys::pull_var_clause(node, 0))
+        crate::list::ptrs::<pg_sys::Var>(pg_sys::pull_var_clause(node, 0))
             .into_iter()
             .filter(|&v| (*v).varno == pg_sys::OUTER_VAR)
             .map(|v| (*v).varattno as usize)

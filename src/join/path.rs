@@ -8,10 +8,10 @@
 //! answers in batches (`BatchSearch::joins`). The outer expression is
 //! evaluated once per outer row, so it must not be volatile.
 
-use super::list::{self, is_a};
 use super::{cost, plan, NAME};
 use crate::am::common::search::Searcher;
 use crate::guc;
+use crate::list::{self, is_a};
 use pgrx::pg_sys::{self, NodeTag};
 use pgrx::prelude::*;
 

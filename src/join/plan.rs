@@ -27,9 +27,9 @@
 //! For a top-k subquery the "inner" columns of the scan tuple are the
 //! subquery's output columns (its select list, evaluated per fetched row).
 
-use super::list::{self, is_a};
 use super::path::{is_outer, pushed_down, Probe};
 use super::{exec, lateral, NAME};
+use crate::list::{self, is_a};
 use pgrx::pg_sys::{self, NodeTag};
 use pgrx::prelude::*;
 

@@ -14,7 +14,7 @@
 //! recheck (their plan takes its quals from the clause itself).
 
 use super::keys::{value_bytes, KeyKind};
-use crate::join::list;
+use crate::list;
 use pgrx::pg_sys::{self, NodeTag};
 use pgrx::prelude::*;
 
