@@ -13,12 +13,12 @@
 //! by ctid; then that join for every contender) and, for URLs, prefix
 //! queries (`LIKE 'prefix%'` of about 10 and 1000 rows); then the single
 //! lookups, the planner's 128K-key `= ANY` count, the 128K keys to rows
-//! and the prefixes again with the three indexes side by side, each alone in turn (the others
-//! dropped in a transaction rolled back) in one session, round by round. Lookups pick
-//! stored keys (one in 11 a miss). Every answer is checked against
-//! btree's. Prints one table. Keys are bound as uuid[] (uuids) or
-//! text[] (URLs), as a driver sends them. Plans forced onto an index run with jit =
-//! off (`bench::FORCE_INDEX`).
+//! and the prefixes again with the three indexes side by side, each alone
+//! in turn (the others dropped in a transaction rolled back) in one
+//! session, round by round. Lookups pick stored keys (one in 11 a miss).
+//! Every answer is checked against btree's. Prints one table. Keys are
+//! bound as uuid[] (uuids) or text[] (URLs), as a driver sends them.
+//! Plans forced onto an index run with jit = off (`bench::FORCE_INDEX`).
 
 use gpuindex_engine::datasets::StringSet;
 use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Row, SplitMix64, FORCE_INDEX};
@@ -74,6 +74,15 @@ fn key_param(set: StringSet, key: &str) -> Param {
     match set {
         StringSet::Uuid => Box::new(uuid::Uuid::parse_str(key).expect("a uuid")),
         _ => Box::new(key.to_string()),
+    }
+}
+
+/// 128K keys to rows: the join btree and hash users write, or (`probe`:
+/// a gpu_art index's name) the probe function joined back by ctid.
+fn to_rows_sql(ty: &str, probe: Option<&str>) -> String {
+    match probe {
+        Some(index) => format!("SELECT count(*) FROM gpu_art_probe('{index}', $1::{ty}[]) p JOIN bench_s t ON t.ctid = p.ctid"),
+        None => format!("SELECT count(*) FROM unnest($1::{ty}[]) u(k) JOIN bench_s t ON t.k = u.k"),
     }
 }
 
@@ -193,12 +202,9 @@ fn main() {
         });
         answers.push(found);
         push(&mut rows, setups.len(), i, "= ANY(10 keys), count".into(), "us", true, secs / small_params.len() as f64 * 1e6);
-        for ((p, m), forced) in probe_params
-            .iter()
-            .zip(&probe_sets)
-            .map(|(p, ks)| ((&**p, ks.len()), false))
-            .chain([((&*probe_params[2], probe_sets[2].len()), true)])
-        {
+        // Each array size, then the largest with the index forced.
+        for (j, forced) in [(0, false), (1, false), (2, false), (2, true)] {
+            let (p, m) = (&*probe_params[j], probe_sets[j].len());
             let sql = format!("SELECT count(*) FROM bench_s WHERE k = ANY($1::{ty}[])");
             let mut s = session();
             if forced {
@@ -221,16 +227,10 @@ fn main() {
                 }
             }
         }
-        // 128K keys to rows: the join users write, or the probe function
-        // joined back by ctid.
+        // 128K keys to rows.
         let p = &*probe_params[2];
-        // The join btree users write (gpu_art's own below: the probe).
-        let join = format!("SELECT count(*) FROM unnest($1::{ty}[]) u(k) JOIN bench_s t ON t.k = u.k");
-        let sql = if *label == "gpu_art" {
-            format!("SELECT count(*) FROM gpu_art_probe('bench_s_k', $1::{ty}[]) p JOIN bench_s t ON t.ctid = p.ctid")
-        } else {
-            join.clone()
-        };
+        let join = to_rows_sql(ty, None);
+        let sql = to_rows_sql(ty, (*label == "gpu_art").then_some("bench_s_k"));
         let mut s = session();
         s.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off").unwrap();
         let mut got = 0i64;
@@ -278,9 +278,9 @@ fn main() {
             assert_eq!(answers[..m], reference[..m], "{label} answered differently from btree");
         }
     }
-    // The single lookups, the planner's 128K-key `= ANY` count, the keys to
-    // rows and the prefixes again with the three indexes side by side, taken in turn
-    // round by round (each alone in a transaction that drops the others
+    // The single lookups, the planner's 128K-key `= ANY` count, the keys
+    // to rows and the prefixes again with the three indexes side by side,
+    // taken in turn round by round (each alone in a transaction that drops the others
     // and is rolled back): the setups above run minutes apart, and the
     // host drifts between them by more than the indexes differ.
     c.batch_execute("DROP INDEX IF EXISTS bench_s_k").unwrap();
@@ -324,11 +324,7 @@ fn main() {
             true,
             "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off",
             Box::new(|tx, index| {
-                let sql = if index.ends_with("gpu_art") {
-                    format!("SELECT count(*) FROM gpu_art_probe('{index}', $1::{ty}[]) p JOIN bench_s t ON t.ctid = p.ctid")
-                } else {
-                    format!("SELECT count(*) FROM unnest($1::{ty}[]) u(k) JOIN bench_s t ON t.k = u.k")
-                };
+                let sql = to_rows_sql(ty, index.ends_with("gpu_art").then_some(index));
                 tx.query_one(&sql, &[&*probe_params[2]]).unwrap().get(0)
             }),
         ),
