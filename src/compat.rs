@@ -48,6 +48,25 @@ pub unsafe fn read_recent_buffer(rel: pg_sys::Relation, block: u32, buffer: pg_s
     }
 }
 
+/// `read_recent_buffer` without pgrx's guard, for a caller's own
+/// (`unguarded::guarded`).
+///
+/// # Safety
+/// As `read_recent_buffer`'s; under a guard.
+pub unsafe fn read_recent_buffer_unguarded(rel: pg_sys::Relation, block: u32, buffer: pg_sys::Buffer) -> bool {
+    // SAFETY: as the caller's.
+    unsafe {
+        #[cfg(feature = "pg15")]
+        {
+            crate::unguarded::ReadRecentBuffer((*rel).rd_node, pg_sys::ForkNumber::MAIN_FORKNUM, block, buffer)
+        }
+        #[cfg(not(feature = "pg15"))]
+        {
+            crate::unguarded::ReadRecentBuffer((*rel).rd_locator, pg_sys::ForkNumber::MAIN_FORKNUM, block, buffer)
+        }
+    }
+}
+
 /// Whether the relation's current file was created in this transaction
 /// (RelationNeedsWAL's second half: such files are synced at commit).
 pub fn file_created_in_this_transaction(rel: pg_sys::Relation) -> bool {

@@ -26,6 +26,7 @@ mod service;
 mod slot;
 mod srf;
 mod storage;
+mod unguarded;
 mod visibility;
 
 /// Large batch buffers kept for reuse (`gpuindex.retained_memory`).

@@ -38,7 +38,7 @@ pub fn read(rel: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
 ///
 /// # Safety
 /// `buf` pinned.
-unsafe fn prefetch_head_and_tail(buf: pg_sys::Buffer) {
+pub(super) unsafe fn prefetch_head_and_tail(buf: pg_sys::Buffer) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a pinned buffer's page is BLCKSZ mapped bytes; prefetches
     // never fault.
@@ -55,22 +55,31 @@ unsafe fn prefetch_head_and_tail(buf: pg_sys::Buffer) {
 /// have special area `S`.
 pub struct Shared<S> {
     buf: pg_sys::Buffer,
+    /// Known when locked: asking BufferGetBlockNumber is a guarded call.
+    block: u32,
     _special: PhantomData<S>,
 }
 
 impl<S: SpecialArea> Shared<S> {
     pub fn lock(rel: pg_sys::Relation, block: u32) -> Self {
-        Self::lock_pinned(read(rel, block))
+        Self::lock_pinned(read(rel, block), block)
     }
 
-    /// Share-locks `buf`, pinned by the caller; the guard releases both.
-    pub fn lock_pinned(buf: pg_sys::Buffer) -> Self {
+    /// Share-locks `buf`, pinned by the caller and holding `block`; the
+    /// guard releases both.
+    fn lock_pinned(buf: pg_sys::Buffer, block: u32) -> Self {
         // SAFETY: buf is pinned.
         unsafe {
             prefetch_head_and_tail(buf);
             pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
         }
-        Shared { buf, _special: PhantomData }
+        Shared { buf, block, _special: PhantomData }
+    }
+
+    /// The guard of `buf`, holding `block`, pinned and share-locked by
+    /// the caller.
+    pub(super) fn of_locked(buf: pg_sys::Buffer, block: u32) -> Self {
+        Shared { buf, block, _special: PhantomData }
     }
 
     pub fn page(&self) -> PageRef<'_, S> {
@@ -79,8 +88,7 @@ impl<S: SpecialArea> Shared<S> {
     }
 
     pub fn block(&self) -> u32 {
-        // SAFETY: buf is a valid pinned buffer.
-        unsafe { pg_sys::BufferGetBlockNumber(self.buf) }
+        self.block
     }
 }
 

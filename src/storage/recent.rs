@@ -25,8 +25,8 @@
 use super::buffer::read;
 use super::Tid;
 use pgrx::pg_sys;
+use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 /// Blocks remembered per table: a 32 GiB table's, in a 16 MiB array.
@@ -44,7 +44,7 @@ type FileKey = (pg_sys::Oid, pg_sys::Oid, pg_sys::Oid);
 type Buffers = Rc<RefCell<Vec<pg_sys::Buffer>>>;
 
 thread_local! {
-    static RECENT: RefCell<HashMap<FileKey, Buffers>> = RefCell::new(HashMap::new());
+    static RECENT: RefCell<HashMap<FileKey, Buffers>> = RefCell::new(HashMap::default());
 }
 
 /// Asks the CPU to bring the line at `p` into its cache (nothing where
@@ -99,6 +99,46 @@ impl RecentPages {
             }
         }
         let buf = read(rel, block);
+        self.remember(block, buf);
+        buf
+    }
+
+    /// `block` pinned and share-locked (as `pin` and `Shared::lock_pinned`,
+    /// under one guard: this is most of a single lookup's calls).
+    pub fn lock_shared<S: super::SpecialArea>(&mut self, block: u32) -> super::Shared<S> {
+        use crate::unguarded as raw;
+        let (rel, known) = (self.rel, self.known(block));
+        // SAFETY: raw calls only under the guard; a known buffer is a
+        // shared buffer number, which ReadRecentBuffer checks holds this
+        // block before pinning it.
+        let (buf, read) = unsafe {
+            raw::guarded(|| {
+                let (buf, read) = match known {
+                    Some(b) if crate::compat::read_recent_buffer_unguarded(rel, block, b) => (b, false),
+                    _ => (
+                        raw::ReadBufferExtended(
+                            rel,
+                            pg_sys::ForkNumber::MAIN_FORKNUM,
+                            block,
+                            pg_sys::ReadBufferMode::RBM_NORMAL,
+                            std::ptr::null_mut(),
+                        ),
+                        true,
+                    ),
+                };
+                super::buffer::prefetch_head_and_tail(buf);
+                raw::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+                (buf, read)
+            })
+        };
+        if read {
+            self.remember(block, buf);
+        }
+        super::Shared::of_locked(buf, block)
+    }
+
+    /// That `block` was last pinned in `buf`.
+    fn remember(&mut self, block: u32, buf: pg_sys::Buffer) {
         if let Some(v) = self.buffers.as_ref().filter(|_| (block as usize) < MAX_BLOCKS) {
             let grown = {
                 let mut v = v.borrow_mut();
@@ -119,7 +159,6 @@ impl RecentPages {
                 });
             }
         }
-        buf
     }
 
     /// While `block` is read, with `upcoming` the TIDs read after it in

@@ -16,9 +16,9 @@
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use rustc_hash::FxHashMap as HashMap;
 use std::any::Any;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What an access method keeps in the cache.
@@ -39,7 +39,7 @@ struct Entry {
 }
 
 thread_local! {
-    static ENTRIES: RefCell<HashMap<(pg_sys::Oid, &'static str), Entry>> = RefCell::new(HashMap::new());
+    static ENTRIES: RefCell<HashMap<(pg_sys::Oid, &'static str), Entry>> = RefCell::new(HashMap::default());
 }
 
 fn key(rel: pg_sys::Relation, kind: &'static str) -> (pg_sys::Oid, &'static str) {

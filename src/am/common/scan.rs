@@ -40,6 +40,13 @@ pub trait IndexScan: Sized {
     fn next_buffered(&mut self, _forward: bool) -> Option<(pg_sys::ItemPointerData, pg_sys::Datum)> {
         None
     }
+    /// Whether the scan has no match left in direction `forward`, known
+    /// without calling PostgreSQL (as `next_buffered`), after
+    /// `next_buffered` returned None; if so it is left where `next`
+    /// leaves a scan at its end. False: the full path decides.
+    fn exhausted(&mut self, _forward: bool) -> bool {
+        false
+    }
     /// The most bytes `value_into` writes; 0: it is not implemented, and
     /// index-only scans of by-reference values take the full path.
     const MAX_VALUE_BYTES: usize = 0;
@@ -106,20 +113,45 @@ unsafe fn state<'a, S>(scan: pg_sys::IndexScanDesc) -> &'a mut State<S> {
     unsafe { &mut *((*scan).opaque as *mut State<S>) }
 }
 
+/// A scan's state where `opaque` points, in the scan's memory context,
+/// and the reset callback that drops it there (also after an ERROR,
+/// when amendscan is not called).
+#[repr(C)]
+struct Held<S> {
+    callback: pg_sys::MemoryContextCallback,
+    state: State<S>,
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn drop_held<S>(arg: *mut std::ffi::c_void) {
+    // SAFETY: `arg` is the `Held<S>` ambeginscan wrote, dropped once: the
+    // context's memory goes after its callbacks.
+    unsafe { std::ptr::drop_in_place(&mut (*(arg as *mut Held<S>)).state) }
+}
+
 /// # Safety
 /// ambeginscan's arguments.
 pub unsafe fn ambeginscan<S: IndexScan>(index: pg_sys::Relation, nkeys: i32, norderbys: i32) -> pg_sys::IndexScanDesc {
-    // SAFETY: as the caller's.
+    const { assert!(std::mem::align_of::<Held<S>>() <= 8, "palloc's alignment") };
+    // SAFETY: as the caller's. The scan descriptor and the state's memory
+    // are allocated under one guard (their only calls that can raise an
+    // ERROR), the state is written and its callback registered without.
     unsafe {
-        let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
-        let st = State {
+        use crate::unguarded as raw;
+        let (scan, held) = raw::guarded(|| {
+            (raw::RelationGetIndexScan(index, nkeys, norderbys), raw::palloc(std::mem::size_of::<Held<S>>()) as *mut Held<S>)
+        });
+        let state = State {
             am: S::begin(index, nkeys as usize, norderbys as usize),
             scan_ctx: pg_sys::CurrentMemoryContext,
             tuple_ctx: std::ptr::null_mut(),
             reusable: None,
             by_ref: std::ptr::null_mut(),
         };
-        (*scan).opaque = pgrx::PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(st) as *mut std::ffi::c_void;
+        let callback = pg_sys::MemoryContextCallback { func: Some(drop_held::<S>), arg: held.cast(), next: std::ptr::null_mut() };
+        held.write(Held { callback, state });
+        raw::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*held).callback);
+        (*scan).opaque = (&mut (*held).state as *mut State<S>).cast();
         if norderbys > 0 {
             let n = norderbys as usize;
             (*scan).xs_orderbyvals = pg_sys::palloc0(std::mem::size_of::<pg_sys::Datum>() * n) as *mut pg_sys::Datum;
@@ -199,9 +231,11 @@ pub unsafe fn amgettuple_buffered<S: IndexScan>(scan: pg_sys::IndexScanDesc, dir
                 (false, _) => None,
                 (true, Some(r)) => Some(r),
                 (true, None) if by_ref => None,
-                (true, None) => return None,
+                (true, None) => return st.am.exhausted(forward).then_some(false),
             };
-            let (tid, value) = st.am.next_buffered(forward)?;
+            // The end of a lookup's matches is answered here too: the
+            // full path's guard and code cost a lookup as much again.
+            let Some((tid, value)) = st.am.next_buffered(forward) else { return st.am.exhausted(forward).then_some(false) };
             (*scan).xs_heaptid = tid;
             (*scan).xs_recheck = false;
             if let Some((itup, len)) = itup {

@@ -13,11 +13,10 @@
 //! are read from locked pages only).
 
 use super::page::*;
-use super::tree::Locked;
 use crate::am::common::cache;
 use pgrx::pg_sys;
+use rustc_hash::FxHashMap as HashMap;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 /// At most this many copied pages per index and backend (~11 MB; 10^7
@@ -112,9 +111,8 @@ impl InnerCopies {
         copy.children.get(copy.lower_bound(q)).copied()
     }
 
-    /// Keeps a copy of the locked inner page `g`.
-    pub fn remember(&self, g: &Locked) {
-        let page = g.page();
+    /// Keeps a copy of inner page `block`, locked (`page`).
+    pub fn remember(&self, block: u32, page: PageRef) {
         let s = page.special();
         let mut map = self.map();
         if s.kind != KIND_INNER || s.flags & HAS_LONG != 0 || map.len() >= MAX_PAGES {
@@ -134,7 +132,7 @@ impl InnerCopies {
         };
         let words = keys[..values].iter().map(|k| word(&k.bytes[common.len()..])).collect();
         let children = (0..n.count()).map(|i| n.entry(i).1 as u32).collect();
-        map.insert(g.block(), Copy { image, level: s.level as u32, common, words, children });
+        map.insert(block, Copy { image, level: s.level as u32, common, words, children });
     }
 
     pub fn forget(&self, block: u32) {

@@ -204,7 +204,7 @@ impl Hints {
     /// Point i's hinted leaf, share-locked, after a check that it is one.
     pub fn leaf(&mut self, i: usize) -> Shared {
         let block = self.blocks[i];
-        let g = Shared::lock_pinned(self.recent.pin(block));
+        let g: Shared = self.recent.lock_shared(block);
         let s = g.page().special();
         if s.page_id != PAGE_ID || s.kind != KIND_LEAF {
             corrupted(format!("mirror hint {block} is not a leaf"));

@@ -570,24 +570,36 @@ impl ScanState {
     }
 
     fn take(&mut self, tree: &Tree, g: &Shared, from: (OwnedKey, bool)) {
-        match self.keep {
-            KeepPins::No => {}
-            KeepPins::Current => {
-                self.pins.release();
-                self.pins.keep(g);
-            }
-            KeepPins::Every => self.pins.keep(g),
+        if self.keep != KeepPins::No {
+            self.keep_pin(g);
         }
         let old = self.copy.take();
         let only = (self.count() == 1).then(|| self.interval());
         self.copy = Some(PageCopy::of(tree.rel, g, from, old, only));
     }
 
+    /// Keeps `g`'s pin as `keep` says (out of line: a plain index scan's
+    /// lookups keep none, and its code is theirs to skip).
+    #[inline(never)]
+    fn keep_pin(&mut self, g: &Shared) {
+        if self.keep == KeepPins::Current {
+            self.pins.release();
+        }
+        self.pins.keep(g);
+    }
+
     /// The copy's entries of the current interval; a point's searched
     /// from window entry `from` on (every entry before it is below it).
     fn set_range(&mut self, forward: bool, from: usize) {
         let c = self.copy.as_ref().expect("a page");
-        (self.a, self.end) = if self.points.is_some() { c.point_range(self.interval(), from) } else { c.range(self.interval()) };
+        (self.a, self.end) = if self.count() == 1 {
+            // The copy's window is the interval's entries (`take`).
+            (0, c.len())
+        } else if self.points.is_some() {
+            c.point_range(self.interval(), from)
+        } else {
+            c.range(self.interval())
+        };
         self.cur = if forward { self.a as isize - 1 } else { self.end as isize };
     }
 
@@ -866,6 +878,19 @@ impl IndexScan for ScanState {
         }
         self.cur = i;
         Some((tid_to(tid), pg_sys::Datum::from(0usize)))
+    }
+
+    /// The end of a walk of one interval (a lookup, a range, a prefix)
+    /// whose last page's entries were all returned.
+    fn exhausted(&mut self, forward: bool) -> bool {
+        let Some(c) = self.copy.as_ref() else { return false };
+        let next = self.cur + 1;
+        let simple = forward && self.started && self.ahead.is_none() && self.walk.is_none() && self.iv + 1 >= self.count();
+        if !simple || (next >= self.a as isize && next < self.end as isize) || (self.end == c.len() && c.continues_right(self.interval())) {
+            return false;
+        }
+        self.cur = self.end as isize;
+        true
     }
 
     const MAX_VALUE_BYTES: usize = 4 + MAX_KEY;

@@ -18,6 +18,12 @@ use pgrx::prelude::*;
 /// A page of this tree locked either way.
 pub type Locked = crate::storage::Locked<Special>;
 
+/// Whether `page` is a root (the only page of its level): a cached root
+/// that is not has split, and a new root is above it.
+fn is_root(page: &PageRef) -> bool {
+    page.special().flags & (LEFTMOST | RIGHTMOST) == LEFTMOST | RIGHTMOST
+}
+
 /// The root and its level, cached per index: descents start there
 /// without reading the metapage. A root that has split since is noticed
 /// (it lost RIGHTMOST) and the metapage read again.
@@ -81,10 +87,8 @@ impl Tree {
     /// the last one whose high key is q, where an insert of q appends to
     /// the run of its equals (as its parent saw it: a page split off since
     /// is as good a place). `path` receives the inner pages passed, top
-    /// down.
-    /// `copies`: inner pages are searched in these copies where they
-    /// hold one, and copied into them when read (shared descents only).
-    fn descend(&self, q: Key, level: u32, exclusive: bool, last: bool, path: &mut Vec<u32>, copies: Option<&InnerCopies>) -> Locked {
+    /// down. Lookups descend with `find_leaf`.
+    fn descend(&self, q: Key, level: u32, exclusive: bool, last: bool, path: &mut Vec<u32>) -> Locked {
         let (mut block, mut at) = self.root(false);
         if at < level {
             (block, at) = self.root(true);
@@ -93,44 +97,21 @@ impl Tree {
             }
         }
         let mut first = true;
-        // The copy `block` came from.
-        let mut via: Option<u32> = None;
-        // Readers pin through the buffers remembered (a single lookup's
-        // buffer-mapping lookup of its leaf was 8% of its time).
-        let mut recent = copies.map(|_| RecentPages::of(self.rel));
         loop {
-            if let Some(c) = copies.filter(|_| at > level) {
-                if let Some(child) = c.child(block, at, q) {
-                    (via, first) = (Some(block), false);
-                    path.push(block);
-                    block = child;
-                    at -= 1;
+            let locked = Locked::lock(self.rel, block, exclusive && at == level);
+            if std::mem::take(&mut first) && !is_root(&locked.page()) {
+                // The cached root has split (a new root is above it):
+                // it would still lead everywhere, but start at the top.
+                let fresh = self.root(true);
+                if fresh.0 != block {
+                    drop(locked);
+                    (block, at) = fresh;
+                    path.clear();
+                    first = true;
                     continue;
                 }
             }
-            let locked = match &mut recent {
-                Some(r) if !(exclusive && at == level) => Locked::S(Shared::lock_pinned(r.pin(block))),
-                _ => Locked::lock(self.rel, block, exclusive && at == level),
-            };
-            if std::mem::take(&mut first) {
-                let flags = locked.page().special().flags;
-                if flags & (LEFTMOST | RIGHTMOST) != LEFTMOST | RIGHTMOST {
-                    // The cached root has split (a new root is above it):
-                    // it would still lead everywhere, but start at the top.
-                    let fresh = self.root(true);
-                    if fresh.0 != block {
-                        drop(locked);
-                        (block, at) = fresh;
-                        path.clear();
-                        first = true;
-                        continue;
-                    }
-                }
-            }
-            let (page, moved) = self.move_right_counted(locked, q);
-            if let (Some(c), Some(v), true) = (copies, via.take(), moved) {
-                c.forget(v);
-            }
+            let page = self.move_right(locked, q);
             if at == level {
                 if let Locked::X(g) = page {
                     let s = g.page().special();
@@ -153,16 +134,64 @@ impl Tree {
             if last && j > 0 && long::compare(self.rel, node.stored(j - 1), q).is_eq() {
                 j -= 1;
             }
-            if j >= node.count() {
-                corrupted(format!("inner page {} has no child for a key", page.block()));
-            }
             path.push(page.block());
-            block = node.entry(j).1 as u32;
+            block = self.child(&node, j, page.block());
             at -= 1;
-            if let Some(c) = copies {
-                c.remember(&page);
-            }
         }
+    }
+
+    /// The leaf where the first key >= q lies, if any (share-locked): a
+    /// reader's descent, most of a single lookup, kept apart from the
+    /// writers' (`descend`) and small. Inner pages are searched in this
+    /// backend's copies where it holds one, and copied when read; pages
+    /// are pinned through the buffers they were last found in (a lookup's
+    /// buffer-mapping lookup of its leaf was 8% of its time).
+    pub fn find_leaf(&self, q: Key) -> Shared {
+        let copies = InnerCopies::of(self.rel);
+        let mut recent = RecentPages::of(self.rel);
+        let (mut block, mut at) = self.root(false);
+        let mut first = true;
+        // The copy `block` came from.
+        let mut via: Option<u32> = None;
+        loop {
+            if at > 0 {
+                if let Some(child) = copies.child(block, at, q) {
+                    (via, first) = (Some(block), false);
+                    (block, at) = (child, at - 1);
+                    continue;
+                }
+            }
+            let page: Shared = recent.lock_shared(block);
+            if std::mem::take(&mut first) && !is_root(&page.page()) {
+                let fresh = self.root(true);
+                if fresh.0 != block {
+                    drop(page);
+                    (block, at) = fresh;
+                    first = true;
+                    continue;
+                }
+            }
+            let (page, moved) = self.move_right_counted(Locked::S(page), q);
+            let Locked::S(page) = page else { unreachable!("shared descent") };
+            if let (Some(v), true) = (via.take(), moved) {
+                copies.forget(v);
+            }
+            if at == 0 {
+                return page;
+            }
+            let node = Node::new(page.page());
+            block = self.child(&node, node.search(self.rel, q, false), page.block());
+            at -= 1;
+            copies.remember(page.block(), page.page());
+        }
+    }
+
+    /// The child of inner page `block` (`node`) at entry `j`.
+    fn child(&self, node: &Node, j: usize, block: u32) -> u32 {
+        if j >= node.count() {
+            corrupted(format!("inner page {block} has no child for a key"));
+        }
+        node.entry(j).1 as u32
     }
 
     /// Moves right while q is above the page's high key; a writer stops at
@@ -187,14 +216,6 @@ impl Tree {
         }
     }
 
-    /// The leaf where the first key >= q lies, if any (share-locked).
-    pub fn find_leaf(&self, q: Key) -> Shared {
-        match self.descend(q, 0, false, false, &mut Vec::new(), Some(&InnerCopies::of(self.rel))) {
-            Locked::S(g) => g,
-            Locked::X(_) => unreachable!("shared descent"),
-        }
-    }
-
     /// From a leaf at or left of the one a descent for q finds (a mirror
     /// hint), that leaf.
     pub fn move_right_from(&self, g: Shared, q: Key) -> Shared {
@@ -206,7 +227,7 @@ impl Tree {
 
     /// The first page of `level` (share-locked).
     pub fn leftmost(&self, level: u32) -> Shared {
-        match self.descend(Key::MIN, level, false, false, &mut Vec::new(), None) {
+        match self.descend(Key::MIN, level, false, false, &mut Vec::new()) {
             Locked::S(g) => g,
             Locked::X(_) => unreachable!("shared descent"),
         }
@@ -250,7 +271,7 @@ impl Tree {
         let long = (key.bytes.len() > MAX_KEY).then(|| long::store(self.rel, key.bytes, None));
         let stored = long.as_ref().map_or(Stored::whole(key), |l| l.stored());
         let mut path = Vec::new();
-        let Locked::X(leaf) = self.descend(key, 0, true, true, &mut path, None) else { unreachable!("exclusive descent") };
+        let Locked::X(leaf) = self.descend(key, 0, true, true, &mut path) else { unreachable!("exclusive descent") };
         let (pos, fits) = {
             let n = Node::new(leaf.page());
             (n.search(self.rel, key, true), n.free() >= entry_size(stored.bytes.len()))
@@ -348,7 +369,7 @@ impl Tree {
                 }
                 drop(meta);
                 let q = long::resolve(self.rel, sep.stored());
-                let Locked::X(p) = self.descend(q.key(), level + 1, true, false, &mut path, None) else { unreachable!() };
+                let Locked::X(p) = self.descend(q.key(), level + 1, true, false, &mut path) else { unreachable!() };
                 self.find_parent(p, child.block())
             }
         };

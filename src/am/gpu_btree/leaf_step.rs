@@ -277,7 +277,7 @@ pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64], cap: usize) -> R
                 old => {
                     drop(old);
                     ahead.at(i, hints, &recent);
-                    (hinted_leaf_by(tree, hints[i], blocks, q, |b| Shared::lock_pinned(recent.pin(b))), 0)
+                    (hinted_leaf_by(tree, hints[i], blocks, q, |b| recent.lock_shared(b)), 0)
                 }
             };
             let (page, from) = live_leaf_for(rel, page, from, q);

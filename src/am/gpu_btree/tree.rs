@@ -102,11 +102,7 @@ impl Tree {
         // lookup for a page read before).
         let mut recent = RecentPages::of(self.rel);
         loop {
-            let locked = if exclusive && at == level {
-                Locked::lock(self.rel, block, true)
-            } else {
-                Locked::S(Shared::lock_pinned(recent.pin(block)))
-            };
+            let locked = if exclusive && at == level { Locked::lock(self.rel, block, true) } else { Locked::S(recent.lock_shared(block)) };
             if std::mem::take(&mut first) {
                 let flags = locked.page().special().flags;
                 if flags & (LEFTMOST | RIGHTMOST) != LEFTMOST | RIGHTMOST || flags & RETIRED != 0 {

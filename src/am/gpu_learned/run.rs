@@ -191,7 +191,8 @@ impl Run {
     /// memory of its buffers: a batch reads thousands of pages).
     pub fn page(&self, recent: &mut RecentPages, i: usize) -> Shared {
         assert!(i < self.pages());
-        Shared::lock_pinned(recent.pin(self.block(i)))
+        let block = self.block(i);
+        recent.lock_shared(block)
     }
 
     /// Asks the CPU for what the search of probe `j + PREFETCH_PROBES`
