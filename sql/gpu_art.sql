@@ -104,6 +104,20 @@ FETCH BACKWARD 2 FROM c;
 FETCH LAST FROM c;
 FETCH BACKWARD 1 FROM c;
 FETCH ABSOLUTE 20 FROM c;
+-- A lookup's end is answered on amgettuple's fast path: the cursor then
+-- turns back from where it stopped.
+DECLARE e SCROLL CURSOR FOR SELECT id, t FROM ga WHERE t = 'https://www.site3.com/p/3';
+FETCH ALL FROM e;
+FETCH BACKWARD ALL FROM e;
+FETCH ALL FROM e;
+SELECT count(*) AS dups FROM ga WHERE t = 'dup';
+DECLARE d SCROLL CURSOR FOR SELECT t FROM ga WHERE t = 'dup';
+MOVE FORWARD ALL IN d;
+FETCH BACKWARD 1 FROM d;
+MOVE BACKWARD ALL IN d;
+FETCH 1 FROM d;
+MOVE FORWARD ALL IN d;
+FETCH 1 FROM d;
 COMMIT;
 RESET enable_seqscan; RESET enable_bitmapscan;
 

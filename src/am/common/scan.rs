@@ -41,9 +41,9 @@ pub trait IndexScan: Sized {
         None
     }
     /// Whether the scan has no match left in direction `forward`, known
-    /// without calling PostgreSQL (as `next_buffered`), after
-    /// `next_buffered` returned None; if so it is left where `next`
-    /// leaves a scan at its end. False: the full path decides.
+    /// without calling PostgreSQL (as `next_buffered`), where the fast
+    /// path has no match to return; if so it is left where `next` leaves
+    /// a scan at its end. False: the full path decides.
     fn exhausted(&mut self, _forward: bool) -> bool {
         false
     }
