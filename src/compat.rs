@@ -30,31 +30,14 @@ pub fn file_key(rel: pg_sys::Relation) -> (pg_sys::Oid, pg_sys::Oid, pg_sys::Oid
 
 /// Pins `buffer` if it holds `block` of the relation's main fork
 /// (ReadRecentBuffer); false, with nothing pinned, if it does not.
-///
-/// # Safety
-/// `buffer` a shared buffer number; a backend.
-pub unsafe fn read_recent_buffer(rel: pg_sys::Relation, block: u32, buffer: pg_sys::Buffer) -> bool {
-    // SAFETY: the caller's contract; ReadRecentBuffer checks the buffer's
-    // tag under its header lock before pinning.
-    unsafe {
-        #[cfg(feature = "pg15")]
-        {
-            pg_sys::ReadRecentBuffer((*rel).rd_node, pg_sys::ForkNumber::MAIN_FORKNUM, block, buffer)
-        }
-        #[cfg(not(feature = "pg15"))]
-        {
-            pg_sys::ReadRecentBuffer((*rel).rd_locator, pg_sys::ForkNumber::MAIN_FORKNUM, block, buffer)
-        }
-    }
-}
-
-/// `read_recent_buffer` without pgrx's guard, for a caller's own
+/// Without pgrx's guard: callers run it under their own
 /// (`unguarded::guarded`).
 ///
 /// # Safety
-/// As `read_recent_buffer`'s; under a guard.
-pub unsafe fn read_recent_buffer_unguarded(rel: pg_sys::Relation, block: u32, buffer: pg_sys::Buffer) -> bool {
-    // SAFETY: as the caller's.
+/// `buffer` a shared buffer number; a backend; under a guard.
+pub unsafe fn read_recent_buffer(rel: pg_sys::Relation, block: u32, buffer: pg_sys::Buffer) -> bool {
+    // SAFETY: the caller's contract; ReadRecentBuffer checks the buffer's
+    // tag under its header lock before pinning.
     unsafe {
         #[cfg(feature = "pg15")]
         {

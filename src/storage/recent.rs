@@ -22,7 +22,6 @@
 //! the leaf reads of gpu_btree's leaf step, gpu_art's hinted walks and
 //! gpu_learned's run scans and batches.
 
-use super::buffer::read;
 use super::Tid;
 use pgrx::pg_sys;
 use rustc_hash::FxHashMap as HashMap;
@@ -90,22 +89,26 @@ impl RecentPages {
 
     /// A pin on `block` of the relation, as a plain read gives.
     pub fn pin(&mut self, block: u32) -> pg_sys::Buffer {
-        let rel = self.rel;
-        if let Some(b) = self.known(block) {
-            // SAFETY: a shared buffer number; the call checks that it
-            // holds this block before pinning it.
-            if unsafe { crate::compat::read_recent_buffer(rel, block, b) } {
-                return b;
-            }
-        }
-        let buf = read(rel, block);
-        self.remember(block, buf);
-        buf
+        self.pinned_under_guard(block, |_| {})
     }
 
-    /// `block` pinned and share-locked (as `pin` and `Shared::lock_pinned`,
-    /// under one guard: this is most of a single lookup's calls).
+    /// `block` pinned and share-locked (as `pin` and `Shared::lock`, under
+    /// one guard: this is most of a single lookup's calls).
     pub fn lock_shared<S: super::SpecialArea>(&mut self, block: u32) -> super::Shared<S> {
+        let buf = self.pinned_under_guard(block, |buf| {
+            // SAFETY: pinned; a raw call under the caller's guard.
+            unsafe {
+                super::buffer::prefetch_head_and_tail(buf);
+                crate::unguarded::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+            }
+        });
+        super::Shared::of_locked(buf, block)
+    }
+
+    /// Pins `block` through its remembered buffer (else reads it) and runs
+    /// `then` on the pinned buffer, all under one guard; remembers a
+    /// buffer read. `then` may only make raw calls (an ERROR jumps over it).
+    fn pinned_under_guard(&mut self, block: u32, then: impl FnOnce(pg_sys::Buffer)) -> pg_sys::Buffer {
         use crate::unguarded as raw;
         let (rel, known) = (self.rel, self.known(block));
         // SAFETY: raw calls only under the guard; a known buffer is a
@@ -114,7 +117,7 @@ impl RecentPages {
         let (buf, read) = unsafe {
             raw::guarded(|| {
                 let (buf, read) = match known {
-                    Some(b) if crate::compat::read_recent_buffer_unguarded(rel, block, b) => (b, false),
+                    Some(b) if crate::compat::read_recent_buffer(rel, block, b) => (b, false),
                     _ => (
                         raw::ReadBufferExtended(
                             rel,
@@ -126,15 +129,14 @@ impl RecentPages {
                         true,
                     ),
                 };
-                super::buffer::prefetch_head_and_tail(buf);
-                raw::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+                then(buf);
                 (buf, read)
             })
         };
         if read {
             self.remember(block, buf);
         }
-        super::Shared::of_locked(buf, block)
+        buf
     }
 
     /// That `block` was last pinned in `buf`.

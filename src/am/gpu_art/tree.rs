@@ -18,12 +18,6 @@ use pgrx::prelude::*;
 /// A page of this tree locked either way.
 pub type Locked = crate::storage::Locked<Special>;
 
-/// Whether `page` is a root (the only page of its level): a cached root
-/// that is not has split, and a new root is above it.
-fn is_root(page: &PageRef) -> bool {
-    page.special().flags & (LEFTMOST | RIGHTMOST) == LEFTMOST | RIGHTMOST
-}
-
 /// The root and its level, cached per index: descents start there
 /// without reading the metapage. A root that has split since is noticed
 /// (it lost RIGHTMOST) and the metapage read again.
@@ -99,17 +93,12 @@ impl Tree {
         let mut first = true;
         loop {
             let locked = Locked::lock(self.rel, block, exclusive && at == level);
-            if std::mem::take(&mut first) && !is_root(&locked.page()) {
-                // The cached root has split (a new root is above it):
-                // it would still lead everywhere, but start at the top.
-                let fresh = self.root(true);
-                if fresh.0 != block {
-                    drop(locked);
-                    (block, at) = fresh;
-                    path.clear();
-                    first = true;
-                    continue;
-                }
+            if let Some(fresh) = std::mem::take(&mut first).then(|| self.newer_root(block, locked.page())).flatten() {
+                drop(locked);
+                (block, at) = fresh;
+                path.clear();
+                first = true;
+                continue;
             }
             let page = self.move_right(locked, q);
             if at == level {
@@ -162,14 +151,11 @@ impl Tree {
                 }
             }
             let page: Shared = recent.lock_shared(block);
-            if std::mem::take(&mut first) && !is_root(&page.page()) {
-                let fresh = self.root(true);
-                if fresh.0 != block {
-                    drop(page);
-                    (block, at) = fresh;
-                    first = true;
-                    continue;
-                }
+            if let Some(fresh) = std::mem::take(&mut first).then(|| self.newer_root(block, page.page())).flatten() {
+                drop(page);
+                (block, at) = fresh;
+                first = true;
+                continue;
             }
             let (page, moved) = self.move_right_counted(Locked::S(page), q);
             let Locked::S(page) = page else { unreachable!("shared descent") };
@@ -184,6 +170,18 @@ impl Tree {
             at -= 1;
             copies.remember(page.block(), page.page());
         }
+    }
+
+    /// The root and its level to start at instead of the cached root
+    /// `block` (`page`, locked), if that has split since (it is no longer
+    /// the only page of its level: a new root is above it, and though it
+    /// would still lead everywhere, a descent starts at the top).
+    fn newer_root(&self, block: u32, page: PageRef) -> Option<(u32, u32)> {
+        if page.special().flags & (LEFTMOST | RIGHTMOST) == LEFTMOST | RIGHTMOST {
+            return None;
+        }
+        let fresh = self.root(true);
+        (fresh.0 != block).then_some(fresh)
     }
 
     /// The child of inner page `block` (`node`) at entry `j`.
