@@ -40,4 +40,5 @@ unsafe extern "C-unwind" {
         strategy: pg_sys::BufferAccessStrategy,
     ) -> pg_sys::Buffer;
     pub fn LockBuffer(buffer: pg_sys::Buffer, mode: i32);
+    pub fn UnlockReleaseBuffer(buffer: pg_sys::Buffer);
 }

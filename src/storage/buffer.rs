@@ -99,6 +99,19 @@ impl<S> Drop for Shared<S> {
     }
 }
 
+/// Releases `pages` in their order, under one guard.
+pub fn release_all<S>(pages: Vec<Shared<S>>) {
+    let bufs = unlocked_buffers(pages);
+    // SAFETY: each locked and pinned by its guard, now forgotten; raw
+    // calls only.
+    unsafe { crate::unguarded::guarded(|| bufs.iter().for_each(|&b| crate::unguarded::UnlockReleaseBuffer(b))) }
+}
+
+/// The buffers of `pages`, their guards forgotten: the caller releases them.
+fn unlocked_buffers<S>(pages: Vec<Shared<S>>) -> Vec<pg_sys::Buffer> {
+    pages.into_iter().map(|p| std::mem::ManuallyDrop::new(p).buf).collect()
+}
+
 /// Buffer pins kept after their share locks were released: while a scan
 /// holds the pin of the page its current items came from, VACUUM (which
 /// takes a cleanup lock on each page it removes entries from) cannot
@@ -119,15 +132,18 @@ impl Pins {
         self.0.push(page.buf);
     }
 
-    /// Keeps `page`'s own pin, releasing only its lock: one pin fewer to
-    /// take and drop than `keep` (with more than 8 pins held, each is a
-    /// lookup in the backend's private refcount table).
-    pub fn keep_unlocked<S>(&mut self, page: Shared<S>) {
-        let page = std::mem::ManuallyDrop::new(page);
-        // SAFETY: locked and pinned by the guard, which is not dropped: its
-        // pin is this one's now.
-        unsafe { pg_sys::LockBuffer(page.buf, pg_sys::BUFFER_LOCK_UNLOCK as i32) };
-        self.0.push(page.buf);
+    /// Keeps the pins of `pages`, releasing only their locks (one pin
+    /// fewer to take and drop than `keep`: with more than 8 pins held, each
+    /// is a lookup in the backend's private refcount table), in their
+    /// order, under one guard.
+    pub fn keep_unlocked_all<S>(&mut self, pages: Vec<Shared<S>>) {
+        let bufs = unlocked_buffers(pages);
+        // SAFETY: each locked and pinned by its guard, now forgotten: its pin
+        // is this one's; raw calls only.
+        unsafe {
+            crate::unguarded::guarded(|| bufs.iter().for_each(|&b| crate::unguarded::LockBuffer(b, pg_sys::BUFFER_LOCK_UNLOCK as i32)))
+        };
+        self.0.extend(bufs);
     }
 
     /// Takes over `other`'s pins.

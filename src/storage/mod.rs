@@ -14,7 +14,7 @@ mod tid;
 pub mod wal;
 mod xlog;
 
-pub use buffer::{new_page, new_page_in, Exclusive, Fork, Locked, Pins, Shared};
+pub use buffer::{new_page, new_page_in, release_all, Exclusive, Fork, Locked, Pins, Shared};
 pub use page::{content_bytes, PageData, PageMut, PageRef, SpecialArea, CONTENT_START};
 pub use recent::{prefetch, RecentPages};
 pub use temp_file::TempFile;

@@ -71,6 +71,16 @@ pub fn buffers_of(c: &mut Client, sql: &str, params: &[&(dyn postgres::types::To
     format!("{}; {}; {}", pick("Buffers:"), pick("I/O Timings:"), pick("Execution Time:"))
 }
 
+/// Where one run of a statement spent its time, from EXPLAIN (ANALYZE,
+/// SUMMARY): planning, execution, and the time lines gpuindex's nodes
+/// print (index, heap).
+pub fn times_of(c: &mut Client, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> String {
+    let lines: Vec<String> = c.query(&format!("EXPLAIN (ANALYZE, SUMMARY) {sql}"), params).unwrap().iter().map(|r| r.get(0)).collect();
+    let keys = ["Planning Time:", "Execution Time:", "Index Time:", "Heap Time:"];
+    let picked: Vec<&str> = lines.iter().map(|l| l.trim()).filter(|l| keys.iter().any(|k| l.starts_with(k))).collect();
+    picked.join("; ")
+}
+
 /// Prints rows as a markdown table, one column per setup; NaN is "-".
 pub fn print_table(setups: &[&str], rows: &[Row]) {
     println!("| measure | {} |", setups.join(" | "));

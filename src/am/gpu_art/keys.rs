@@ -69,7 +69,14 @@ pub fn value_bytes<'a>(v: Datum, kind: KeyKind) -> &'a [u8] {
         match kind {
             KeyKind::Uuid => std::slice::from_raw_parts(v.cast_mut_ptr::<u8>(), 16),
             KeyKind::Text | KeyKind::Bytea => {
-                let p = pg_sys::pg_detoast_datum_packed(v.cast_mut_ptr());
+                // Only a compressed or out-of-line value needs the (guarded)
+                // call: a batch reads 128K keys here on one thread.
+                let p: *mut pg_sys::varlena = v.cast_mut_ptr();
+                let p = if pgrx::varlena::varatt_is_1b_e(p) || pgrx::varlena::varatt_is_4b_c(p) {
+                    pg_sys::pg_detoast_datum_packed(p)
+                } else {
+                    p
+                };
                 std::slice::from_raw_parts(pgrx::varlena::vardata_any(p) as *const u8, pgrx::varlena::varsize_any_exhdr(p))
             }
         }

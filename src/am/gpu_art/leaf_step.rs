@@ -4,42 +4,36 @@
 //! Only the backend's thread may pin and lock buffers, and a batch's
 //! points are sparse (128K over 10^7 uuids: ~3 a leaf, so the copy of a
 //! leaf, the 8 KB memcpy that streams it in, costs about what searching
-//! it does). So this thread share-locks a group of the hinted leaves (in
+//! it does). So this thread share-locks the hinted leaves one by one (in
 //! key order, as every gpu_art reader locks leaves; pinned through
-//! `RecentPages`), and the pool copies and searches each of them while
-//! this thread locks the next group; the group is released when its
-//! searches are back. On the H200 host, 128K probes into 10^7 uuids: the
-//! function 145-201 -> 90-124 ms.
+//! `RecentPages`) and hands each to the pool's searchers (`handoff`),
+//! releasing it as soon as its search is back, a few leaves held at once.
 //!
 //! Batch functions take every point's entries at once (`point_entries`);
 //! an `= ANY` index scan takes them a few groups at a time, in key order
 //! (`Ahead::fill`), keeping the pins of the leaves they came from while it
 //! returns them when it is index-only.
 
+use super::handoff::{backoff, FinishOnDrop, Handoff, MAX_HELD};
 use super::keys::KeyKind;
 use super::mirror;
 use super::page::*;
 use super::scan::{ScanState, MIRROR_MIN_POINTS};
 use super::tree::Tree;
-use crate::storage::{PageRef, Pins};
+use crate::storage::Pins;
 use gpuindex_engine::art::ByteKeys;
-use pgrx::pg_sys;
-use rayon::prelude::*;
+use std::collections::VecDeque;
 use std::ops::Range;
 
-/// Leaves share-locked at once while the pool searches them (a backend
-/// holds at most 200 LWLocks, and two groups are locked at a time).
+/// The unit of `Ahead::fill`'s `groups`: leaves a fill locks at most.
 pub const GROUP: usize = 64;
 
 /// How far ahead of the point whose leaf is locked next the leaf of a
 /// later one is prefetched.
 const PREFETCH_POINTS: usize = 24;
 
-/// A leaf locked for the pool: its guard, special area and points.
-type Locked = (Shared, Special, Range<usize>);
-
 /// (point, TID) of every entry equal to one of the sorted distinct
-/// `points`, in no particular order; past `cap` entries, how many it had
+/// `points`, in point order; past `cap` entries, how many it had
 /// found when it stopped (soon after).
 pub fn point_entries(tree: &Tree, kind: KeyKind, points: &ByteKeys, what: &'static str, cap: usize) -> Result<Vec<(usize, Tid)>, usize> {
     let mut out = Vec::with_capacity(points.len().min(cap));
@@ -96,54 +90,60 @@ impl Ahead {
         out: &mut Vec<(usize, Tid)>,
     ) {
         let mut rest = Vec::new();
-        let mut left = groups;
         let from = out.len();
-        // The group the pool searches while this thread locks the next one
-        // (two groups locked at most).
-        let mut searched: Vec<Locked> = Vec::new();
-        loop {
-            let pages: Vec<(usize, Special, Range<usize>)> =
-                searched.iter().map(|(g, s, r)| (g.page().as_ptr() as usize, *s, r.clone())).collect();
-            let mut found: Vec<Vec<(usize, Tid)>> = Vec::new();
-            let mut next = Vec::with_capacity(GROUP);
-            rayon::in_place_scope(|scope| {
-                let found = &mut found;
-                scope.spawn(move |_| {
-                    // One vector per split, in key order (not one a page:
-                    // each was freed by this thread, far from its maker).
-                    *found = pages
-                        .into_par_iter()
-                        .with_min_len(4)
-                        .fold(Vec::new, |mut v, (page, s, r)| {
-                            search_locked(page, s, points, r, &mut v);
-                            v
-                        })
-                        .collect();
-                });
-                if left > 0 {
-                    left -= 1;
-                    while self.next < points.len() && next.len() < GROUP {
-                        // A few leaves ahead (points are ~3 a leaf when sparse).
-                        self.hints.prefetch(self.next + PREFETCH_POINTS);
-                        self.next = lock_leaf(&mut self.hints, points, self.next, &mut next, &mut rest);
+        let mut budget = groups.saturating_mul(GROUP);
+        let h = Handoff::new(points);
+        // Leaves locked, by publication number, oldest first (outside the
+        // scope: at an ERROR the scope waits for the pool's searches
+        // before these locks go).
+        let mut held: VecDeque<(usize, Shared)> = VecDeque::with_capacity(MAX_HELD);
+        let mut mine = Vec::new();
+        rayon::in_place_scope(|scope| {
+            let _finish = FinishOnDrop(&h);
+            for _ in 0..Handoff::searchers() {
+                scope.spawn(|_| h.work());
+            }
+            let mut idle = 0;
+            loop {
+                let stop = budget == 0 || self.next >= points.len() || from + h.found() > cap;
+                // Leaves whose searches are back go (all at the end); at
+                // MAX_HELD this thread searches one itself or waits.
+                loop {
+                    let back = held.iter().take_while(|(n, _)| h.done(*n)).count();
+                    if back > 0 {
+                        let pages: Vec<Shared> = held
+                            .drain(..back)
+                            .map(|(n, g)| {
+                                h.consume(n);
+                                g
+                            })
+                            .collect();
+                        match keep.as_deref_mut() {
+                            Some(pins) => pins.keep_unlocked_all(pages),
+                            None => crate::storage::release_all(pages),
+                        }
+                    }
+                    if held.len() < MAX_HELD && (!stop || held.is_empty()) {
+                        break;
+                    }
+                    if !h.work_one(&mut mine) {
+                        idle = backoff(idle);
                     }
                 }
-            });
-            // The searches are back: their pages may go, last locked first
-            // (LWLockRelease looks for a lock from the newest held on, and
-            // moves down those after it).
-            for (g, _, _) in searched.into_iter().rev() {
-                match keep.as_deref_mut() {
-                    Some(pins) => pins.keep_unlocked(g),
-                    None => drop(g),
+                if stop {
+                    break;
+                }
+                // A few leaves ahead (points are ~3 a leaf when sparse).
+                self.hints.prefetch(self.next + PREFETCH_POINTS);
+                let (next, leaf) = lock_leaf(&mut self.hints, points, self.next, &mut rest);
+                self.next = next;
+                budget -= 1;
+                if let Some((g, r)) = leaf {
+                    held.push_back((h.publish(g.page().as_ptr(), r), g));
                 }
             }
-            out.extend(found.into_iter().flatten());
-            if next.is_empty() || out.len() > cap {
-                break;
-            }
-            searched = next;
-        }
+        });
+        out.extend(h.entries(mine));
         // Held locks hold interrupts off: the walk answers them once released.
         pgrx::check_for_interrupts!();
         if !rest.is_empty() && out.len() <= cap {
@@ -168,9 +168,10 @@ fn merge_by_point(out: &mut Vec<(usize, Tid)>, from: usize, walked: Vec<(usize, 
 }
 
 /// Locks the leaf hinted for point i and the points after it hinted to
-/// the same leaf: into `group` those below its high key on a leaf
-/// without long keys, into `rest` the others. Returns the next point.
-fn lock_leaf(hints: &mut mirror::Hints, points: &ByteKeys, i: usize, group: &mut Vec<Locked>, rest: &mut Vec<usize>) -> usize {
+/// the same leaf: those below its high key on a leaf without long keys
+/// come back with it (None: no such point, the leaf released), the
+/// others go into `rest`. Returns the next point.
+fn lock_leaf(hints: &mut mirror::Hints, points: &ByteKeys, i: usize, rest: &mut Vec<usize>) -> (usize, Option<(Shared, Range<usize>)>) {
     let block = hints.block(i);
     let end = i + (i..points.len()).take_while(|&p| hints.block(p) == block).count();
     let g = hints.leaf(i);
@@ -180,42 +181,7 @@ fn lock_leaf(hints: &mut mirror::Hints, points: &ByteKeys, i: usize, group: &mut
         _ => 0,
     };
     rest.extend(i + below..end);
-    if below > 0 {
-        let s = n.s;
-        group.push((g, s, i..i + below));
-    }
-    end
-}
-
-/// (point, TID) of the entries of `points[r]` on a leaf share-locked by
-/// the backend, without long keys, whose high key is above every one of
-/// them: all their entries are on it.
-fn search_locked(page: usize, s: Special, points: &ByteKeys, r: Range<usize>, found: &mut Vec<(usize, Tid)>) {
-    thread_local! {
-        static IMAGE: std::cell::RefCell<Box<[u8]>> = std::cell::RefCell::new(vec![0u8; pg_sys::BLCKSZ as usize].into_boxed_slice());
-    }
-    IMAGE.with_borrow_mut(|image| {
-        // A copy, searched: one memcpy streams the page in, where a binary
-        // search on it waits for each line it reads in turn.
-        // SAFETY: the backend holds the page's share lock until this
-        // returns (`point_entries`); `s` was read from it under the lock.
-        image.copy_from_slice(unsafe { std::slice::from_raw_parts(page as *const u8, pg_sys::BLCKSZ as usize) });
-        // SAFETY: a whole page's bytes, alive while the node is used.
-        search_page(Node::checked(unsafe { PageRef::new(image.as_ptr()) }, s), points, r, found)
-    })
-}
-
-fn search_page(n: Node, points: &ByteKeys, r: Range<usize>, found: &mut Vec<(usize, Tid)>) {
-    let mut from = 0;
-    for p in r {
-        let q = Key::value(points.get(p));
-        let mut at = from + n.entries_below(from, n.count(), q);
-        while at < n.count() && n.stored(at).as_key() == Some(q) {
-            found.push((p, n.entry(at).1));
-            at += 1;
-        }
-        from = at;
-    }
+    (end, (below > 0).then(|| (g, i..i + below)))
 }
 
 /// (point, TID) of every entry equal to one of `points[which]` (ascending),

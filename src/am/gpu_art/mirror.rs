@@ -193,11 +193,12 @@ impl Hints {
     }
 
     /// Asks the CPU for what locking point i's hinted leaf first touches
-    /// (its buffer header, page header and special area), if there is a
-    /// point i.
+    /// (its buffer header, page header, special area and the high key
+    /// before it), if there is a point i.
     pub fn prefetch(&self, i: usize) {
         if let Some(&block) = self.blocks.get(i) {
-            self.recent.prefetch_page(block, [0, pg_sys::BLCKSZ as usize / 64 - 1].into_iter());
+            let last = pg_sys::BLCKSZ as usize / 64 - 1;
+            self.recent.prefetch_page(block, [0, last - 1, last].into_iter());
         }
     }
 

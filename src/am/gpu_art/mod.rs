@@ -9,6 +9,7 @@
 
 mod build;
 mod check;
+mod handoff;
 mod inner_copies;
 mod keys;
 mod leaf_step;

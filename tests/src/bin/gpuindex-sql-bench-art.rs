@@ -21,7 +21,7 @@
 //! Plans forced onto an index run with jit = off (`bench::FORCE_INDEX`).
 
 use gpuindex_engine::datasets::StringSet;
-use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, Row, SplitMix64, FORCE_INDEX};
+use gpuindex_tests::bench::{connect, describe_server, plan_of, push, time, times_of, Row, SplitMix64, FORCE_INDEX};
 use postgres::types::ToSql;
 use std::io::Write;
 use std::time::Instant;
@@ -238,6 +238,7 @@ fn main() {
         answers.push(got);
         push(&mut rows, setups.len(), i, "128K keys to rows (join / gpu_art_probe)".into(), "ms", true, secs * 1e3);
         plans.push(format!("{label}: 128K keys to rows -> {}", plan_of(&mut s, &sql, &[p])));
+        plans.push(format!("{label}: 128K keys to rows, one more run: {}", times_of(&mut s, &sql, &[p])));
         // That join for every contender as the planner runs it by default
         // (gpu_art's index: GpuIndexJoin where its cost wins).
         let mut s = session();
@@ -245,6 +246,7 @@ fn main() {
         answers.push(got);
         push(&mut rows, setups.len(), i, "128K keys joined (the join as written)".into(), "ms", true, secs * 1e3);
         plans.push(format!("{label}: join as written -> {}", plan_of(&mut s, &join, &[p])));
+        plans.push(format!("{label}: join as written, one more run: {}", times_of(&mut s, &join, &[p])));
         // Prefixes (URLs), index-only counts; hash cannot answer them.
         if *label != "hash" && !prefixes.is_empty() {
             let mut s = session();
