@@ -64,6 +64,9 @@ pub struct Handoff<'a> {
     finished: Line<AtomicBool>,
     /// Entries found so far.
     found: Line<AtomicUsize>,
+    /// A search panicked (a page it could not read): its leaf still
+    /// counts as done, so that nothing waits for it forever.
+    failed: AtomicBool,
     /// Each pool thread's entries, in the order it searched its leaves.
     results: Mutex<Vec<Vec<(usize, Tid)>>>,
 }
@@ -77,6 +80,7 @@ impl<'a> Handoff<'a> {
             claimed: Line::default(),
             finished: Line::default(),
             found: Line::default(),
+            failed: AtomicBool::new(false),
             results: Mutex::new(Vec::new()),
         }
     }
@@ -120,8 +124,11 @@ impl<'a> Handoff<'a> {
         let slot = &self.slots[n % MAX_HELD];
         let r = slot.start.load(Ordering::Relaxed)..slot.end.load(Ordering::Relaxed);
         let before = out.len();
-        search_locked(slot.page.load(Ordering::Relaxed), self.points, r, out);
-        self.found.fetch_add(out.len() - before, Ordering::Relaxed);
+        let page = slot.page.load(Ordering::Relaxed);
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| search_locked(page, self.points, r, out))).is_err() {
+            self.failed.store(true, Ordering::Relaxed);
+        }
+        self.found.fetch_add(out.len().saturating_sub(before), Ordering::Relaxed);
         slot.done.store(true, Ordering::Release);
         true
     }
@@ -156,6 +163,9 @@ impl<'a> Handoff<'a> {
 
     /// The entries found, with `mine` (this thread's), in point order.
     pub fn entries(self, mut mine: Vec<(usize, Tid)>) -> Vec<(usize, Tid)> {
+        if self.failed.load(Ordering::Relaxed) {
+            corrupted("a leaf's search failed (see the server log for the panic)".into());
+        }
         for v in self.results.into_inner().unwrap_or_else(|e| e.into_inner()) {
             mine.extend(v);
         }
