@@ -101,14 +101,15 @@ impl<S> Drop for Shared<S> {
 
 /// Releases `pages` in their order, under one guard.
 pub fn release_all<S>(pages: Vec<Shared<S>>) {
-    let bufs = unlocked_buffers(pages);
+    let bufs = forget_guards(pages);
     // SAFETY: each locked and pinned by its guard, now forgotten; raw
     // calls only.
     unsafe { crate::unguarded::guarded(|| bufs.iter().for_each(|&b| crate::unguarded::UnlockReleaseBuffer(b))) }
 }
 
-/// The buffers of `pages`, their guards forgotten: the caller releases them.
-fn unlocked_buffers<S>(pages: Vec<Shared<S>>) -> Vec<pg_sys::Buffer> {
+/// The buffers of `pages`, their guards forgotten (still locked and
+/// pinned): the caller releases them.
+fn forget_guards<S>(pages: Vec<Shared<S>>) -> Vec<pg_sys::Buffer> {
     pages.into_iter().map(|p| std::mem::ManuallyDrop::new(p).buf).collect()
 }
 
@@ -137,7 +138,7 @@ impl Pins {
     /// is a lookup in the backend's private refcount table), in their
     /// order, under one guard.
     pub fn keep_unlocked_all<S>(&mut self, pages: Vec<Shared<S>>) {
-        let bufs = unlocked_buffers(pages);
+        let bufs = forget_guards(pages);
         // SAFETY: each locked and pinned by its guard, now forgotten: its pin
         // is this one's; raw calls only.
         unsafe {
