@@ -200,6 +200,59 @@ SELECT count(*) FROM gpu_art_probe('ga_long_t', ARRAY[repeat('b', 700) || '7', r
 DROP TABLE ga_long;
 DROP FUNCTION ga_long_got();
 
+-- Leaf prefixes: a leaf stores once what its fences share (up to 256
+-- bytes) and each entry the rest. Groups of keys sharing 251 bytes, then
+-- keys between and inside them sharing less (the group's prefix itself,
+-- shorter runs of 'x'), long keys inside prefixed leaves, NULLs; splits,
+-- VACUUM and inserts after it; every answer equal to the sequential scan's.
+CREATE TABLE ga_pre (id int, t text COLLATE "C");
+INSERT INTO ga_pre SELECT g, chr(97 + g % 20) || repeat('x', 250) || lpad(g::text, 6, '0') FROM generate_series(1, 12000) g;
+CREATE INDEX ga_pre_t ON ga_pre USING gpu_art (t);
+INSERT INTO ga_pre SELECT 20000 + g, CASE g % 5
+  WHEN 0 THEN chr(97 + g % 20) || repeat('x', g % 253) || 'a' || g
+  WHEN 1 THEN chr(97 + g % 20) || repeat('x', 250)
+  WHEN 2 THEN chr(97 + g % 20) || repeat('x', 250) || repeat('y', 2100 + g) || g
+  WHEN 3 THEN NULL
+  ELSE chr(97 + g % 20) || repeat('x', 250) || lpad((g * 7 % 12000)::text, 6, '0') || 'z' END
+FROM generate_series(1, 6000) g;
+SELECT level, entries, missing_downlinks FROM gpu_art_check('ga_pre_t') ORDER BY level;
+CREATE FUNCTION ga_pre_got() RETURNS TABLE (q text, ids text) LANGUAGE sql AS $$
+SELECT '=' AS q, string_agg(id::text, ',' ORDER BY id) AS ids FROM ga_pre WHERE t = 'c' || repeat('x', 250) || '000042'
+UNION ALL SELECT '= prefix itself', string_agg(id::text, ',' ORDER BY id) FROM ga_pre WHERE t = 'b' || repeat('x', 250)
+UNION ALL SELECT '= shorter', string_agg(id::text, ',' ORDER BY id) FROM ga_pre WHERE t = 'a' || repeat('x', 229) || 'a' || 2000
+UNION ALL SELECT '= long', string_agg(id::text, ',' ORDER BY id) FROM ga_pre WHERE t = 'h' || repeat('x', 250) || repeat('y', 2107) || 7
+UNION ALL SELECT '= none', string_agg(id::text, ',' ORDER BY id) FROM ga_pre WHERE t = 'c' || repeat('x', 251)
+UNION ALL SELECT 'between', string_agg(id::text, ',' ORDER BY id) FROM ga_pre WHERE t BETWEEN 'f' || repeat('x', 100) AND 'f' || repeat('x', 250) || '0005'
+UNION ALL SELECT '^@', string_agg(id::text, ',' ORDER BY id) FROM ga_pre WHERE t ^@ ('g' || repeat('x', 250) || '0011')
+UNION ALL SELECT '^@ short', count(*)::text FROM ga_pre WHERE t ^@ ('g' || repeat('x', 30))
+UNION ALL SELECT 'any', string_agg(id::text, ',' ORDER BY id) FROM ga_pre WHERE t = ANY (ARRAY(SELECT t FROM ga_pre WHERE id % 37 = 1) || ARRAY['b' || repeat('x', 252), 'q', ''])
+UNION ALL SELECT 'null', count(*)::text FROM ga_pre WHERE t IS NULL
+UNION ALL SELECT 'order', md5(string_agg(id::text, ',' ORDER BY t, id)) FROM ga_pre
+UNION ALL SELECT 'order values', md5(string_agg(t, ',')) FROM (SELECT t FROM ga_pre ORDER BY t) x
+UNION ALL SELECT 'desc values', md5(string_agg(t, ',')) FROM (SELECT t FROM ga_pre WHERE t > 'j' ORDER BY t DESC) x
+$$;
+SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
+CREATE TEMP TABLE ga_pre_want AS SELECT * FROM ga_pre_got();
+RESET enable_indexscan; RESET enable_indexonlyscan;
+SET enable_seqscan = off;
+SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS index_scan_ok, w.ids IS NOT NULL AS found FROM ga_pre_want w JOIN ga_pre_got() g USING (q) ORDER BY w.q;
+SELECT count(*) = (SELECT count(*) FROM ga_pre WHERE t IN (SELECT t FROM ga_pre WHERE id % 37 = 1)) AS probe_ok
+FROM gpu_art_probe('ga_pre_t', ARRAY(SELECT DISTINCT t FROM ga_pre WHERE id % 37 = 1 AND t IS NOT NULL)) p
+JOIN ga_pre x ON x.ctid = p.ctid;
+RESET enable_seqscan; RESET enable_bitmapscan;
+DELETE FROM ga_pre WHERE id % 3 = 0;
+VACUUM ga_pre;
+INSERT INTO ga_pre SELECT 40000 + g, chr(97 + g % 20) || repeat('x', 150 + g % 100) || 'b' || g FROM generate_series(1, 4000) g;
+SELECT level, entries, missing_downlinks FROM gpu_art_check('ga_pre_t') WHERE level = 0;
+SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
+CREATE TEMP TABLE ga_pre_want2 AS SELECT * FROM ga_pre_got();
+RESET enable_indexscan; RESET enable_indexonlyscan;
+SET enable_seqscan = off;
+SELECT w.q, w.ids IS NOT DISTINCT FROM g.ids AS after_vacuum_ok FROM ga_pre_want2 w JOIN ga_pre_got() g USING (q) ORDER BY w.q;
+RESET enable_seqscan; RESET enable_bitmapscan;
+DROP TABLE ga_pre;
+DROP FUNCTION ga_pre_got();
+
 -- A run of one key fills its pages (inserts append to the run's end and
 -- split it nbtree's single-value way), whatever keys lie around it.
 CREATE TABLE ga_dup (k text COLLATE "C");

@@ -106,20 +106,35 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
     let fill = CONTENT_BYTES * super::options::fillfactor(index) / 100;
     let mut leaves = LevelWriter::new(index, fork, 0);
     let mut page = PageBuf::default();
+    // The left neighbour's high key's first bytes: the low fence of the
+    // leaf being filled. With its high key (its last entry) it gives the
+    // prefix its entries are stored without.
+    let mut low: Option<Vec<u8>> = None;
     sort.drain(|key, tid| {
         let long = (key.bytes.len() > MAX_KEY).then(|| long::store(index, key.bytes, Some(fork)));
         let stored = long.as_ref().map_or(Stored::whole(key), |l| l.stored());
-        let size = entry_size(stored.bytes.len());
-        // A leaf holds its entries and a copy of its last key (high key).
-        if !page.is_empty() && (page.bytes + size > fill || page.bytes + 2 * size > CONTENT_BYTES) {
-            leaves.page(&page, false);
+        // A leaf holds its entries (under the prefix its low fence shares
+        // with this key, if this key ends it), a copy of its last key
+        // (high key) and its low fence.
+        let prefix = fence_prefix(low.as_deref(), Some(stored));
+        let bytes = page.bytes_at(prefix) + PageBuf::size_at(stored, prefix);
+        let fences = entry_size(stored.bytes.len()) + low.as_ref().map_or(0, |l| entry_size(l.len()));
+        if !page.is_empty() && (bytes > fill || bytes + fences > CONTENT_BYTES) {
+            low = leaves.page(&page, low.as_deref(), false).low_fence().map(<[u8]>::to_vec);
             page.clear();
         }
-        page.push(stored, tid, size);
+        page.push(stored, tid);
         page.last_long = long.is_some().then(|| key.bytes.to_vec());
     });
     sort.end();
-    leaves.page(&page, true);
+    if page.bytes_at(0) + low.as_ref().map_or(0, |l| entry_size(l.len())) > CONTENT_BYTES {
+        // Whole, the last leaf's entries do not fit (a rightmost leaf has
+        // no prefix: any key may follow): they stay a prefixed leaf, and
+        // an empty rightmost leaf follows it.
+        low = leaves.page(&page, low.as_deref(), false).low_fence().map(<[u8]>::to_vec);
+        page.clear();
+    }
+    leaves.page(&page, low.as_deref(), true);
     let mut items = leaves.finish();
     let mut level = 0u8;
     while items.len() > 1 {
@@ -132,13 +147,13 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
         let n_items = items.len();
         for (i, (high, block)) in items.iter().enumerate() {
             let size = entry_size(high.bytes.len());
-            if page.entries.len() >= 2 && page.bytes + size > fill {
-                w.page(&page, false);
+            if page.entries.len() >= 2 && page.bytes_at(0) + size > fill {
+                w.page(&page, None, false);
                 page.clear();
             }
-            page.push(high.stored(), *block as u64, size);
+            page.push(high.stored(), *block as u64);
             if i + 1 == n_items {
-                w.page(&page, true);
+                w.page(&page, None, true);
             }
         }
         items = w.finish();
@@ -156,29 +171,45 @@ struct PageBuf {
     arena: Vec<u8>,
     /// (start in arena, length, rank, long, payload)
     entries: Vec<(usize, usize, u8, bool, u64)>,
+    /// The entries' sizes (at most one byte each over), and how much
+    /// less a byte of prefix makes them: `bytes_at`.
     bytes: usize,
+    short: usize,
     /// The last entry's whole key when it is stored long (a leaf's high
     /// key gets a chain of its own).
     last_long: Option<Vec<u8>>,
 }
 
 impl PageBuf {
-    fn push(&mut self, key: Stored, payload: u64, size: usize) {
+    /// Appends a whole key's entry.
+    fn push(&mut self, key: Stored, payload: u64) {
+        debug_assert!(key.head.is_empty());
         self.entries.push((self.arena.len(), key.bytes.len(), key.rank, key.long, payload));
         self.arena.extend_from_slice(key.bytes);
-        self.bytes += size;
+        self.bytes += Self::size_at(key, 0) + 1;
+        self.short += usize::from(!key.long);
+    }
+    /// An upper bound of the bytes the entries take on a page of prefix
+    /// `prefix` (which they all start with).
+    fn bytes_at(&self, prefix: usize) -> usize {
+        self.bytes - self.short * prefix
+    }
+    /// The bytes entry `key` takes on a page of prefix `prefix`.
+    fn size_at(key: Stored, prefix: usize) -> usize {
+        entry_size(key.bytes.len() - if key.long { 0 } else { prefix })
     }
     fn clear(&mut self) {
         self.arena.clear();
         self.entries.clear();
         self.bytes = 0;
+        self.short = 0;
         self.last_long = None;
     }
     fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
     fn keys(&self) -> Vec<(Stored<'_>, u64)> {
-        self.entries.iter().map(|&(s, l, rank, long, p)| (Stored { rank, long, bytes: &self.arena[s..s + l] }, p)).collect()
+        self.entries.iter().map(|&(s, l, rank, long, p)| (Stored { rank, long, head: &[], bytes: &self.arena[s..s + l] }, p)).collect()
     }
 }
 
@@ -198,7 +229,9 @@ impl LevelWriter {
         LevelWriter { index, fork, level, prev: None, out: Vec::new() }
     }
 
-    fn page(&mut self, buf: &PageBuf, last: bool) {
+    /// Writes the page of `buf`'s entries (a leaf's low fence: `low`);
+    /// returns its high key.
+    fn page(&mut self, buf: &PageBuf, low: Option<&[u8]>, last: bool) -> &OwnedStored {
         let entries = buf.keys();
         let high = match (&buf.last_long, entries.last()) {
             _ if last => Stored::INF.to_owned(),
@@ -219,7 +252,7 @@ impl LevelWriter {
             s.left = self.prev.as_ref().map_or(NONE, |p| p.block());
             p.init(s);
             let leaf_high = (self.level == 0 && !last).then(|| high.stored());
-            set_entries(&mut p, &entries, leaf_high);
+            set_entries(&mut p, &entries, leaf_high, low);
         }
         if let Some(mut p) = self.prev.take() {
             p.page_mut_unlogged().update_special(|s| s.right = block);
@@ -227,6 +260,7 @@ impl LevelWriter {
         }
         self.out.push((high, block));
         self.prev = Some(g);
+        &self.out.last().expect("a page").0
     }
 
     fn finish(self) -> Vec<(OwnedStored, u32)> {

@@ -1,7 +1,8 @@
 //! `gpu_art_check(index regclass)`: walks every level and verifies the
 //! invariants (amcheck-style): page kinds and levels, LEFTMOST and
 //! RIGHTMOST flags, left links, keys sorted within a page, at most the
-//! page's high key and at least the left sibling's, and that every
+//! page's high key and at least the left sibling's, a leaf's low fence
+//! and prefix agreeing with its fences, and that every
 //! downlink names a page one level down whose high key is at most the
 //! downlink's key. Raises an ERROR at the first violation; returns one
 //! row per level otherwise. Meant for a quiescent index (concurrent
@@ -61,6 +62,17 @@ fn check_tree(rel: pg_sys::Relation) -> Vec<(i32, i64, i64, i64)> {
             }
             if level == 0 && n.s.left != prev_block {
                 fail(&name, format!("leaf {block}: left link {} but left sibling {prev_block}", n.s.left));
+            }
+            if level == 0 {
+                // The low fence is the left sibling's high key (its first
+                // bytes), and the prefix what the fences share.
+                let left_high = prev_high.as_ref().filter(|h| h.rank == RANK_VALUE).map(|h| &h.bytes[..h.bytes.len().min(PREFIX_MAX)]);
+                if n.low().is_some_and(|l| Some(l) != left_high) {
+                    fail(&name, format!("leaf {block}: low fence differs from its left sibling's high key"));
+                }
+                if n.s.prefix as usize != fence_prefix(n.low(), (!n.rightmost()).then(|| n.high())) {
+                    fail(&name, format!("leaf {block}: prefix of {} bytes, not what its fences share", n.s.prefix));
+                }
             }
             // Whole keys (long ones read from their chains, which are checked).
             let high = long::resolve(rel, n.high());

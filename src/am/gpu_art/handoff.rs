@@ -220,9 +220,15 @@ fn search_locked(page: usize, points: &ByteKeys, r: Range<usize>, found: &mut Ve
 fn search_page(n: Node, points: &ByteKeys, r: Range<usize>, found: &mut Vec<(usize, Tid)>) {
     let mut from = 0;
     for p in r {
-        let q = super::page::Key::value(points.get(p));
-        let mut at = from + n.entries_below(from, n.count(), q);
-        while at < n.count() && n.stored(at).as_key() == Some(q) {
+        // The point without the leaf's prefix (a point without it has no
+        // entry here: below all of them, or above).
+        let t = match n.strip(super::page::Key::value(points.get(p))) {
+            Ok(t) => t,
+            Err(std::cmp::Ordering::Less) => continue,
+            Err(_) => return,
+        };
+        let mut at = from + n.tails_below(from, n.count(), t);
+        while at < n.count() && n.tail(at) == Some(t) {
             found.push((p, n.entry(at).1));
             at += 1;
         }

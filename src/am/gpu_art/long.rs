@@ -93,8 +93,8 @@ fn each_chunk(rel: pg_sys::Relation, s: Stored, mut f: impl FnMut(u32, &[u8]) ->
 
 /// The whole key of entry `s` (its page locked).
 pub fn resolve(rel: pg_sys::Relation, s: Stored) -> OwnedKey {
-    if let Some(k) = s.as_key() {
-        return k.to_owned();
+    if !s.long {
+        return OwnedKey { rank: s.rank, bytes: [s.head, s.bytes].concat() };
     }
     let (prefix, len, _) = s.long_parts();
     let mut bytes = Vec::with_capacity(len);
@@ -109,8 +109,8 @@ pub fn resolve(rel: pg_sys::Relation, s: Stored) -> OwnedKey {
 /// Entry `s`'s key against q (its page locked): the chain is read only
 /// when q starts with the whole prefix, and only as far as they agree.
 pub fn compare(rel: pg_sys::Relation, s: Stored, q: Key) -> Ordering {
-    if let Some(k) = s.as_key() {
-        return k.cmp(&q);
+    if !s.long {
+        return s.cmp_short(q);
     }
     if s.rank != q.rank {
         return s.rank.cmp(&q.rank);

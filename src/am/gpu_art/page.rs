@@ -12,7 +12,13 @@
 //!   `MAX_KEY` is stored long: its first `LONG_PREFIX` bytes, its length
 //!   and the first page of an overflow chain holding the rest (`long.rs`).
 //! - A leaf's high key is an entry outside the slots (`Special::high`);
-//!   a rightmost leaf has none. Inner entries are (child's high key, child),
+//!   a rightmost leaf has none. So is its low fence (`Special::low`), the
+//!   first bytes of its left neighbour's high key. Every key a leaf can
+//!   hold lies between the two, so it starts with their common prefix:
+//!   that prefix (`Special::prefix` bytes of the high key) is stored once
+//!   and the leaf's entries hold only what follows it (URLs: about half
+//!   the bytes). Long entries are stored whole. Inner pages have no
+//!   prefix. Inner entries are (child's high key, child),
 //!   so an inner page's last key is its high key; the last entry of a
 //!   rightmost inner page has the rank `INF`.
 //!
@@ -37,7 +43,14 @@ pub struct Special {
     pub level: u8,
     /// Identifies gpu_art pages when checking.
     pub page_id: u16,
-    pub _pad: [u8; 6],
+    /// Content offset of a leaf's low fence (the first `PREFIX_MAX` bytes
+    /// of its left neighbour's high key, kept to compute prefixes at
+    /// splits); 0 when it has none (a leftmost leaf, older pages).
+    pub low: u16,
+    /// Bytes every key of the leaf starts with (`prefix()`), stored once:
+    /// the high key's first `prefix` bytes; entries hold the rest.
+    pub prefix: u16,
+    pub _pad: [u8; 2],
 }
 
 // SAFETY: repr(C) integers, every bit pattern valid.
@@ -83,6 +96,8 @@ pub const LONG_PREFIX: usize = 512;
 /// A long entry's reference to its chain: the key's length, the chain's
 /// first block (u32 each).
 const LONG_REF: usize = 8;
+/// The longest leaf prefix, and of a low fence.
+pub const PREFIX_MAX: usize = 256;
 const FLAG_LONG: u8 = 1;
 
 pub use crate::storage::{tid_to, Tid};
@@ -123,24 +138,42 @@ impl OwnedKey {
 /// An entry's key as its page holds it: the whole key, or a long key's
 /// prefix and chain. Comparing one with a key may read the chain
 /// (`long::compare`): it has no `Ord` of its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Stored<'a> {
     pub rank: u8,
     pub long: bool,
+    /// The leaf's prefix, which `bytes` follow (empty but for the entries
+    /// of a prefixed leaf).
+    pub head: &'a [u8],
     pub bytes: &'a [u8],
 }
 
 impl<'a> Stored<'a> {
-    pub const INF: Stored<'static> = Stored { rank: RANK_INF, long: false, bytes: &[] };
+    pub const INF: Stored<'static> = Stored { rank: RANK_INF, long: false, head: &[], bytes: &[] };
 
     /// A key of at most MAX_KEY bytes, whole.
     pub fn whole(k: Key<'a>) -> Stored<'a> {
         debug_assert!(k.bytes.len() <= MAX_KEY);
-        Stored { rank: k.rank, long: false, bytes: k.bytes }
+        Stored { rank: k.rank, long: false, head: &[], bytes: k.bytes }
     }
-    /// The key, if the entry holds it whole.
+    /// The key, if the entry holds it whole in one piece (not long, not
+    /// under a leaf prefix).
     pub fn as_key(self) -> Option<Key<'a>> {
-        (!self.long).then_some(Key { rank: self.rank, bytes: self.bytes })
+        (!self.long && self.head.is_empty()).then_some(Key { rank: self.rank, bytes: self.bytes })
+    }
+    /// The entry's key against q, for an entry that is not long.
+    pub fn cmp_short(self, q: Key) -> std::cmp::Ordering {
+        debug_assert!(!self.long);
+        self.rank.cmp(&q.rank).then_with(|| cmp_split(self.head, self.bytes, q.bytes))
+    }
+    /// The key's first bytes as the entry holds them (a long key's
+    /// prefix; a short key's head and bytes).
+    fn leading(self) -> (&'a [u8], &'a [u8]) {
+        if self.long {
+            (self.long_parts().0, &[])
+        } else {
+            (self.head, self.bytes)
+        }
     }
     /// A long key's prefix, length and chain.
     pub fn long_parts(self) -> (&'a [u8], usize, u32) {
@@ -149,8 +182,29 @@ impl<'a> Stored<'a> {
         (p, u32::from_le_bytes(r[..4].try_into().unwrap()) as usize, u32::from_le_bytes(r[4..].try_into().unwrap()))
     }
     pub fn to_owned(self) -> OwnedStored {
-        OwnedStored { rank: self.rank, long: self.long, bytes: self.bytes.to_vec() }
+        OwnedStored { rank: self.rank, long: self.long, bytes: [self.head, self.bytes].concat() }
     }
+}
+
+/// The key `head ++ tail` against `q` (bytes only).
+pub fn cmp_split(head: &[u8], tail: &[u8], q: &[u8]) -> std::cmp::Ordering {
+    if head.len() <= q.len() {
+        head.cmp(&q[..head.len()]).then_with(|| tail.cmp(&q[head.len()..]))
+    } else {
+        // q ends inside the head: equal so far means q is the shorter.
+        head[..q.len()].cmp(q).then(std::cmp::Ordering::Greater)
+    }
+}
+
+/// How many leading bytes (at most PREFIX_MAX) a leaf's low fence (its
+/// first bytes) and high key share: the prefix of every key between them.
+pub fn fence_prefix(low: Option<&[u8]>, high: Option<Stored>) -> usize {
+    let (Some(low), Some(high)) = (low, high) else { return 0 };
+    if high.rank != RANK_VALUE {
+        return 0;
+    }
+    let (a, b) = high.leading();
+    a.iter().chain(b).zip(low).take(PREFIX_MAX).take_while(|(x, y)| x == y).count()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,7 +216,13 @@ pub struct OwnedStored {
 
 impl OwnedStored {
     pub fn stored(&self) -> Stored<'_> {
-        Stored { rank: self.rank, long: self.long, bytes: &self.bytes }
+        Stored { rank: self.rank, long: self.long, head: &[], bytes: &self.bytes }
+    }
+    /// The first bytes (at most PREFIX_MAX) a leaf keeps of its left
+    /// neighbour's high key, this: its low fence. None for NULL and +inf
+    /// (no prefix follows from them).
+    pub fn low_fence(&self) -> Option<&[u8]> {
+        (self.rank == RANK_VALUE).then(|| &self.bytes[..self.bytes.len().min(PREFIX_MAX)])
     }
     /// A long key's entry bytes: its prefix, length and chain.
     pub fn long(key: &[u8], chain: u32) -> OwnedStored {
@@ -238,6 +298,8 @@ pub fn init_meta(page: &mut PageMut, m: &Meta) {
 pub struct Node<'a> {
     page: PageRef<'a>,
     pub s: Special,
+    /// The leaf's prefix (the high key's first `s.prefix` bytes).
+    head: &'a [u8],
 }
 
 impl<'a> Node<'a> {
@@ -246,12 +308,21 @@ impl<'a> Node<'a> {
         if s.page_id != PAGE_ID || (s.kind != KIND_LEAF && s.kind != KIND_INNER) {
             corrupted(format!("expected a leaf or inner page, found kind {} (page id {:#x})", s.kind, s.page_id));
         }
-        Node { page, s }
+        let n = Self::checked(page, s);
+        if n.s.prefix as usize > PREFIX_MAX || (n.s.prefix > 0 && (n.s.high == 0 || n.head.len() != n.s.prefix as usize)) {
+            corrupted(format!("leaf prefix of {} bytes without a high key that long", n.s.prefix));
+        }
+        n
     }
     /// A page already checked by `new`, with its special area (a copy of
     /// it, read again row by row).
     pub fn checked(page: PageRef<'a>, s: Special) -> Self {
-        Node { page, s }
+        let mut n = Node { page, s, head: &[] };
+        if s.prefix > 0 && s.high != 0 {
+            let h = n.entry_at(s.high as usize).0.bytes;
+            n.head = &h[..h.len().min(s.prefix as usize)];
+        }
+        n
     }
     pub fn count(&self) -> usize {
         self.s.count as usize
@@ -265,23 +336,37 @@ impl<'a> Node<'a> {
     pub fn leftmost(&self) -> bool {
         self.s.flags & LEFTMOST != 0
     }
+    /// The bytes every key of the page starts with, stored once.
+    pub fn prefix(&self) -> &'a [u8] {
+        self.head
+    }
+    /// The entry at content offset `off` as stored (no head).
     fn entry_at(&self, off: usize) -> (Stored<'a>, u64) {
         let h: &[u8] = self.page.front(off, ENTRY_HEADER);
         let len = u16::from_le_bytes([h[0], h[1]]) as usize;
         let mut p = [0u8; 8];
         p[..6].copy_from_slice(&h[4..10]);
         let long = h[3] & FLAG_LONG != 0;
-        (Stored { rank: h[2], long, bytes: self.page.front(off + ENTRY_HEADER, len) }, u64::from_le_bytes(p))
+        (Stored { rank: h[2], long, head: &[], bytes: self.page.front(off + ENTRY_HEADER, len) }, u64::from_le_bytes(p))
     }
     fn slot(&self, i: usize) -> usize {
         self.page.front::<u16>(0, self.count())[i] as usize
     }
     /// Entry i: its key and payload (heap TID or child block).
     pub fn entry(&self, i: usize) -> (Stored<'a>, u64) {
-        self.entry_at(self.slot(i))
+        let (mut k, p) = self.entry_at(self.slot(i));
+        if !k.long {
+            k.head = self.head;
+        }
+        (k, p)
     }
     pub fn stored(&self, i: usize) -> Stored<'a> {
         self.entry(i).0
+    }
+    /// Entry i's rank and bytes after the page's prefix (None: long).
+    pub fn tail(&self, i: usize) -> Option<Key<'a>> {
+        let (k, _) = self.entry_at(self.slot(i));
+        (!k.long).then_some(Key { rank: k.rank, bytes: k.bytes })
     }
     /// The page's high key: every key on it is <= it, every key right of
     /// it >= it. INF on a rightmost page.
@@ -294,18 +379,26 @@ impl<'a> Node<'a> {
             self.stored(self.count() - 1)
         }
     }
+    /// A leaf's low fence (`OwnedStored::low_fence`), if it keeps one.
+    pub fn low(&self) -> Option<&'a [u8]> {
+        (self.s.low != 0).then(|| self.entry_at(self.s.low as usize).0.bytes)
+    }
     /// Copies into `image` (a page-sized buffer) what reading entries
-    /// [w0, w1) needs, at the page's own offsets: their slots and their
-    /// bytes. A node over the image reads those entries as the page's.
+    /// [w0, w1) needs, at the page's own offsets: their slots, their bytes
+    /// and the high key (which holds the prefix).
     pub fn copy_entries(&self, w0: usize, w1: usize, image: &mut [u8]) {
         let mut copy = |at: usize, len: usize| {
             image[CONTENT_START + at..][..len].copy_from_slice(self.page.front::<u8>(at, len));
         };
+        let len_at = |off: usize| u16::from_le_bytes(self.page.front::<u8>(off, 2).try_into().unwrap()) as usize;
         copy(2 * w0, 2 * (w1 - w0));
         for i in w0..w1 {
             let off = self.slot(i);
-            let len = u16::from_le_bytes(self.page.front::<u8>(off, 2).try_into().unwrap()) as usize;
-            copy(off, ENTRY_HEADER + len);
+            copy(off, ENTRY_HEADER + len_at(off));
+        }
+        if self.s.high != 0 {
+            let off = self.s.high as usize;
+            copy(off, ENTRY_HEADER + len_at(off));
         }
     }
     /// Bytes free between the slots and the entries.
@@ -313,18 +406,45 @@ impl<'a> Node<'a> {
         let (lower, upper) = self.page.used();
         upper - lower
     }
-    /// How many of entries [from, to), none of them long, are below q.
-    pub fn entries_below(&self, from: usize, to: usize, q: Key) -> usize {
+    /// The bytes key `k` (whole) takes as an entry of this page.
+    pub fn entry_bytes(&self, k: Stored) -> usize {
+        entry_size((k.head.len() + k.bytes.len()).saturating_sub(if k.long { 0 } else { self.head.len() }))
+    }
+    /// q without the page's prefix, or where q lies when it does not start
+    /// with it: below (Less) or above (Greater) every key of the page.
+    pub fn strip<'q>(&self, q: Key<'q>) -> Result<Key<'q>, std::cmp::Ordering> {
+        if self.head.is_empty() {
+            return Ok(q);
+        }
+        if q.rank != RANK_VALUE {
+            return Err(q.rank.cmp(&RANK_VALUE));
+        }
+        match q.bytes.strip_prefix(self.head) {
+            Some(t) => Ok(Key { rank: q.rank, bytes: t }),
+            None => Err(cmp_split(self.head, &[], q.bytes).reverse()),
+        }
+    }
+    /// How many of entries [from, to), none of them long, are below the
+    /// stripped key t (`strip`).
+    pub fn tails_below(&self, from: usize, to: usize, t: Key) -> usize {
         let (mut lo, mut hi) = (from, to);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.stored(mid).as_key().expect("a page without long keys") < q {
+            if self.tail(mid).expect("a page without long keys") < t {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
         lo - from
+    }
+    /// How many of entries [from, to), none of them long, are below q.
+    pub fn entries_below(&self, from: usize, to: usize, q: Key) -> usize {
+        match self.strip(q) {
+            Ok(t) => self.tails_below(from, to, t),
+            Err(std::cmp::Ordering::Less) => 0,
+            Err(_) => to - from,
+        }
     }
     /// The first entry whose key is >= q (`strict`: > q); long keys'
     /// chains are read from `rel` (the page is locked).
@@ -343,24 +463,44 @@ impl<'a> Node<'a> {
     }
 }
 
-/// Writes one entry at content offset `off`.
-fn put_entry(page: &mut PageMut, off: usize, key: Stored, payload: u64) {
-    let b = page.front_mut::<u8>(off, ENTRY_HEADER + key.bytes.len());
-    b[..2].copy_from_slice(&(key.bytes.len() as u16).to_le_bytes());
-    b[2] = key.rank;
-    b[3] = if key.long { FLAG_LONG } else { 0 };
-    b[4..10].copy_from_slice(&payload.to_le_bytes()[..6]);
-    b[ENTRY_HEADER..].copy_from_slice(key.bytes);
+/// Writes one entry at content offset `off`: its key's bytes past the
+/// first `skip` (the page's prefix).
+fn put_entry(page: &mut PageMut, off: usize, key: Stored, skip: usize, payload: u64) {
+    let (a, b) = if skip <= key.head.len() { (&key.head[skip..], key.bytes) } else { (&[][..], &key.bytes[skip - key.head.len()..]) };
+    let b_ = page.front_mut::<u8>(off, ENTRY_HEADER + a.len() + b.len());
+    b_[..2].copy_from_slice(&((a.len() + b.len()) as u16).to_le_bytes());
+    b_[2] = key.rank;
+    b_[3] = if key.long { FLAG_LONG } else { 0 };
+    b_[4..10].copy_from_slice(&payload.to_le_bytes()[..6]);
+    b_[ENTRY_HEADER..][..a.len()].copy_from_slice(a);
+    b_[ENTRY_HEADER + a.len()..].copy_from_slice(b);
 }
 
-/// Inserts an entry as slot `pos` (the caller checked it fits: `free()`).
+/// Whether key `k` starts with `prefix`.
+fn under(k: Stored, prefix: &[u8]) -> bool {
+    if prefix.is_empty() {
+        return true;
+    }
+    let (h, b) = k.leading();
+    k.rank == RANK_VALUE
+        && if prefix.len() <= h.len() { h.starts_with(prefix) } else { prefix.starts_with(h) && b.starts_with(&prefix[h.len()..]) }
+}
+
+/// Inserts an entry as slot `pos` (the caller checked it fits:
+/// `free() >= entry_bytes(key)`); a key that does not start with a
+/// prefixed leaf's prefix is a corrupted tree (it belongs elsewhere).
 pub fn insert_entry(page: &mut PageMut, pos: usize, key: Stored, payload: u64) {
     let (lower, upper) = page.as_ref().used();
-    let count = page.as_ref().special().count as usize;
-    let size = entry_size(key.bytes.len());
+    let n = Node::checked(page.as_ref(), page.as_ref().special());
+    let count = n.count();
+    let prefix = n.prefix().len();
+    if !under(key, n.prefix()) {
+        corrupted(format!("a key outside its leaf's prefix of {prefix} bytes"));
+    }
+    let size = n.entry_bytes(key);
     assert!(upper - lower >= size, "gpu_art: entry does not fit");
     let off = upper - (size - 2);
-    put_entry(page, off, key, payload);
+    put_entry(page, off, key, if key.long { 0 } else { prefix }, payload);
     let slots = page.front_mut::<u16>(0, count + 1);
     slots.copy_within(pos..count, pos + 1);
     slots[pos] = off as u16;
@@ -373,21 +513,35 @@ pub fn insert_entry(page: &mut PageMut, pos: usize, key: Stored, payload: u64) {
     });
 }
 
-/// Replaces a page's contents: `entries` in order and a leaf's high key
-/// (None on a rightmost leaf and on inner pages). The caller checked they
-/// fit (`fits`).
-pub fn set_entries<'k>(page: &mut PageMut, entries: &[(Stored<'k>, u64)], high: Option<Stored<'k>>) {
+/// Replaces a page's contents: `entries` in order, a leaf's high key
+/// (None on a rightmost leaf and on inner pages) and low fence (its left
+/// neighbour's high key, `OwnedStored::low_fence`; None on a leftmost
+/// leaf and on inner pages). The leaf's prefix follows from the fences.
+/// The caller checked they fit (`split_point`, `entry_bytes`).
+pub fn set_entries<'k>(page: &mut PageMut, entries: &[(Stored<'k>, u64)], high: Option<Stored<'k>>, low: Option<&[u8]>) {
+    let prefix = fence_prefix(low, high);
     let mut upper = CONTENT_BYTES;
-    let mut high_off = 0;
+    let (mut high_off, mut low_off) = (0, 0);
     if let Some(h) = high {
-        upper -= entry_size(h.bytes.len()) - 2;
-        put_entry(page, upper, h, 0);
+        upper -= entry_size(h.head.len() + h.bytes.len()) - 2;
+        put_entry(page, upper, h, 0, 0);
         high_off = upper;
     }
+    if let Some(l) = low {
+        upper -= entry_size(l.len()) - 2;
+        put_entry(page, upper, Stored { rank: RANK_VALUE, long: false, head: &[], bytes: l }, 0, 0);
+        low_off = upper;
+    }
     let mut slots = Vec::with_capacity(entries.len());
+    let high_lead = high.map(|h| [h.head, h.bytes].concat());
+    let shared = high_lead.as_deref().map_or(&[][..], |h| &h[..prefix]);
     for &(k, p) in entries {
-        upper -= entry_size(k.bytes.len()) - 2;
-        put_entry(page, upper, k, p);
+        if !under(k, shared) {
+            corrupted(format!("an entry outside its leaf's fences (prefix of {prefix} bytes)"));
+        }
+        let skip = if k.long { 0 } else { prefix };
+        upper -= entry_size(k.head.len() + k.bytes.len() - skip) - 2;
+        put_entry(page, upper, k, skip, p);
         slots.push(upper as u16);
     }
     assert!(slots.len() * 2 <= upper, "gpu_art: entries do not fit a page");
@@ -397,22 +551,23 @@ pub fn set_entries<'k>(page: &mut PageMut, entries: &[(Stored<'k>, u64)], high: 
     page.update_special(|s| {
         s.count = slots.len() as u16;
         s.high = high_off as u16;
+        s.low = low_off as u16;
+        s.prefix = prefix as u16;
         s.flags = if long { s.flags | HAS_LONG } else { s.flags & !HAS_LONG };
     });
 }
 
 /// Where to split `sizes` (entry sizes, slots included) into a left page
-/// that also holds a copy of its last key as high key (leaves; `leaf`)
-/// and a right page that holds `right_extra` more bytes (its high key):
+/// of entries [..m] that also holds `left_extra(m)` bytes (a leaf's high
+/// key and low fence) and a right page of the rest and `right_extra(m)`:
 /// the feasible point nearest to `target` bytes on the left.
-pub fn split_point(sizes: &[usize], leaf: bool, right_extra: usize, target: usize) -> usize {
+pub fn split_point(sizes: &[usize], left_extra: impl Fn(usize) -> usize, right_extra: impl Fn(usize) -> usize, target: usize) -> usize {
     let total: usize = sizes.iter().sum();
     let mut left = 0;
     let mut best: Option<(usize, usize)> = None;
     for m in 1..sizes.len() {
         left += sizes[m - 1];
-        let left_bytes = left + if leaf { sizes[m - 1] } else { 0 };
-        if left_bytes <= CONTENT_BYTES && total - left + right_extra <= CONTENT_BYTES {
+        if left + left_extra(m) <= CONTENT_BYTES && total - left + right_extra(m) <= CONTENT_BYTES {
             let d = left.abs_diff(target);
             if best.is_none_or(|(_, bd)| d < bd) {
                 best = Some((m, d));

@@ -215,12 +215,16 @@ pub fn plan_of(scan: &pg_sys::IndexScanDescData, kind: KeyKind) -> Plan {
 }
 
 /// One leaf page, copied under its lock (its bytes: entries are read from
-/// the copy as they are needed, not parsed in advance; the long keys of
-/// its window whole, their chains read while the page is locked).
+/// the copy as they are needed, not parsed in advance; on a page that
+/// does not hold every key whole in one piece, a prefixed leaf or one
+/// with long keys, the window's keys made whole, long keys' chains read
+/// while the page is locked).
 struct PageCopy {
     image: Box<[u8]>,
-    /// The whole keys of the window's long entries: (slot, key), by slot.
-    longs: Vec<(usize, Box<[u8]>)>,
+    /// The window's whole keys, back to back, when the page needs them
+    /// (else empty), and where each ends.
+    whole: Vec<u8>,
+    ends: Vec<u32>,
     block: u32,
     s: Special,
     high: OwnedKey,
@@ -292,11 +296,11 @@ impl PageCopy {
     /// Copies the leaf `g` of index `rel` (its window: the entries of
     /// `only`, when given), reusing `old`'s buffer.
     fn of(rel: pg_sys::Relation, g: &Shared, from: (OwnedKey, bool), old: Option<PageCopy>, only: Option<&Interval>) -> PageCopy {
-        let (mut image, mut longs) = match old {
-            Some(mut c) => (std::mem::take(&mut c.image), std::mem::take(&mut c.longs)),
+        let (mut image, mut whole, mut ends) = match old {
+            Some(mut c) => (std::mem::take(&mut c.image), std::mem::take(&mut c.whole), std::mem::take(&mut c.ends)),
             None => {
                 let spare = SPARE_IMAGE.take().unwrap_or_else(|| vec![0u8; pg_sys::BLCKSZ as usize].into_boxed_slice());
-                (spare, Vec::new())
+                (spare, Vec::new(), Vec::new())
             }
         };
         let n = Node::new(g.page());
@@ -325,12 +329,21 @@ impl PageCopy {
             // of a lookup's time, the search having read those lines).
             n.copy_entries(w0, w1, &mut image);
         }
-        longs.clear();
-        if n.s.flags & HAS_LONG != 0 {
-            let stored = (w0..w1).map(|i| (i, n.stored(i))).filter(|(_, k)| k.long);
-            longs.extend(stored.map(|(i, k)| (i, long::resolve(rel, k).bytes.into_boxed_slice())));
+        whole.clear();
+        ends.clear();
+        if n.s.flags & HAS_LONG != 0 || !n.prefix().is_empty() {
+            for i in w0..w1 {
+                let k = n.stored(i);
+                if k.long {
+                    whole.extend_from_slice(&long::resolve(rel, k).bytes);
+                } else {
+                    whole.extend_from_slice(k.head);
+                    whole.extend_from_slice(k.bytes);
+                }
+                ends.push(whole.len() as u32);
+            }
         }
-        PageCopy { block: g.block(), s: n.s, high: long::resolve(rel, n.high()), w0, w1, from, image, longs }
+        PageCopy { block: g.block(), s: n.s, high: long::resolve(rel, n.high()), w0, w1, from, image, whole, ends }
     }
     fn node(&self) -> Node<'_> {
         // SAFETY: a copy of a whole page, alive as long as self, checked
@@ -343,13 +356,12 @@ impl PageCopy {
     /// Slot j of the page: its whole key and heap TID.
     fn slot(&self, j: usize) -> (Key<'_>, Tid) {
         let (k, tid) = self.node().entry(j);
-        match k.as_key() {
-            Some(k) => (k, tid),
-            None => {
-                let l = self.longs.binary_search_by_key(&j, |e| e.0).expect("a long key copied");
-                (Key::value(&self.longs[l].1), tid)
-            }
+        if self.ends.is_empty() {
+            return (k.as_key().expect("a page of whole keys"), tid);
         }
+        let i = j - self.w0;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        (Key { rank: k.rank, bytes: &self.whole[start..self.ends[i] as usize] }, tid)
     }
     /// Entry i of the window: its key and heap TID.
     fn entry(&self, i: usize) -> (Key<'_>, Tid) {

@@ -272,7 +272,7 @@ impl Tree {
         let Locked::X(leaf) = self.descend(key, 0, true, true, &mut path) else { unreachable!("exclusive descent") };
         let (pos, fits) = {
             let n = Node::new(leaf.page());
-            (n.search(self.rel, key, true), n.free() >= entry_size(stored.bytes.len()))
+            (n.search(self.rel, key, true), n.free() >= n.entry_bytes(stored))
         };
         if fits {
             let x = Xlog::start(self.rel);
@@ -289,12 +289,18 @@ impl Tree {
     /// half's last key becomes its high key and the separator (a long one
     /// with a chain of its own, written before).
     fn split_leaf(&self, leaf: Exclusive, pos: usize, key: Stored, tid: Tid, path: Vec<u32>) {
-        let (mut entries, s, high) = {
+        let (mut entries, s, high, low, prefix) = {
             let n = Node::new(leaf.page());
-            (copy_entries(&n), n.s, (!n.rightmost()).then(|| n.high().to_owned()))
+            (copy_entries(&n), n.s, (!n.rightmost()).then(|| n.high().to_owned()), n.low().map(<[u8]>::to_vec), n.prefix().len())
         };
         entries.insert(pos, (key.to_owned(), tid));
-        let sz = sizes(&entries);
+        // Sizes under the page's prefix: both halves' prefixes are at
+        // least as long (their fences lie between the page's). High keys
+        // and low fences are stored whole.
+        let sz: Vec<usize> =
+            entries.iter().map(|(k, _)| entry_size(k.bytes.len().saturating_sub(if k.long { 0 } else { prefix }))).collect();
+        let whole = sizes(&entries);
+        let fence = |k: &OwnedStored| k.low_fence().map_or(0, |l| entry_size(l.len()));
         // Inserts of a key go to the end of its run, on the last page whose
         // high key it is, so a run grows right: appending to the index
         // fills the left page to the fillfactor; a page of one key, to 96%
@@ -313,7 +319,9 @@ impl Tree {
         } else {
             half
         };
-        let m = split_point(&sz, true, high.as_ref().map_or(0, |h| entry_size(h.bytes.len())), target);
+        let left_low = low.as_ref().map_or(0, |l| entry_size(l.len()));
+        let right_high = high.as_ref().map_or(0, |h| entry_size(h.bytes.len()));
+        let m = split_point(&sz, |m| whole[m - 1] + left_low, |m| right_high + fence(&entries[m - 1].0), target);
         let sep = long::copy(self.rel, entries[m - 1].0.stored());
         let right = new_page(self.rel);
         let neighbour = (s.flags & RIGHTMOST == 0).then(|| Exclusive::lock(self.rel, s.right));
@@ -325,13 +333,13 @@ impl Tree {
             rs.left = leaf.block();
             rs.right = s.right;
             rp.init(rs);
-            set_entries(&mut rp, &borrowed(&entries[m..]), high.as_ref().map(|h| h.stored()));
+            set_entries(&mut rp, &borrowed(&entries[m..]), high.as_ref().map(|h| h.stored()), sep.low_fence());
             let mut lp = x.register(&leaf, false);
             lp.update_special(|t| {
                 t.flags = (t.flags & !RIGHTMOST) | INCOMPLETE_SPLIT;
                 t.right = right.block();
             });
-            set_entries(&mut lp, &borrowed(&entries[..m]), Some(sep.stored()));
+            set_entries(&mut lp, &borrowed(&entries[..m]), Some(sep.stored()), low.as_deref());
             if let Some(n) = &neighbour {
                 x.register(n, false).update_special(|t| t.left = right.block());
             }
@@ -388,13 +396,13 @@ impl Tree {
         let total: usize = sz.iter().sum();
         if total <= CONTENT_BYTES {
             let x = Xlog::start(self.rel);
-            set_entries(&mut x.register(&parent, false), &borrowed(&entries), None);
+            set_entries(&mut x.register(&parent, false), &borrowed(&entries), None, None);
             completed(&x);
             x.finish();
             return;
         }
         let appending = s.flags & RIGHTMOST != 0 && j + 2 == entries.len();
-        let m = split_point(&sz, false, 0, if appending { CONTENT_BYTES * 9 / 10 } else { total / 2 });
+        let m = split_point(&sz, |_| 0, |_| 0, if appending { CONTENT_BYTES * 9 / 10 } else { total / 2 });
         let new = new_page(self.rel);
         let x = Xlog::start(self.rel);
         {
@@ -403,13 +411,13 @@ impl Tree {
             ns.left = parent.block();
             ns.right = s.right;
             np.init(ns);
-            set_entries(&mut np, &borrowed(&entries[m..]), None);
+            set_entries(&mut np, &borrowed(&entries[m..]), None, None);
             let mut pp = x.register(&parent, false);
             pp.update_special(|t| {
                 t.flags = (t.flags & !RIGHTMOST) | INCOMPLETE_SPLIT;
                 t.right = new.block();
             });
-            set_entries(&mut pp, &borrowed(&entries[..m]), None);
+            set_entries(&mut pp, &borrowed(&entries[..m]), None, None);
             completed(&x);
         }
         x.finish();
@@ -445,7 +453,7 @@ impl Tree {
         {
             let mut rp = x.register(&root, true);
             rp.init(special(KIND_INNER, level as u8, LEFTMOST | RIGHTMOST));
-            set_entries(&mut rp, &[(sep.stored(), child.block() as u64), (Stored::INF, right as u64)], None);
+            set_entries(&mut rp, &[(sep.stored(), child.block() as u64), (Stored::INF, right as u64)], None, None);
             m.root = root.block();
             m.root_level = level;
             write_meta(&mut x.register(&meta, false), &m);

@@ -27,7 +27,7 @@ pub fn bulk_delete(index: pg_sys::Relation, stats: &mut pg_sys::IndexBulkDeleteR
             // The record changes a copy of the page (GenericXLog's), so the
             // kept keys, read from the page itself, stay valid meanwhile.
             let x = Xlog::start(index);
-            set_entries(&mut x.register(&g, false), &kept, (!rightmost).then(|| n.high()));
+            set_entries(&mut x.register(&g, false), &kept, (!rightmost).then(|| n.high()), n.low());
             x.finish();
         }
         drop(g);
