@@ -466,14 +466,17 @@ impl<'a> Node<'a> {
 /// Writes one entry at content offset `off`: its key's bytes past the
 /// first `skip` (the page's prefix).
 fn put_entry(page: &mut PageMut, off: usize, key: Stored, skip: usize, payload: u64) {
-    let (a, b) = if skip <= key.head.len() { (&key.head[skip..], key.bytes) } else { (&[][..], &key.bytes[skip - key.head.len()..]) };
-    let b_ = page.front_mut::<u8>(off, ENTRY_HEADER + a.len() + b.len());
-    b_[..2].copy_from_slice(&((a.len() + b.len()) as u16).to_le_bytes());
-    b_[2] = key.rank;
-    b_[3] = if key.long { FLAG_LONG } else { 0 };
-    b_[4..10].copy_from_slice(&payload.to_le_bytes()[..6]);
-    b_[ENTRY_HEADER..][..a.len()].copy_from_slice(a);
-    b_[ENTRY_HEADER + a.len()..].copy_from_slice(b);
+    let (head, rest) = match skip.checked_sub(key.head.len()) {
+        None => (&key.head[skip..], key.bytes),
+        Some(more) => (&[][..], &key.bytes[more..]),
+    };
+    let e = page.front_mut::<u8>(off, ENTRY_HEADER + head.len() + rest.len());
+    e[..2].copy_from_slice(&((head.len() + rest.len()) as u16).to_le_bytes());
+    e[2] = key.rank;
+    e[3] = if key.long { FLAG_LONG } else { 0 };
+    e[4..10].copy_from_slice(&payload.to_le_bytes()[..6]);
+    e[ENTRY_HEADER..][..head.len()].copy_from_slice(head);
+    e[ENTRY_HEADER + head.len()..].copy_from_slice(rest);
 }
 
 /// Whether key `k` starts with `prefix`.
