@@ -117,7 +117,7 @@ pub fn build(index: pg_sys::Relation, fork: Fork, rows: Option<&HeapRows>) -> f6
         // with this key, if this key ends it), a copy of its last key
         // (high key) and its low fence.
         let prefix = fence_prefix(low.as_deref(), Some(stored));
-        let bytes = page.bytes_at(prefix) + PageBuf::size_at(stored, prefix);
+        let bytes = page.bytes_at(prefix) + entry_size_under(stored, prefix);
         let fences = entry_size(stored.bytes.len()) + low.as_ref().map_or(0, |l| entry_size(l.len()));
         if !page.is_empty() && (bytes > fill || bytes + fences > CONTENT_BYTES) {
             low = leaves.page(&page, low.as_deref(), false).low_fence().map(<[u8]>::to_vec);
@@ -186,17 +186,13 @@ impl PageBuf {
         debug_assert!(key.head.is_empty());
         self.entries.push((self.arena.len(), key.bytes.len(), key.rank, key.long, payload));
         self.arena.extend_from_slice(key.bytes);
-        self.bytes += Self::size_at(key, 0) + 1;
+        self.bytes += entry_size(key.bytes.len()) + 1;
         self.short += usize::from(!key.long);
     }
     /// An upper bound of the bytes the entries take on a page of prefix
     /// `prefix` (which they all start with).
     fn bytes_at(&self, prefix: usize) -> usize {
         self.bytes - self.short * prefix
-    }
-    /// The bytes entry `key` takes on a page of prefix `prefix`.
-    fn size_at(key: Stored, prefix: usize) -> usize {
-        entry_size(key.bytes.len() - if key.long { 0 } else { prefix })
     }
     fn clear(&mut self) {
         self.arena.clear();

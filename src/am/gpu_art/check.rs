@@ -66,7 +66,7 @@ fn check_tree(rel: pg_sys::Relation) -> Vec<(i32, i64, i64, i64)> {
             if level == 0 {
                 // The low fence is the left sibling's high key (its first
                 // bytes), and the prefix what the fences share.
-                let left_high = prev_high.as_ref().filter(|h| h.rank == RANK_VALUE).map(|h| &h.bytes[..h.bytes.len().min(PREFIX_MAX)]);
+                let left_high = prev_high.as_ref().and_then(|h| low_fence_of(h.rank, &h.bytes));
                 if n.low().is_some_and(|l| Some(l) != left_high) {
                     fail(&name, format!("leaf {block}: low fence differs from its left sibling's high key"));
                 }

@@ -222,7 +222,7 @@ impl OwnedStored {
     /// neighbour's high key, this: its low fence. None for NULL and +inf
     /// (no prefix follows from them).
     pub fn low_fence(&self) -> Option<&[u8]> {
-        (self.rank == RANK_VALUE).then(|| &self.bytes[..self.bytes.len().min(PREFIX_MAX)])
+        low_fence_of(self.rank, &self.bytes)
     }
     /// A long key's entry bytes: its prefix, length and chain.
     pub fn long(key: &[u8], chain: u32) -> OwnedStored {
@@ -237,6 +237,18 @@ impl OwnedStored {
 /// The bytes an entry of a key of `len` bytes takes, its slot included.
 pub fn entry_size(len: usize) -> usize {
     (ENTRY_HEADER + len).next_multiple_of(2) + 2
+}
+
+/// The bytes whole key `k` takes as an entry of a leaf of prefix `prefix`
+/// (a long entry is stored whole).
+pub fn entry_size_under(k: Stored, prefix: usize) -> usize {
+    entry_size((k.head.len() + k.bytes.len()).saturating_sub(if k.long { 0 } else { prefix }))
+}
+
+/// A low fence's bytes: the first PREFIX_MAX of a value key (None for
+/// NULL and +inf: no prefix follows from them).
+pub fn low_fence_of(rank: u8, bytes: &[u8]) -> Option<&[u8]> {
+    (rank == RANK_VALUE).then(|| &bytes[..bytes.len().min(PREFIX_MAX)])
 }
 
 #[repr(C)]
@@ -408,7 +420,7 @@ impl<'a> Node<'a> {
     }
     /// The bytes key `k` (whole) takes as an entry of this page.
     pub fn entry_bytes(&self, k: Stored) -> usize {
-        entry_size((k.head.len() + k.bytes.len()).saturating_sub(if k.long { 0 } else { self.head.len() }))
+        entry_size_under(k, self.head.len())
     }
     /// q without the page's prefix, or where q lies when it does not start
     /// with it: below (Less) or above (Greater) every key of the page.
@@ -542,9 +554,8 @@ pub fn set_entries<'k>(page: &mut PageMut, entries: &[(Stored<'k>, u64)], high: 
         if !under(k, shared) {
             corrupted(format!("an entry outside its leaf's fences (prefix of {prefix} bytes)"));
         }
-        let skip = if k.long { 0 } else { prefix };
-        upper -= entry_size(k.head.len() + k.bytes.len() - skip) - 2;
-        put_entry(page, upper, k, skip, p);
+        upper -= entry_size_under(k, prefix) - 2;
+        put_entry(page, upper, k, if k.long { 0 } else { prefix }, p);
         slots.push(upper as u16);
     }
     assert!(slots.len() * 2 <= upper, "gpu_art: entries do not fit a page");

@@ -297,8 +297,7 @@ impl Tree {
         // Sizes under the page's prefix: both halves' prefixes are at
         // least as long (their fences lie between the page's). High keys
         // and low fences are stored whole.
-        let sz: Vec<usize> =
-            entries.iter().map(|(k, _)| entry_size(k.bytes.len().saturating_sub(if k.long { 0 } else { prefix }))).collect();
+        let sz: Vec<usize> = entries.iter().map(|(k, _)| entry_size_under(k.stored(), prefix)).collect();
         let whole = sizes(&entries);
         let fence = |k: &OwnedStored| k.low_fence().map_or(0, |l| entry_size(l.len()));
         // Inserts of a key go to the end of its run, on the last page whose
