@@ -333,3 +333,72 @@ fn a_fresh_backends_threads_block_signals() {
     }
     c.batch_execute("DROP TABLE art_sig").unwrap();
 }
+
+/// An `= ANY` index-only scan of many keys (its entries read a thousand
+/// leaves ahead) keeps the pins of the leaves whose rows' heap pages are
+/// not all-visible until it has returned those rows: VACUUM, which takes
+/// a cleanup lock on every leaf, waits for the open cursor instead of
+/// freeing the deleted rows and marking their pages all-visible under it.
+/// (Where every page is all-visible the scan lets the pins go at once.)
+#[test]
+fn vacuum_waits_for_index_only_any_scans() {
+    // Its own database: other tests' snapshots would keep VACUUM from
+    // removing anything (and so from waiting).
+    const DB: &str = "gpuindex_it_art_interlock";
+    let mut a = connect(DB);
+    a.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS ga_lock;
+         CREATE TABLE ga_lock (id int, k text COLLATE \"C\") WITH (autovacuum_enabled = off);
+         INSERT INTO ga_lock SELECT g, 'key-' || g FROM generate_series(0, 39999) g;
+         CREATE INDEX ga_lock_k ON ga_lock USING gpu_art (k);",
+    )
+    .unwrap();
+    a.batch_execute("VACUUM ANALYZE ga_lock").unwrap();
+    a.batch_execute("BEGIN; DELETE FROM ga_lock WHERE id % 2 = 0").unwrap();
+    let deleted: i64 = a.query_one("SELECT txid_current()", &[]).unwrap().get(0);
+    a.batch_execute("COMMIT").unwrap();
+    // 8192 keys: more than an `= ANY` scan walks point by point.
+    let q = "SELECT k FROM ga_lock WHERE k = ANY(ARRAY(SELECT 'key-' || g FROM generate_series(0, 8191) g))";
+    gpuindex_tests::set_index_only(&mut a, false);
+    let plan: Vec<String> = a.query(&format!("EXPLAIN {q}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(plan.iter().any(|l| l.contains("Index Only Scan")), "{plan:?}");
+    // The cursor's snapshot must let VACUUM remove the deleted rows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        a.batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; DECLARE cur CURSOR FOR {q}")).unwrap();
+        let xmin: i64 = a.query_one("SELECT txid_snapshot_xmin(txid_current_snapshot())", &[]).unwrap().get(0);
+        if xmin > deleted {
+            break;
+        }
+        a.batch_execute("ROLLBACK").unwrap();
+        assert!(std::time::Instant::now() < deadline, "a transaction older than the DELETE ran for a minute");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let first = a.query("FETCH 1 FROM cur", &[]).unwrap().len();
+    let vacuum = std::thread::spawn(|| connect(DB).batch_execute("VACUUM ga_lock"));
+    let mut c = connect(DB);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let pinned: i64 = c
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE query = 'VACUUM ga_lock' AND wait_event = 'BufferPin'", &[])
+            .unwrap()
+            .get(0);
+        if pinned > 0 {
+            break;
+        }
+        if vacuum.is_finished() {
+            panic!("VACUUM did not wait for the index-only cursor: {:?}", vacuum.join());
+        }
+        assert!(std::time::Instant::now() < deadline, "VACUUM neither waited nor finished");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let rest = a.query("FETCH ALL FROM cur", &[]).unwrap().len();
+    assert_eq!(first + rest, 4096, "the cursor's rows (the odd keys of 0..8191)");
+    a.batch_execute("COMMIT").unwrap();
+    vacuum.join().unwrap().unwrap();
+    // The VACUUM that waited removed the deleted rows' entries.
+    let n: i64 = c.query_one("SELECT entries FROM gpu_art_check('ga_lock_k') WHERE level = 0", &[]).unwrap().get(0);
+    assert_eq!(n, 20_000, "leaf entries after VACUUM");
+    c.batch_execute("DROP TABLE ga_lock").unwrap();
+}

@@ -480,6 +480,8 @@ pub struct ScanState {
     cur: isize,
     keep: KeepPins,
     pins: Pins,
+    /// The heap of an index scan (null for a batch's walk).
+    heap: pg_sys::Relation,
     /// Whether a forward `= ANY` walk of many points may use `ahead`
     /// (index scans; a batch's own walk does not).
     pooled: bool,
@@ -563,6 +565,7 @@ impl ScanState {
             cur: -1,
             keep: KeepPins::No,
             pins: Pins::default(),
+            heap: std::ptr::null_mut(),
             pooled: false,
             ahead: None,
             hints: None,
@@ -737,6 +740,7 @@ impl ScanState {
             if a.found.is_empty() {
                 return None;
             }
+            self.pins.release_if_all_visible(self.heap, a.found.iter().map(|e| e.1));
         }
         a.at += 1;
         Some(a.found[a.at - 1].1)
@@ -858,6 +862,7 @@ impl IndexScan for ScanState {
         self.walk = None;
         self.ahead = None;
         self.keep = if scan.xs_want_itup { KeepPins::Current } else { KeepPins::No };
+        self.heap = scan.heapRelation;
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
