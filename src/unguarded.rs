@@ -41,4 +41,5 @@ unsafe extern "C-unwind" {
     ) -> pg_sys::Buffer;
     pub fn LockBuffer(buffer: pg_sys::Buffer, mode: i32);
     pub fn UnlockReleaseBuffer(buffer: pg_sys::Buffer);
+    pub fn visibilitymap_get_status(rel: pg_sys::Relation, heap_block: u32, vmbuf: *mut pg_sys::Buffer) -> u8;
 }

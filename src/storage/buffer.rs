@@ -121,16 +121,33 @@ fn forget_guards<S>(pages: Vec<Shared<S>>) -> Vec<pg_sys::Buffer> {
 /// (nbtree's interlock). A scan keeps the pin of one page at a time, as
 /// nbtree does. Released explicitly; never in Drop, since at an abort the
 /// resource owner has released them first.
+///
+/// The interlock matters only for entries whose heap tuples are dead to
+/// the scan's snapshot. A heap page all-visible after its entries were
+/// read (their pages' pins still held) holds only tuples visible to every
+/// snapshot, which no VACUUM removes while the scan runs: such pages'
+/// pins may go at once (`keep_unless_all_visible`), which matters to a
+/// scan reading many pages ahead, since with more than 8 pins held each
+/// pin and unpin in the backend is a hash-table lookup.
 #[derive(Default)]
-pub struct Pins(Vec<pg_sys::Buffer>);
+pub struct Pins {
+    bufs: Vec<pg_sys::Buffer>,
+    /// The scanned heap's map (none: no pin goes early).
+    vm: super::VisibilityMap,
+}
 
 impl Pins {
+    /// The pins of an index-only scan of `heap`.
+    pub fn over(heap: pg_sys::Relation) -> Pins {
+        Pins { bufs: Vec::new(), vm: super::VisibilityMap::of(heap) }
+    }
+
     /// Keeps a pin on `page`'s buffer beyond its guard (taken while the
     /// guard still holds its lock, so no cleanup lock comes between).
     pub fn keep<S>(&mut self, page: &Shared<S>) {
         // SAFETY: the buffer is pinned by the guard; this adds a pin.
         unsafe { pg_sys::IncrBufferRefCount(page.buf) };
-        self.0.push(page.buf);
+        self.bufs.push(page.buf);
     }
 
     /// Keeps the pins of `pages`, releasing only their locks (one pin
@@ -144,55 +161,39 @@ impl Pins {
         unsafe {
             crate::unguarded::guarded(|| bufs.iter().for_each(|&b| crate::unguarded::LockBuffer(b, pg_sys::BUFFER_LOCK_UNLOCK as i32)))
         };
-        self.0.extend(bufs);
+        self.bufs.extend(bufs);
+    }
+
+    /// Whether the heap page of every one of `tids` is all-visible now
+    /// (false without a heap).
+    pub fn all_visible(&mut self, tids: impl IntoIterator<Item = super::Tid>) -> bool {
+        self.vm.all_visible(tids)
     }
 
     /// Takes over `other`'s pins.
     pub fn append(&mut self, mut other: Pins) {
-        self.0.append(&mut other.0);
+        self.bufs.append(&mut other.bufs);
+        other.vm.release();
     }
 
-    /// Releases them now if every heap page of `tids` (entries read from
-    /// the pinned pages) is all-visible: the interlock is then not needed.
-    /// It exists for entries whose heap tuples are dead to the scan's
-    /// snapshot (VACUUM could remove such a tuple, then mark its page
-    /// all-visible before the executor's visibility-map check); a page
-    /// all-visible after the entries were read holds only tuples visible
-    /// to every snapshot, which no VACUUM removes while the scan runs.
-    /// Each visibility-map page is read once (blocks in order). Returns
-    /// whether they were released.
-    ///
-    /// Why: an `= ANY` index-only scan reads a thousand leaves at a time;
-    /// with more than 8 pins held, each pin and unpin in this backend (the
-    /// executor's visibility-map page per row too) is a hash-table lookup.
-    pub fn release_if_all_visible(&mut self, heap: pg_sys::Relation, tids: impl Iterator<Item = super::Tid>) -> bool {
-        if heap.is_null() || self.0.is_empty() {
-            return self.0.is_empty();
-        }
-        let mut blocks: Vec<u32> = tids.map(|t| (t >> 16) as u32).collect();
-        blocks.sort_unstable();
-        blocks.dedup();
-        let mut vm = pg_sys::InvalidBuffer as pg_sys::Buffer;
-        // SAFETY: an open heap relation; vm is this call's pin (released
-        // below, or by the resource owner at an ERROR).
-        let all = blocks.iter().all(|&b| unsafe { pg_sys::visibilitymap_get_status(heap, b, &mut vm) } as u32 & pg_sys::VISIBILITYMAP_ALL_VISIBLE != 0);
-        if vm != pg_sys::InvalidBuffer as pg_sys::Buffer {
-            // SAFETY: pinned by visibilitymap_get_status above.
-            unsafe { pg_sys::ReleaseBuffer(vm) };
-        }
+    /// Releases them now if every one of `tids` (all entries read from the
+    /// pinned pages) is on an all-visible heap page; returns whether.
+    pub fn release_if_all_visible(&mut self, tids: impl IntoIterator<Item = super::Tid>) -> bool {
+        let all = self.bufs.is_empty() || self.vm.all_visible(tids);
         if all {
             self.release();
         }
         all
     }
 
-    /// Releases them, last kept first (the resource owner looks for a
-    /// buffer from its newest on).
+    /// Releases them (last kept first: the resource owner looks for a
+    /// buffer from its newest on), and the map's.
     pub fn release(&mut self) {
-        for buf in self.0.drain(..).rev() {
+        for buf in self.bufs.drain(..).rev() {
             // SAFETY: pinned by `keep` or `keep_unlocked` in this transaction.
             unsafe { pg_sys::ReleaseBuffer(buf) };
         }
+        self.vm.release();
     }
 }
 

@@ -11,6 +11,7 @@ pub mod recycle;
 pub mod rmgr;
 mod temp_file;
 mod tid;
+mod visibility;
 pub mod wal;
 mod xlog;
 
@@ -19,4 +20,5 @@ pub use page::{content_bytes, PageData, PageMut, PageRef, SpecialArea, CONTENT_S
 pub use recent::{prefetch, RecentPages};
 pub use temp_file::TempFile;
 pub use tid::{tid_from, tid_from_bytes, tid_to, Tid};
+pub use visibility::VisibilityMap;
 pub use xlog::Xlog;

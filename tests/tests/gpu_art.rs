@@ -334,12 +334,44 @@ fn a_fresh_backends_threads_block_signals() {
     c.batch_execute("DROP TABLE art_sig").unwrap();
 }
 
+/// Opens `cur` over `q` (an index-only scan) in a repeatable-read
+/// transaction whose snapshot lets VACUUM remove what transaction
+/// `deleted` deleted (a transaction running elsewhere in the cluster would
+/// hold it back), and fetches its first row.
+fn open_cursor_after(a: &mut postgres::Client, deleted: i64, q: &str) -> usize {
+    gpuindex_tests::set_index_only(a, false);
+    let plan: Vec<String> = a.query(&format!("EXPLAIN {q}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(plan.iter().any(|l| l.contains("Index Only Scan")), "{plan:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        a.batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; DECLARE cur CURSOR FOR {q}")).unwrap();
+        let xmin: i64 = a.query_one("SELECT txid_snapshot_xmin(txid_current_snapshot())", &[]).unwrap().get(0);
+        if xmin > deleted {
+            break;
+        }
+        a.batch_execute("ROLLBACK").unwrap();
+        assert!(std::time::Instant::now() < deadline, "a transaction older than the DELETE ran for a minute");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    a.query("FETCH 1 FROM cur", &[]).unwrap().len()
+}
+
+/// Deletes with `delete` in its own transaction; returns its id.
+fn delete_in_own_transaction(a: &mut postgres::Client, delete: &str) -> i64 {
+    a.batch_execute(&format!("BEGIN; {delete}")).unwrap();
+    let xid: i64 = a.query_one("SELECT txid_current()", &[]).unwrap().get(0);
+    a.batch_execute("COMMIT").unwrap();
+    xid
+}
+
+/// 8192 keys: more than an `= ANY` scan walks point by point.
+const MANY_KEYS: &str = "ARRAY(SELECT 'key-' || g FROM generate_series(0, 8191) g)";
+
 /// An `= ANY` index-only scan of many keys (its entries read a thousand
 /// leaves ahead) keeps the pins of the leaves whose rows' heap pages are
 /// not all-visible until it has returned those rows: VACUUM, which takes
 /// a cleanup lock on every leaf, waits for the open cursor instead of
 /// freeing the deleted rows and marking their pages all-visible under it.
-/// (Where every page is all-visible the scan lets the pins go at once.)
 #[test]
 fn vacuum_waits_for_index_only_any_scans() {
     // Its own database: other tests' snapshots would keep VACUUM from
@@ -355,27 +387,8 @@ fn vacuum_waits_for_index_only_any_scans() {
     )
     .unwrap();
     a.batch_execute("VACUUM ANALYZE ga_lock").unwrap();
-    a.batch_execute("BEGIN; DELETE FROM ga_lock WHERE id % 2 = 0").unwrap();
-    let deleted: i64 = a.query_one("SELECT txid_current()", &[]).unwrap().get(0);
-    a.batch_execute("COMMIT").unwrap();
-    // 8192 keys: more than an `= ANY` scan walks point by point.
-    let q = "SELECT k FROM ga_lock WHERE k = ANY(ARRAY(SELECT 'key-' || g FROM generate_series(0, 8191) g))";
-    gpuindex_tests::set_index_only(&mut a, false);
-    let plan: Vec<String> = a.query(&format!("EXPLAIN {q}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    assert!(plan.iter().any(|l| l.contains("Index Only Scan")), "{plan:?}");
-    // The cursor's snapshot must let VACUUM remove the deleted rows.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        a.batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; DECLARE cur CURSOR FOR {q}")).unwrap();
-        let xmin: i64 = a.query_one("SELECT txid_snapshot_xmin(txid_current_snapshot())", &[]).unwrap().get(0);
-        if xmin > deleted {
-            break;
-        }
-        a.batch_execute("ROLLBACK").unwrap();
-        assert!(std::time::Instant::now() < deadline, "a transaction older than the DELETE ran for a minute");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let first = a.query("FETCH 1 FROM cur", &[]).unwrap().len();
+    let deleted = delete_in_own_transaction(&mut a, "DELETE FROM ga_lock WHERE id % 2 = 0");
+    let first = open_cursor_after(&mut a, deleted, &format!("SELECT k FROM ga_lock WHERE k = ANY({MANY_KEYS})"));
     let vacuum = std::thread::spawn(|| connect(DB).batch_execute("VACUUM ga_lock"));
     let mut c = connect(DB);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -401,4 +414,36 @@ fn vacuum_waits_for_index_only_any_scans() {
     let n: i64 = c.query_one("SELECT entries FROM gpu_art_check('ga_lock_k') WHERE level = 0", &[]).unwrap().get(0);
     assert_eq!(n, 20_000, "leaf entries after VACUUM");
     c.batch_execute("DROP TABLE ga_lock").unwrap();
+}
+
+/// Where every row an `= ANY` index-only scan has read is on an
+/// all-visible heap page, it keeps no leaf pinned: a VACUUM removing rows
+/// elsewhere finishes while the cursor is open.
+#[test]
+fn index_only_any_scans_over_all_visible_rows_hold_no_pins() {
+    const DB: &str = "gpuindex_it_art_no_pins";
+    let mut a = connect(DB);
+    // The probed keys' rows fill the first heap pages, the deleted ones
+    // the pages after them.
+    a.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS ga_free;
+         CREATE TABLE ga_free (id int, k text COLLATE \"C\") WITH (autovacuum_enabled = off);
+         INSERT INTO ga_free SELECT g, 'key-' || g FROM generate_series(0, 39999) g;
+         INSERT INTO ga_free SELECT g, 'zzz-' || g FROM generate_series(0, 39999) g;
+         CREATE INDEX ga_free_k ON ga_free USING gpu_art (k);",
+    )
+    .unwrap();
+    a.batch_execute("VACUUM ANALYZE ga_free").unwrap();
+    let deleted = delete_in_own_transaction(&mut a, "DELETE FROM ga_free WHERE k >= 'zzz'");
+    let first = open_cursor_after(&mut a, deleted, &format!("SELECT k FROM ga_free WHERE k = ANY({MANY_KEYS})"));
+    let mut c = connect(DB);
+    c.batch_execute("SET statement_timeout = '30s'").unwrap();
+    c.batch_execute("VACUUM ga_free").expect("VACUUM finishes beside the open cursor");
+    let rest = a.query("FETCH ALL FROM cur", &[]).unwrap().len();
+    assert_eq!(first + rest, 8192, "the cursor's rows");
+    a.batch_execute("COMMIT").unwrap();
+    let n: i64 = c.query_one("SELECT entries FROM gpu_art_check('ga_free_k') WHERE level = 0", &[]).unwrap().get(0);
+    assert_eq!(n, 40_000, "leaf entries after VACUUM");
+    c.batch_execute("DROP TABLE ga_free").unwrap();
 }

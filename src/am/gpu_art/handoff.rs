@@ -20,7 +20,7 @@ use gpuindex_engine::art::ByteKeys;
 use pgrx::pg_sys;
 use rayon::prelude::*;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Leaves locked and not yet released at most (also the ring's size).
@@ -44,7 +44,12 @@ impl<T> std::ops::Deref for Line<T> {
     }
 }
 
-/// One published leaf: its locked page and the points it answers.
+/// TIDs of a leaf's entries its slot reports at most (with more, the
+/// backend keeps the leaf's pin in an index-only scan).
+const SLOT_TIDS: usize = 24;
+
+/// One published leaf: its locked page and the points it answers; once
+/// its search is back, how many entries it found and their TIDs.
 #[derive(Default)]
 #[repr(align(64))]
 struct Slot {
@@ -52,6 +57,8 @@ struct Slot {
     start: AtomicUsize,
     end: AtomicUsize,
     done: AtomicBool,
+    found: AtomicUsize,
+    tids: [AtomicU64; SLOT_TIDS],
 }
 
 pub struct Handoff<'a> {
@@ -103,6 +110,16 @@ impl<'a> Handoff<'a> {
         self.slots[n % MAX_HELD].done.load(Ordering::Acquire)
     }
 
+    /// Puts the TIDs leaf n's search found (it is back) into `out`; false
+    /// if there were more than a slot reports.
+    pub fn tids(&self, n: usize, out: &mut Vec<Tid>) -> bool {
+        let slot = &self.slots[n % MAX_HELD];
+        let found = slot.found.load(Ordering::Relaxed);
+        out.clear();
+        out.extend(slot.tids.iter().take(found).map(|t| t.load(Ordering::Relaxed)));
+        found <= SLOT_TIDS
+    }
+
     /// Frees leaf n's slot for a later leaf (its search is back).
     pub fn consume(&self, n: usize) {
         self.slots[n % MAX_HELD].done.store(false, Ordering::Relaxed);
@@ -128,7 +145,12 @@ impl<'a> Handoff<'a> {
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| search_locked(page, self.points, r, out))).is_err() {
             self.failed.store(true, Ordering::Relaxed);
         }
-        self.found.fetch_add(out.len().saturating_sub(before), Ordering::Relaxed);
+        let mine = &out[before.min(out.len())..];
+        for (t, e) in slot.tids.iter().zip(mine) {
+            t.store(e.1, Ordering::Relaxed);
+        }
+        slot.found.store(mine.len(), Ordering::Relaxed);
+        self.found.fetch_add(mine.len(), Ordering::Relaxed);
         slot.done.store(true, Ordering::Release);
         true
     }

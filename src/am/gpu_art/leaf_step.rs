@@ -97,7 +97,7 @@ impl Ahead {
         // scope: at an ERROR the scope waits for the pool's searches
         // before these locks go).
         let mut held: VecDeque<(usize, Shared)> = VecDeque::with_capacity(MAX_HELD);
-        let mut mine = Vec::new();
+        let (mut mine, mut tids) = (Vec::new(), Vec::new());
         rayon::in_place_scope(|scope| {
             let _finish = FinishOnDrop(&h);
             for _ in 0..Handoff::searchers() {
@@ -111,17 +111,23 @@ impl Ahead {
                 loop {
                     let back = held.iter().take_while(|(n, _)| h.done(*n)).count();
                     if back > 0 {
-                        let pages: Vec<Shared> = held
-                            .drain(..back)
-                            .map(|(n, g)| {
-                                h.consume(n);
-                                g
-                            })
-                            .collect();
-                        match keep.as_deref_mut() {
-                            Some(pins) => pins.keep_unlocked_all(pages),
-                            None => crate::storage::release_all(pages),
+                        // An index-only scan keeps the pins of leaves whose
+                        // entries' heap pages are not all-visible (Pins).
+                        let (mut kept, mut gone) = (Vec::new(), Vec::with_capacity(back));
+                        for (n, g) in held.drain(..back) {
+                            let pin =
+                                keep.as_deref_mut().is_some_and(|pins| !(h.tids(n, &mut tids) && pins.all_visible(tids.iter().copied())));
+                            h.consume(n);
+                            if pin {
+                                kept.push(g)
+                            } else {
+                                gone.push(g)
+                            }
                         }
+                        if let Some(pins) = keep.as_deref_mut() {
+                            pins.keep_unlocked_all(kept);
+                        }
+                        crate::storage::release_all(gone);
                     }
                     if held.len() < MAX_HELD && (!stop || held.is_empty()) {
                         break;

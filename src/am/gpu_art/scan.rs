@@ -480,8 +480,6 @@ pub struct ScanState {
     cur: isize,
     keep: KeepPins,
     pins: Pins,
-    /// The heap of an index scan (null for a batch's walk).
-    heap: pg_sys::Relation,
     /// Whether a forward `= ANY` walk of many points may use `ahead`
     /// (index scans; a batch's own walk does not).
     pooled: bool,
@@ -565,7 +563,6 @@ impl ScanState {
             cur: -1,
             keep: KeepPins::No,
             pins: Pins::default(),
-            heap: std::ptr::null_mut(),
             pooled: false,
             ahead: None,
             hints: None,
@@ -740,7 +737,9 @@ impl ScanState {
             if a.found.is_empty() {
                 return None;
             }
-            self.pins.release_if_all_visible(self.heap, a.found.iter().map(|e| e.1));
+            // (Leaves whose entries' heap pages were all-visible went during
+            // the fill; with none of the rest left, the others go too.)
+            self.pins.release_if_all_visible(a.found.iter().map(|e| e.1));
         }
         a.at += 1;
         Some(a.found[a.at - 1].1)
@@ -862,7 +861,9 @@ impl IndexScan for ScanState {
         self.walk = None;
         self.ahead = None;
         self.keep = if scan.xs_want_itup { KeepPins::Current } else { KeepPins::No };
-        self.heap = scan.heapRelation;
+        if scan.xs_want_itup {
+            self.pins = Pins::over(scan.heapRelation);
+        }
     }
 
     fn next(&mut self, scan: &pg_sys::IndexScanDescData, forward: bool) -> Option<Found> {
