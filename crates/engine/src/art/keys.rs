@@ -236,9 +236,15 @@ impl ByteKeys {
     fn word(&self, i: u32, at: usize) -> u64 {
         let k = self.get(i as usize);
         let tail = &k[at.min(k.len())..];
+        if let Some(w) = tail.first_chunk::<8>() {
+            // One load (a copy of a variable length is a memmove call,
+            // which was a fifth of sorting 128K URLs).
+            return u64::from_be_bytes(*w);
+        }
         let mut w = [0u8; 8];
-        let m = tail.len().min(8);
-        w[..m].copy_from_slice(&tail[..m]);
+        for (d, s) in w.iter_mut().zip(tail) {
+            *d = *s;
+        }
         u64::from_be_bytes(w)
     }
 
