@@ -126,9 +126,9 @@ fn forget_guards<S>(pages: Vec<Shared<S>>) -> Vec<pg_sys::Buffer> {
 /// the scan's snapshot. A heap page all-visible after its entries were
 /// read (their pages' pins still held) holds only tuples visible to every
 /// snapshot, which no VACUUM removes while the scan runs: such pages'
-/// pins may go at once (`keep_unless_all_visible`), which matters to a
-/// scan reading many pages ahead, since with more than 8 pins held each
-/// pin and unpin in the backend is a hash-table lookup.
+/// pins may go at once (`all_visible`, `release_if_all_visible`), which
+/// matters to a scan reading many pages ahead, since with more than 8
+/// pins held each pin and unpin in the backend is a hash-table lookup.
 #[derive(Default)]
 pub struct Pins {
     bufs: Vec<pg_sys::Buffer>,
@@ -166,7 +166,7 @@ impl Pins {
 
     /// Whether the heap page of every one of `tids` is all-visible now
     /// (false without a heap).
-    pub fn all_visible(&mut self, tids: impl IntoIterator<Item = super::Tid>) -> bool {
+    pub fn all_visible<I: IntoIterator<Item = super::Tid>>(&mut self, tids: I) -> bool {
         self.vm.all_visible(tids)
     }
 
@@ -178,7 +178,7 @@ impl Pins {
 
     /// Releases them now if every one of `tids` (all entries read from the
     /// pinned pages) is on an all-visible heap page; returns whether.
-    pub fn release_if_all_visible(&mut self, tids: impl IntoIterator<Item = super::Tid>) -> bool {
+    pub fn release_if_all_visible<I: IntoIterator<Item = super::Tid>>(&mut self, tids: I) -> bool {
         let all = self.bufs.is_empty() || self.vm.all_visible(tids);
         if all {
             self.release();

@@ -1,5 +1,5 @@
 //! Heap pages' all-visible bits as an index-only scan reads them to let
-//! go of index pages' pins early (`Pins::keep_unless_all_visible`).
+//! go of index pages' pins early (`Pins::all_visible`).
 
 use super::Tid;
 use pgrx::pg_sys;
@@ -33,7 +33,10 @@ impl VisibilityMap {
     }
 
     /// Whether the heap page of every one of `tids` is all-visible now.
-    pub fn all_visible(&mut self, tids: impl IntoIterator<Item = Tid>) -> bool {
+    /// `tids` owns nothing to drop (it is iterated under one guard, which
+    /// an ERROR jumps out of).
+    pub fn all_visible<I: IntoIterator<Item = Tid>>(&mut self, tids: I) -> bool {
+        const { assert!(!std::mem::needs_drop::<I::IntoIter>(), "an iterator over borrowed TIDs") };
         if self.heap.is_null() {
             return false;
         }
