@@ -354,3 +354,25 @@ pub fn threads_of(pid: i32) -> Vec<ThreadInfo> {
     }
     out
 }
+
+/// Opens `cur` over `q` (an index-only scan) in a repeatable-read
+/// transaction whose snapshot lets VACUUM remove what transaction
+/// `deleted` deleted (a transaction running elsewhere in the cluster would
+/// hold it back), and fetches its first row.
+pub fn open_cursor_after(a: &mut Client, deleted: i64, q: &str) -> usize {
+    set_index_only(a, false);
+    let plan: Vec<String> = a.query(&format!("EXPLAIN {q}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(plan.iter().any(|l| l.contains("Index Only Scan")), "{plan:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        a.batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; DECLARE cur CURSOR FOR {q}")).unwrap();
+        let xmin: i64 = a.query_one("SELECT txid_snapshot_xmin(txid_current_snapshot())", &[]).unwrap().get(0);
+        if xmin > deleted {
+            break;
+        }
+        a.batch_execute("ROLLBACK").unwrap();
+        assert!(std::time::Instant::now() < deadline, "a transaction older than the DELETE ran for a minute");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    a.query("FETCH 1 FROM cur", &[]).unwrap().len()
+}

@@ -334,31 +334,21 @@ fn a_fresh_backends_threads_block_signals() {
     c.batch_execute("DROP TABLE art_sig").unwrap();
 }
 
-/// Opens `cur` over `q` (an index-only scan) in a repeatable-read
-/// transaction whose snapshot lets VACUUM remove what transaction
-/// `deleted` deleted (a transaction running elsewhere in the cluster would
-/// hold it back), and fetches its first row.
-fn open_cursor_after(a: &mut postgres::Client, deleted: i64, q: &str) -> usize {
-    gpuindex_tests::set_index_only(a, false);
-    let plan: Vec<String> = a.query(&format!("EXPLAIN {q}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    assert!(plan.iter().any(|l| l.contains("Index Only Scan")), "{plan:?}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        a.batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; DECLARE cur CURSOR FOR {q}")).unwrap();
-        let xmin: i64 = a.query_one("SELECT txid_snapshot_xmin(txid_current_snapshot())", &[]).unwrap().get(0);
-        if xmin > deleted {
-            break;
-        }
-        a.batch_execute("ROLLBACK").unwrap();
-        assert!(std::time::Instant::now() < deadline, "a transaction older than the DELETE ran for a minute");
-        std::thread::sleep(std::time::Duration::from_millis(50));
+/// Creates `table` (id int, k text) with 40,000 rows for each of `keys`
+/// (expressions of g, inserted in turn), and its gpu_art index; vacuums
+/// it (every heap page all-visible), then deletes the rows matching
+/// `delete` in a transaction of their own, whose id it returns.
+fn vacuumed_then_deleted(a: &mut postgres::Client, table: &str, keys: &[&str], delete: &str) -> i64 {
+    let mut sql = format!(
+        "SET client_min_messages = warning; DROP TABLE IF EXISTS {table};
+         CREATE TABLE {table} (id int, k text COLLATE \"C\") WITH (autovacuum_enabled = off);"
+    );
+    for k in keys {
+        sql += &format!("INSERT INTO {table} SELECT g, {k} FROM generate_series(0, 39999) g;");
     }
-    a.query("FETCH 1 FROM cur", &[]).unwrap().len()
-}
-
-/// Deletes with `delete` in its own transaction; returns its id.
-fn delete_in_own_transaction(a: &mut postgres::Client, delete: &str) -> i64 {
-    a.batch_execute(&format!("BEGIN; {delete}")).unwrap();
+    a.batch_execute(&format!("{sql} CREATE INDEX {table}_k ON {table} USING gpu_art (k)")).unwrap();
+    a.batch_execute(&format!("VACUUM ANALYZE {table}")).unwrap();
+    a.batch_execute(&format!("BEGIN; DELETE FROM {table} WHERE {delete}")).unwrap();
     let xid: i64 = a.query_one("SELECT txid_current()", &[]).unwrap().get(0);
     a.batch_execute("COMMIT").unwrap();
     xid
@@ -378,17 +368,8 @@ fn vacuum_waits_for_index_only_any_scans() {
     // removing anything (and so from waiting).
     const DB: &str = "gpuindex_it_art_interlock";
     let mut a = connect(DB);
-    a.batch_execute(
-        "SET client_min_messages = warning;
-         DROP TABLE IF EXISTS ga_lock;
-         CREATE TABLE ga_lock (id int, k text COLLATE \"C\") WITH (autovacuum_enabled = off);
-         INSERT INTO ga_lock SELECT g, 'key-' || g FROM generate_series(0, 39999) g;
-         CREATE INDEX ga_lock_k ON ga_lock USING gpu_art (k);",
-    )
-    .unwrap();
-    a.batch_execute("VACUUM ANALYZE ga_lock").unwrap();
-    let deleted = delete_in_own_transaction(&mut a, "DELETE FROM ga_lock WHERE id % 2 = 0");
-    let first = open_cursor_after(&mut a, deleted, &format!("SELECT k FROM ga_lock WHERE k = ANY({MANY_KEYS})"));
+    let deleted = vacuumed_then_deleted(&mut a, "ga_lock", &["'key-' || g"], "id % 2 = 0");
+    let first = gpuindex_tests::open_cursor_after(&mut a, deleted, &format!("SELECT k FROM ga_lock WHERE k = ANY({MANY_KEYS})"));
     let vacuum = std::thread::spawn(|| connect(DB).batch_execute("VACUUM ga_lock"));
     let mut c = connect(DB);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -425,18 +406,8 @@ fn index_only_any_scans_over_all_visible_rows_hold_no_pins() {
     let mut a = connect(DB);
     // The probed keys' rows fill the first heap pages, the deleted ones
     // the pages after them.
-    a.batch_execute(
-        "SET client_min_messages = warning;
-         DROP TABLE IF EXISTS ga_free;
-         CREATE TABLE ga_free (id int, k text COLLATE \"C\") WITH (autovacuum_enabled = off);
-         INSERT INTO ga_free SELECT g, 'key-' || g FROM generate_series(0, 39999) g;
-         INSERT INTO ga_free SELECT g, 'zzz-' || g FROM generate_series(0, 39999) g;
-         CREATE INDEX ga_free_k ON ga_free USING gpu_art (k);",
-    )
-    .unwrap();
-    a.batch_execute("VACUUM ANALYZE ga_free").unwrap();
-    let deleted = delete_in_own_transaction(&mut a, "DELETE FROM ga_free WHERE k >= 'zzz'");
-    let first = open_cursor_after(&mut a, deleted, &format!("SELECT k FROM ga_free WHERE k = ANY({MANY_KEYS})"));
+    let deleted = vacuumed_then_deleted(&mut a, "ga_free", &["'key-' || g", "'zzz-' || g"], "k >= 'zzz'");
+    let first = gpuindex_tests::open_cursor_after(&mut a, deleted, &format!("SELECT k FROM ga_free WHERE k = ANY({MANY_KEYS})"));
     let mut c = connect(DB);
     c.batch_execute("SET statement_timeout = '30s'").unwrap();
     c.batch_execute("VACUUM ga_free").expect("VACUUM finishes beside the open cursor");

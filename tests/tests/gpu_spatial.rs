@@ -545,24 +545,7 @@ fn vacuum_waits_for_index_only_scans() {
     let deleted: i64 = a.query_one("SELECT txid_current()", &[]).unwrap().get(0);
     a.batch_execute("COMMIT").unwrap();
     let q = "SELECT p[0] FROM sp_lock WHERE p <@ box '(0,0),(49,199)'";
-    set_index_only(&mut a, false);
-    let plan: Vec<String> = a.query(&format!("EXPLAIN {q}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    assert!(plan.iter().any(|l| l.contains("Index Only Scan")), "{plan:?}");
-    // The cursor's snapshot must let VACUUM remove the deleted rows: its
-    // xmin past the DELETE (a transaction running elsewhere in the
-    // cluster, other tests', would hold it back).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        a.batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; DECLARE cur CURSOR FOR {q}")).unwrap();
-        let xmin: i64 = a.query_one("SELECT txid_snapshot_xmin(txid_current_snapshot())", &[]).unwrap().get(0);
-        if xmin > deleted {
-            break;
-        }
-        a.batch_execute("ROLLBACK").unwrap();
-        assert!(std::time::Instant::now() < deadline, "a transaction older than the DELETE ran for a minute");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let first = a.query("FETCH 1 FROM cur", &[]).unwrap().len();
+    let first = gpuindex_tests::open_cursor_after(&mut a, deleted, q);
     let vacuum = std::thread::spawn(|| connect(DB).batch_execute("VACUUM sp_lock"));
     let mut c = connect(DB);
     let waiting = |c: &mut Client| -> i64 {
