@@ -1,10 +1,12 @@
 -- gpu_learned: every type, operator and scan kind; EXPLAIN shows the index;
 -- errors for what it does not do. The extremes and NULLs arrive after
 -- CREATE INDEX (in the delta), the rest is in the run: scans merge both.
+-- (No autovacuum on the tables whose deltas are counted: its VACUUM
+-- would merge or clean them at moments of its own.)
 SET client_min_messages = warning;
 SET gpuindex.device = cpu;
 
-CREATE TABLE gl (id int, i2 int2, i4 int4, i8 int8, f4 float4, f8 float8, d date, ts timestamp, tz timestamptz);
+CREATE TABLE gl (id int, i2 int2, i4 int4, i8 int8, f4 float4, f8 float8, d date, ts timestamp, tz timestamptz) WITH (autovacuum_enabled = off);
 INSERT INTO gl
 SELECT g, (g % 50 - 25)::int2, g % 1000 - 500, (g::int8 * 7919) % 100003 - 50000,
        ((g % 200) - 100)::float4 / 4, ((g % 300) - 150)::float8 / 8,
@@ -143,7 +145,7 @@ SELECT part, level, entries, dead FROM gpu_learned_check('gl_i8');
 -- VACUUM (once the delta holds an eighth of the run); NULLs stay in the
 -- delta. The answers stay the sequential scan's, and a cursor opened
 -- before a merge goes on reading the generation it started on.
-CREATE TABLE glm (id int, k int8);
+CREATE TABLE glm (id int, k int8) WITH (autovacuum_enabled = off);
 INSERT INTO glm SELECT g, (g::int8 * 7919) % 10007 FROM generate_series(1, 20000) g;
 CREATE INDEX glm_k ON glm USING gpu_learned (k);
 INSERT INTO glm SELECT 20000 + g, g % 500 FROM generate_series(1, 3000) g;
@@ -216,7 +218,7 @@ DROP FUNCTION glm_got(), glm_same(boolean);
 -- Duplicate-heavy keys: a run of one key is stored once with its TIDs
 -- (run pages, about 2.3 times a plain page's 575 entries), by the build
 -- and by merges; scans, VACUUM's dead bits and merges read both kinds.
-CREATE TABLE gld (id int, k int8);
+CREATE TABLE gld (id int, k int8) WITH (autovacuum_enabled = off);
 INSERT INTO gld SELECT g, CASE WHEN g <= 15000 THEN g % 5 * 1000 WHEN g <= 15600 THEN 2500 ELSE g END
 FROM generate_series(1, 17000) g;
 CREATE INDEX gld_k ON gld USING gpu_learned (k);
@@ -259,7 +261,7 @@ DROP FUNCTION gld_got(), gld_same(boolean);
 -- then read the run alone (a lookup reads the run metapage and one data
 -- page: with the table's visibility map page, 3 buffers) until a key goes
 -- into the delta. NULLs (the delta's NULL chain) leave it clear.
-CREATE TABLE glc (k int8, id int);
+CREATE TABLE glc (k int8, id int) WITH (autovacuum_enabled = off);
 INSERT INTO glc SELECT g * 3, g FROM generate_series(1, 20000) g;
 INSERT INTO glc VALUES (NULL, -1);
 CREATE INDEX glc_k ON glc USING gpu_learned (k);
