@@ -177,13 +177,11 @@ impl Pins {
     }
 
     /// Releases them now if every one of `tids` (all entries read from the
-    /// pinned pages) is on an all-visible heap page; returns whether.
-    pub fn release_if_all_visible<I: IntoIterator<Item = super::Tid>>(&mut self, tids: I) -> bool {
-        let all = self.bufs.is_empty() || self.vm.all_visible(tids);
-        if all {
+    /// pinned pages) is on an all-visible heap page.
+    pub fn release_if_all_visible<I: IntoIterator<Item = super::Tid>>(&mut self, tids: I) {
+        if !self.bufs.is_empty() && self.vm.all_visible(tids) {
             self.release();
         }
-        all
     }
 
     /// Releases them (last kept first: the resource owner looks for a

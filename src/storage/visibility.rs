@@ -8,7 +8,7 @@ use pgrx::pg_sys;
 /// page header, four heap blocks a byte): the map's on-disk layout, used
 /// only to keep one pin per map page. visibilitymap_get_status reads the
 /// right page whatever this says.
-const HEAP_BLOCKS_PER_MAP_PAGE: u32 = (pg_sys::BLCKSZ - 24) * 4;
+const HEAP_BLOCKS_PER_MAP_PAGE: u32 = (pg_sys::BLCKSZ - super::CONTENT_START as u32) * 4;
 
 /// Map pages kept pinned at once at most (a 16 GB heap's): blocks beyond
 /// share the last pin, which then moves between their pages.
@@ -23,7 +23,7 @@ pub struct VisibilityMap {
 
 impl Default for VisibilityMap {
     fn default() -> Self {
-        VisibilityMap { heap: std::ptr::null_mut(), bufs: Vec::new() }
+        VisibilityMap::of(std::ptr::null_mut())
     }
 }
 

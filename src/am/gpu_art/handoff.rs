@@ -145,7 +145,7 @@ impl<'a> Handoff<'a> {
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| search_locked(page, self.points, r, out))).is_err() {
             self.failed.store(true, Ordering::Relaxed);
         }
-        let mine = &out[before.min(out.len())..];
+        let mine = &out[before..];
         for (t, e) in slot.tids.iter().zip(mine) {
             t.store(e.1, Ordering::Relaxed);
         }
