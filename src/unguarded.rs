@@ -40,6 +40,8 @@ unsafe extern "C-unwind" {
         strategy: pg_sys::BufferAccessStrategy,
     ) -> pg_sys::Buffer;
     pub fn LockBuffer(buffer: pg_sys::Buffer, mode: i32);
+    pub fn ReleaseBuffer(buffer: pg_sys::Buffer);
+    pub fn heap_page_prune_opt(relation: pg_sys::Relation, buffer: pg_sys::Buffer);
     pub fn UnlockReleaseBuffer(buffer: pg_sys::Buffer);
     pub fn visibilitymap_get_status(rel: pg_sys::Relation, heap_block: u32, vmbuf: *mut pg_sys::Buffer) -> u8;
 }

@@ -44,10 +44,13 @@ pub unsafe fn visible(heap: pg_sys::Relation, mut matches: Vec<(Tid, i64)>) -> V
             let block = (matches[i].0 >> 16) as u32;
             let end = i + matches[i..].partition_point(|m| (m.0 >> 16) as u32 == block);
             if block < nblocks {
-                let buf = recent.pin(block);
                 recent.prefetch_ahead(block, matches[end..].iter().map(|m| m.0));
-                resolve_page(heap, buf, snapshot, fast, matches[i..end].iter().map(|m| m.0), &mut page);
-                pg_sys::ReleaseBuffer(buf);
+                // Pin, resolve under the page's lock, release: one guard.
+                let tids = matches[i..end].iter().map(|m| m.0);
+                recent.pin_then(block, |buf| {
+                    resolve_page(heap, buf, snapshot, fast, tids, &mut page);
+                    crate::unguarded::ReleaseBuffer(buf);
+                });
                 // Both in TID order: several queries may match one row.
                 let mut at = 0;
                 for &(tid, position) in &matches[i..end] {
@@ -87,7 +90,8 @@ pub unsafe fn line_pointers_answer(snapshot: pg_sys::Snapshot) -> bool {
 /// `line_pointers_answer` says for `snapshot`.
 ///
 /// # Safety
-/// A backend in a transaction; `buf` pinned, a heap page of `heap`.
+/// A backend in a transaction; `buf` pinned, a heap page of `heap`;
+/// inside a guard (`unguarded::guarded`), as `each_locked`.
 pub unsafe fn resolve_page(
     heap: pg_sys::Relation,
     buf: pg_sys::Buffer,
@@ -141,7 +145,8 @@ pub unsafe fn resolve_exact(
 /// repeats answered once) into `out`, under one share lock of `buf`.
 ///
 /// # Safety
-/// `buf` pinned, a heap page.
+/// `buf` pinned, a heap page; inside a guard (`unguarded::guarded`: the
+/// lock and unlock are raw calls).
 unsafe fn each_locked(
     buf: pg_sys::Buffer,
     tids: impl Iterator<Item = Tid>,
@@ -151,7 +156,7 @@ unsafe fn each_locked(
     // SAFETY: the caller's contract.
     unsafe {
         out.clear();
-        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+        crate::unguarded::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
         let page = pg_sys::BufferGetPage(buf);
         let all_visible = ((*(page as *const pg_sys::PageHeaderData)).pd_flags as u32 & pg_sys::PD_ALL_VISIBLE) != 0;
         for tid in tids {
@@ -161,7 +166,7 @@ unsafe fn each_locked(
             let v = answer(page, all_visible, tid);
             out.push((tid, v));
         }
-        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+        crate::unguarded::LockBuffer(buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);
     }
 }
 

@@ -51,6 +51,9 @@ pub struct TopKState {
     atts: Vec<usize>,
     /// Each of them with its place among the node's stored columns.
     cols: Vec<(usize, usize)>,
+    /// The places of those passed by reference (their values point into
+    /// the chunk's memory, at random for rows taken in heap order).
+    ref_cols: Vec<usize>,
     /// The chunk's output: (outer row, subquery row), by row then rank.
     pub stored: Vec<(u32, Stored)>,
     pub rounds: u64,
@@ -110,6 +113,7 @@ impl TopKState {
                 econtext,
                 atts,
                 cols: Vec::new(),
+                ref_cols: Vec::new(),
                 stored: Vec::new(),
                 rounds: 0,
                 scanned: 0,
@@ -189,10 +193,16 @@ impl State {
         top.nulls.clear();
         if top.cols.len() != top.atts.len() {
             top.cols = top.atts.iter().map(|&a| (a, self.stored_atts.binary_search(&a).expect("a stored column"))).collect();
+            // SAFETY: the outer row slot's descriptor has every attribute
+            // the subquery reads.
+            let desc = unsafe { (*top.outer_row).tts_tupleDescriptor };
+            let by_ref = |att: usize| unsafe { !(*(*desc).attrs.as_ptr().add(att - 1)).attbyval };
+            top.ref_cols = top.cols.iter().filter(|c| by_ref(c.0)).map(|c| c.1).collect();
         }
         let (n, k) = (self.rows, top.k);
-        // (ORDER BY value when rechecked, rank, row) of each outer row.
-        let mut results: Vec<Vec<Ranked>> = vec![Vec::new(); n];
+        // Each finished outer row's results, (row, stored row) in rank
+        // order, rows in any order (sorted by row at the end).
+        let mut finals: Vec<(u32, Stored)> = Vec::with_capacity(n * k);
         // Rows the index cannot answer: NULL or non-finite queries first.
         // SAFETY: non-NULL queries of the key's type.
         let mut pending: Vec<(i64, pg_sys::Datum)> = keys.into_iter().filter(|k| unsafe { answerable(self.key_type, k.1) }).collect();
@@ -238,12 +248,10 @@ impl State {
                     })
                     .collect();
                 self.stats.matches += cands.len() as u64;
-                cands.sort_unstable();
-                for &(row, _) in part {
-                    let r = &mut results[row as usize];
-                    r.clear();
-                    r.reserve(want.min(4096));
-                }
+                crate::visibility::sort(&mut cands);
+                // (row, (ORDER BY value when rechecked, rank, stored row))
+                // of the candidates that pass, in heap order.
+                let mut passed: Vec<(u32, Ranked)> = Vec::with_capacity(cands.len());
                 // SAFETY: the node's fetch.
                 unsafe { self.pages.reset() };
                 let width = self.stored_atts.len();
@@ -252,34 +260,39 @@ impl State {
                         pgrx::check_for_interrupts!();
                     }
                     // Candidates come in heap order, their outer rows in any:
-                    // the row's values and its result list, asked for ahead.
-                    if let Some(&(_, ahead, _)) = cands.get(i + 8) {
+                    // the row's values asked for ahead, and then what its
+                    // values passed by reference point to.
+                    if let Some(&(_, ahead, _)) = cands.get(i + 16) {
                         crate::storage::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * width));
-                        crate::storage::prefetch(results.as_ptr().wrapping_add(ahead as usize));
+                    }
+                    if let Some(&(_, ahead, _)) = cands.get(i + 8) {
+                        for &c in &top.ref_cols {
+                            crate::storage::prefetch(self.values[ahead as usize * width + c].cast_mut_ptr::<u8>());
+                        }
                     }
                     // SAFETY: the node's fetch and slots.
                     if unsafe { self.fetch(tid, snapshot, cands[i + 1..].iter().map(|c| c.0)) } {
                         if let Some((value, s)) = unsafe { self.accept(&mut top, row as usize, rechecked) } {
-                            results[row as usize].push((value, rank as u64, s));
+                            passed.push((row, (value, rank as u64, s)));
                         }
                     }
                 }
+                // By row, each row's by its ORDER BY value and rank.
+                crate::visibility::sort(&mut passed);
                 for &(row, key) in part {
-                    let r = &mut results[row as usize];
-                    r.sort_unstable_by_key(|x| (x.0, x.1));
+                    let r = &passed[passed.partition_point(|p| p.0 < row as u32)..passed.partition_point(|p| p.0 <= row as u32)];
                     let ran_out = (count[row as usize] as usize) < want;
                     // Rechecked: done when nothing beyond the last candidate
                     // (distance >= its) can have a smaller value than the k-th.
                     let settled = || {
                         !rechecked
                             || ran_out
-                            || bound(open.index, key, last[row as usize]).is_some_and(|b| r[k - 1].0 <= order_key(false, b))
+                            || bound(open.index, key, last[row as usize]).is_some_and(|b| r[k - 1].1 .0 <= order_key(false, b))
                     };
                     if r.len() >= k && settled() {
-                        r.truncate(k);
+                        finals.extend(r[..k].iter().map(|p| (row as u32, p.1 .2)));
                     } else if ran_out {
                         // The index ran out: NULL columns may still come.
-                        r.clear();
                         by_scan.push(row as usize);
                     } else {
                         again.push((row, key));
@@ -291,9 +304,14 @@ impl State {
         }
         if !by_scan.is_empty() {
             // SAFETY: the node's table, slots and snapshot.
-            unsafe { self.scan_for(&mut top, &by_scan, &mut results, snapshot) };
+            unsafe { self.scan_for(&mut top, &by_scan, &mut finals, snapshot) };
         }
-        top.stored = results.into_iter().enumerate().flat_map(|(row, r)| r.into_iter().map(move |x| (row as u32, x.2))).collect();
+        // By outer row, each row's in rank order (a stable sort; rows
+        // answered in one round are in order already).
+        if !finals.is_sorted_by_key(|f| f.0) {
+            finals.sort_by_key(|f| f.0);
+        }
+        top.stored = finals;
         self.top = Some(top);
         self.stats.chunks += 1;
         self.cursor = 0;
@@ -370,7 +388,7 @@ impl State {
     /// The subquery by its definition, for `rows`: one heap scan, each
     /// visible row that passes a row's quals ranked by the ORDER BY value
     /// (NULL last), the `k` first kept.
-    unsafe fn scan_for(&mut self, top: &mut TopKState, rows: &[usize], results: &mut [Vec<Ranked>], snapshot: pg_sys::Snapshot) {
+    unsafe fn scan_for(&mut self, top: &mut TopKState, rows: &[usize], finals: &mut Vec<(u32, Stored)>, snapshot: pg_sys::Snapshot) {
         // SAFETY: a scan of the node's table with the query's snapshot,
         // into the heap slot (the index fetch's cached row is forgotten).
         unsafe {
@@ -408,7 +426,7 @@ impl State {
             for (j, &row) in rows.iter().enumerate() {
                 let b = &mut best[j];
                 b.sort_unstable_by_key(|x| (x.0, x.1));
-                results[row] = b.iter().map(|x| (x.0, 0, x.2)).collect();
+                finals.extend(b.iter().map(|x| (row as u32, x.2)));
             }
         }
     }

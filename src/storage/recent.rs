@@ -37,6 +37,10 @@ const MAX_TOTAL_BLOCKS: usize = 1 << 23;
 /// Pages ahead of the one being read whose buffer header, page header and
 /// line pointer are asked for (a miss each, overlapped).
 const PAGES_AHEAD: usize = 8;
+/// Pages ahead whose row is asked for, from the line pointer asked for
+/// `PAGES_AHEAD - ROWS_AHEAD` pages earlier: the row is the last miss of
+/// the chain (its columns are read as soon as it is fetched).
+const ROWS_AHEAD: usize = 4;
 
 type FileKey = (pg_sys::Oid, pg_sys::Oid, pg_sys::Oid);
 /// Buffer of each block (InvalidBuffer: not known).
@@ -87,15 +91,10 @@ impl RecentPages {
         (b != pg_sys::InvalidBuffer as pg_sys::Buffer).then_some(b)
     }
 
-    /// A pin on `block` of the relation, as a plain read gives.
-    pub fn pin(&mut self, block: u32) -> pg_sys::Buffer {
-        self.pinned_under_guard(block, |_| {})
-    }
-
-    /// `block` pinned and share-locked (as `pin` and `Shared::lock`, under
+    /// `block` pinned and share-locked (as `pin_then` and `Shared::lock`, under
     /// one guard: this is most of a single lookup's calls).
     pub fn lock_shared<S: super::SpecialArea>(&mut self, block: u32) -> super::Shared<S> {
-        let buf = self.pinned_under_guard(block, |buf| {
+        let buf = self.pin_then(block, |buf| {
             // SAFETY: pinned; a raw call under the caller's guard.
             unsafe {
                 super::buffer::prefetch_head_and_tail(buf);
@@ -108,7 +107,7 @@ impl RecentPages {
     /// Pins `block` through its remembered buffer (else reads it) and runs
     /// `then` on the pinned buffer, all under one guard; remembers a
     /// buffer read. `then` may only make raw calls (an ERROR jumps over it).
-    fn pinned_under_guard(&mut self, block: u32, then: impl FnOnce(pg_sys::Buffer)) -> pg_sys::Buffer {
+    pub fn pin_then(&mut self, block: u32, then: impl FnOnce(pg_sys::Buffer)) -> pg_sys::Buffer {
         use crate::unguarded as raw;
         let (rel, known) = (self.rel, self.known(block));
         // SAFETY: raw calls only under the guard; a known buffer is a
@@ -164,17 +163,46 @@ impl RecentPages {
     }
 
     /// While `block` is read, with `upcoming` the TIDs read after it in
-    /// TID order: prefetches for the page `PAGES_AHEAD` pages on (looking
-    /// a few hundred TIDs ahead at most).
+    /// TID order: prefetches for the page `PAGES_AHEAD` pages on, and the
+    /// row of the page `ROWS_AHEAD` pages on (looking a few hundred TIDs
+    /// ahead at most).
     pub fn prefetch_ahead(&self, block: u32, upcoming: impl Iterator<Item = Tid>) {
         let (mut last, mut pages) = (block, 0);
         for t in upcoming.take(256) {
             let b = (t >> 16) as u32;
             if b != last {
                 (last, pages) = (b, pages + 1);
-                if pages == PAGES_AHEAD {
+                if pages == ROWS_AHEAD {
+                    self.prefetch_row(b, t as u16);
+                } else if pages == PAGES_AHEAD {
                     return self.prefetch(b, t as u16);
                 }
+            }
+        }
+    }
+
+    /// Asks the CPU for the row at line pointer `offset` of `block`, if its
+    /// buffer is known: the line pointer is read without a pin or lock (a
+    /// hint: whatever it holds, only lines inside the buffer's page are
+    /// prefetched).
+    fn prefetch_row(&self, block: u32, offset: u16) {
+        let Some(i) = self.known(block) else { return };
+        let lp = std::mem::size_of::<pg_sys::PageHeaderData>() + 4 * (offset as usize).saturating_sub(1);
+        let size = pg_sys::BLCKSZ as usize;
+        if offset == 0 || lp + 4 > size {
+            return;
+        }
+        // SAFETY: a remembered buffer number is below NBuffers, and `lp` is
+        // inside its page; a volatile read of shared memory other backends
+        // may be writing, used only as a prefetch address.
+        unsafe {
+            let page = pg_sys::BufferBlocks.add((i - 1) as usize * size) as *const u8;
+            let item = std::ptr::read_volatile(page.add(lp).cast::<u32>());
+            // ItemIdData: lp_off in the low 15 bits, lp_len in the high 15.
+            let (off, len) = ((item & 0x7fff) as usize, (item >> 17) as usize);
+            if len > 0 && off + len <= size {
+                prefetch(page.add(off));
+                prefetch(page.add(off + len - 1));
             }
         }
     }

@@ -198,6 +198,12 @@ impl OpenIndex {
         OpenIndex { index, heap, lock: pg_sys::NoLock as i32, policies: false, am, for_plan: true }
     }
 
+    /// Whether `visible` filters matches (a batch function's call) rather
+    /// than passing every one (a plan node, which checks them itself).
+    pub fn checks_visibility(&self) -> bool {
+        !self.for_plan
+    }
+
     /// Of (TID, position) matches found in the index: the rows visible to
     /// the caller's snapshot and allowed by the table's policies, as
     /// (position, TID) in heap order (see `visibility::visible`); for a

@@ -128,6 +128,9 @@ type Cand = (u64, Tid, f64);
 /// tree (one engine kNN batch) and the delta, merged in (distance, TID)
 /// order; dead ones are skipped, and a centre left short is asked again
 /// with twice as many candidates, until it has k or there are no more.
+/// For a plan node every candidate counts (its fetch checks visibility,
+/// and asks again itself). Candidates and answers are kept in flat
+/// buffers: a batch of 10^4 centres made four small vectors a centre.
 fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static str) -> Result<Hits, search::TooMany> {
     let rel = open.index;
     let m = shape::meta(rel);
@@ -141,9 +144,12 @@ fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static
     // At least the distinct rows (entries a merge cut short left in both
     // the tree and the frozen delta count twice).
     let total = m.tree_entries as usize + delta.len();
-    let mut done: Vec<Vec<(pg_sys::ItemPointerData, f64)>> = vec![Vec::new(); centers.len()];
+    // Each centre's answer, a range of `rows`.
+    let mut rows: Vec<(pg_sys::ItemPointerData, f64)> = Vec::with_capacity(centers.len() * k);
+    let mut done: Vec<std::ops::Range<usize>> = vec![0..0; centers.len()];
     let mut pending: Vec<usize> = (0..centers.len()).collect();
     let mut want = k.min(total.max(1));
+    let (mut cands, mut starts, mut one) = (Vec::<Cand>::new(), Vec::<usize>::new(), Vec::<Cand>::new());
     while !pending.is_empty() {
         let pts: Vec<(f64, f64)> = pending.iter().map(|&i| centers[i].1).collect();
         let a = image::knn_by_service(rel, &m, &pts, want, what).unwrap_or_else(|| {
@@ -151,40 +157,54 @@ fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static
             crate::batch::run(what, pts.len(), || tree.knn_cpu(&pts, want), |g| tree.knn_gpu(g, &pts, want))
         });
         let b = delta.knn_cpu(&pts, want);
-        let mut cands: Vec<Vec<Cand>> = Vec::with_capacity(pending.len());
-        let mut matches: Vec<(Tid, i64)> = Vec::new();
+        // Each pending centre's candidates, nearest first, from starts[j].
+        cands.clear();
+        starts.clear();
         for j in 0..pending.len() {
             let (ai, ad) = a.of(j);
             let (bi, bd) = b.of(j);
-            let mut c: Vec<Cand> = ai.iter().zip(ad).chain(bi.iter().zip(bd)).map(|(&t, &d)| (encode_f64(d), t, d)).collect();
-            c.sort_unstable_by_key(|c| (c.0, c.1));
-            c.dedup_by_key(|c| c.1);
-            c.truncate(want);
-            matches.extend(c.iter().enumerate().map(|(r, c)| (c.1, (j * want + r) as i64)));
-            cands.push(c);
+            one.clear();
+            one.extend(ai.iter().zip(ad).chain(bi.iter().zip(bd)).map(|(&t, &d)| (encode_f64(d), t, d)));
+            one.sort_unstable_by_key(|c| (c.0, c.1));
+            one.dedup_by_key(|c| c.1);
+            one.truncate(want);
+            starts.push(cands.len());
+            cands.extend_from_slice(&one);
         }
-        let seen = open.visible(matches);
-        let mut alive: Vec<Vec<(usize, pg_sys::ItemPointerData)>> = vec![Vec::new(); pending.len()];
-        for (pos, ctid) in seen {
-            let (j, r) = (pos as usize / want, pos as usize % want);
-            alive[j].push((r, ctid));
+        starts.push(cands.len());
+        // Each candidate's visible row (a plan node's: its own).
+        let mut alive: Vec<Option<pg_sys::ItemPointerData>> = Vec::new();
+        if open.checks_visibility() {
+            alive.resize(cands.len(), None);
+            for (pos, ctid) in open.visible(cands.iter().enumerate().map(|(i, c)| (c.1, i as i64)).collect()) {
+                alive[pos as usize] = Some(ctid);
+            }
         }
         let mut again = Vec::new();
         for (j, &i) in pending.iter().enumerate() {
-            alive[j].sort_unstable_by_key(|a| a.0);
-            if alive[j].len() >= k || cands[j].len() < want || want >= total {
-                done[i] = alive[j].iter().take(k).map(|&(r, ctid)| (ctid, cands[j][r].2)).collect();
+            let at = rows.len();
+            for pos in starts[j]..starts[j + 1] {
+                if rows.len() - at == k {
+                    break;
+                }
+                let ctid = if alive.is_empty() { Some(crate::storage::tid_to(cands[pos].1)) } else { alive[pos] };
+                rows.extend(ctid.map(|t| (t, cands[pos].2)));
+            }
+            if rows.len() - at >= k || starts[j + 1] - starts[j] < want || want >= total {
+                done[i] = at..rows.len();
             } else {
+                rows.truncate(at);
                 again.push(i);
             }
         }
         pending = again;
         want = want.saturating_mul(2).min(total.max(1));
     }
-    let mut hits = Hits { rows: Vec::new(), distances: Some(Vec::new()) };
+    let n: usize = done.iter().map(|r| r.len()).sum();
+    let mut hits = Hits { rows: Vec::with_capacity(n), distances: Some(Vec::with_capacity(n)) };
     let distances = hits.distances.as_mut().expect("set above");
-    for (&(ord, _), rows) in centers.iter().zip(done) {
-        for (t, d) in rows {
+    for (&(ord, _), r) in centers.iter().zip(done) {
+        for &(t, d) in &rows[r] {
             hits.rows.push((ord, t));
             distances.push(d);
         }

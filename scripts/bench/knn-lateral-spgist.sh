@@ -1,0 +1,51 @@
+#!/bin/bash
+# The kNN LATERAL join (10^4 centres, k = 10, 10^7 uniform points, to
+# rows) as GpuIndexJoin over gpu_spatial and as PostgreSQL's nested loop
+# over SP-GiST (quad_point_ops, its fastest plan for it) in turn, on one
+# server and one table holding both indexes (each round drops the other
+# inside a transaction it rolls back): ROUNDS rounds (default 3) of five
+# timed runs after two untimed, one backend (no parallel workers), then
+# one EXPLAIN ANALYZE of each. ./new.so, if present, is the library. With
+# FRESH=0 it reuses the tables of knn-lateral-ab.sh's last run. Copy next
+# to a bundle folder `pg` made by scripts/gpu-pg-bundle.sh, with
+# bundle-server.sh, and run it there.
+cd "$(dirname "$0")"; here=$(pwd)
+source ./bundle-server.sh
+if [ -f "$here/new.so" ]; then
+  $RT/pg-stop >/dev/null; cp "$here/new.so" $RT/usr/lib/postgresql/15/lib/gpuindex.so
+  PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
+fi
+$P <<'SQL'
+CREATE EXTENSION IF NOT EXISTS gpuindex; CREATE EXTENSION IF NOT EXISTS pg_prewarm;
+SELECT to_regclass('bj_pts') IS NULL AS missing \gset
+\if :missing
+CREATE TABLE bj_pts AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS p FROM generate_series(1::int8, 10000000) i;
+CREATE TABLE bj_centres AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS c FROM generate_series(1::int8, 10000) i;
+CREATE INDEX bj_pts_g ON bj_pts USING gpu_spatial (p);
+VACUUM ANALYZE bj_pts; VACUUM ANALYZE bj_centres;
+\endif
+\timing on
+CREATE INDEX bj_pts_s ON bj_pts USING spgist (p quad_point_ops);
+\timing off
+SQL
+$P -c "SELECT pg_prewarm('bj_pts'), pg_prewarm('bj_pts_g'), pg_prewarm('bj_pts_s')" >/dev/null
+K="SELECT count(s.id), sum(s.d) FROM bj_centres CROSS JOIN LATERAL (SELECT id, p <-> bj_centres.c AS d FROM bj_pts ORDER BY p <-> bj_centres.c LIMIT 10) s"
+run() { # INDEX-TO-DROP [EXPLAIN]
+  $P <<SQL 2>&1 | grep -E '^Time|ERROR|Execution|Custom|Index Scan|Index Time|Heap Time|^ *[0-9]+ \|' | sed -E 's/^ *//; s/Time: //; s/ ms.*//' | tr '\n' ' '
+SET max_parallel_workers_per_gather = 0; SET jit = off;
+BEGIN; DROP INDEX $1;
+\pset tuples_only on
+$K; $K;
+\timing on
+$K; $K; $K; $K; $K;
+\timing off
+${2:+EXPLAIN ANALYZE $K;}
+ROLLBACK;
+SQL
+}
+for r in $(seq ${ROUNDS:-3}); do
+  last=; [ $r = ${ROUNDS:-3} ] && last=1
+  echo "round $r GpuIndexJoin (gpu_spatial): $(run bj_pts_s $last)"
+  echo "round $r nested loop over SP-GiST: $(run bj_pts_g $last)"
+done
+$RT/pg-stop >/dev/null
