@@ -252,6 +252,8 @@ impl State {
                 // (row, (ORDER BY value when rechecked, rank, stored row))
                 // of the candidates that pass, in heap order.
                 let mut passed: Vec<(u32, Ranked)> = Vec::with_capacity(cands.len());
+                top.values.reserve(cands.len() * top.width);
+                top.nulls.reserve(cands.len() * top.width);
                 // SAFETY: the node's fetch.
                 unsafe { self.pages.reset() };
                 let width = self.stored_atts.len();

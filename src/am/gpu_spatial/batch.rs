@@ -160,6 +160,7 @@ fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static
         // Each pending centre's candidates, nearest first, from starts[j].
         cands.clear();
         starts.clear();
+        cands.reserve(pending.len() * want);
         for j in 0..pending.len() {
             let (ai, ad) = a.of(j);
             let (bi, bd) = b.of(j);
