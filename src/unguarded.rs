@@ -42,6 +42,16 @@ unsafe extern "C-unwind" {
     pub fn LockBuffer(buffer: pg_sys::Buffer, mode: i32);
     pub fn ReleaseBuffer(buffer: pg_sys::Buffer);
     pub fn heap_page_prune_opt(relation: pg_sys::Relation, buffer: pg_sys::Buffer);
+    pub fn heap_hot_search_buffer(
+        tid: pg_sys::ItemPointer,
+        relation: pg_sys::Relation,
+        buffer: pg_sys::Buffer,
+        snapshot: pg_sys::Snapshot,
+        heap_tuple: pg_sys::HeapTuple,
+        all_dead: *mut bool,
+        first_call: bool,
+    ) -> bool;
+    pub fn HeapTupleSatisfiesVisibility(htup: pg_sys::HeapTuple, snapshot: pg_sys::Snapshot, buffer: pg_sys::Buffer) -> bool;
     pub fn UnlockReleaseBuffer(buffer: pg_sys::Buffer);
     pub fn visibilitymap_get_status(rel: pg_sys::Relation, heap_block: u32, vmbuf: *mut pg_sys::Buffer) -> u8;
 }

@@ -136,7 +136,7 @@ pub unsafe fn resolve_exact(
             tuple.t_len = lp.lp_len();
             tuple.t_self = tid_to(tid);
             tuple.t_tableOid = (*heap).rd_id;
-            pg_sys::HeapTupleSatisfiesVisibility(&mut tuple, snapshot, buf).then_some(tuple.t_self)
+            crate::unguarded::HeapTupleSatisfiesVisibility(&mut tuple, snapshot, buf).then_some(tuple.t_self)
         })
     }
 }
@@ -145,14 +145,17 @@ pub unsafe fn resolve_exact(
 /// repeats answered once) into `out`, under one share lock of `buf`.
 ///
 /// # Safety
-/// `buf` pinned, a heap page; inside a guard (`unguarded::guarded`: the
-/// lock and unlock are raw calls).
-unsafe fn each_locked(
+/// `buf` pinned, a heap page; inside a guard (`unguarded::guarded`): the
+/// lock, the unlock and `answer`'s calls are raw, and an ERROR in any
+/// jumps over this frame to the guard (the iterator holds nothing to
+/// drop: checked at compile time).
+unsafe fn each_locked<I: Iterator<Item = Tid>>(
     buf: pg_sys::Buffer,
-    tids: impl Iterator<Item = Tid>,
+    tids: I,
     out: &mut Vec<(Tid, Option<pg_sys::ItemPointerData>)>,
     mut answer: impl FnMut(pg_sys::Page, bool, Tid) -> Option<pg_sys::ItemPointerData>,
 ) {
+    const { assert!(!std::mem::needs_drop::<I>(), "an iterator over borrowed TIDs") };
     // SAFETY: the caller's contract.
     unsafe {
         out.clear();
@@ -202,14 +205,14 @@ unsafe fn line_pointer_answer(page: pg_sys::Page, tid: Tid) -> Option<Option<pg_
 }
 
 /// The visible member of the HOT chain rooted at `tid`, if any (the
-/// buffer share-locked by the caller).
+/// buffer share-locked by the caller; a raw call, under its guard).
 unsafe fn hot_search(heap: pg_sys::Relation, buf: pg_sys::Buffer, snapshot: pg_sys::Snapshot, tid: Tid) -> Option<pg_sys::ItemPointerData> {
     // SAFETY: the caller keeps this function's contract (# Safety).
     unsafe {
         let mut t = tid_to(tid);
         let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
         let mut all_dead = false;
-        pg_sys::heap_hot_search_buffer(&mut t, heap, buf, snapshot, &mut tuple, &mut all_dead, true).then_some(t)
+        crate::unguarded::heap_hot_search_buffer(&mut t, heap, buf, snapshot, &mut tuple, &mut all_dead, true).then_some(t)
     }
 }
 
