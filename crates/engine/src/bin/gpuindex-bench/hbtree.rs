@@ -11,18 +11,6 @@ use gpuindex_engine::rng::SplitMix64;
 use gpuindex_engine::sorted_array::{GpuSearch, SortedKeys};
 use std::time::Instant;
 
-/// Unique ascending keys with random gaps.
-fn unique_keys(n: usize, seed: u64) -> Vec<u64> {
-    let mut rng = SplitMix64::new(seed);
-    let mut k = rng.below(1 << 32);
-    (0..n)
-        .map(|_| {
-            k += 1 + rng.below(1 << 10);
-            k
-        })
-        .collect()
-}
-
 /// The paper's workload: every query hits, in random order.
 fn hit_queries(keys: &[u64], m: usize, seed: u64) -> Vec<u64> {
     let mut rng = SplitMix64::new(seed);

@@ -28,14 +28,8 @@ pub fn run(args: &Args) {
     let ms = if args.batch_given { args.batch.clone() } else { vec![10_000_000, 1 << 24] };
     let mut rows = Vec::new();
     for &n in &ns {
-        let mut r = SplitMix64::new(3);
-        let mut k = r.below(1 << 32);
-        let keys: Vec<u64> = (0..n)
-            .map(|_| {
-                k += 1 + r.below(1 << 10);
-                k
-            })
-            .collect();
+        let keys = unique_keys(n, 3);
+        let mut r = SplitMix64::new(4);
         let stream = n as f64 * 8.0
             / median_secs(args.reps, || {
                 let x = keys.par_chunks(1 << 16).map(|c| c.iter().fold(0, |a, &k| a ^ k)).reduce(|| 0, |a, b| a ^ b);

@@ -222,14 +222,8 @@ pub fn run(args: &Args, gpu: Option<&Gpu>) {
 fn hb_compare(g: &Gpu, ns: &[usize], m: usize, reps: usize) {
     let mut rows = Vec::new();
     for &n in ns {
-        let mut r = SplitMix64::new(3);
-        let mut k = r.below(1 << 32);
-        let keys: Vec<u64> = (0..n)
-            .map(|_| {
-                k += 1 + r.below(1 << 10);
-                k
-            })
-            .collect();
+        let keys = unique_keys(n, 3);
+        let mut r = SplitMix64::new(4);
         let qs: Vec<u64> = (0..m).map(|_| keys[r.below(n as u64) as usize]).collect();
         let sched = Schedule::default();
         let values: Vec<u64> = keys.iter().map(|k| k ^ 1).collect();

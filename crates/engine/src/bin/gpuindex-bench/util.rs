@@ -46,6 +46,19 @@ pub fn sorted_keys(n: usize, seed: u64) -> Vec<u64> {
         .collect()
 }
 
+/// `n` ascending unique keys with random gaps (1 to 1024), from a random
+/// base: the HB+-tree's workload (and the keys-on-host comparisons').
+pub fn unique_keys(n: usize, seed: u64) -> Vec<u64> {
+    let mut rng = SplitMix64::new(seed);
+    let mut k = rng.below(1 << 32);
+    (0..n)
+        .map(|_| {
+            k += 1 + rng.below(1 << 10);
+            k
+        })
+        .collect()
+}
+
 /// `m` queries over `keys`: half present keys, half uniform over the key range.
 pub fn queries(keys: &[u64], m: usize, seed: u64) -> Vec<u64> {
     let mut rng = SplitMix64::new(seed);
