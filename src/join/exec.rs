@@ -1142,6 +1142,14 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
                     millis(es, c"Index Time", s.index_time);
                 }
                 millis(es, c"Heap Time", s.heap_time);
+                // The rest of the node's time (its outer side, the rows'
+                // quals and projections): where the counters and the
+                // node's clock are this process's alone (no workers).
+                let instr = (*node).ss.ps.instrument;
+                if !instr.is_null() && (*node).ss.ps.worker_instrument.is_null() {
+                    let total = Duration::from_secs_f64((*instr).total.max(0.0));
+                    millis(es, c"Other Time", total.saturating_sub(s.index_time + s.heap_time));
+                }
             }
         }
     }

@@ -341,6 +341,16 @@ fn explain_analyze_shows_chunks_probes_and_the_device() {
     let rows: i64 = c.query_one("SELECT count(*) FROM o JOIN i ON i.k = o.k", &[]).unwrap().get(0);
     assert_eq!(value("Index Matches"), rows);
     assert_eq!(value("GPU Batches"), if gpu { 3 } else { 0 }, "batches the GPU ran");
+    // With timing: the index's, the heap's and the rest of the node's.
+    let plan: Vec<String> = c
+        .query("EXPLAIN (ANALYZE, COSTS OFF) SELECT o.id, i.id FROM o JOIN i ON i.k = o.k", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for label in ["Index Time: ", "Heap Time: ", "Other Time: "] {
+        assert!(plan.iter().any(|l| l.trim_start().starts_with(label) && l.trim_end().ends_with(" ms")), "no '{label}': {plan:?}");
+    }
 }
 
 #[test]
