@@ -202,7 +202,8 @@ impl State {
         let (n, k) = (self.rows, top.k);
         // Each finished outer row's results, (row, stored row) in rank
         // order, rows in any order (sorted by row at the end).
-        let mut finals: Vec<(u32, Stored)> = Vec::with_capacity(n * k);
+        // (Not sized by n * k: k may be far above what the table holds.)
+        let mut finals: Vec<(u32, Stored)> = Vec::new();
         // Rows the index cannot answer: NULL or non-finite queries first.
         // SAFETY: non-NULL queries of the key's type.
         let mut pending: Vec<(i64, pg_sys::Datum)> = keys.into_iter().filter(|k| unsafe { answerable(self.key_type, k.1) }).collect();

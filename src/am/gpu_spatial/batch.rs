@@ -145,10 +145,11 @@ fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static
     // the tree and the frozen delta count twice).
     let total = m.tree_entries as usize + delta.len();
     // Each centre's answer, a range of `rows`.
-    let mut rows: Vec<(pg_sys::ItemPointerData, f64)> = Vec::with_capacity(centers.len() * k);
+    let mut want = k.min(total.max(1));
+    // (At most `want` a centre: within the limit checked above.)
+    let mut rows: Vec<(pg_sys::ItemPointerData, f64)> = Vec::with_capacity(centers.len() * want);
     let mut done: Vec<std::ops::Range<usize>> = vec![0..0; centers.len()];
     let mut pending: Vec<usize> = (0..centers.len()).collect();
-    let mut want = k.min(total.max(1));
     let (mut cands, mut starts, mut one) = (Vec::<Cand>::new(), Vec::<usize>::new(), Vec::<Cand>::new());
     while !pending.is_empty() {
         let pts: Vec<(f64, f64)> = pending.iter().map(|&i| centers[i].1).collect();
@@ -160,7 +161,7 @@ fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static
         // Each pending centre's candidates, nearest first, from starts[j].
         cands.clear();
         starts.clear();
-        cands.reserve(pending.len() * want);
+        cands.reserve(a.ids.len() + b.ids.len());
         for j in 0..pending.len() {
             let (ai, ad) = a.of(j);
             let (bi, bd) = b.of(j);
