@@ -53,6 +53,11 @@ SELECT * FROM jsame('SELECT id FROM jo WHERE NOT EXISTS (SELECT 1 FROM ji WHERE 
 SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.p <@ box(jo.p, point(jo.p[0] + 2, jo.p[1] + 2))');
 SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.v <@ l2_ball(ARRAY[jo.f, jo.f]::real[], 1.5)');
 SELECT * FROM jsame('SELECT jo.id, s.d FROM jo CROSS JOIN LATERAL (SELECT ji.p <-> jo.p AS d FROM ji ORDER BY ji.p <-> jo.p LIMIT 3) s');
+-- A LIMIT far above the table's rows: every row for each outer row (no
+-- buffer is sized by the LIMIT).
+EXPLAIN (COSTS OFF) SELECT jo.id, s.d FROM (SELECT * FROM jo WHERE id <= 5) jo CROSS JOIN LATERAL
+  (SELECT ji.p <-> jo.p AS d FROM ji ORDER BY ji.p <-> jo.p LIMIT 1000000000) s;
+SELECT * FROM jsame('SELECT jo.id, s.d FROM (SELECT * FROM jo WHERE id <= 5) jo CROSS JOIN LATERAL (SELECT ji.p <-> jo.p AS d FROM ji ORDER BY ji.p <-> jo.p LIMIT 1000000000) s');
 -- The inner row's ctid (NULL where a left join found none).
 EXPLAIN (COSTS OFF) SELECT jo.id, ji.ctid FROM jo LEFT JOIN ji ON ji.k = jo.k;
 SELECT * FROM jsame('SELECT jo.id, ji.ctid FROM jo LEFT JOIN ji ON ji.k = jo.k AND ji.id % 3 = 0');
