@@ -144,9 +144,9 @@ fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static
     // At least the distinct rows (entries a merge cut short left in both
     // the tree and the frozen delta count twice).
     let total = m.tree_entries as usize + delta.len();
-    // Each centre's answer, a range of `rows`.
     let mut want = k.min(total.max(1));
-    // (At most `want` a centre: within the limit checked above.)
+    // The answers (at most `want` a centre: within the limit checked
+    // above), each centre's a range of them.
     let mut rows: Vec<(pg_sys::ItemPointerData, f64)> = Vec::with_capacity(centers.len() * want);
     let mut done: Vec<std::ops::Range<usize>> = vec![0..0; centers.len()];
     let mut pending: Vec<usize> = (0..centers.len()).collect();
