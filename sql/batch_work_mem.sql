@@ -114,10 +114,11 @@ SELECT * FROM bw_join('SELECT o.id, n.d FROM bw_outer o CROSS JOIN LATERAL
 SET gpuindex.join_chunk = 40;
 SELECT * FROM bw_join('SELECT o.id, t.id FROM bw_outer o LEFT JOIN bw t ON t.k = o.k AND t.id % 3 = 0');
 RESET gpuindex.join_chunk;
-SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off;
+-- (In one process: a parallel plan's counters depend on the workers' shares.)
+SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off; SET max_parallel_workers_per_gather = 0;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT count(*) FROM bw_outer o JOIN bw t ON t.k = o.k;
-RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop;
+RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop; RESET max_parallel_workers_per_gather;
 
 -- gpu_metric: balls through gpuindex_search in pieces (300 equal vectors).
 CREATE TABLE bw_v (id int, v real[]);

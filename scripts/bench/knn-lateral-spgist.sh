@@ -25,7 +25,7 @@ CREATE INDEX bj_pts_g ON bj_pts USING gpu_spatial (p);
 VACUUM ANALYZE bj_pts; VACUUM ANALYZE bj_centres;
 \endif
 \timing on
-CREATE INDEX bj_pts_s ON bj_pts USING spgist (p quad_point_ops);
+CREATE INDEX IF NOT EXISTS bj_pts_s ON bj_pts USING spgist (p quad_point_ops);
 \timing off
 SQL
 $P -c "SELECT pg_prewarm('bj_pts'), pg_prewarm('bj_pts_g'), pg_prewarm('bj_pts_s')" >/dev/null

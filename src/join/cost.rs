@@ -20,7 +20,8 @@
 //!   and its heap fetches are priced as PostgreSQL prices them in the
 //!   subquery's own plan (a share of a full index scan's);
 //! - reading the index into the backend's copy where it holds none and
-//!   no GPU service answers (`BatchSearch::load_cost`), once.
+//!   no GPU service answers (`BatchSearch::load_cost`), once; by each
+//!   participant of a partial path (a parallel worker starts without).
 //!
 //! No row comes out before the first chunk is probed and fetched, so the
 //! startup cost holds the first chunk's share and the load.
@@ -30,7 +31,7 @@ use super::plan::{clauses, index_only, match_quals, split_quals};
 use pgrx::pg_sys;
 
 /// (startup, total) of the join of `outer_path` with `innerrel`, giving
-/// `rows` rows (a partial path's: its share of the join's).
+/// `rows` rows (a `partial` path's: its share of the join's).
 ///
 /// # Safety
 /// Planner structures of one planning call.
@@ -43,6 +44,7 @@ pub unsafe fn estimate(
     jointype: pg_sys::JoinType::Type,
     restrictlist: *mut pg_sys::List,
     rows: f64,
+    partial: bool,
 ) -> (f64, f64) {
     // SAFETY: the caller's contract; cost GUCs read in the backend.
     unsafe {
@@ -117,7 +119,7 @@ pub unsafe fn estimate(
         let searcher = if probe.by_tid() { None } else { super::path::searcher_of((*probe.index).relam) };
         let load = searcher.map_or(0.0, |s| {
             let index = pg_sys::index_open((*probe.index).indexoid, pg_sys::NoLock as i32);
-            let cost = (s.load_cost)(index);
+            let cost = (s.load_cost)(index, !partial);
             pg_sys::index_close(index, pg_sys::NoLock as i32);
             cost
         });

@@ -133,6 +133,10 @@ pub(super) struct State {
     /// itself (`path::fused_call`).
     fused: Option<Fused>,
     pub(super) chunk_size: usize,
+    /// The first chunk's outer rows and the next one's: `chunk_size`, or
+    /// under a Gather `FIRST_SHARED_CHUNK` and doubling up to it.
+    first_chunk: usize,
+    next_chunk: usize,
     pub(super) chunk_cxt: pg_sys::MemoryContext,
 
     // The chunk.
@@ -263,6 +267,8 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         let outer_desc = pg_sys::ExecGetResultType(outer);
         let outer_byval = stored_atts.iter().all(|&att| (*(*outer_desc).attrs.as_ptr().add(att - 1)).attbyval);
         let max_inner = inner_cols.iter().map(|c| c.1 as i32).max().unwrap_or(0);
+        let chunk_size = chunk_size((*node).ss.ps.plan, outer);
+        let first_chunk = if (*(*node).ss.ps.plan).parallel_aware { chunk_size.min(FIRST_SHARED_CHUNK) } else { chunk_size };
         let state = State {
             outer,
             heap,
@@ -295,7 +301,9 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             inner_ctid_cols,
             top,
             fused,
-            chunk_size: crate::guc::JOIN_CHUNK.get().max(1) as usize,
+            chunk_size,
+            first_chunk,
+            next_chunk: first_chunk,
             chunk_cxt: pg_sys::AllocSetContextCreateInternal(
                 pg_sys::CurrentMemoryContext,
                 c"GpuIndexJoin chunk".as_ptr(),
@@ -366,6 +374,29 @@ unsafe extern "C-unwind" fn shutdown(node: *mut pg_sys::CustomScanState) {
         }
     }
 }
+
+/// `gpuindex.join_chunk`; under a Gather at most a quarter of the outer
+/// rows a participant expects (at least `FIRST_SHARED_CHUNK`), its chunks
+/// growing to that from `FIRST_SHARED_CHUNK` (`next_chunk`): a partial
+/// outer scan hands out its pages as fast as they are asked for, so the
+/// first participant would take a small outer side whole, and join it
+/// alone, while the workers start.
+///
+/// # Safety
+/// The node's plan and its outer side's state.
+unsafe fn chunk_size(plan: *mut pg_sys::Plan, outer: *mut pg_sys::PlanState) -> usize {
+    let chunk = crate::guc::JOIN_CHUNK.get().max(1) as usize;
+    // SAFETY: the caller's contract.
+    unsafe {
+        if !(*plan).parallel_aware {
+            return chunk;
+        }
+        chunk.min(((*(*outer).plan).plan_rows / 4.0).max(FIRST_SHARED_CHUNK as f64) as usize)
+    }
+}
+
+/// A participant's first chunk of a partial outer side.
+const FIRST_SHARED_CHUNK: usize = 64;
 
 unsafe fn state<'a>(node: *mut pg_sys::CustomScanState) -> &'a mut State {
     // SAFETY: set by `begin` for the node's lifetime.
@@ -453,8 +484,10 @@ impl State {
             self.matched.clear();
             let mut keys = Vec::new();
             let max_outer = self.stored_atts.last().copied().unwrap_or(0) as i32;
-            while !self.outer_done && self.rows < self.chunk_size {
-                let end = (self.rows + BLOCK).min(self.chunk_size);
+            let size = self.next_chunk;
+            self.next_chunk = (size * 2).min(self.chunk_size);
+            while !self.outer_done && self.rows < size {
+                let end = (self.rows + BLOCK).min(size);
                 // Every call in `load_row` is unguarded and its frames hold
                 // nothing with a destructor: an ERROR there (the child's
                 // plan, the key's expression) returns here as from one
@@ -1013,6 +1046,7 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
         st.phase = Phase::Load;
         st.outer_done = false;
         st.rows = 0;
+        st.next_chunk = st.first_chunk;
         if let Some(f) = st.fused.as_mut() {
             // Its arguments may have changed with the parameters.
             f.reset();

@@ -131,7 +131,7 @@ unsafe fn offer(
         if clauses.iter().any(|&r| (*r).pseudoconstant) {
             return;
         }
-        let probe = if inner_is_plain_table(root, innerrel) {
+        let probe = if is_plain_table(root, innerrel) {
             find_tid_probe(root, joinrel, outerrel, innerrel, jointype, &clauses)
                 .or_else(|| find_probe(joinrel, outerrel, innerrel, jointype, &clauses))
         } else if matches!(jointype, pg_sys::JoinType::JOIN_INNER | pg_sys::JoinType::JOIN_LEFT) {
@@ -154,24 +154,78 @@ unsafe fn offer(
             return;
         }
         let private = plan::PathPrivate { restrictlist, probe: &probe, jointype, innerrel };
-        let serial = new_path(root, joinrel, outer_path, innerrel, &private, (*joinrel).rows);
-        (*serial).path.parallel_safe = (*joinrel).consider_parallel && (*outer_path).parallel_safe;
+        let parallel_safe = parallel_safe(root, joinrel, outerrel, innerrel, &probe, restrictlist);
+        // (PostgreSQL's own verdict for a plain inner table; see
+        // `parallel_safe` for a top-k subquery.)
+        (*joinrel).consider_parallel |= parallel_safe;
+        let serial = new_path(root, joinrel, outer_path, innerrel, &private, (*joinrel).rows, false);
+        (*serial).path.parallel_safe = parallel_safe && (*outer_path).parallel_safe;
         pg_sys::add_path(joinrel, serial.cast());
         // Under a Gather, each participant joins its share of a partial
         // outer path (the inner side is probed whole by each).
         let partial = list::ptrs::<pg_sys::Path>((*outerrel).partial_pathlist).first().copied();
-        if let Some(outer) = partial {
-            if (*joinrel).consider_parallel && (*innerrel).consider_parallel && (*outer).param_info.is_null() {
+        if let Some(outer) = partial.or_else(|| partial_scan_of_small(root, outerrel)) {
+            if parallel_safe && (*outer).param_info.is_null() {
                 let rows = ((*joinrel).rows / parallel_divisor((*outer).parallel_workers)).max(1.0).round();
-                let path = new_path(root, joinrel, outer, innerrel, &private, rows);
+                let path = new_path(root, joinrel, outer, innerrel, &private, rows, true);
                 (*path).path.parallel_safe = true;
-                // Parallel-aware only to sum its counters for EXPLAIN
-                // ANALYZE in shared memory (`parallel`).
+                // Parallel-aware to sum its counters for EXPLAIN ANALYZE
+                // in shared memory (`parallel`) and to keep its chunks
+                // small enough to share (`exec::chunk_size`).
                 (*path).path.parallel_aware = true;
                 (*path).path.parallel_workers = (*outer).parallel_workers;
                 pg_sys::add_partial_path(joinrel, path.cast());
             }
         }
+    }
+}
+
+/// Whether the join may run in parallel workers. For a plain inner table,
+/// PostgreSQL's verdict on the join. A LIMIT subquery is never parallel
+/// safe to PostgreSQL (its rows' order may differ between workers), but
+/// the node answers a top-k subquery itself, the same rows in every
+/// process: there what it evaluates decides, as PostgreSQL decides for a
+/// join (build_join_rel): the outer side, the join's clauses and output,
+/// and the subquery's quals, select list and ordering.
+///
+/// # Safety
+/// Planner structures of this planning call.
+unsafe fn parallel_safe(
+    root: *mut pg_sys::PlannerInfo,
+    joinrel: *mut pg_sys::RelOptInfo,
+    outerrel: *mut pg_sys::RelOptInfo,
+    innerrel: *mut pg_sys::RelOptInfo,
+    probe: &Probe,
+    restrictlist: *mut pg_sys::List,
+) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let Some(t) = &probe.top else { return (*joinrel).consider_parallel && (*innerrel).consider_parallel };
+        let safe = |n: *mut std::ffi::c_void| pg_sys::is_parallel_safe(root, n.cast());
+        (*outerrel).consider_parallel
+            && safe(restrictlist.cast())
+            && safe((*(*joinrel).reltarget).exprs.cast())
+            && [t.quals.cast(), t.tlist.cast(), t.key.cast(), t.order.cast()].into_iter().all(safe)
+    }
+}
+
+/// A parallel sequential scan of a plain outer table too small for
+/// PostgreSQL to give it one (below `min_parallel_table_scan_size`), with
+/// `max_parallel_workers_per_gather` workers (or the table's
+/// `parallel_workers`): a join's work per outer row can be worth workers
+/// however few the rows (a kNN LATERAL of 10^4 centres fetches 10^5 rows
+/// from random heap pages), and the join's cost decides.
+unsafe fn partial_scan_of_small(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo) -> Option<*mut pg_sys::Path> {
+    // SAFETY: planner structures; planner GUCs.
+    unsafe {
+        let mut workers = pg_sys::max_parallel_workers_per_gather;
+        if (*rel).rel_parallel_workers >= 0 {
+            workers = workers.min((*rel).rel_parallel_workers);
+        }
+        if workers <= 0 || !(*rel).consider_parallel || !is_plain_table(root, rel) {
+            return None;
+        }
+        Some(pg_sys::create_seqscan_path(root, rel, std::ptr::null_mut(), workers))
     }
 }
 
@@ -197,11 +251,12 @@ unsafe fn new_path(
     innerrel: *mut pg_sys::RelOptInfo,
     private: &plan::PathPrivate,
     rows: f64,
+    partial: bool,
 ) -> *mut pg_sys::CustomPath {
     // SAFETY: planner structures of this planning call.
     unsafe {
         let (startup, total) =
-            cost::estimate(root, joinrel, outer_path, innerrel, private.probe, private.jointype, private.restrictlist, rows);
+            cost::estimate(root, joinrel, outer_path, innerrel, private.probe, private.jointype, private.restrictlist, rows, partial);
         let path = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
         let p = &mut (*path).path;
         p.type_ = NodeTag::T_CustomPath;
@@ -220,8 +275,9 @@ unsafe fn new_path(
 }
 
 /// A plain table (or materialized view), without inheritance children,
-/// sampling or lateral references: the node reads it only by TID.
-unsafe fn inner_is_plain_table(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo) -> bool {
+/// sampling or lateral references: the node reads an inner one only by
+/// TID; an outer one may be scanned in parallel.
+unsafe fn is_plain_table(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo) -> bool {
     // SAFETY: planner structures.
     unsafe {
         if (*rel).reloptkind != pg_sys::RelOptKind::RELOPT_BASEREL

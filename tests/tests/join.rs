@@ -402,6 +402,60 @@ fn parallel_workers_join_their_share() {
     .unwrap();
 }
 
+/// An outer table too small for PostgreSQL to scan in parallel still gets
+/// a partial scan under the node, whose work per outer row may pay for
+/// workers; a LATERAL top-k (never parallel to PostgreSQL: a LIMIT
+/// subquery) included. Each participant takes chunks growing from 64
+/// rows, so a small outer side is shared.
+#[test]
+fn parallel_workers_share_a_small_outer_side() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS sp_pts, sp_ctr, sp_vec, sp_q, sp_keys, sp_rows;
+         CREATE TABLE sp_pts AS SELECT g AS id, point(random() * 1000, random() * 1000) AS p, g % 3 AS tag
+           FROM generate_series(1, 30000) g;
+         CREATE INDEX ON sp_pts USING gpu_spatial (p);
+         CREATE TABLE sp_ctr AS SELECT g AS id, point(random() * 1000, random() * 1000) AS c, g % 3 AS tag
+           FROM generate_series(1, 2000) g;
+         CREATE TABLE sp_vec AS SELECT g AS id, ARRAY[random(), random(), random(), random()]::real[] AS v
+           FROM generate_series(1, 8000) g;
+         CREATE INDEX ON sp_vec USING gpu_metric (v);
+         CREATE TABLE sp_q AS SELECT g AS id, ARRAY[random(), random(), random(), random()]::real[] AS q
+           FROM generate_series(1, 500) g;
+         CREATE TABLE sp_rows AS SELECT g AS id, (g % 5000)::int8 AS k FROM generate_series(1, 100000) g;
+         CREATE INDEX ON sp_rows USING gpu_btree (k);
+         CREATE TABLE sp_keys AS SELECT g AS id, (g * 7 % 6000)::int8 AS k FROM generate_series(1, 3000) g;
+         ANALYZE sp_pts; ANALYZE sp_ctr; ANALYZE sp_vec; ANALYZE sp_q; ANALYZE sp_rows; ANALYZE sp_keys;
+         SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET max_parallel_workers_per_gather = 2;",
+    )
+    .unwrap();
+    for (outer, sql) in [
+        ("sp_ctr", "SELECT sp_ctr.id, s.* FROM sp_ctr CROSS JOIN LATERAL (SELECT id, p <-> sp_ctr.c AS d FROM sp_pts ORDER BY p <-> sp_ctr.c LIMIT 6) s"),
+        ("sp_ctr", "SELECT sp_ctr.id, s.id FROM sp_ctr LEFT JOIN LATERAL (SELECT id FROM sp_pts WHERE sp_pts.tag = sp_ctr.tag ORDER BY p <-> sp_ctr.c LIMIT 3) s ON s.id % 4 <> 0"),
+        ("sp_q", "SELECT sp_q.id, s.id, s.d FROM sp_q CROSS JOIN LATERAL (SELECT id, v <-> sp_q.q AS d FROM sp_vec ORDER BY v <-> sp_q.q LIMIT 5) s"),
+        ("sp_keys", "SELECT sp_keys.id, sp_rows.id FROM sp_keys JOIN sp_rows ON sp_rows.k = sp_keys.k"),
+    ] {
+        c.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off").unwrap();
+        let plan = explain(&mut c, sql);
+        assert!(
+            plan.contains("Parallel Custom Scan (GpuIndexJoin)") && plan.contains(&format!("Parallel Seq Scan on {outer}")),
+            "{sql}:\n{plan}"
+        );
+        let analyzed: Vec<String> =
+            c.query(&format!("EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) {sql}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        let chunks: i64 = analyzed
+            .iter()
+            .find_map(|l| l.trim_start().strip_prefix("Chunks: "))
+            .unwrap_or_else(|| panic!("no Chunks: {analyzed:?}"))
+            .parse()
+            .unwrap();
+        assert!(chunks > 3, "chunks growing from 64 rows: {analyzed:?}");
+        check_join(&mut c, sql);
+    }
+    c.batch_execute("RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET max_parallel_workers_per_gather").unwrap();
+}
+
 /// Distinct distances (random points and vectors, no ties): the rows
 /// themselves, every column of the subquery (by value, by reference,
 /// NULL), equal the planner's; NULL

@@ -115,10 +115,12 @@ pub trait BatchSearch {
     fn order_bound(_index: pg_sys::Relation, _query: pg_sys::Datum, _d: f64) -> Option<f64> {
         None
     }
-    /// What this backend would spend, in the planner's units, reading the
+    /// What a process would spend, in the planner's units, reading the
     /// index into the copy its batches search, where it holds none and no
     /// GPU service answers for it (the planner's price of a first batch).
-    fn load_cost(_index: pg_sys::Relation) -> f64 {
+    /// `here`: this backend (which may hold one); else a parallel worker,
+    /// which starts without.
+    fn load_cost(_index: pg_sys::Relation, _here: bool) -> f64 {
         0.0
     }
 }
@@ -130,7 +132,7 @@ pub struct Searcher {
     pub joins: fn(u16) -> bool,
     pub nearest: fn(u16) -> bool,
     pub order_bound: fn(pg_sys::Relation, pg_sys::Datum, f64) -> Option<f64>,
-    pub load_cost: fn(pg_sys::Relation) -> f64,
+    pub load_cost: fn(pg_sys::Relation, bool) -> f64,
 }
 
 /// The registry's entry of `A`.

@@ -72,8 +72,8 @@ impl BatchSearch for super::GpuMetric {
     /// Every page of the index read once (the tree's rows into this
     /// backend's copy), unless it holds a copy or a GPU service would
     /// answer: gpu_spatial's rule.
-    fn load_cost(index: pg_sys::Relation) -> f64 {
-        if crate::service::client::may_answer() || super::image::held(index) {
+    fn load_cost(index: pg_sys::Relation, here: bool) -> f64 {
+        if crate::service::client::may_answer() || (here && super::image::held(index)) {
             return 0.0;
         }
         // SAFETY: an open index's relcache entry; a cost GUC.

@@ -72,8 +72,8 @@ impl BatchSearch for super::GpuSpatial {
     /// 10^7 points on one core, of the order the planner's page costs
     /// give 36K pages against its nested loop's), unless this backend
     /// holds an image or a GPU service would answer.
-    fn load_cost(index: pg_sys::Relation) -> f64 {
-        if crate::service::client::may_answer() || image::held(index) {
+    fn load_cost(index: pg_sys::Relation, here: bool) -> f64 {
+        if crate::service::client::may_answer() || (here && image::held(index)) {
             return 0.0;
         }
         // SAFETY: an open index's relcache entry; a cost GUC.
