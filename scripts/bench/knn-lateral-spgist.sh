@@ -4,8 +4,9 @@
 # over SP-GiST (quad_point_ops, its fastest plan for it) in turn, on one
 # server and one table holding both indexes (each round drops the other
 # inside a transaction it rolls back): ROUNDS rounds (default 3) of five
-# timed runs after two untimed, one backend (no parallel workers), then
-# one EXPLAIN ANALYZE of each. ./new.so, if present, is the library. With
+# timed runs after two untimed, one backend (no parallel workers; with
+# PARALLEL=1 PostgreSQL's default parallel settings), then one EXPLAIN
+# ANALYZE of each. ./new.so, if present, is the library. With
 # FRESH=0 it reuses the tables of knn-lateral-ab.sh's last run. Copy next
 # to a bundle folder `pg` made by scripts/gpu-pg-bundle.sh, with
 # bundle-server.sh, and run it there.
@@ -31,8 +32,8 @@ SQL
 $P -c "SELECT pg_prewarm('bj_pts'), pg_prewarm('bj_pts_g'), pg_prewarm('bj_pts_s')" >/dev/null
 K="SELECT count(s.id), sum(s.d) FROM bj_centres CROSS JOIN LATERAL (SELECT id, p <-> bj_centres.c AS d FROM bj_pts ORDER BY p <-> bj_centres.c LIMIT 10) s"
 run() { # INDEX-TO-DROP [EXPLAIN]
-  $P <<SQL 2>&1 | grep -E '^Time|ERROR|Execution|Custom|Index Scan|Index Time|Heap Time|^ *[0-9]+ \|' | sed -E 's/^ *//; s/Time: //; s/ ms.*//' | tr '\n' ' '
-SET max_parallel_workers_per_gather = 0; SET jit = off;
+  $P <<SQL 2>&1 | grep -E '^Time|ERROR|Execution|Custom|Index Scan|Index Time|Heap Time|Workers Launched|Chunks|GPU Service|^ *[0-9]+ \|' | sed -E 's/^ *//; s/Time: //; s/ ms.*//' | tr '\n' ' '
+SET jit = off; $([ -n "${PARALLEL:-}" ] || echo 'SET max_parallel_workers_per_gather = 0;')
 BEGIN; DROP INDEX $1;
 \pset tuples_only on
 $K; $K;

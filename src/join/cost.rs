@@ -26,11 +26,10 @@
 //! No row comes out before the first chunk is probed and fetched, so the
 //! startup cost holds the first chunk's share and the load.
 
-use super::path::Probe;
-use super::plan::{clauses, index_only, match_quals, split_quals};
+use super::plan::{clauses, index_only, match_quals, split_quals, PathPrivate};
 use pgrx::pg_sys;
 
-/// (startup, total) of the join of `outer_path` with `innerrel`, giving
+/// (startup, total) of the join `path` of `outer_path` with its inner side, giving
 /// `rows` rows (a `partial` path's: its share of the join's).
 ///
 /// # Safety
@@ -39,13 +38,11 @@ pub unsafe fn estimate(
     root: *mut pg_sys::PlannerInfo,
     joinrel: *mut pg_sys::RelOptInfo,
     outer_path: *mut pg_sys::Path,
-    innerrel: *mut pg_sys::RelOptInfo,
-    probe: &Probe,
-    jointype: pg_sys::JoinType::Type,
-    restrictlist: *mut pg_sys::List,
+    path: &PathPrivate,
     rows: f64,
     partial: bool,
 ) -> (f64, f64) {
+    let PathPrivate { restrictlist, probe, jointype, innerrel } = *path;
     // SAFETY: the caller's contract; cost GUCs read in the backend.
     unsafe {
         let (cpu_operator, cpu_tuple) = (pg_sys::cpu_operator_cost, pg_sys::cpu_tuple_cost);

@@ -134,7 +134,8 @@ pub(super) struct State {
     fused: Option<Fused>,
     pub(super) chunk_size: usize,
     /// The first chunk's outer rows and the next one's: `chunk_size`, or
-    /// under a Gather `FIRST_SHARED_CHUNK` and doubling up to it.
+    /// in the leader of a parallel plan `FIRST_SHARED_CHUNK` and doubling
+    /// up to it.
     first_chunk: usize,
     next_chunk: usize,
     pub(super) chunk_cxt: pg_sys::MemoryContext,
@@ -163,6 +164,9 @@ pub(super) struct State {
     /// (until this process shuts down), and in the leader their sum, taken
     /// then.
     shared: *const super::parallel::Shared,
+    /// The leader's remembered buffers of the inner table, from
+    /// `estimate_dsm` to `initialize_dsm`.
+    buffers_for_workers: Vec<pg_sys::Buffer>,
     workers: Stats,
     pub(super) stats: Stats,
 }
@@ -268,7 +272,8 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         let outer_byval = stored_atts.iter().all(|&att| (*(*outer_desc).attrs.as_ptr().add(att - 1)).attbyval);
         let max_inner = inner_cols.iter().map(|c| c.1 as i32).max().unwrap_or(0);
         let chunk_size = chunk_size((*node).ss.ps.plan, outer);
-        let first_chunk = if (*(*node).ss.ps.plan).parallel_aware { chunk_size.min(FIRST_SHARED_CHUNK) } else { chunk_size };
+        let leads = (*(*node).ss.ps.plan).parallel_aware && !super::parallel::in_worker();
+        let first_chunk = if leads { chunk_size.min(FIRST_SHARED_CHUNK) } else { chunk_size };
         let state = State {
             outer,
             heap,
@@ -325,6 +330,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             pieces: None,
             since_reset: 0,
             shared: std::ptr::null(),
+            buffers_for_workers: Vec::new(),
             workers: Stats::default(),
             stats: Stats::default(),
         };
@@ -335,8 +341,11 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn estimate_dsm(_node: *mut pg_sys::CustomScanState, _pcxt: *mut pg_sys::ParallelContext) -> pg_sys::Size {
-    super::parallel::Shared::size()
+unsafe extern "C-unwind" fn estimate_dsm(node: *mut pg_sys::CustomScanState, _pcxt: *mut pg_sys::ParallelContext) -> pg_sys::Size {
+    // SAFETY: the node's state; the node began before.
+    let st = unsafe { state(node) };
+    st.buffers_for_workers = st.pages.known_buffers();
+    super::parallel::Shared::size(st.buffers_for_workers.len())
 }
 
 #[pg_guard]
@@ -346,8 +355,12 @@ unsafe extern "C-unwind" fn initialize_dsm(
     coordinate: *mut std::ffi::c_void,
 ) {
     // SAFETY: the node's share of the parallel query's memory, sized by
-    // `estimate_dsm`; the node began before.
-    unsafe { state(node).shared = super::parallel::Shared::init(coordinate) };
+    // `estimate_dsm` for these buffers; the node began before.
+    unsafe {
+        let st = state(node);
+        let buffers = std::mem::take(&mut st.buffers_for_workers);
+        st.shared = super::parallel::Shared::init(coordinate, &buffers);
+    }
 }
 
 #[pg_guard]
@@ -357,7 +370,11 @@ unsafe extern "C-unwind" fn initialize_worker(
     coordinate: *mut std::ffi::c_void,
 ) {
     // SAFETY: the share the leader initialised (`initialize_dsm`).
-    unsafe { state(node).shared = coordinate.cast() };
+    unsafe {
+        let st = state(node);
+        st.shared = coordinate.cast();
+        st.pages.seed((*st.shared).buffers());
+    }
 }
 
 #[pg_guard]
@@ -376,11 +393,12 @@ unsafe extern "C-unwind" fn shutdown(node: *mut pg_sys::CustomScanState) {
 }
 
 /// `gpuindex.join_chunk`; under a Gather at most a quarter of the outer
-/// rows a participant expects (at least `FIRST_SHARED_CHUNK`), its chunks
-/// growing to that from `FIRST_SHARED_CHUNK` (`next_chunk`): a partial
-/// outer scan hands out its pages as fast as they are asked for, so the
-/// first participant would take a small outer side whole, and join it
-/// alone, while the workers start.
+/// rows a participant expects (at least `FIRST_SHARED_CHUNK`), and in the
+/// leader growing to that from `FIRST_SHARED_CHUNK` (`next_chunk`): a
+/// partial outer scan hands out its pages as fast as they are asked for,
+/// so the leader, first to run, would take a small outer side whole, and
+/// join it alone, while the workers start. (Each chunk of a worker's is a
+/// search, through the GPU service where one answers: few and large.)
 ///
 /// # Safety
 /// The node's plan and its outer side's state.

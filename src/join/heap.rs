@@ -175,6 +175,19 @@ impl PageFetch {
         }
     }
 
+    /// The buffers this backend remembers for the table (none for a
+    /// table not read by page), for parallel workers.
+    pub(super) fn known_buffers(&self) -> Vec<pg_sys::Buffer> {
+        self.recent.as_ref().map_or_else(Vec::new, RecentPages::known_buffers)
+    }
+
+    /// Takes the leader's remembered buffers where this worker knows none.
+    pub(super) fn seed(&mut self, buffers: &[pg_sys::Buffer]) {
+        if let Some(r) = self.recent.as_mut() {
+            r.seed(buffers);
+        }
+    }
+
     /// Drops the page pin (the slot keeps its own while it holds a row).
     pub(super) fn release(&mut self) {
         if self.buf != pg_sys::InvalidBuffer as pg_sys::Buffer {

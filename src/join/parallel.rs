@@ -7,6 +7,9 @@
 //! down first, and a Gather has seen every worker finish (their shutdown
 //! comes before their tuple queues close) unless a LIMIT stopped it early,
 //! when the sum is what the workers had done by then.
+//!
+//! After the counters, the leader's memory of the inner table's buffers
+//! (`RecentPages::seed`): a worker's heap fetches start with it.
 
 use super::exec::Stats;
 use pgrx::pg_sys;
@@ -26,25 +29,37 @@ pub(super) struct Shared {
     extra_pieces: AtomicU64,
     index_ns: AtomicU64,
     heap_ns: AtomicU64,
+    /// How many buffers follow.
+    buffers: u64,
 }
 
 impl Shared {
-    pub(super) fn size() -> usize {
-        std::mem::size_of::<Shared>()
+    /// With `buffers` remembered buffers.
+    pub(super) fn size(buffers: usize) -> usize {
+        std::mem::size_of::<Shared>() + buffers * std::mem::size_of::<pg_sys::Buffer>()
     }
 
-    /// Zeroed at `at` (the leader, before the workers start).
+    /// Zeroed counters and `buffers` at `at` (the leader, before the
+    /// workers start).
     ///
     /// # Safety
-    /// `at` is the node's share of the parallel query's memory, `size()`
-    /// bytes, suitably aligned (shm_toc_allocate's chunks are).
-    pub(super) unsafe fn init<'a>(at: *mut std::ffi::c_void) -> &'a Shared {
+    /// `at` is the node's share of the parallel query's memory,
+    /// `size(buffers.len())` bytes, suitably aligned (shm_toc_allocate's
+    /// chunks are).
+    pub(super) unsafe fn init<'a>(at: *mut std::ffi::c_void, buffers: &[pg_sys::Buffer]) -> &'a Shared {
         let shared = at.cast::<Shared>();
         // SAFETY: as the caller promises.
         unsafe {
-            shared.write(Shared::default());
+            shared.write(Shared { buffers: buffers.len() as u64, ..Shared::default() });
+            std::ptr::copy_nonoverlapping(buffers.as_ptr(), shared.add(1).cast(), buffers.len());
             &*shared
         }
+    }
+
+    /// The leader's remembered buffers of the inner table.
+    pub(super) fn buffers(&self) -> &[pg_sys::Buffer] {
+        // SAFETY: `init` wrote this many after the counters.
+        unsafe { std::slice::from_raw_parts((self as *const Shared).add(1).cast(), self.buffers as usize) }
     }
 
     pub(super) fn add(&self, s: &Stats) {

@@ -158,7 +158,7 @@ unsafe fn offer(
         // (PostgreSQL's own verdict for a plain inner table; see
         // `parallel_safe` for a top-k subquery.)
         (*joinrel).consider_parallel |= parallel_safe;
-        let serial = new_path(root, joinrel, outer_path, innerrel, &private, (*joinrel).rows, false);
+        let serial = new_path(root, joinrel, outer_path, &private, (*joinrel).rows, false);
         (*serial).path.parallel_safe = parallel_safe && (*outer_path).parallel_safe;
         pg_sys::add_path(joinrel, serial.cast());
         // Under a Gather, each participant joins its share of a partial
@@ -167,7 +167,7 @@ unsafe fn offer(
         if let Some(outer) = partial.or_else(|| partial_scan_of_small(root, outerrel)) {
             if parallel_safe && (*outer).param_info.is_null() {
                 let rows = ((*joinrel).rows / parallel_divisor((*outer).parallel_workers)).max(1.0).round();
-                let path = new_path(root, joinrel, outer, innerrel, &private, rows, true);
+                let path = new_path(root, joinrel, outer, &private, rows, true);
                 (*path).path.parallel_safe = true;
                 // Parallel-aware to sum its counters for EXPLAIN ANALYZE
                 // in shared memory (`parallel`) and to keep its chunks
@@ -214,7 +214,12 @@ unsafe fn parallel_safe(
 /// `max_parallel_workers_per_gather` workers (or the table's
 /// `parallel_workers`): a join's work per outer row can be worth workers
 /// however few the rows (a kNN LATERAL of 10^4 centres fetches 10^5 rows
-/// from random heap pages), and the join's cost decides.
+/// from random heap pages), and the join's cost decides. Only where the
+/// shared buffers are in huge pages (`huge_pages`): a new process's first
+/// touch of each 4 kB page of them is a page fault, and on the H200 host
+/// that tripled a worker's heap reads, leaving that kNN join no faster in
+/// parallel (61-95 ms against 58-82) where with huge pages it ran in
+/// 44-53.
 unsafe fn partial_scan_of_small(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo) -> Option<*mut pg_sys::Path> {
     // SAFETY: planner structures; planner GUCs.
     unsafe {
@@ -222,11 +227,26 @@ unsafe fn partial_scan_of_small(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys
         if (*rel).rel_parallel_workers >= 0 {
             workers = workers.min((*rel).rel_parallel_workers);
         }
-        if workers <= 0 || !(*rel).consider_parallel || !is_plain_table(root, rel) {
+        if workers <= 0 || !(*rel).consider_parallel || !is_plain_table(root, rel) || !shared_memory_in_huge_pages() {
             return None;
         }
         Some(pg_sys::create_seqscan_path(root, rel, std::ptr::null_mut(), workers))
     }
+}
+
+/// Whether this backend maps huge pages (Linux: `HugetlbPages` in
+/// /proc/self/status): the shared buffers are its only ones (read once a
+/// backend, which has read shared buffers before it plans).
+fn shared_memory_in_huge_pages() -> bool {
+    thread_local! {
+        static HUGE: bool = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("HugetlbPages:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .is_some_and(|kb| kb > 0)
+        });
+    }
+    HUGE.with(|h| *h)
 }
 
 /// The share of a parallel plan's rows one participant handles
@@ -248,15 +268,13 @@ unsafe fn new_path(
     root: *mut pg_sys::PlannerInfo,
     joinrel: *mut pg_sys::RelOptInfo,
     outer_path: *mut pg_sys::Path,
-    innerrel: *mut pg_sys::RelOptInfo,
     private: &plan::PathPrivate,
     rows: f64,
     partial: bool,
 ) -> *mut pg_sys::CustomPath {
     // SAFETY: planner structures of this planning call.
     unsafe {
-        let (startup, total) =
-            cost::estimate(root, joinrel, outer_path, innerrel, private.probe, private.jointype, private.restrictlist, rows, partial);
+        let (startup, total) = cost::estimate(root, joinrel, outer_path, private, rows, partial);
         let path = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
         let p = &mut (*path).path;
         p.type_ = NodeTag::T_CustomPath;

@@ -86,6 +86,31 @@ impl RecentPages {
         RecentPages { rel, buffers }
     }
 
+    /// The buffers remembered for the table's first blocks (InvalidBuffer:
+    /// not known), for a parallel worker (`seed`): a worker starts with
+    /// none, and without them each of its pages costs the buffer mapping's
+    /// lookup, whose partition locks the participants share.
+    pub fn known_buffers(&self) -> Vec<pg_sys::Buffer> {
+        self.buffers.as_ref().map_or_else(Vec::new, |b| b.borrow().clone())
+    }
+
+    /// Remembers `buffers` for the table's first blocks where this backend
+    /// knows none (a worker's first read of it): hints from the leader,
+    /// which `ReadRecentBuffer` checks as any other.
+    pub fn seed(&mut self, buffers: &[pg_sys::Buffer]) {
+        let Some(b) = self.buffers.as_ref() else { return };
+        let mut v = b.borrow_mut();
+        let n = buffers.len().min(MAX_BLOCKS);
+        if v.len() < n {
+            v.resize(n, pg_sys::InvalidBuffer as pg_sys::Buffer);
+        }
+        for (mine, &theirs) in v.iter_mut().zip(&buffers[..n]) {
+            if *mine == pg_sys::InvalidBuffer as pg_sys::Buffer {
+                *mine = theirs;
+            }
+        }
+    }
+
     fn known(&self, block: u32) -> Option<pg_sys::Buffer> {
         let b = *self.buffers.as_ref()?.borrow().get(block as usize)?;
         (b != pg_sys::InvalidBuffer as pg_sys::Buffer).then_some(b)
