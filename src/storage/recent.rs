@@ -62,6 +62,11 @@ pub fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// Where line pointer `offset` (from 1; 0 read as 1) lies in a heap page.
+fn line_pointer_at(offset: u16) -> usize {
+    std::mem::size_of::<pg_sys::PageHeaderData>() + 4 * (offset as usize).saturating_sub(1)
+}
+
 /// The shared-buffer table of one relation, while a batch reads it.
 pub struct RecentPages {
     rel: pg_sys::Relation,
@@ -212,7 +217,7 @@ impl RecentPages {
     /// prefetched).
     fn prefetch_row(&self, block: u32, offset: u16) {
         let Some(i) = self.known(block) else { return };
-        let lp = std::mem::size_of::<pg_sys::PageHeaderData>() + 4 * (offset as usize).saturating_sub(1);
+        let lp = line_pointer_at(offset);
         let size = pg_sys::BLCKSZ as usize;
         if offset == 0 || lp + 4 > size {
             return;
@@ -237,8 +242,7 @@ impl RecentPages {
     /// header, the page header and the line pointer. Harmless if the
     /// buffer holds another page by then.
     fn prefetch(&self, block: u32, offset: u16) {
-        let lp = std::mem::size_of::<pg_sys::PageHeaderData>() + 4 * (offset as usize).saturating_sub(1);
-        self.prefetch_page(block, [0, lp / 64].into_iter());
+        self.prefetch_page(block, [0, line_pointer_at(offset) / 64].into_iter());
     }
 
     /// Asks the CPU for the buffer header of `block`, if its buffer is

@@ -236,6 +236,26 @@ pub fn explain(c: &mut impl postgres::GenericClient, sql: &str) -> String {
         .join("\n")
 }
 
+/// The lines of `EXPLAIN (options) sql`.
+pub fn explain_lines(c: &mut impl postgres::GenericClient, options: &str, sql: &str) -> Vec<String> {
+    c.query(&format!("EXPLAIN ({options}) {sql}"), &[])
+        .unwrap_or_else(|e| panic!("EXPLAIN {}: {e:?}", short(sql)))
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect()
+}
+
+/// The integer after `label: ` on a line of `plan`.
+pub fn plan_value(plan: &[String], label: &str) -> i64 {
+    let prefix = format!("{label}: ");
+    plan.iter()
+        .find_map(|l| l.trim_start().strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no {label}: {plan:#?}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{label}: {e}: {plan:#?}"))
+}
+
 /// The rows of `sql` as text, sorted.
 fn rows_as_text(c: &mut Client, sql: &str) -> Vec<String> {
     let mut v: Vec<String> = c

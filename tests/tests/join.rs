@@ -14,7 +14,9 @@
 
 use gpuindex_engine::rng::SplitMix64;
 use gpuindex_tests::runners;
-use gpuindex_tests::{check_join, connect, explain, gpu_missing_but_required, server_has_gpu, vacuum_until_all_visible};
+use gpuindex_tests::{
+    check_join, connect, explain, explain_lines, gpu_missing_but_required, plan_value, server_has_gpu, vacuum_until_all_visible,
+};
 use postgres::Client;
 
 const DB: &str = "gpuindex_it_join";
@@ -233,24 +235,20 @@ fn index_only_joins_read_the_heap_only_where_pages_are_not_all_visible() {
     ];
     let plan_of = |c: &mut Client, sql: &str| -> Vec<String> {
         c.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off").unwrap();
-        let plan = c.query(&format!("EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) {sql}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        let plan = explain_lines(c, "ANALYZE, TIMING OFF, COSTS OFF", sql);
         c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
         plan
-    };
-    let fetches = |plan: &[String]| -> i64 {
-        let line = plan.iter().find(|l| l.trim_start().starts_with("Heap Fetches:")).unwrap_or_else(|| panic!("{plan:#?}"));
-        line.split(':').nth(1).unwrap().trim().parse().unwrap()
     };
     for sql in shapes {
         let plan = plan_of(&mut c, sql);
         assert!(plan.iter().any(|l| l.trim() == "Inner Rows: not read (index-only)"), "{sql}: not index-only\n{plan:#?}");
-        assert!(!all_visible || fetches(&plan) == 0, "{sql}: all-visible pages were read\n{plan:#?}");
+        assert!(!all_visible || plan_value(&plan, "Heap Fetches") == 0, "{sql}: all-visible pages were read\n{plan:#?}");
         check_join(&mut c, sql);
     }
     // A join that reads an inner column fetches every match.
     let plan = plan_of(&mut c, "SELECT sum(i.v) FROM io_o o JOIN io_i i ON i.k = o.k");
     assert!(!plan.iter().any(|l| l.contains("index-only")), "{plan:#?}");
-    assert!(fetches(&plan) > 0, "{plan:#?}");
+    assert!(plan_value(&plan, "Heap Fetches") > 0, "{plan:#?}");
     // Dead, updated and new rows on pages no longer all-visible.
     c.batch_execute(
         "DELETE FROM io_i WHERE id % 7 = 0;
@@ -265,7 +263,7 @@ fn index_only_joins_read_the_heap_only_where_pages_are_not_all_visible() {
     let all_visible = vacuum_until_all_visible(&mut c, "io_i");
     for sql in shapes {
         check_join(&mut c, sql);
-        assert!(!all_visible || fetches(&plan_of(&mut c, sql)) == 0, "{sql}: all-visible pages were read after VACUUM");
+        assert!(!all_visible || plan_value(&plan_of(&mut c, sql), "Heap Fetches") == 0, "{sql}: all-visible pages were read after VACUUM");
     }
     c.batch_execute("DROP TABLE io_o, io_i").unwrap();
 }
@@ -322,16 +320,9 @@ fn explain_analyze_shows_chunks_probes_and_the_device() {
     if gpu {
         c.batch_execute("SET gpuindex.gpu_min_batch = 1").unwrap();
     }
-    let plan: Vec<String> = c
-        .query("EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) SELECT o.id, i.id FROM o JOIN i ON i.k = o.k", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let value = |label: &str| -> i64 {
-        let line = plan.iter().find(|l| l.trim_start().starts_with(&format!("{label}:"))).unwrap_or_else(|| panic!("no {label}: {plan:?}"));
-        line.split(':').nth(1).unwrap().trim().parse().unwrap()
-    };
+    let sql = "SELECT o.id, i.id FROM o JOIN i ON i.k = o.k";
+    let plan = explain_lines(&mut c, "ANALYZE, TIMING OFF, COSTS OFF", sql);
+    let value = |label: &str| plan_value(&plan, label);
     assert!(plan[0].contains("Custom Scan (GpuIndexJoin)"), "{plan:?}");
     for label in ["Join Type: Inner", "Index: i_k (gpu_btree)", "Probe: (o.k = i.k)", "Device: auto"] {
         assert!(plan.iter().any(|l| l.trim() == label), "no '{label}': {plan:?}");
@@ -342,12 +333,7 @@ fn explain_analyze_shows_chunks_probes_and_the_device() {
     assert_eq!(value("Index Matches"), rows);
     assert_eq!(value("GPU Batches"), if gpu { 3 } else { 0 }, "batches the GPU ran");
     // With timing: the index's, the heap's and the rest of the node's.
-    let plan: Vec<String> = c
-        .query("EXPLAIN (ANALYZE, COSTS OFF) SELECT o.id, i.id FROM o JOIN i ON i.k = o.k", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let plan = explain_lines(&mut c, "ANALYZE, COSTS OFF", sql);
     for label in ["Index Time: ", "Heap Time: ", "Other Time: "] {
         assert!(plan.iter().any(|l| l.trim_start().starts_with(label) && l.trim_end().ends_with(" ms")), "no '{label}': {plan:?}");
     }
@@ -376,15 +362,8 @@ fn parallel_workers_join_their_share() {
     let plan = explain(&mut c, sql);
     assert!(plan.contains("Gather") && plan.contains("GpuIndexJoin") && plan.contains("Parallel Seq Scan on po"), "{plan}");
     // EXPLAIN ANALYZE counts every participant's share.
-    let analyzed: Vec<String> =
-        c.query(&format!("EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) {sql}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    let value = |label: &str| -> i64 {
-        let line = analyzed
-            .iter()
-            .find(|l| l.trim_start().starts_with(&format!("{label}:")))
-            .unwrap_or_else(|| panic!("no {label}: {analyzed:?}"));
-        line.split(':').nth(1).unwrap().trim().parse().unwrap()
-    };
+    let analyzed = explain_lines(&mut c, "ANALYZE, TIMING OFF, COSTS OFF", sql);
+    let value = |label: &str| plan_value(&analyzed, label);
     assert!(analyzed.iter().any(|l| l.contains("Parallel Custom Scan (GpuIndexJoin)")), "{analyzed:?}");
     assert!(value("Workers Launched") >= 1, "{analyzed:?}");
     assert!(!analyzed.iter().any(|l| l.contains("leader's share only")), "{analyzed:?}");
@@ -446,15 +425,8 @@ fn parallel_workers_share_a_small_outer_side() {
     c.batch_execute("SET min_parallel_table_scan_size = 0").unwrap();
     for (outer, sql) in queries {
         assert!(parallel(&mut c, outer, sql), "{sql}:\n{}", explain(&mut c, sql));
-        let analyzed: Vec<String> =
-            c.query(&format!("EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) {sql}"), &[]).unwrap().iter().map(|r| r.get(0)).collect();
-        let chunks: i64 = analyzed
-            .iter()
-            .find_map(|l| l.trim_start().strip_prefix("Chunks: "))
-            .unwrap_or_else(|| panic!("no Chunks: {analyzed:?}"))
-            .parse()
-            .unwrap();
-        assert!(chunks > 3, "the leader's chunks growing from 64 rows: {analyzed:?}");
+        let analyzed = explain_lines(&mut c, "ANALYZE, TIMING OFF, COSTS OFF", sql);
+        assert!(plan_value(&analyzed, "Chunks") > 3, "the leader's chunks growing from 64 rows: {analyzed:?}");
         check_join(&mut c, sql);
     }
     // The node's own, for tables below min_parallel_table_scan_size.
