@@ -1195,10 +1195,12 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ancestor
                 }
                 millis(es, c"Heap Time", s.heap_time);
                 // The rest of the node's time (its outer side, the rows'
-                // quals and projections): where the counters and the
-                // node's clock are this process's alone (no workers).
+                // quals and projections): its clock less the index's and
+                // the heap's, over the processes the counters are of (of a
+                // parallel-aware plan, summed over the participants as the
+                // other two: the leader's clock holds the workers' by now).
                 let instr = (*node).ss.ps.instrument;
-                if !instr.is_null() && (*node).ss.ps.worker_instrument.is_null() {
+                if !instr.is_null() && ((*node).ss.ps.worker_instrument.is_null() || (*(*node).ss.ps.plan).parallel_aware) {
                     let total = Duration::from_secs_f64((*instr).total.max(0.0));
                     millis(es, c"Other Time", total.saturating_sub(s.index_time + s.heap_time));
                 }

@@ -370,6 +370,12 @@ fn parallel_workers_join_their_share() {
     assert_eq!(value("Probes"), 200_000, "every outer row, whichever process read it: {analyzed:?}");
     let pairs: i64 = c.query_one("SELECT count(*) FROM po JOIN pi ON pi.k = po.k", &[]).unwrap().get(0);
     assert_eq!(value("Index Matches"), pairs, "{analyzed:?}");
+    // With timing: the index's, the heap's and the rest, each summed over
+    // the participants.
+    let timed = explain_lines(&mut c, "ANALYZE, COSTS OFF", sql);
+    for label in ["Index Time: ", "Heap Time: ", "Other Time: "] {
+        assert!(timed.iter().any(|l| l.trim_start().starts_with(label) && l.trim_end().ends_with(" ms")), "no '{label}': {timed:?}");
+    }
     check_join(&mut c, sql);
     // The whole join in a worker: the plan is serialized and read back there.
     c.batch_execute("SET max_parallel_workers_per_gather = 0; SET force_parallel_mode = on").unwrap();
