@@ -401,24 +401,37 @@ fn parallel_workers_share_a_small_outer_side() {
          DROP TABLE IF EXISTS sp_pts, sp_ctr, sp_vec, sp_q, sp_keys, sp_rows;
          CREATE TABLE sp_pts AS SELECT g AS id, point(random() * 1000, random() * 1000) AS p, g % 3 AS tag
            FROM generate_series(1, 30000) g;
+         -- Skew: 3,000 copies of one point, a far outlier.
+         INSERT INTO sp_pts SELECT 30000 + g, point(500, 500), g % 3 FROM generate_series(1, 3000) g;
+         INSERT INTO sp_pts VALUES (40000, point(-1e15, 1e15), 0);
          CREATE INDEX ON sp_pts USING gpu_spatial (p);
          CREATE TABLE sp_ctr AS SELECT g AS id, point(random() * 1000, random() * 1000) AS c, g % 3 AS tag
            FROM generate_series(1, 2000) g;
+         -- Centres on the copies (their k nearest all tie), and far out.
+         INSERT INTO sp_ctr SELECT -g, point(500, 500), g % 3 FROM generate_series(1, 200) g;
+         INSERT INTO sp_ctr VALUES (-1000, point(-1e15, 1e15), 0);
          CREATE TABLE sp_vec AS SELECT g AS id, ARRAY[random(), random(), random(), random()]::real[] AS v
            FROM generate_series(1, 8000) g;
          CREATE INDEX ON sp_vec USING gpu_metric (v);
          CREATE TABLE sp_q AS SELECT g AS id, ARRAY[random(), random(), random(), random()]::real[] AS q
            FROM generate_series(1, 500) g;
          CREATE TABLE sp_rows AS SELECT g AS id, (g % 5000)::int8 AS k FROM generate_series(1, 100000) g;
+         -- A key held by 20,000 more rows, asked ten times; NULL keys.
+         INSERT INTO sp_rows SELECT 200000 + g, 7 FROM generate_series(1, 20000) g;
          CREATE INDEX ON sp_rows USING gpu_btree (k);
          CREATE TABLE sp_keys AS SELECT g AS id, (g * 7 % 6000)::int8 AS k FROM generate_series(1, 3000) g;
+         INSERT INTO sp_keys SELECT -g, CASE WHEN g % 2 = 0 THEN 7 END FROM generate_series(1, 20) g;
          ANALYZE sp_pts; ANALYZE sp_ctr; ANALYZE sp_vec; ANALYZE sp_q; ANALYZE sp_rows; ANALYZE sp_keys;
          SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET max_parallel_workers_per_gather = 2;",
     )
     .unwrap();
+    // (Rows where distances are distinct; for the centres on the copies
+    // and far out, whose k nearest may tie, which rows is the plan's
+    // choice: their distances.)
     let queries = [
-        ("sp_ctr", "SELECT sp_ctr.id, s.* FROM sp_ctr CROSS JOIN LATERAL (SELECT id, p <-> sp_ctr.c AS d FROM sp_pts ORDER BY p <-> sp_ctr.c LIMIT 6) s"),
-        ("sp_ctr", "SELECT sp_ctr.id, s.id FROM sp_ctr LEFT JOIN LATERAL (SELECT id FROM sp_pts WHERE sp_pts.tag = sp_ctr.tag ORDER BY p <-> sp_ctr.c LIMIT 3) s ON s.id % 4 <> 0"),
+        ("sp_ctr", "SELECT sp_ctr.id, s.* FROM sp_ctr CROSS JOIN LATERAL (SELECT id, p <-> sp_ctr.c AS d FROM sp_pts ORDER BY p <-> sp_ctr.c LIMIT 6) s WHERE sp_ctr.id > 0"),
+        ("sp_ctr", "SELECT sp_ctr.id, s.d FROM sp_ctr CROSS JOIN LATERAL (SELECT p <-> sp_ctr.c AS d FROM sp_pts ORDER BY p <-> sp_ctr.c LIMIT 6) s"),
+        ("sp_ctr", "SELECT sp_ctr.id, s.id FROM sp_ctr LEFT JOIN LATERAL (SELECT id FROM sp_pts WHERE sp_pts.tag = sp_ctr.tag ORDER BY p <-> sp_ctr.c LIMIT 3) s ON s.id % 4 <> 0 WHERE sp_ctr.id > 0"),
         ("sp_q", "SELECT sp_q.id, s.id, s.d FROM sp_q CROSS JOIN LATERAL (SELECT id, v <-> sp_q.q AS d FROM sp_vec ORDER BY v <-> sp_q.q LIMIT 5) s"),
         ("sp_keys", "SELECT sp_keys.id, sp_rows.id FROM sp_keys JOIN sp_rows ON sp_rows.k = sp_keys.k"),
     ];
