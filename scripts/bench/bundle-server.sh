@@ -24,3 +24,17 @@ $2; $2; $2;
 ${3:-}
 SQL
 }
+# knn_tables: the kNN LATERAL benches' tables (10^7 uniform points with a
+# gpu_spatial index, 10^4 centres), made where missing (FRESH=0 keeps them).
+knn_tables() {
+  $P <<'SQL'
+CREATE EXTENSION IF NOT EXISTS gpuindex; CREATE EXTENSION IF NOT EXISTS pg_prewarm;
+SELECT to_regclass('bj_pts') IS NULL AS missing \gset
+\if :missing
+CREATE TABLE bj_pts AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS p FROM generate_series(1::int8, 10000000) i;
+CREATE TABLE bj_centres AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS c FROM generate_series(1::int8, 10000) i;
+CREATE INDEX bj_pts_g ON bj_pts USING gpu_spatial (p);
+VACUUM ANALYZE bj_pts; VACUUM ANALYZE bj_centres;
+\endif
+SQL
+}

@@ -5,30 +5,24 @@
 # OLD=path that library as the old one and the bundle's as the new one.
 # Each round restarts the server with one build, prewarms, runs the query
 # twice unmeasured, five times timed, and once under EXPLAIN ANALYZE; one
-# backend, or with PARALLEL=1 PostgreSQL's default parallel settings. With
-# FRESH=0 it reuses the last run's tables. Copy next to a bundle folder
+# backend, or with PARALLEL=1 PostgreSQL's default parallel settings. An
+# ORDER item may add server settings to a build: `new:;gpuindex.gpu_min_batch=256`
+# (the text after the colon is appended to `conf`). With FRESH=0 it
+# reuses the last run's tables. Copy next to a bundle folder
 # `pg` made by scripts/gpu-pg-bundle.sh, with bundle-server.sh, and run it
 # there.
 cd "$(dirname "$0")"; here=$(pwd)
 source ./bundle-server.sh
-$P <<'SQL'
-CREATE EXTENSION IF NOT EXISTS gpuindex; CREATE EXTENSION IF NOT EXISTS pg_prewarm;
-SELECT to_regclass('bj_pts') IS NULL AS missing \gset
-\if :missing
-CREATE TABLE bj_pts AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS p FROM generate_series(1::int8, 10000000) i;
-CREATE TABLE bj_centres AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS c FROM generate_series(1::int8, 10000) i;
-CREATE INDEX bj_pts_g ON bj_pts USING gpu_spatial (p);
-VACUUM ANALYZE bj_pts; VACUUM ANALYZE bj_centres;
-\endif
-SQL
+knn_tables
 lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so
 if [ -n "$OLD" ]; then cp $lib /tmp/new.so; cp "$OLD" /tmp/old.so; else cp $lib /tmp/old.so; [ -f $here/old.so ] && cp $here/old.so /tmp/old.so; cp $here/new.so /tmp/new.so; fi
 K="SELECT count(s.id), sum(s.d) FROM bj_centres CROSS JOIN LATERAL (SELECT id, p <-> bj_centres.c AS d FROM bj_pts ORDER BY p <-> bj_centres.c LIMIT 10) s"
 for v in ${ORDER:-old new old new old new}; do
-  $RT/pg-stop >/dev/null; cp /tmp/$v.so $lib
-  PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
+  extra=; [[ $v == *:* ]] && extra=${v#*:}
+  $RT/pg-stop >/dev/null; cp /tmp/${v%%:*}.so $lib
+  PRELOAD=gpuindex PGCONF_EXTRA="$conf$extra" $RT/pg-start >/dev/null || exit 1
   $P -c "SELECT pg_prewarm('bj_pts'), pg_prewarm('bj_pts_g')" >/dev/null
-  echo -n "$v: "; $P <<SQL 2>&1 | grep -E 'Time' | sed -E 's/^ *//; s/ ms.*//; s/^Time: //' | tr '\n' ' '; echo
+  echo -n "$v: "; $P <<SQL 2>&1 | grep -E 'Time|GPU Service' | sed -E 's/^ *//; s/ ms.*//; s/^Time: //' | tr '\n' ' '; echo
 $([ -n "${PARALLEL:-}" ] || echo 'SET max_parallel_workers_per_gather = 0;')
 $K; $K;
 \timing on

@@ -18,15 +18,8 @@ if [ -f "$here/new.so" ]; then
   $RT/pg-stop >/dev/null; cp "$here/new.so" $RT/usr/lib/postgresql/15/lib/gpuindex.so
   PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
 fi
+knn_tables
 $P <<'SQL'
-CREATE EXTENSION IF NOT EXISTS gpuindex; CREATE EXTENSION IF NOT EXISTS pg_prewarm;
-SELECT to_regclass('bj_pts') IS NULL AS missing \gset
-\if :missing
-CREATE TABLE bj_pts AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS p FROM generate_series(1::int8, 10000000) i;
-CREATE TABLE bj_centres AS SELECT i AS id, point(random() * 1e6, random() * 1e6) AS c FROM generate_series(1::int8, 10000) i;
-CREATE INDEX bj_pts_g ON bj_pts USING gpu_spatial (p);
-VACUUM ANALYZE bj_pts; VACUUM ANALYZE bj_centres;
-\endif
 \timing on
 CREATE INDEX IF NOT EXISTS bj_pts_s ON bj_pts USING spgist (p quad_point_ops);
 \timing off

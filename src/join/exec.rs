@@ -164,9 +164,9 @@ pub(super) struct State {
     /// (until this process shuts down), and in the leader their sum, taken
     /// then.
     shared: *const super::parallel::Shared,
-    /// The leader's remembered buffers of the inner table, from
-    /// `estimate_dsm` to `initialize_dsm`.
-    buffers_for_workers: Vec<pg_sys::Buffer>,
+    /// How many of the leader's remembered buffers of the inner table
+    /// `estimate_dsm` made room for.
+    buffers_for_workers: usize,
     workers: Stats,
     pub(super) stats: Stats,
 }
@@ -330,7 +330,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             pieces: None,
             since_reset: 0,
             shared: std::ptr::null(),
-            buffers_for_workers: Vec::new(),
+            buffers_for_workers: 0,
             workers: Stats::default(),
             stats: Stats::default(),
         };
@@ -344,8 +344,8 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
 unsafe extern "C-unwind" fn estimate_dsm(node: *mut pg_sys::CustomScanState, _pcxt: *mut pg_sys::ParallelContext) -> pg_sys::Size {
     // SAFETY: the node's state; the node began before.
     let st = unsafe { state(node) };
-    st.buffers_for_workers = st.pages.known_buffers();
-    super::parallel::Shared::size(st.buffers_for_workers.len())
+    st.buffers_for_workers = st.pages.with_known_buffers(|b| b.len());
+    super::parallel::Shared::size(st.buffers_for_workers)
 }
 
 #[pg_guard]
@@ -355,11 +355,11 @@ unsafe extern "C-unwind" fn initialize_dsm(
     coordinate: *mut std::ffi::c_void,
 ) {
     // SAFETY: the node's share of the parallel query's memory, sized by
-    // `estimate_dsm` for these buffers; the node began before.
+    // `estimate_dsm` for this many buffers; the node began before.
     unsafe {
         let st = state(node);
-        let buffers = std::mem::take(&mut st.buffers_for_workers);
-        st.shared = super::parallel::Shared::init(coordinate, &buffers);
+        let room = st.buffers_for_workers;
+        st.shared = st.pages.with_known_buffers(|b| super::parallel::Shared::init(coordinate, &b[..b.len().min(room)]));
     }
 }
 

@@ -175,10 +175,13 @@ impl PageFetch {
         }
     }
 
-    /// The buffers this backend remembers for the table (none for a
-    /// table not read by page), for parallel workers.
-    pub(super) fn known_buffers(&self) -> Vec<pg_sys::Buffer> {
-        self.recent.as_ref().map_or_else(Vec::new, RecentPages::known_buffers)
+    /// `f` of the buffers this backend remembers for the table (none for
+    /// a table not read by page), for parallel workers.
+    pub(super) fn with_known_buffers<R>(&self, f: impl FnOnce(&[pg_sys::Buffer]) -> R) -> R {
+        match self.recent.as_ref() {
+            Some(r) => r.with_known_buffers(f),
+            None => f(&[]),
+        }
     }
 
     /// Takes the leader's remembered buffers where this worker knows none.

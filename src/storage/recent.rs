@@ -95,8 +95,11 @@ impl RecentPages {
     /// not known), for a parallel worker (`seed`): a worker starts with
     /// none, and without them each of its pages costs the buffer mapping's
     /// lookup, whose partition locks the participants share.
-    pub fn known_buffers(&self) -> Vec<pg_sys::Buffer> {
-        self.buffers.as_ref().map_or_else(Vec::new, |b| b.borrow().clone())
+    pub fn with_known_buffers<R>(&self, f: impl FnOnce(&[pg_sys::Buffer]) -> R) -> R {
+        match self.buffers.as_ref() {
+            Some(b) => f(&b.borrow()),
+            None => f(&[]),
+        }
     }
 
     /// Remembers `buffers` for the table's first blocks where this backend
