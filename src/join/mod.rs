@@ -11,7 +11,7 @@
 //!   `<@ circle`, `~=` on gpu_spatial, `<@ ball` on gpu_metric);
 //! - `cost`: its estimate, from the batch and a bitmap-heap-scan-like fetch;
 //! - `plan`: the plan node (its scan tuple, quals and private data);
-//! - `exec`: execution, rescans and EXPLAIN;
+//! - `exec`: execution and rescans; `explain`: its EXPLAIN;
 //! - `parallel`: EXPLAIN ANALYZE's counters summed over a parallel plan's
 //!   processes.
 //!
@@ -21,6 +21,7 @@
 
 mod cost;
 mod exec;
+mod explain;
 mod heap;
 mod lateral;
 mod nearest;
