@@ -14,12 +14,12 @@
 //! anti join only rows without one, a left join null-extends them; the
 //! plan's qual then filters what comes out, as in ExecNestLoop.
 
+use super::fused::Fused;
 use super::plan::Private;
 use super::NAME;
 use crate::am::common::bulk_deletes;
 use crate::am::common::search::{self, Ask, Batch};
 use crate::am::common::OpenIndex;
-use crate::functions::call::Fusable;
 use crate::list::{self, is_a};
 use crate::storage::{tid_from, Tid};
 use gpuindex_engine::executor::Device;
@@ -131,7 +131,7 @@ pub(super) struct State {
     pub(super) top: Option<super::nearest::TopKState>,
     /// A TID probe over a batch function's call that the node searches
     /// itself (`path::fused_call`).
-    fused: Option<Fused>,
+    pub(super) fused: Option<Fused>,
     pub(super) chunk_size: usize,
     /// The first chunk's outer rows and the next one's: `chunk_size`, or
     /// in the leader of a parallel plan `FIRST_SHARED_CHUNK` and doubling
@@ -527,68 +527,6 @@ impl State {
         }
     }
 
-    /// The next chunk of a fused call's matches, as outer rows each with
-    /// its one match (the call made ready at the first, its pieces
-    /// searched as the chunks reach them).
-    unsafe fn load_fused(&mut self, econtext: *mut pg_sys::ExprContext) {
-        // SAFETY: the node's contexts and table.
-        unsafe {
-            pg_sys::MemoryContextReset(self.chunk_cxt);
-            // (Out of the node while the chunk is filled; an ERROR ends
-            // the query.)
-            let mut f = self.fused.take().expect("a fused call");
-            if f.searching.is_none() {
-                self.bulk_deletes = bulk_deletes::finished(self.index);
-                let caller = pg_sys::CurrentMemoryContext;
-                pg_sys::CurrentMemoryContext = f.cxt;
-                f.searching = f.start(econtext, self.heap, self.index);
-                pg_sys::CurrentMemoryContext = caller;
-                self.stats.probes += f.searching.as_ref().map_or(0, |s| s.call.queries.len() as u64);
-            }
-            let mut done = true;
-            if let Some(s) = f.searching.as_mut() {
-                // The next piece once this one's matches are taken.
-                while s.taken == s.matches.len() && !s.pieces.done() {
-                    let started = Instant::now();
-                    let caller = pg_sys::CurrentMemoryContext;
-                    pg_sys::CurrentMemoryContext = self.chunk_cxt;
-                    let hits = s.pieces.next(&s.call.open, &s.call.batch(true));
-                    pg_sys::CurrentMemoryContext = caller;
-                    self.stats.extra_pieces += (hits.is_some() && s.pieces.answered() > 1) as u64;
-                    s.matches = hits.map_or_else(Vec::new, |h| h.rows.into_iter().map(|(ord, t)| (tid_from(t), ord)).collect());
-                    s.taken = 0;
-                    self.note_batch(started);
-                }
-                done = s.pieces.done();
-            }
-            let all = f.searching.as_ref().map_or(&[][..], |s| &s.matches[..]);
-            let taken = f.searching.as_ref().map_or(0, |s| s.taken);
-            let chunk = &all[taken..(taken + self.chunk_size).min(all.len())];
-            self.values.clear();
-            self.nulls.clear();
-            self.matched.clear();
-            self.matches.clear();
-            for (row, &(tid, ord)) in chunk.iter().enumerate() {
-                for &att in &self.stored_atts {
-                    // (The ctid is the fetched row's: `fill_scan`.)
-                    self.values.push(if f.columns[att - 1] == 1 { ord.into() } else { pg_sys::Datum::from(0usize) });
-                    self.nulls.push(false);
-                }
-                self.matched.push(false);
-                self.matches.push((tid, row as u32));
-            }
-            self.rows = chunk.len();
-            self.outer_done = done && taken + chunk.len() == all.len();
-            if let Some(s) = f.searching.as_mut() {
-                s.taken += self.rows;
-            }
-            self.fused = Some(f);
-            self.stats.chunks += 1;
-            self.stats.matches += self.rows as u64;
-            self.start_matches();
-        }
-    }
-
     /// Reads one outer row into the chunk (and its query into `keys`);
     /// false at the end of the outer side.
     ///
@@ -698,7 +636,7 @@ impl State {
     }
 
     /// Starts taking `matches` from their first.
-    fn start_matches(&mut self) {
+    pub(super) fn start_matches(&mut self) {
         // (A new search may find rows inserted since a page was checked.)
         self.vm_last = None;
         // SAFETY: the node's fetch.
@@ -832,125 +770,6 @@ impl State {
             unsafe { pg_sys::ReleaseBuffer(self.vm_buf) };
             self.vm_buf = pg_sys::InvalidBuffer as pg_sys::Buffer;
         }
-    }
-}
-
-/// A batch function's call as the node's outer side (`path::fused_call`):
-/// its search is run here, over the call's arguments, and each match
-/// becomes a row of the call, (ord, the TID of the visible row the fetch
-/// finds), joined with that row. What the function would return is
-/// exactly those rows: its matches in heap order, each checked against the
-/// snapshot once (by the fetch, following HOT chains as the function's
-/// visibility pass does), the table's policies among the match quals.
-struct Fused {
-    call: &'static Fusable,
-    args: Vec<*mut pg_sys::ExprState>,
-    /// The call's columns each outer target column is (1: ord, 2: ctid).
-    columns: Vec<i16>,
-    /// Scan-tuple columns that hold the call's ctid: the fetched row's.
-    ctid_cols: Vec<usize>,
-    /// Holds the evaluated arguments and the queries of the call being
-    /// searched (reset at a rescan).
-    cxt: pg_sys::MemoryContext,
-    searching: Option<Searching>,
-}
-
-/// A fused call being searched: the call (for the plan node), its pieces
-/// (`search::Pieces`: memory stays bounded whatever it matches), the
-/// current piece's matches (TID, position) in heap order and how many
-/// were taken into chunks.
-struct Searching {
-    call: crate::functions::call::Call,
-    pieces: search::Pieces,
-    matches: Vec<(Tid, i64)>,
-    taken: usize,
-}
-
-impl Fused {
-    /// The fused call of `outer_plan` (a FunctionScan of one call of
-    /// `call`, as the planner found it, whose target columns are its own),
-    /// its arguments evaluated in `parent`; None where the plan is not of
-    /// that shape (the node then runs the child as an ordinary TID probe).
-    ///
-    /// # Safety
-    /// The node's outer plan and state, during BeginCustomScan.
-    unsafe fn begin(
-        call: &'static Fusable,
-        outer_plan: *mut pg_sys::Plan,
-        parent: *mut pg_sys::PlanState,
-        colmap: &[i32],
-    ) -> Option<Fused> {
-        // SAFETY: the caller's contract.
-        unsafe {
-            if !is_a(outer_plan, NodeTag::T_FunctionScan) || !(*outer_plan).qual.is_null() {
-                return None;
-            }
-            let scan = outer_plan.cast::<pg_sys::FunctionScan>();
-            let functions = list::ptrs::<pg_sys::RangeTblFunction>((*scan).functions);
-            if functions.len() != 1 || (*scan).funcordinality || !is_a((*functions[0]).funcexpr, NodeTag::T_FuncExpr) {
-                return None;
-            }
-            let expr = (*functions[0]).funcexpr.cast::<pg_sys::FuncExpr>();
-            let columns: Vec<i16> = list::ptrs::<pg_sys::TargetEntry>((*outer_plan).targetlist)
-                .into_iter()
-                .map(|te| if is_a((*te).expr, NodeTag::T_Var) { (*(*te).expr.cast::<pg_sys::Var>()).varattno } else { 0 })
-                .collect();
-            let mut used = colmap.iter().filter(|&&m| m > 0).map(|&m| columns.get(m as usize - 1).copied().unwrap_or(0));
-            if !used.all(|a| a == 1 || a == 2) {
-                return None;
-            }
-            let ctid_cols = colmap.iter().enumerate().filter(|&(_, &m)| m > 0 && columns[m as usize - 1] == 2).map(|(c, _)| c).collect();
-            let args = list::ptrs::<pg_sys::Expr>((*expr).args).into_iter().map(|a| pg_sys::ExecInitExpr(a, parent)).collect();
-            let cxt = pg_sys::AllocSetContextCreateInternal(
-                pg_sys::CurrentMemoryContext,
-                c"GpuIndexJoin call".as_ptr(),
-                0,
-                8 * 1024,
-                8 * 1024 * 1024,
-            );
-            Some(Fused { call, args, columns, ctid_cols, cxt, searching: None })
-        }
-    }
-
-    /// Makes the call ready (ERRORs as the function raises them) over the
-    /// node's `index` of `heap`: None where an argument is NULL (the
-    /// functions are strict: no rows).
-    ///
-    /// # Safety
-    /// In `econtext`, the node's; in the call's memory context.
-    unsafe fn start(&self, econtext: *mut pg_sys::ExprContext, heap: pg_sys::Relation, index: pg_sys::Relation) -> Option<Searching> {
-        // SAFETY: the caller's contract; the arguments are evaluated in the
-        // call's memory context, which outlives the search.
-        unsafe {
-            let mut args = Vec::with_capacity(self.args.len());
-            for &a in &self.args {
-                let mut isnull = false;
-                let d = pg_sys::ffi::pg_guard_ffi_boundary(|| crate::slot::in_guard::eval_expr(a, econtext, &mut isnull));
-                if isnull {
-                    return None;
-                }
-                args.push(d);
-            }
-            let call = (self.call.call)(&args);
-            // The planner saw a constant index of this table; its OID
-            // is a dependency of the plan, which a DROP invalidates.
-            if (*call.open.heap).rd_id != (*heap).rd_id {
-                pgrx::error!("gpuindex: GpuIndexJoin: the batch function's index is no longer an index of the joined table");
-            }
-            let call = call.for_plan(heap, index);
-            let pieces = search::Pieces::new(&call.batch(true));
-            Some(Searching { call, pieces, matches: Vec::new(), taken: 0 })
-        }
-    }
-
-    /// Forgets the call's search (its arguments may change at a rescan).
-    ///
-    /// # Safety
-    /// Outside the call's memory context.
-    unsafe fn reset(&mut self) {
-        self.searching = None;
-        // SAFETY: the call's context, nothing in it referenced any more.
-        unsafe { pg_sys::MemoryContextReset(self.cxt) };
     }
 }
 

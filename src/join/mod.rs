@@ -11,9 +11,13 @@
 //!   `<@ circle`, `~=` on gpu_spatial, `<@ ball` on gpu_metric);
 //! - `cost`: its estimate, from the batch and a bitmap-heap-scan-like fetch;
 //! - `plan`: the plan node (its scan tuple, quals and private data);
-//! - `exec`: execution and rescans; `explain`: its EXPLAIN;
-//! - `parallel`: EXPLAIN ANALYZE's counters summed over a parallel plan's
-//!   processes.
+//! - `exec`: execution and rescans; `explain`: its EXPLAIN; `fused`: a
+//!   batch function's call joined back by ctid, searched by the node;
+//!   `heap`: the fetches in TID order;
+//! - `lateral` (planner side) and `nearest` (execution): LATERAL top-k
+//!   subqueries;
+//! - `parallel`: what a parallel plan's processes share (the workers'
+//!   counters, the leader's remembered heap buffers).
 //!
 //! Inner, left, semi and anti joins; parallel-safe, and over a partial
 //! outer path each participant of a Gather joins its share; not under row
@@ -22,6 +26,7 @@
 mod cost;
 mod exec;
 mod explain;
+mod fused;
 mod heap;
 mod lateral;
 mod nearest;
