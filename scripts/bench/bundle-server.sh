@@ -38,3 +38,10 @@ VACUUM ANALYZE bj_pts; VACUUM ANALYZE bj_centres;
 \endif
 SQL
 }
+# use_new_lib: restarts the server on ./new.so (in the calling script's
+# folder, $here), where there is one.
+use_new_lib() {
+  [ -f "$here/new.so" ] || return 0
+  $RT/pg-stop >/dev/null; cp "$here/new.so" $RT/usr/lib/postgresql/15/lib/gpuindex.so
+  PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
+}

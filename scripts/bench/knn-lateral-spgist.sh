@@ -14,10 +14,7 @@
 # bundle-server.sh, and run it there.
 cd "$(dirname "$0")"; here=$(pwd)
 source ./bundle-server.sh
-if [ -f "$here/new.so" ]; then
-  $RT/pg-stop >/dev/null; cp "$here/new.so" $RT/usr/lib/postgresql/15/lib/gpuindex.so
-  PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
-fi
+use_new_lib
 knn_tables
 $P <<'SQL'
 \timing on

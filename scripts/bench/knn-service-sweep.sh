@@ -13,11 +13,7 @@
 # it there.
 cd "$(dirname "$0")"; here=$(pwd)
 source ./bundle-server.sh
-lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so
-if [ -f "$here/new.so" ]; then
-  $RT/pg-stop >/dev/null; cp "$here/new.so" $lib
-  PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
-fi
+use_new_lib
 knn_tables
 K="SELECT count(s.id), sum(s.d) FROM bj_centres CROSS JOIN LATERAL (SELECT id, p <-> bj_centres.c AS d FROM bj_pts ORDER BY p <-> bj_centres.c LIMIT 10) s"
 for item in ${SWEEP:-default:}; do

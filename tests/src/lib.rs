@@ -228,18 +228,18 @@ pub fn parallel_differential(c: &mut Client, queries: &[String], ordered: &[&str
 
 /// The plan of `sql`, one string.
 pub fn explain(c: &mut impl postgres::GenericClient, sql: &str) -> String {
-    c.query(&format!("EXPLAIN {sql}"), &[])
-        .unwrap_or_else(|e| panic!("EXPLAIN {}: {e:?}", short(sql)))
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .collect::<Vec<_>>()
-        .join("\n")
+    plan_lines(c, sql).join("\n")
 }
 
 /// The lines of `EXPLAIN (options) sql`.
 pub fn explain_lines(c: &mut impl postgres::GenericClient, options: &str, sql: &str) -> Vec<String> {
-    c.query(&format!("EXPLAIN ({options}) {sql}"), &[])
-        .unwrap_or_else(|e| panic!("EXPLAIN {}: {e:?}", short(sql)))
+    plan_lines(c, &format!("({options}) {sql}"))
+}
+
+/// The lines of `EXPLAIN rest`.
+fn plan_lines(c: &mut impl postgres::GenericClient, rest: &str) -> Vec<String> {
+    c.query(&format!("EXPLAIN {rest}"), &[])
+        .unwrap_or_else(|e| panic!("EXPLAIN {}: {e:?}", short(rest)))
         .iter()
         .map(|r| r.get::<_, String>(0))
         .collect()

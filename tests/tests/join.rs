@@ -333,7 +333,12 @@ fn explain_analyze_shows_chunks_probes_and_the_device() {
     assert_eq!(value("Index Matches"), rows);
     assert_eq!(value("GPU Batches"), if gpu { 3 } else { 0 }, "batches the GPU ran");
     // With timing: the index's, the heap's and the rest of the node's.
-    let plan = explain_lines(&mut c, "ANALYZE, COSTS OFF", sql);
+    assert_node_times(&explain_lines(&mut c, "ANALYZE, COSTS OFF", sql));
+}
+
+/// EXPLAIN ANALYZE (with timing) shows the node's time in the index, the
+/// heap and the rest.
+fn assert_node_times(plan: &[String]) {
     for label in ["Index Time: ", "Heap Time: ", "Other Time: "] {
         assert!(plan.iter().any(|l| l.trim_start().starts_with(label) && l.trim_end().ends_with(" ms")), "no '{label}': {plan:?}");
     }
@@ -372,10 +377,7 @@ fn parallel_workers_join_their_share() {
     assert_eq!(value("Index Matches"), pairs, "{analyzed:?}");
     // With timing: the index's, the heap's and the rest, each summed over
     // the participants.
-    let timed = explain_lines(&mut c, "ANALYZE, COSTS OFF", sql);
-    for label in ["Index Time: ", "Heap Time: ", "Other Time: "] {
-        assert!(timed.iter().any(|l| l.trim_start().starts_with(label) && l.trim_end().ends_with(" ms")), "no '{label}': {timed:?}");
-    }
+    assert_node_times(&explain_lines(&mut c, "ANALYZE, COSTS OFF", sql));
     check_join(&mut c, sql);
     // The whole join in a worker: the plan is serialized and read back there.
     c.batch_execute("SET max_parallel_workers_per_gather = 0; SET force_parallel_mode = on").unwrap();
