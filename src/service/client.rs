@@ -185,7 +185,7 @@ const SMALL_REQUEST: usize = 32;
 
 /// Why a GPU service ran a batch on its CPU (`Served::gpu_pays`).
 pub const CPU_BY_CHOICE: &str = "the GPU service searched on its CPU: k is above the GPU's bounded brute force (16) on a tree that \
-     prunes little, or a gpu_spatial batch holds fewer queries than gpuindex.gpu_min_batch";
+     prunes little, or a gpu_spatial batch holds fewer queries than gpuindex.gpu_min_batch (kNN: a sixteenth of it)";
 
 /// What came back.
 enum Reply {

@@ -217,10 +217,10 @@ impl Served {
     /// words on the H100, where the worker's 16 cores on one query take
     /// 2.4 ms (docs/bench/gts-words-h100.md).
     ///
-    /// gpu_spatial (kNN and ranges): from `min_batch` queries
-    /// (`gpuindex.gpu_min_batch`), as in a session (G-PICS's kNN finds each
-    /// radius on the CPU and then runs one within-distance batch; both pay
-    /// on the GPU for large batches only).
+    /// gpu_spatial ranges, gpu_btree, gpu_art and gpu_learned probes: from
+    /// `min_batch` queries (`gpuindex.gpu_min_batch`), as in a session.
+    /// gpu_spatial kNN: from `min_batch / KNN_WORK` centres (256 by
+    /// default), as a centre's walk is the work of many probes.
     pub fn gpu_pays(&self, k: usize, n: usize, min_batch: usize) -> bool {
         match self {
             Served::Metric(img) => {
@@ -229,10 +229,22 @@ impl Served {
                     && (k <= FILTER_MAX_K || m != Metric::L2 || !img.prunes_little())
                     && (m != Metric::Levenshtein || n >= EDIT_GPU_MIN)
             }
+            Served::Spatial(_) if k > 0 => n * KNN_WORK >= min_batch,
             Served::Spatial(_) | Served::Btree(_) | Served::Art(_) | Served::Learned(_) => n >= min_batch,
         }
     }
 }
+
+/// Queries of `gpuindex.gpu_min_batch` that a gpu_spatial kNN centre
+/// (k = 10) counts for in the service, where its image is on the GPU
+/// already. On the H100 host a warp per centre answered 1,000 centres
+/// 1.5x-2.0x faster than the walk on all 16 idle cores
+/// (docs/bench/gpics-knn-h100.md), and the service's CPU pool shares its
+/// cores with the sessions that asked. A parallel kNN join's participants
+/// ask ~500-1,000 centres each: on the service's GPU the join's index
+/// time fell from 40 to 28 ms and the join from 46.7-53.3 to 43.7-50.7
+/// ms (H200 host, docs/bench/knn-service-ahead-ab-h200.md).
+const KNN_WORK: usize = 16;
 
 /// The leaf block each probe's walk starts from (`dim` words a probe:
 /// `gpu_art::service`'s records) through gpu_art's mirror `m`, on `on` if

@@ -414,6 +414,35 @@ fn spatial_batches_through_the_service_equal_the_sessions() {
         assert!(stats(&mut c, "declined") > declined);
         c.batch_execute("RESET gpuindex.service").unwrap();
     }
+    // kNN batches of 255 and 256 random centres (a sixteenth of
+    // gpuindex.gpu_min_batch, the service's GPU threshold for kNN): the
+    // session's answers either way; a service with a GPU searches 256 there.
+    c.batch_execute(
+        "DROP TABLE IF EXISTS sv_centres; CREATE TABLE sv_centres AS
+         SELECT n, (SELECT array_agg(point(random() * 1000, random() * 1000)) FROM generate_series(1, n) WHERE n > 0) AS cs
+         FROM (VALUES (255), (256)) v(n)",
+    )
+    .unwrap();
+    let on_gpu = stats(&mut c, "(device = 'gpu')::int") == 1;
+    for n in [255, 256] {
+        let sql = format!(
+            "SELECT ord, ctid::text, distance FROM gpu_spatial_knn('sv_pts_p', (SELECT cs FROM sv_centres WHERE n = {n}), 10) ORDER BY ord, distance, ctid"
+        );
+        let q = |c: &mut Client| -> Vec<(i64, String, f64)> {
+            c.query(&sql, &[]).unwrap().iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect()
+        };
+        c.batch_execute("SET gpuindex.service = off").unwrap();
+        let own = q(&mut c);
+        c.batch_execute("SET gpuindex.service = on").unwrap();
+        let served = q(&mut c);
+        let device: String = c.query_one("SELECT device FROM gpuindex_last_batch()", &[]).unwrap().get(0);
+        c.batch_execute("RESET gpuindex.service").unwrap();
+        assert_eq!(served.len(), n * 10, "{n} centres");
+        assert_eq!(served, own, "{n} centres: service ({device}) against the session");
+        if on_gpu {
+            assert_eq!(device, if n == 256 { "gpu" } else { "cpu" }, "{n} centres on the service");
+        }
+    }
     no_busy_slots(&mut c);
 }
 
