@@ -223,8 +223,12 @@ impl QuadTree {
     }
 
     /// The same, or `Err(count)` where more than `limit` answers are
-    /// counted (before any is gathered).
+    /// counted (before any is gathered). An empty tree (an index's usual
+    /// delta) answers at once, as `knn_cpu` does.
     pub fn search_cpu_bounded(&self, queries: &[Query], limit: u64) -> Result<Hits, u64> {
+        if self.is_empty() {
+            return Ok(Hits { offsets: vec![0; queries.len() + 1], ids: Vec::new() });
+        }
         let reg = self.register_cpu(queries);
         Ok(self.to_ids(self.process_cpu_bounded(queries, &reg, limit)?))
     }
