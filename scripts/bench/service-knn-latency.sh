@@ -12,27 +12,29 @@ source ./bundle-server.sh
 use_new_lib
 knn_tables
 $P -c "SELECT pg_prewarm('bj_pts'), pg_prewarm('bj_pts_g')" >/dev/null
+Q="SELECT count(*) FROM gpu_spatial_knn('bj_pts_g', (SELECT a FROM cs), 10)"
+LAST="SELECT device, round(millis::numeric, 3) FROM gpuindex_last_batch()"
 for n in ${SIZES:-1 64 256 399 400 1041 4096 10000}; do
   for service in on off; do
     echo -n "$n centres, service $service: "
     $P <<SQL 2>&1 | grep -E '^Time|\|' | sed -E 's/^Time: //; s/ ms.*//' | tr '\n' ' '; echo
 SET jit = off; SET gpuindex.service = $service;
 CREATE TEMP TABLE cs AS SELECT array_agg(point(random() * 1e6, random() * 1e6)) AS a FROM generate_series(1, $n);
-\o /dev/null
-SELECT count(*) FROM gpu_spatial_knn('bj_pts_g', (SELECT a FROM cs), 10);
-\o
 \pset tuples_only on
+\o /dev/null
+$Q;
+\o
 \timing on
-SELECT count(*) FROM gpu_spatial_knn('bj_pts_g', (SELECT a FROM cs), 10) \g /dev/null
+$Q \g /dev/null
 \timing off
-SELECT device, round(millis::numeric, 3) FROM gpuindex_last_batch() \g
+$LAST;
 \timing on
-SELECT count(*) FROM gpu_spatial_knn('bj_pts_g', (SELECT a FROM cs), 10) \g /dev/null
-SELECT count(*) FROM gpu_spatial_knn('bj_pts_g', (SELECT a FROM cs), 10) \g /dev/null
-SELECT count(*) FROM gpu_spatial_knn('bj_pts_g', (SELECT a FROM cs), 10) \g /dev/null
-SELECT count(*) FROM gpu_spatial_knn('bj_pts_g', (SELECT a FROM cs), 10) \g /dev/null
+$Q \g /dev/null
+$Q \g /dev/null
+$Q \g /dev/null
+$Q \g /dev/null
 \timing off
-SELECT device, round(millis::numeric, 3) FROM gpuindex_last_batch() \g
+$LAST;
 SQL
   done
 done

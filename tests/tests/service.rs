@@ -404,7 +404,8 @@ fn spatial_batches_through_the_service_equal_the_sessions() {
     scans(&mut c, "after VACUUM");
     // A session holding its copy searches it under auto (the service's
     // round trip buys nothing there), counted as declined.
-    if stats(&mut c, "(device = 'gpu')::int") == 1 {
+    let on_gpu = service_on_gpu(&mut c);
+    if on_gpu {
         c.batch_execute("SET gpuindex.service = off").unwrap();
         batch(&mut c, 10);
         c.batch_execute("SET gpuindex.service = auto").unwrap();
@@ -423,7 +424,6 @@ fn spatial_batches_through_the_service_equal_the_sessions() {
          FROM (VALUES (255), (256)) v(n)",
     )
     .unwrap();
-    let on_gpu = stats(&mut c, "(device = 'gpu')::int") == 1;
     for n in [255, 256] {
         let sql = format!(
             "SELECT ord, ctid::text, distance FROM gpu_spatial_knn('sv_pts_p', (SELECT cs FROM sv_centres WHERE n = {n}), 10) ORDER BY ord, distance, ctid"
@@ -444,6 +444,11 @@ fn spatial_batches_through_the_service_equal_the_sessions() {
         }
     }
     no_busy_slots(&mut c);
+}
+
+/// Whether the service runs on a GPU.
+fn service_on_gpu(c: &mut Client) -> bool {
+    stats(c, "(device = 'gpu')::int") == 1
 }
 
 fn stats(c: &mut Client, column: &str) -> i64 {
@@ -632,7 +637,7 @@ fn faults_leave_no_request_behind() {
 fn auto_sends_what_pays_and_falls_back_when_the_service_does_not_answer() {
     let _serial = serial();
     let mut c = connect(DB);
-    if stats(&mut c, "(device = 'gpu')::int") != 1 {
+    if !service_on_gpu(&mut c) {
         eprintln!("auto test skipped: the service has no GPU");
         return;
     }
@@ -858,7 +863,7 @@ fn explain_analyze_names_the_service() {
     let text = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF) {sql}"));
     let line = text.lines().find(|l| l.starts_with("GPU Service: ")).unwrap_or_else(|| panic!("no service line in:\n{text}"));
     assert!(line.contains("1 request of 1 query, answered in epoch "), "{line}");
-    let device = if stats(&mut c, "(device = 'gpu')::int") == 1 { "on the GPU" } else { "on the service's CPU" };
+    let device = if service_on_gpu(&mut c) { "on the GPU" } else { "on the service's CPU" };
     assert!(line.contains(device), "{line}");
     // Without ANALYZE nothing runs, and nothing is said.
     let plain = gpuindex_tests::explain(&mut c, &format!("(COSTS OFF) {sql}"));
