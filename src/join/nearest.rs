@@ -204,6 +204,8 @@ impl State {
         // order, rows in any order (sorted by row at the end).
         // (Not sized by n * k: k may be far above what the table holds.)
         let mut finals: Vec<(u32, Stored)> = Vec::new();
+        // One row's passing candidates, in order.
+        let mut r: Vec<Ranked> = Vec::new();
         // Rows the index cannot answer: NULL or non-finite queries first.
         // SAFETY: non-NULL queries of the key's type.
         let mut pending: Vec<(i64, pg_sys::Datum)> = keys.into_iter().filter(|k| unsafe { answerable(self.key_type, k.1) }).collect();
@@ -226,6 +228,8 @@ impl State {
             // Each row's farthest candidate, and how many it has.
             let mut last = vec![0f64; n];
             let mut count = vec![0u32; n];
+            // Where each row's candidates start among the piece's.
+            let mut place = vec![0usize; n];
             let mut again = Vec::new();
             loop {
                 let started = Instant::now();
@@ -250,9 +254,17 @@ impl State {
                     .collect();
                 self.stats.matches += cands.len() as u64;
                 crate::visibility::sort(&mut cands);
-                // (row, (ORDER BY value when rechecked, rank, stored row))
-                // of the candidates that pass, in heap order.
-                let mut passed: Vec<(u32, Ranked)> = Vec::with_capacity(cands.len());
+                // (ORDER BY value when rechecked, rank, stored row) of the
+                // candidates that pass, each at its row's place (the part's
+                // rows in order) plus its rank: by row and rank with no
+                // sort (sorting 10^4 of them took 0.5 ms a parallel chunk).
+                let mut at = 0;
+                for &(row, _) in part {
+                    place[row as usize] = at;
+                    at += count[row as usize] as usize;
+                }
+                debug_assert_eq!(at, cands.len(), "every candidate is of a row of the part");
+                let mut passed: Vec<Option<Ranked>> = vec![None; cands.len()];
                 top.values.reserve(cands.len() * top.width);
                 top.nulls.reserve(cands.len() * top.width);
                 // SAFETY: the node's fetch.
@@ -276,24 +288,29 @@ impl State {
                     // SAFETY: the node's fetch and slots.
                     if unsafe { self.fetch(tid, snapshot, cands[i + 1..].iter().map(|c| c.0)) } {
                         if let Some((value, s)) = unsafe { self.accept(&mut top, row as usize, rechecked) } {
-                            passed.push((row, (value, rank as u64, s)));
+                            passed[place[row as usize] + rank as usize] = Some((value, rank as u64, s));
                         }
                     }
                 }
-                // By row, each row's by its ORDER BY value and rank.
-                crate::visibility::sort(&mut passed);
                 for &(row, key) in part {
-                    let r = &passed[passed.partition_point(|p| p.0 < row as u32)..passed.partition_point(|p| p.0 <= row as u32)];
-                    let ran_out = (count[row as usize] as usize) < want;
+                    let (start, had) = (place[row as usize], count[row as usize] as usize);
+                    // The row's passing candidates by ORDER BY value and
+                    // rank (in rank order already unless rechecked).
+                    r.clear();
+                    r.extend(passed[start..start + had].iter().flatten());
+                    if rechecked {
+                        r.sort_unstable();
+                    }
+                    let ran_out = had < want;
                     // Rechecked: done when nothing beyond the last candidate
                     // (distance >= its) can have a smaller value than the k-th.
                     let settled = || {
                         !rechecked
                             || ran_out
-                            || bound(open.index, key, last[row as usize]).is_some_and(|b| r[k - 1].1 .0 <= order_key(false, b))
+                            || bound(open.index, key, last[row as usize]).is_some_and(|b| r[k - 1].0 <= order_key(false, b))
                     };
                     if r.len() >= k && settled() {
-                        finals.extend(r[..k].iter().map(|p| (row as u32, p.1 .2)));
+                        finals.extend(r[..k].iter().map(|p| (row as u32, p.2)));
                     } else if ran_out {
                         // The index ran out: NULL columns may still come.
                         by_scan.push(row as usize);
