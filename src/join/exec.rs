@@ -139,6 +139,10 @@ pub(super) struct State {
     first_chunk: usize,
     next_chunk: usize,
     pub(super) chunk_cxt: pg_sys::MemoryContext,
+    /// The next chunk, read ahead (`ahead.rs`), and the memory of the one
+    /// before it, for the next read ahead.
+    pub(super) ahead: Option<super::ahead::Chunk>,
+    pub(super) spare: Option<super::ahead::Chunk>,
 
     // The chunk.
     phase: Phase,
@@ -316,6 +320,8 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
                 8 * 1024,
                 8 * 1024 * 1024,
             ),
+            ahead: None,
+            spare: None,
             phase: Phase::Load,
             outer_done: false,
             rows: 0,
@@ -499,7 +505,7 @@ impl State {
     }
 
     /// Reads the next chunk of outer rows and their queries.
-    unsafe fn load(&mut self, econtext: *mut pg_sys::ExprContext) -> Vec<(i64, pg_sys::Datum)> {
+    pub(super) unsafe fn load(&mut self, econtext: *mut pg_sys::ExprContext) -> Vec<(i64, pg_sys::Datum)> {
         // Rows read under one guard: pgrx's guard of each call (a
         // sigsetjmp and a thread check, ~20 ns) was a few percent of a
         // 10^6-row join.
@@ -797,7 +803,7 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
         loop {
             match st.phase {
                 Phase::Load => {
-                    if st.outer_done {
+                    if st.outer_done && st.ahead.is_none() {
                         return std::ptr::null_mut();
                     }
                     // (The instrumentation is set up after BeginCustomScan.)
@@ -812,12 +818,15 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                         st.phase = Phase::Matches;
                         continue;
                     }
-                    let keys = st.load(econtext);
+                    let keys = match st.take_ahead() {
+                        Some(keys) => keys,
+                        None => st.load(econtext),
+                    };
                     if st.rows == 0 {
                         return std::ptr::null_mut();
                     }
                     if st.top.is_some() {
-                        st.run_top_k(keys, snapshot);
+                        st.run_top_k(keys, snapshot, econtext);
                     } else {
                         st.probe(keys);
                     }
@@ -893,6 +902,7 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
         }
         st.phase = Phase::Load;
         st.outer_done = false;
+        st.drop_ahead();
         st.rows = 0;
         st.next_chunk = st.first_chunk;
         if let Some(f) = st.fused.as_mut() {

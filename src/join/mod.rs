@@ -23,6 +23,7 @@
 //! outer path each participant of a Gather joins its share; not under row
 //! locks or in UPDATE/DELETE (EvalPlanQual would need to recheck it).
 
+mod ahead;
 mod cost;
 mod exec;
 mod explain;

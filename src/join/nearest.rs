@@ -148,6 +148,12 @@ impl TopKState {
     }
 }
 
+/// The queries of `keys` the index can answer (`answerable`), in order.
+pub(super) fn answerable_keys(key_type: pg_sys::Oid, keys: &[(i64, pg_sys::Datum)]) -> Vec<(i64, pg_sys::Datum)> {
+    // SAFETY: non-NULL queries of the key's type.
+    keys.iter().copied().filter(|k| unsafe { answerable(key_type, k.1) }).collect()
+}
+
 /// Whether the index can answer a query: a point's coordinates must be
 /// finite (the distance from any other is then a number).
 unsafe fn answerable(key_type: pg_sys::Oid, key: pg_sys::Datum) -> bool {
@@ -185,8 +191,14 @@ fn order_key(null: bool, d: f64) -> (bool, u64) {
 
 impl State {
     /// Runs the top-k subquery for the chunk's outer rows; its output goes
-    /// to `top.stored`.
-    pub(super) unsafe fn run_top_k(&mut self, keys: Vec<(i64, pg_sys::Datum)>, snapshot: pg_sys::Snapshot) {
+    /// to `top.stored`. Once the first round's answer is in, the next
+    /// chunk is read and its first round posted (`read_ahead`).
+    pub(super) unsafe fn run_top_k(
+        &mut self,
+        keys: Vec<(i64, pg_sys::Datum)>,
+        snapshot: pg_sys::Snapshot,
+        econtext: *mut pg_sys::ExprContext,
+    ) {
         let mut top = self.top.take().expect("a top-k node");
         // (The chunk's memory, where their copies were, was reset.)
         top.values.clear();
@@ -207,8 +219,8 @@ impl State {
         // One row's passing candidates, in order.
         let mut r: Vec<Ranked> = Vec::new();
         // Rows the index cannot answer: NULL or non-finite queries first.
-        // SAFETY: non-NULL queries of the key's type.
-        let mut pending: Vec<(i64, pg_sys::Datum)> = keys.into_iter().filter(|k| unsafe { answerable(self.key_type, k.1) }).collect();
+        let mut pending = answerable_keys(self.key_type, &keys);
+        let mut ahead = true;
         let mut by_index = vec![false; n];
         for p in &pending {
             by_index[p.0 as usize] = true;
@@ -235,6 +247,10 @@ impl State {
                 let started = Instant::now();
                 let Some(hits) = pieces.next(&open, &batch) else { break };
                 self.note_batch(started);
+                if std::mem::take(&mut ahead) {
+                    // SAFETY: the node's execution.
+                    unsafe { self.read_ahead(econtext, &open, &batch) };
+                }
                 self.stats.extra_pieces += (pieces.answered() > 1) as u64;
                 let part = &pending[pieces.last()];
                 let Some(&(_, first)) = part.first() else { continue };

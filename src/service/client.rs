@@ -18,6 +18,29 @@ use std::time::{Duration, Instant};
 static mut CURRENT: Option<(usize, u32)> = None;
 static mut EXIT_CALLBACK: bool = false;
 
+/// A kNN request posted before its answer is wanted (`knn_ahead`): the
+/// service searches it while the backend does other work (a join fetches
+/// the rows of the chunk before), and the next `answer_ahead` of the same
+/// queries takes its answer. One at a time; withdrawn at exit and at the
+/// end of the transaction that posted it if nothing took it.
+struct Ahead {
+    key: ImageKey,
+    dim: usize,
+    k: usize,
+    queries: Vec<f32>,
+    slot: usize,
+    generation: u32,
+    /// Its segment where it does not fit a slot: mapped outside any
+    /// resource owner (the request outlives the call that posted it), so
+    /// detached here when the request is answered or withdrawn.
+    segment: Option<super::segment::Segment>,
+}
+
+static mut AHEAD: Option<Ahead> = None;
+/// The segment of the request posted ahead while its answer is waited for.
+static mut WAITED_SEGMENT: Option<super::segment::Segment> = None;
+static mut XACT_CALLBACK: bool = false;
+
 /// Whether this backend sends what the service serves to it, per
 /// `gpuindex.service`. Under `on`, a service that is not running is an
 /// ERROR.
@@ -77,6 +100,15 @@ pub fn worth_asking(rel: pg_sys::Relation, generation: u64, vacuums: u64, sessio
     (wanted() && pays(session_us, service_us + rows * TRIP_US_PER_ROW)).then(|| key_of(rel, generation, vacuums))
 }
 
+/// As `worth_asking`, without its ERROR and without counting a decline:
+/// for a request posted ahead (`knn_ahead`), which `worth_asking` decides
+/// again where its answer is not taken.
+pub fn would_ask(rel: pg_sys::Relation, generation: u64, vacuums: u64, session_us: f64, service_us: f64, rows: f64) -> Option<ImageKey> {
+    let sh = shmem::shared()?;
+    let pays = strict() || session_us > sh.stats.expected_wait_us() + service_us + rows * TRIP_US_PER_ROW;
+    (may_answer() && pays).then(|| key_of(rel, generation, vacuums))
+}
+
 /// Whether a search goes to the service (called after `wanted`): under
 /// `on` always; under `auto` when this backend would take longer
 /// (`session_us`: its own search, and reading its copy of the index where
@@ -93,7 +125,7 @@ fn pays(session_us: f64, service_us: f64) -> bool {
 }
 
 /// The key of the image of index `rel` at the metapage's counters.
-fn key_of(rel: pg_sys::Relation, generation: u64, vacuums: u64) -> ImageKey {
+pub fn key_of(rel: pg_sys::Relation, generation: u64, vacuums: u64) -> ImageKey {
     ImageKey {
         // SAFETY: a process global; a field of an open relation.
         database: unsafe { pg_sys::MyDatabaseId }.to_u32(),
@@ -234,11 +266,115 @@ unsafe extern "C-unwind" fn backend_exit(_code: i32, _arg: pg_sys::Datum) {
     if let Some((slot, generation)) = unsafe { CURRENT } {
         withdraw(slot, generation);
     }
+    drop_ahead();
+}
+
+/// Withdraws the request posted ahead, if any, and unmaps its segment.
+fn drop_ahead() {
+    // SAFETY: this backend's own globals.
+    unsafe {
+        if let Some(a) = std::ptr::replace(&raw mut AHEAD, None) {
+            withdraw(a.slot, a.generation);
+        }
+        WAITED_SEGMENT = None;
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_end(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    // (Every event ends the transaction or prepares it: an answer posted
+    // ahead in it is not wanted after it.)
+    drop_ahead();
+}
+
+/// Posts the kNN request `knn` would send for `queries` (of the image
+/// `key`), whose answer the next `answer_ahead` of the same takes; nothing
+/// where it would be sent in parts (`knn`) or no slot is free. A request
+/// posted ahead before is withdrawn.
+pub fn knn_ahead(key: ImageKey, dim: usize, queries: &[f32], k: usize) {
+    drop_ahead();
+    let (dim, ask) = (dim.max(1), Ask::Knn(k));
+    let n = queries.len() / dim;
+    let Some(sh) = shmem::shared() else { return };
+    if n == 0 || !knn_in_one_request(dim, n, k) {
+        return;
+    }
+    // SAFETY: this backend's own global; a static callback.
+    unsafe {
+        if !XACT_CALLBACK {
+            pg_sys::RegisterXactCallback(Some(xact_end), std::ptr::null_mut());
+            XACT_CALLBACK = true;
+        }
+    }
+    let request = request_bytes(queries);
+    let mut head = Head { op: OP_KNN, key, dim: dim as u32, queries: n as u32, k: k as u32, ..Head::default() };
+    let inline = bytes(n, dim, ask) <= SLOT_DATA;
+    let mut segment = (!inline).then(|| super::segment::Segment::create_unowned(bytes(n, dim, ask)));
+    if let Some(seg) = &mut segment {
+        seg.bytes()[..request.len()].copy_from_slice(&request);
+        head.segment = seg.handle();
+    }
+    if let Some((slot, generation)) = post(sh, head, if inline { &request } else { &[] }) {
+        let a = Ahead { key, dim, k, queries: queries.to_vec(), slot, generation, segment };
+        // SAFETY: this backend's own global.
+        unsafe { AHEAD = Some(a) };
+    }
+}
+
+/// Whether `knn` sends `n` queries of `dim` words in one request (a
+/// request posted ahead must be that one).
+pub fn knn_in_one_request(dim: usize, n: usize, k: usize) -> bool {
+    bytes(n, dim.max(1), Ask::Knn(k)) <= super::segment::MAX_BYTES
+}
+
+/// The answer of the request posted ahead, where it asked for exactly
+/// these queries of image `key` (else it is withdrawn); None where there
+/// is none or it did not come back answered (the caller asks as usual).
+pub fn answer_ahead(key: ImageKey, dim: usize, queries: &[f32], k: usize, what: &'static str) -> Option<Rows> {
+    // SAFETY: this backend's own global.
+    let a = unsafe { std::ptr::replace(&raw mut AHEAD, None) }?;
+    // (By bits: a query's words may carry halves of float8s, NaN as f32.)
+    let same = a.queries.len() == queries.len() && a.queries.iter().zip(queries).all(|(x, y)| x.to_bits() == y.to_bits());
+    if (a.key, a.dim, a.k) != (key, dim.max(1), k) || !same {
+        withdraw(a.slot, a.generation);
+        return None;
+    }
+    let sh = shmem::shared()?;
+    let n = queries.len() / a.dim;
+    let started = Instant::now();
+    // The wait withdraws the request if an ERROR interrupts it; its
+    // segment is then unmapped at the transaction's end (`drop_ahead`),
+    // not while the ERROR unwinds.
+    // SAFETY: this backend's own global.
+    unsafe { WAITED_SEGMENT = a.segment };
+    let reply = wait(sh, a.slot, a.generation, started);
+    // SAFETY: this backend's own global.
+    let mut segment = unsafe { std::ptr::replace(&raw mut WAITED_SEGMENT, None) };
+    match reply {
+        Reply::Done { head, data } if head.status == ST_OK => {
+            answered(sh, &head, n, what, started, started);
+            super::explain::note_ahead();
+            Some(match &mut segment {
+                Some(seg) => decode_answers(n, true, seg.bytes()),
+                None => decode_answers(n, true, &data),
+            })
+        }
+        _ => None,
+    }
 }
 
 /// Posts a request and waits for its answer (up to
 /// `gpuindex.service_timeout`).
-fn ask_service(sh: &Shared, mut head: Head, request: &[u8]) -> Reply {
+fn ask_service(sh: &Shared, head: Head, request: &[u8]) -> Reply {
+    match post(sh, head, request) {
+        Some((slot, generation)) => wait(sh, slot, generation, Instant::now()),
+        None => Reply::NoSlot,
+    }
+}
+
+/// Posts a request into a free slot: (slot, generation), None when none is
+/// free.
+fn post(sh: &Shared, mut head: Head, request: &[u8]) -> Option<(usize, u32)> {
     // SAFETY: this backend's own globals; a static callback.
     unsafe {
         if !EXIT_CALLBACK {
@@ -249,18 +385,13 @@ fn ask_service(sh: &Shared, mut head: Head, request: &[u8]) -> Reply {
     let slots = sh.slots();
     // SAFETY: a process global.
     let start = unsafe { pg_sys::MyProcPid } as usize % slots.len();
-    let Some(i) = (0..slots.len())
+    let i = (0..slots.len())
         .map(|j| (start + j) % slots.len())
-        .find(|&i| slots[i].state.compare_exchange(FREE, FILLING, AcqRel, Acquire).is_ok())
-    else {
-        return Reply::NoSlot;
-    };
+        .find(|&i| slots[i].state.compare_exchange(FREE, FILLING, AcqRel, Acquire).is_ok())?;
     let slot = &slots[i];
     let generation = slot.generation.fetch_add(1, AcqRel).wrapping_add(1);
-    let ticket = Ticket { slot: i, generation };
     // SAFETY: FILLING: this backend owns the contents until it posts.
     unsafe {
-        CURRENT = Some((i, generation));
         head.owner_pid = pg_sys::MyProcPid;
         head.owner_latch = pg_sys::MyLatch as usize;
         head.bytes = request.len() as u32;
@@ -269,15 +400,24 @@ fn ask_service(sh: &Shared, mut head: Head, request: &[u8]) -> Reply {
         (&mut *slot.data.get())[..request.len()].copy_from_slice(request);
     }
     slot.post_seq.store(sh.post_seq.fetch_add(1, Relaxed), Relaxed);
-    let posted = Instant::now();
     slot.state.store(POSTED, Release);
     sh.wake_worker();
+    Some((i, generation))
+}
+
+/// Waits for the answer of the request in `slot` (from `since`, for the
+/// timeout and the statistics), then frees the slot.
+fn wait(sh: &Shared, i: usize, generation: u32, since: Instant) -> Reply {
+    let slot = &sh.slots()[i];
+    let ticket = Ticket { slot: i, generation };
+    // SAFETY: this backend's own global.
+    unsafe { CURRENT = Some((i, generation)) };
     let timeout = Duration::from_millis(guc::SERVICE_TIMEOUT.get().max(1) as u64);
     loop {
         if slot.state.load(Acquire) == DONE {
             break;
         }
-        if posted.elapsed() >= timeout {
+        if since.elapsed() >= timeout {
             return Reply::TimedOut; // the ticket withdraws the request
         }
         // SAFETY: the backend's latch; a wait as PostgreSQL's own.
@@ -293,7 +433,7 @@ fn ask_service(sh: &Shared, mut head: Head, request: &[u8]) -> Reply {
         // Cancel or statement_timeout: the ERROR unwinds through `ticket`.
         pg_sys::check_for_interrupts!();
     }
-    sh.stats.wait_us.add(posted.elapsed().as_secs_f64() * 1e6);
+    sh.stats.wait_us.add(since.elapsed().as_secs_f64() * 1e6);
     // SAFETY: DONE: the answer is this backend's to read.
     let (head, data) = unsafe { (*slot.head.get(), &*slot.data.get()) };
     let used = match head.status {
@@ -409,7 +549,7 @@ fn request(
     let sh = shmem::shared()?;
     let n = queries.len() / dim;
     let started = Instant::now();
-    let request: Vec<u8> = queries.iter().flat_map(|f| f.to_ne_bytes()).collect();
+    let request = request_bytes(queries);
     let room = match ask {
         Ask::Knn(k) | Ask::Range(k) => k,
     };
@@ -430,15 +570,7 @@ fn request(
         };
         match head.status {
             ST_OK => {
-                let cpu_reason = match (head.device, sh.device.load(Relaxed)) {
-                    (DEVICE_GPU, _) => None,
-                    (_, DEVICE_GPU) => Some(CPU_BY_CHOICE),
-                    _ => Some("the GPU service has no GPU"),
-                };
-                crate::batch::record_service(what, n, cpu_reason, head.epoch, head.epoch_queries, started);
-                if n <= SMALL_REQUEST {
-                    sh.stats.note_wait(asked.elapsed().as_secs_f64() * 1e6);
-                }
+                answered(sh, &head, n, what, started, asked);
                 return Some(Ok(match &mut segment {
                     Some(seg) => decode_answers(n, distances, seg.bytes()),
                     None => decode_answers(n, distances, &data),
@@ -462,6 +594,25 @@ fn request(
             ST_RESTARTED => return not_answered(sh, "the service restarted while serving this request".into()),
             _ => return not_answered(sh, String::from_utf8_lossy(&data).into_owned()),
         }
+    }
+}
+
+/// A request's queries as the slot carries them.
+fn request_bytes(queries: &[f32]) -> Vec<u8> {
+    queries.iter().flat_map(|f| f.to_ne_bytes()).collect()
+}
+
+/// Records an answered request of `n` queries (`started` when the caller
+/// began, `asked` when it last asked).
+fn answered(sh: &Shared, head: &Head, n: usize, what: &'static str, started: Instant, asked: Instant) {
+    let cpu_reason = match (head.device, sh.device.load(Relaxed)) {
+        (DEVICE_GPU, _) => None,
+        (_, DEVICE_GPU) => Some(CPU_BY_CHOICE),
+        _ => Some("the GPU service has no GPU"),
+    };
+    crate::batch::record_service(what, n, cpu_reason, head.epoch, head.epoch_queries, started);
+    if n <= SMALL_REQUEST {
+        sh.stats.note_wait(asked.elapsed().as_secs_f64() * 1e6);
     }
 }
 

@@ -24,6 +24,9 @@ struct Tally {
     on_cpu: u64,
     millis: f64,
     fallbacks: u64,
+    /// Requests posted before their answer was wanted (their millis are
+    /// the time waited for them after).
+    ahead: u64,
 }
 
 impl Tally {
@@ -33,8 +36,9 @@ impl Tally {
         if let Some((first, last)) = self.epochs {
             let epochs = if first == last { format!("epoch {first}") } else { format!("epochs {first}-{last}") };
             s = format!(
-                "{} of {}, answered in {epochs} ({:.1} queries per epoch) on the {}, {:.3} ms",
+                "{}{} of {}, answered in {epochs} ({:.1} queries per epoch) on the {}, {:.3} ms",
                 count(self.requests, "request", "requests"),
+                if self.ahead > 0 { format!(" ({} posted ahead)", self.ahead) } else { String::new() },
                 count(self.queries, "query", "queries"),
                 self.epoch_queries as f64 / self.requests as f64,
                 match self.on_cpu {
@@ -68,6 +72,15 @@ pub fn note_answer(queries: usize, epoch: u64, epoch_queries: u32, on_cpu: bool,
             t.epochs = Some(t.epochs.map_or((epoch, epoch), |(a, b)| (a.min(epoch), b.max(epoch))));
             t.on_cpu += on_cpu as u64;
             t.millis += started.elapsed().as_secs_f64() * 1e3;
+        }
+    });
+}
+
+/// Notes that the request answered last was posted ahead.
+pub fn note_ahead() {
+    TALLY.with(|t| {
+        if let Some(t) = t.borrow_mut().as_mut() {
+            t.ahead += 1;
         }
     });
 }

@@ -23,6 +23,15 @@ impl Segment {
         Segment(unsafe { pg_sys::dsm_create(bytes.max(8), 0) })
     }
 
+    /// A new segment of `bytes` that no resource owner holds: mapped until
+    /// dropped (or the backend exits), whatever the transaction does.
+    pub fn create_unowned(bytes: usize) -> Segment {
+        let seg = Segment::create(bytes);
+        // SAFETY: a segment this backend just mapped.
+        unsafe { pg_sys::dsm_pin_mapping(seg.0) };
+        seg
+    }
+
     /// The segment `handle`, or None when its creator is gone (worker).
     pub fn attach(handle: u32) -> Option<Segment> {
         // SAFETY: attaching by handle; NULL when the segment is gone.

@@ -8,7 +8,7 @@
 //! without the preload, `gpuindex.service = on` is a clear ERROR.
 
 use gpuindex_engine::rng::SplitMix64;
-use gpuindex_tests::{connect, error_of, server_has_gpu, set_index_only, set_seq_only};
+use gpuindex_tests::{check_join, connect, error_of, server_has_gpu, set_index_only, set_seq_only};
 use postgres::Client;
 use std::time::{Duration, Instant};
 
@@ -874,4 +874,69 @@ fn explain_analyze_names_the_service() {
     c.batch_execute("SET gpuindex.service = off").unwrap();
     let off = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF) {sql}"));
     assert!(!off.contains("GPU Service"), "{off}");
+}
+
+/// A LATERAL kNN join through the service reads each next chunk while the
+/// rows of the one before are fetched, its first search posted ahead (in
+/// a slot, or a segment from 400 centres): the planner's rows (also where
+/// the nearest rows tie), EXPLAIN ANALYZE says so, a rescan (a subquery
+/// run per outer row) and a LIMIT that stops early leave nothing behind,
+/// and an ERROR while a chunk is posted ahead leaves no request slot busy
+/// (the transaction's end withdraws it).
+#[test]
+fn lateral_knn_chunks_are_posted_ahead() {
+    let _serial = serial();
+    let mut c = connect(DB);
+    c.batch_execute(
+        "DROP TABLE IF EXISTS sa_pts, sa_ctr;
+         SELECT setseed(0.5);
+         CREATE TABLE sa_pts AS SELECT g AS id, point(random() * 1000, random() * 1000) AS p FROM generate_series(1, 40000) g;
+         -- 2,000 copies of one point; a far outlier.
+         INSERT INTO sa_pts SELECT 50000 + g, point(300, 300) FROM generate_series(1, 2000) g;
+         INSERT INTO sa_pts VALUES (60000, point(1e15, -1e15));
+         CREATE INDEX sa_pts_p ON sa_pts USING gpu_spatial (p);
+         CREATE TABLE sa_ctr AS SELECT g AS id, point(random() * 1000, random() * 1000) AS c FROM generate_series(1, 1500) g;
+         -- (Random centres away from the copies: their nearest rows tie.)
+         DELETE FROM sa_ctr WHERE c <-> point(300, 300) < 40;
+         INSERT INTO sa_ctr VALUES (-1, point(300, 300)), (-2, point(1e15, -1e15));
+         ANALYZE sa_pts; ANALYZE sa_ctr;",
+    )
+    .unwrap();
+    c.batch_execute("SET gpuindex.service = on; SET gpuindex.join_chunk = 400").unwrap();
+    let sql = "SELECT sa_ctr.id, s.id, s.d FROM sa_ctr CROSS JOIN LATERAL (SELECT id, p <-> sa_ctr.c AS d FROM sa_pts ORDER BY p <-> sa_ctr.c LIMIT 10) s WHERE sa_ctr.id > 0";
+    check_join(&mut c, sql);
+    check_join(
+        &mut c,
+        "SELECT sa_ctr.id, s.d FROM sa_ctr CROSS JOIN LATERAL (SELECT p <-> sa_ctr.c AS d FROM sa_pts ORDER BY p <-> sa_ctr.c LIMIT 10) s",
+    );
+    check_join(
+        &mut c,
+        "SELECT g, (SELECT sum(s.d) FROM sa_ctr CROSS JOIN LATERAL (SELECT p <-> sa_ctr.c AS d FROM sa_pts ORDER BY p <-> sa_ctr.c LIMIT 3) s \
+         WHERE sa_ctr.id % 3 = g) FROM generate_series(0, 2) g",
+    );
+    // (One backend: the service line counts this backend's requests.)
+    c.batch_execute(
+        "SET gpuindex.join_chunk = 400; SET max_parallel_workers_per_gather = 0; \
+         SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off",
+    )
+    .unwrap();
+    let text = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF) {sql}"));
+    let line = text.lines().find(|l| l.starts_with("GPU Service: ")).unwrap_or_else(|| panic!("no service line in:\n{text}"));
+    assert!(line.contains("(3 posted ahead)"), "{line}");
+    let first = c.query(&format!("{sql} LIMIT 5"), &[]).unwrap();
+    assert_eq!(first.len(), 5);
+    no_busy_slots(&mut c);
+    // Centre 1000 is in the third chunk of 400: its row's ERROR comes
+    // while the fourth is posted ahead.
+    let e = c
+        .query("SELECT s.x FROM sa_ctr CROSS JOIN LATERAL (SELECT id / (sa_ctr.id - 1000) AS x FROM sa_pts ORDER BY p <-> sa_ctr.c LIMIT 10) s", &[])
+        .expect_err("division by zero");
+    assert_eq!(error_of(&e).0, "22012", "{e:?}");
+    no_busy_slots(&mut c);
+    check_join(&mut c, sql);
+    c.batch_execute(
+        "RESET gpuindex.service; RESET gpuindex.join_chunk; RESET max_parallel_workers_per_gather; \
+         RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop",
+    )
+    .unwrap();
 }

@@ -123,6 +123,18 @@ pub trait BatchSearch {
     fn load_cost(_index: pg_sys::Relation, _here: bool) -> f64 {
         0.0
     }
+    /// Whether a batch like `batch` (its ask, and about as many queries)
+    /// is answered elsewhere (the GPU service) while the caller works, if
+    /// posted ahead (`post_ahead`): a caller that reads its batches in
+    /// chunks posts the next chunk's before it takes the rows of the one
+    /// before.
+    fn ahead(_open: &OpenIndex, _batch: &Batch) -> bool {
+        false
+    }
+    /// Posts `batch`'s search ahead (see `ahead`): the next `search` of
+    /// the same batch takes its answer. A batch posted ahead and never
+    /// searched costs only the work done for it.
+    fn post_ahead(_open: &OpenIndex, _batch: &Batch) {}
 }
 
 /// An access method that answers batches, as the registry lists it.
@@ -133,6 +145,8 @@ pub struct Searcher {
     pub nearest: fn(u16) -> bool,
     pub order_bound: fn(pg_sys::Relation, pg_sys::Datum, f64) -> Option<f64>,
     pub load_cost: fn(pg_sys::Relation, bool) -> f64,
+    pub ahead: fn(&OpenIndex, &Batch) -> bool,
+    pub post_ahead: fn(&OpenIndex, &Batch),
 }
 
 /// The registry's entry of `A`.
@@ -144,6 +158,8 @@ pub const fn entry<A: BatchSearch>() -> Searcher {
         nearest: A::nearest,
         order_bound: A::order_bound,
         load_cost: A::load_cost,
+        ahead: A::ahead,
+        post_ahead: A::post_ahead,
     }
 }
 

@@ -4,6 +4,7 @@
 //! rows of a batch of centres.
 
 use super::image;
+use super::page::Meta;
 use super::scan::{query_of, STRATEGY_DISTANCE, STRATEGY_IN_BOX, STRATEGY_IN_CIRCLE, STRATEGY_SAME};
 use super::shape;
 use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
@@ -79,6 +80,42 @@ impl BatchSearch for super::GpuSpatial {
         // SAFETY: an open index's relcache entry; a cost GUC.
         unsafe { (*(*index).rd_rel).relpages as f64 * pg_sys::seq_page_cost }
     }
+
+    /// kNN batches the GPU service answers (`image::posts_knn_ahead`).
+    fn ahead(open: &OpenIndex, batch: &Batch) -> bool {
+        match batch.ask {
+            Ask::Nearest { strategy: STRATEGY_DISTANCE, k } if batch.query_type == pg_sys::POINTOID => {
+                let m = shape::meta(open.index);
+                image::posts_knn_ahead(open.index, &m, batch.queries.len(), first_want(&m, k))
+            }
+            _ => false,
+        }
+    }
+
+    /// The request the first round of `knn` sends (a want that differs
+    /// there, on an index of fewer than k rows, only wastes it).
+    fn post_ahead(open: &OpenIndex, batch: &Batch) {
+        let Ask::Nearest { strategy: STRATEGY_DISTANCE, k } = batch.ask else { return };
+        if batch.query_type != pg_sys::POINTOID {
+            return;
+        }
+        let centres: Vec<(f64, f64)> = batch.queries.iter().map(|&(_, d)| point_of(d)).collect();
+        if centres.iter().all(|c| c.0.is_finite() && c.1.is_finite()) {
+            let m = shape::meta(open.index);
+            image::knn_ahead(open.index, &m, &centres, first_want(&m, k));
+        }
+    }
+}
+
+/// The rows the index holds by its metapage's counts.
+fn held(m: &Meta) -> u64 {
+    m.tree_entries + [m.delta, m.frozen, m.odd].iter().map(|c| c.entries).sum::<u64>()
+}
+
+/// A kNN batch's first round: k candidates a centre, at most as many as
+/// the index holds (at least one).
+fn first_want(m: &Meta, k: usize) -> usize {
+    k.min(held(m).max(1) as usize)
 }
 
 fn point_of(d: pg_sys::Datum) -> (f64, f64) {
@@ -135,8 +172,7 @@ fn knn(open: &OpenIndex, centers: &[(i64, (f64, f64))], k: usize, what: &'static
     let rel = open.index;
     let m = shape::meta(rel);
     // (At most k rows a centre, of those the index holds.)
-    let held = m.tree_entries + [m.delta, m.frozen, m.odd].iter().map(|c| c.entries).sum::<u64>();
-    search::within_limit((centers.len() as u64).saturating_mul((k as u64).min(held)))?;
+    search::within_limit((centers.len() as u64).saturating_mul((k as u64).min(held(&m))))?;
     // The tree's copy in this backend, read when the GPU service does not
     // answer.
     let img = std::cell::OnceCell::new();

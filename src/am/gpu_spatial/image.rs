@@ -151,9 +151,38 @@ fn ship(rel: pg_sys::Relation, m: &Meta, path: &std::path::Path) -> std::io::Res
 /// itself (`gpuindex.service`; under `auto` also where this backend would
 /// answer as soon, or the service failed).
 pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k: usize, what: &'static str) -> Option<Neighbors> {
+    use crate::service::{client, served};
+    let words = served::centre_words(centres);
+    let key = client::key_of(rel, m.generation, m.vacuums);
+    if let Some(rows) = client::answer_ahead(key, served::CENTRE_WORDS, &words, k, what) {
+        return Some(Neighbors { offsets: rows.start, ids: rows.ids, dists: rows.dists });
+    }
     let n = centres.len() as f64;
     let key = worth_asking(rel, m, n * KNN_US_PER_CENTRE, n * KNN_US_PER_CENTRE_GPU, n * k as f64)?;
-    knn_from(key, rel, m, centres, k, what)
+    knn_from(key, rel, m, &words, k, what)
+}
+
+/// Whether a kNN batch of `n` centres would be posted ahead
+/// (`knn_ahead`): where the GPU service would answer it in one request.
+pub fn posts_knn_ahead(rel: pg_sys::Relation, m: &Meta, n: usize, k: usize) -> bool {
+    crate::service::client::knn_in_one_request(crate::service::served::CENTRE_WORDS, n, k) && would_ask(rel, m, n, k).is_some()
+}
+
+/// Posts the kNN request `knn_by_service` would send for `centres`, to be
+/// searched by the service while the caller works; `knn_by_service` of
+/// the same centres and k takes its answer.
+pub fn knn_ahead(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k: usize) {
+    use crate::service::{client, served};
+    if let Some(key) = would_ask(rel, m, centres.len(), k) {
+        client::knn_ahead(key, served::CENTRE_WORDS, &served::centre_words(centres), k);
+    }
+}
+
+/// `worth_asking` of a kNN batch of `n` centres, quietly (`client::would_ask`).
+fn would_ask(rel: pg_sys::Relation, m: &Meta, n: usize, k: usize) -> Option<crate::service::shmem::ImageKey> {
+    let copy = if cached(rel, m).is_some() { 0.0 } else { m.tree_entries as f64 * COPY_US_PER_POINT };
+    let n = n as f64;
+    crate::service::client::would_ask(rel, m.generation, m.vacuums, copy + n * KNN_US_PER_CENTRE, n * KNN_US_PER_CENTRE_GPU, n * k as f64)
 }
 
 /// Microseconds an ordered index scan's page walk takes to its first rows
@@ -166,18 +195,19 @@ const WALK_US: f64 = 50.0;
 /// practically never; under `on` always.
 pub fn nearest_by_service(rel: pg_sys::Relation, m: &Meta, centre: (f64, f64), k: usize) -> Option<Neighbors> {
     let key = crate::service::client::worth_asking(rel, m.generation, m.vacuums, WALK_US, KNN_US_PER_CENTRE_GPU, k as f64)?;
-    knn_from(key, rel, m, &[centre], k, "gpu_spatial index scan")
+    knn_from(key, rel, m, &crate::service::served::centre_words(&[centre]), k, "gpu_spatial index scan")
 }
 
+/// The kNN answer of the centres `words` (`served::centre_words`).
 fn knn_from(
     key: crate::service::shmem::ImageKey,
     rel: pg_sys::Relation,
     m: &Meta,
-    centres: &[(f64, f64)],
+    words: &[f32],
     k: usize,
     what: &'static str,
 ) -> Option<Neighbors> {
     use crate::service::{client, served};
-    let rows = client::knn(key, served::CENTRE_WORDS, &served::centre_words(centres), k, &|path| ship(rel, m, path), what)?;
+    let rows = client::knn(key, served::CENTRE_WORDS, words, k, &|path| ship(rel, m, path), what)?;
     Some(Neighbors { offsets: rows.start, ids: rows.ids, dists: rows.dists })
 }
