@@ -2,9 +2,12 @@
 //! segment the backend creates: the queries, overwritten by the answers
 //! once the worker has read them (it copies them out when it takes the
 //! request). The backend's mapping belongs to its transaction (an ERROR
-//! detaches it); the worker, which has no resource owner, detaches its own
-//! after answering, and the segment goes with the last mapping, so a
-//! backend that withdrew leaves nothing behind (notes/005, A15).
+//! detaches it), but for a request posted ahead (`create_unowned`), which
+//! outlives the call that posted it: the client unmaps that one itself,
+//! at the latest at the transaction's end. The worker, which has no
+//! resource owner, detaches its own after answering, and the segment goes
+//! with the last mapping, so a backend that withdrew leaves nothing
+//! behind (notes/005, A15).
 
 use pgrx::pg_sys;
 
