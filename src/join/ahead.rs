@@ -7,8 +7,8 @@
 //!
 //! On the H200 host a parallel kNN join's participant waited ~1.1 ms for
 //! each chunk's answer (1,041 centres) and then fetched its rows for
-//! ~5 ms; a model of the three participants' timelines put the join at
-//! 31 ms with the waits hidden, against 37.5.
+//! ~5 ms; with the waits hidden the join took 36.5 against 40.2 ms
+//! (medians in turn, docs/bench/knn-lateral-parallel-h200-lookahead.md).
 //!
 //! A chunk read ahead is the participant's from then on (a parallel outer
 //! scan hands its rows to no one else): at most one chunk ahead, so the

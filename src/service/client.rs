@@ -328,17 +328,20 @@ pub fn knn_in_one_request(dim: usize, n: usize, k: usize) -> bool {
 }
 
 /// The answer of the request posted ahead, where it asked for exactly
-/// these queries of image `key` (else it is withdrawn); None where there
-/// is none or it did not come back answered (the caller asks as usual).
+/// these queries of image `key`; None where there is none or it did not
+/// come back answered (the caller asks as usual). A request posted ahead
+/// for other queries stays posted: a join's chunk may ask again for some
+/// of its rows (a second round) before the next chunk takes it.
 pub fn answer_ahead(key: ImageKey, dim: usize, queries: &[f32], k: usize, what: &'static str) -> Option<Rows> {
     // SAFETY: this backend's own global.
-    let a = unsafe { std::ptr::replace(&raw mut AHEAD, None) }?;
+    let a = unsafe { (*(&raw const AHEAD)).as_ref() }?;
     // (By bits: a query's words may carry halves of float8s, NaN as f32.)
     let same = a.queries.len() == queries.len() && a.queries.iter().zip(queries).all(|(x, y)| x.to_bits() == y.to_bits());
     if (a.key, a.dim, a.k) != (key, dim.max(1), k) || !same {
-        withdraw(a.slot, a.generation);
         return None;
     }
+    // SAFETY: this backend's own global.
+    let a = unsafe { std::ptr::replace(&raw mut AHEAD, None) }?;
     let sh = shmem::shared()?;
     let n = queries.len() / a.dim;
     let started = Instant::now();

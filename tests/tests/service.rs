@@ -879,7 +879,7 @@ fn explain_analyze_names_the_service() {
 /// A LATERAL kNN join through the service reads each next chunk while the
 /// rows of the one before are fetched, its first search posted ahead (in
 /// a slot, or a segment from 400 centres): the planner's rows (also where
-/// the nearest rows tie), EXPLAIN ANALYZE says so, a rescan (a subquery
+/// the nearest rows tie, and where quals send rows to a second round), EXPLAIN ANALYZE says so, a rescan (a subquery
 /// run per outer row) and a LIMIT that stops early leave nothing behind,
 /// and an ERROR while a chunk is posted ahead leaves no request slot busy
 /// (the transaction's end withdraws it).
@@ -914,15 +914,24 @@ fn lateral_knn_chunks_are_posted_ahead() {
         "SELECT g, (SELECT sum(s.d) FROM sa_ctr CROSS JOIN LATERAL (SELECT p <-> sa_ctr.c AS d FROM sa_pts ORDER BY p <-> sa_ctr.c LIMIT 3) s \
          WHERE sa_ctr.id % 3 = g) FROM generate_series(0, 2) g",
     );
+    // A quals that rejects candidates: rows asked again (a second round)
+    // while the next chunk is posted ahead.
+    let quals = "SELECT sa_ctr.id, s.id FROM sa_ctr CROSS JOIN LATERAL (SELECT id FROM sa_pts WHERE sa_pts.id % 4 <> sa_ctr.id % 4 \
+         ORDER BY p <-> sa_ctr.c LIMIT 10) s WHERE sa_ctr.id > 0";
+    check_join(&mut c, quals);
     // (One backend: the service line counts this backend's requests.)
     c.batch_execute(
         "SET gpuindex.join_chunk = 400; SET max_parallel_workers_per_gather = 0; \
          SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off",
     )
     .unwrap();
-    let text = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF) {sql}"));
-    let line = text.lines().find(|l| l.starts_with("GPU Service: ")).unwrap_or_else(|| panic!("no service line in:\n{text}"));
-    assert!(line.contains("(3 posted ahead)"), "{line}");
+    // Four chunks: each after the first takes the answer posted ahead,
+    // also where a second round asked for other queries in between.
+    for q in [sql, quals] {
+        let text = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF) {q}"));
+        let line = text.lines().find(|l| l.starts_with("GPU Service: ")).unwrap_or_else(|| panic!("no service line in:\n{text}"));
+        assert!(line.contains("(3 posted ahead)"), "{line}");
+    }
     let first = c.query(&format!("{sql} LIMIT 5"), &[]).unwrap();
     assert_eq!(first.len(), 5);
     no_busy_slots(&mut c);
