@@ -334,7 +334,7 @@ pub fn knn_in_one_request(dim: usize, n: usize, k: usize) -> bool {
 /// of its rows (a second round) before the next chunk takes it.
 pub fn answer_ahead(key: ImageKey, dim: usize, queries: &[f32], k: usize, what: &'static str) -> Option<Rows> {
     // SAFETY: this backend's own global.
-    let a = unsafe { (*(&raw const AHEAD)).as_ref() }?;
+    let a = unsafe { (&raw const AHEAD).as_ref() }.and_then(Option::as_ref)?;
     // (By bits: a query's words may carry halves of float8s, NaN as f32.)
     let same = a.queries.len() == queries.len() && a.queries.iter().zip(queries).all(|(x, y)| x.to_bits() == y.to_bits());
     if (a.key, a.dim, a.k) != (key, dim.max(1), k) || !same {
