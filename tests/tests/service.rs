@@ -943,8 +943,20 @@ fn lateral_knn_chunks_are_posted_ahead() {
     assert_eq!(error_of(&e).0, "22012", "{e:?}");
     no_busy_slots(&mut c);
     check_join(&mut c, sql);
+    // In parallel: each participant reads its own chunks ahead.
+    c.batch_execute(
+        "SET max_parallel_workers_per_gather = 2; SET min_parallel_table_scan_size = 0; \
+         SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET gpuindex.join_chunk = 100",
+    )
+    .unwrap();
+    let plan = gpuindex_tests::explain(&mut c, sql);
+    assert!(plan.contains("Parallel Custom Scan (GpuIndexJoin)"), "{plan}");
+    c.batch_execute("SET gpuindex.join_chunk = 100").unwrap();
+    check_join(&mut c, sql);
+    no_busy_slots(&mut c);
     c.batch_execute(
         "RESET gpuindex.service; RESET gpuindex.join_chunk; RESET max_parallel_workers_per_gather; \
+         RESET min_parallel_table_scan_size; RESET parallel_setup_cost; RESET parallel_tuple_cost; \
          RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop",
     )
     .unwrap();
