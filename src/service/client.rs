@@ -4,6 +4,7 @@
 //! exit (a `before_shmem_exit` callback: FATAL does not unwind), and
 //! shipping an image the service lacks.
 
+use super::segment::{self, Segment};
 use super::served::Rows;
 use super::shmem::{self, *};
 use crate::guc::{self, ServiceSetting};
@@ -33,12 +34,12 @@ struct Ahead {
     /// Its segment where it does not fit a slot: mapped outside any
     /// resource owner (the request outlives the call that posted it), so
     /// detached here when the request is answered or withdrawn.
-    segment: Option<super::segment::Segment>,
+    segment: Option<Segment>,
 }
 
 static mut AHEAD: Option<Ahead> = None;
 /// The segment of the request posted ahead while its answer is waited for.
-static mut WAITED_SEGMENT: Option<super::segment::Segment> = None;
+static mut WAITED_SEGMENT: Option<Segment> = None;
 static mut XACT_CALLBACK: bool = false;
 
 /// Whether this backend sends what the service serves to it, per
@@ -97,30 +98,30 @@ const TRIP_US_PER_ROW: f64 = 0.1;
 /// (`service_us`: its search; `rows`: the request and answer rows whose
 /// trip is added to it).
 pub fn worth_asking(rel: pg_sys::Relation, generation: u64, vacuums: u64, session_us: f64, service_us: f64, rows: f64) -> Option<ImageKey> {
-    (wanted() && pays(session_us, service_us + rows * TRIP_US_PER_ROW)).then(|| key_of(rel, generation, vacuums))
+    (wanted() && pays(session_us, service_us + rows * TRIP_US_PER_ROW, true)).then(|| key_of(rel, generation, vacuums))
 }
 
 /// As `worth_asking`, without its ERROR and without counting a decline:
 /// for a request posted ahead (`knn_ahead`), which `worth_asking` decides
 /// again where its answer is not taken.
 pub fn would_ask(rel: pg_sys::Relation, generation: u64, vacuums: u64, session_us: f64, service_us: f64, rows: f64) -> Option<ImageKey> {
-    let sh = shmem::shared()?;
-    let pays = strict() || session_us > sh.stats.expected_wait_us() + service_us + rows * TRIP_US_PER_ROW;
-    (may_answer() && pays).then(|| key_of(rel, generation, vacuums))
+    (may_answer() && pays(session_us, service_us + rows * TRIP_US_PER_ROW, false)).then(|| key_of(rel, generation, vacuums))
 }
 
 /// Whether a search goes to the service (called after `wanted`): under
 /// `on` always; under `auto` when this backend would take longer
 /// (`session_us`: its own search, and reading its copy of the index where
 /// it holds none) than the service's expected round trip plus its search
-/// (`service_us`); else the backend keeps it, counted as declined. A cheap
-/// query gains nothing from a trip it must wait for.
-fn pays(session_us: f64, service_us: f64) -> bool {
+/// (`service_us`); else the backend keeps it, counted as declined where
+/// `count`. A cheap query gains nothing from a trip it must wait for.
+fn pays(session_us: f64, service_us: f64, count: bool) -> bool {
     let Some(sh) = shmem::shared() else { return false };
     if strict() || session_us > sh.stats.expected_wait_us() + service_us {
         return true;
     }
-    sh.stats.declined.fetch_add(1, Relaxed);
+    if count {
+        sh.stats.declined.fetch_add(1, Relaxed);
+    }
     false
 }
 
@@ -308,13 +309,8 @@ pub fn knn_ahead(key: ImageKey, dim: usize, queries: &[f32], k: usize) {
     }
     let request = request_bytes(queries);
     let mut head = Head { op: OP_KNN, key, dim: dim as u32, queries: n as u32, k: k as u32, ..Head::default() };
-    let inline = bytes(n, dim, ask) <= SLOT_DATA;
-    let mut segment = (!inline).then(|| super::segment::Segment::create_unowned(bytes(n, dim, ask)));
-    if let Some(seg) = &mut segment {
-        seg.bytes()[..request.len()].copy_from_slice(&request);
-        head.segment = seg.handle();
-    }
-    if let Some((slot, generation)) = post(sh, head, if inline { &request } else { &[] }) {
+    let segment = carrier(&mut head, &request, bytes(n, dim, ask), Segment::create_unowned);
+    if let Some((slot, generation)) = post(sh, head, if segment.is_none() { &request } else { &[] }) {
         let a = Ahead { key, dim, k, queries: queries.to_vec(), slot, generation, segment };
         // SAFETY: this backend's own global.
         unsafe { AHEAD = Some(a) };
@@ -324,7 +320,7 @@ pub fn knn_ahead(key: ImageKey, dim: usize, queries: &[f32], k: usize) {
 /// Whether `knn` sends `n` queries of `dim` words in one request (a
 /// request posted ahead must be that one).
 pub fn knn_in_one_request(dim: usize, n: usize, k: usize) -> bool {
-    bytes(n, dim.max(1), Ask::Knn(k)) <= super::segment::MAX_BYTES
+    bytes(n, dim.max(1), Ask::Knn(k)) <= segment::MAX_BYTES
 }
 
 /// The answer of the request posted ahead, where it asked for exactly
@@ -480,7 +476,7 @@ pub fn knn(
     what: &'static str,
 ) -> Option<Rows> {
     let dim = dim.max(1);
-    let per_part = (super::segment::MAX_BYTES / bytes(1, dim, Ask::Knn(k))).max(1);
+    let per_part = (segment::MAX_BYTES / bytes(1, dim, Ask::Knn(k))).max(1);
     let mut out = Rows::new();
     for part in queries.chunks(per_part * dim) {
         match request(key, dim, part, Ask::Knn(k), ship, what)? {
@@ -512,7 +508,7 @@ pub fn range_within(
     limit: u64,
 ) -> Option<Result<Rows, u64>> {
     let dim = dim.max(1);
-    let per_part = (super::segment::MAX_BYTES / 2 / (dim * 4 + 4)).max(1);
+    let per_part = (segment::MAX_BYTES / 2 / (dim * 4 + 4)).max(1);
     let mut out = Rows::new();
     for part in queries.chunks(per_part * dim) {
         let n = part.len() / dim;
@@ -528,7 +524,7 @@ pub fn range_within(
                     }
                     break;
                 }
-                Err(need) if Ask::Range(need).answer_bytes(n) <= super::segment::MAX_BYTES && need > room => room = need,
+                Err(need) if Ask::Range(need).answer_bytes(n) <= segment::MAX_BYTES && need > room => room = need,
                 Err(need) => {
                     let sh = shmem::shared()?;
                     return not_answered(sh, format!("the answer holds {need} rows, more than a request can carry"));
@@ -557,16 +553,11 @@ fn request(
         Ask::Knn(k) | Ask::Range(k) => k,
     };
     let mut head = Head { op: ask.op(), key, dim: dim as u32, queries: n as u32, k: room as u32, ..Head::default() };
-    let inline = bytes(n, dim, ask) <= SLOT_DATA;
     let distances = matches!(ask, Ask::Knn(_));
     loop {
-        let mut segment = (!inline).then(|| super::segment::Segment::create(bytes(n, dim, ask)));
-        if let Some(seg) = &mut segment {
-            seg.bytes()[..request.len()].copy_from_slice(&request);
-            head.segment = seg.handle();
-        }
+        let mut segment = carrier(&mut head, &request, bytes(n, dim, ask), Segment::create);
         let asked = Instant::now();
-        let (head, data) = match ask_service(sh, head, if inline { &request } else { &[] }) {
+        let (head, data) = match ask_service(sh, head, if segment.is_none() { &request } else { &[] }) {
             Reply::Done { head, data } => (head, data),
             Reply::TimedOut => return not_answered(sh, "no answer within gpuindex.service_timeout".into()),
             Reply::NoSlot => return not_answered(sh, "no free request slot".into()),
@@ -598,6 +589,18 @@ fn request(
             _ => return not_answered(sh, String::from_utf8_lossy(&data).into_owned()),
         }
     }
+}
+
+/// The segment that carries `request` (`size` bytes with its answer, made
+/// by `create`, its handle set in `head`), or None where a slot's data
+/// holds it.
+fn carrier(head: &mut Head, request: &[u8], size: usize, create: fn(usize) -> Segment) -> Option<Segment> {
+    (size > SLOT_DATA).then(|| {
+        let mut seg = create(size);
+        seg.bytes()[..request.len()].copy_from_slice(request);
+        head.segment = seg.handle();
+        seg
+    })
 }
 
 /// A request's queries as the slot carries them.

@@ -93,7 +93,9 @@ impl BatchSearch for super::GpuSpatial {
     }
 
     /// The request the first round of `knn` sends (a want that differs
-    /// there, on an index of fewer than k rows, only wastes it).
+    /// there, on an index of fewer than k rows, only wastes it). The
+    /// metapage is read again: the request's key must be the image's now,
+    /// after the chunk was read.
     fn post_ahead(open: &OpenIndex, batch: &Batch) {
         let Ask::Nearest { strategy: STRATEGY_DISTANCE, k } = batch.ask else { return };
         if batch.query_type != pg_sys::POINTOID {

@@ -7,6 +7,7 @@
 use super::page::*;
 use super::shape;
 use crate::am::common::cache;
+use crate::service::shmem::ImageKey;
 use gpuindex_engine::gpics::{Hits, Neighbors, Params, Points, QuadTree, Query};
 use pgrx::pg_sys;
 use std::sync::Arc;
@@ -124,18 +125,29 @@ const RANGE_ROWS: f64 = 10.0;
 pub fn range_by_service(rel: pg_sys::Relation, m: &Meta, queries: &[Query], what: &'static str, limit: u64) -> Option<Result<Hits, u64>> {
     use crate::service::{client, served};
     let n = queries.len() as f64;
-    let key = worth_asking(rel, m, n * RANGE_US_PER_QUERY, n * RANGE_US_PER_QUERY_GPU, n * RANGE_ROWS)?;
+    let key = asking(client::worth_asking, rel, m, n * RANGE_US_PER_QUERY, n * RANGE_US_PER_QUERY_GPU, n * RANGE_ROWS)?;
     let words = served::query_words(queries);
     let rows = client::range_within(key, served::QUERY_WORDS, &words, &|path| ship(rel, m, path), what, limit)?;
     Some(rows.map(|rows| Hits { offsets: rows.start, ids: rows.ids }))
 }
 
-/// The image's key where a search that takes `search_us` in this backend
-/// (and `service_us` on the service) goes to the service, counting the
-/// copy of the tree this backend would read first if it holds none.
-fn worth_asking(rel: pg_sys::Relation, m: &Meta, search_us: f64, service_us: f64, rows: f64) -> Option<crate::service::shmem::ImageKey> {
+/// One of `client`'s rules for whether a search goes to the service:
+/// `worth_asking`, or quietly `would_ask`.
+type Rule = fn(pg_sys::Relation, u64, u64, f64, f64, f64) -> Option<ImageKey>;
+
+/// The image's key where `rule` sends a search that takes `search_us` in
+/// this backend (and `service_us` on the service) to the service,
+/// counting the copy of the tree this backend would read first if it
+/// holds none.
+fn asking(rule: Rule, rel: pg_sys::Relation, m: &Meta, search_us: f64, service_us: f64, rows: f64) -> Option<ImageKey> {
     let copy = if cached(rel, m).is_some() { 0.0 } else { m.tree_entries as f64 * COPY_US_PER_POINT };
-    crate::service::client::worth_asking(rel, m.generation, m.vacuums, copy + search_us, service_us, rows)
+    rule(rel, m.generation, m.vacuums, copy + search_us, service_us, rows)
+}
+
+/// `asking` for a kNN batch of `n` centres.
+fn asking_knn(rule: Rule, rel: pg_sys::Relation, m: &Meta, n: usize, k: usize) -> Option<ImageKey> {
+    let n = n as f64;
+    asking(rule, rel, m, n * KNN_US_PER_CENTRE, n * KNN_US_PER_CENTRE_GPU, n * k as f64)
 }
 
 /// Writes the tree for the service, which holds it from then on (this
@@ -157,15 +169,15 @@ pub fn knn_by_service(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k
     if let Some(rows) = client::answer_ahead(key, served::CENTRE_WORDS, &words, k, what) {
         return Some(Neighbors { offsets: rows.start, ids: rows.ids, dists: rows.dists });
     }
-    let n = centres.len() as f64;
-    let key = worth_asking(rel, m, n * KNN_US_PER_CENTRE, n * KNN_US_PER_CENTRE_GPU, n * k as f64)?;
+    let key = asking_knn(client::worth_asking, rel, m, centres.len(), k)?;
     knn_from(key, rel, m, &words, k, what)
 }
 
 /// Whether a kNN batch of `n` centres would be posted ahead
 /// (`knn_ahead`): where the GPU service would answer it in one request.
 pub fn posts_knn_ahead(rel: pg_sys::Relation, m: &Meta, n: usize, k: usize) -> bool {
-    crate::service::client::knn_in_one_request(crate::service::served::CENTRE_WORDS, n, k) && would_ask(rel, m, n, k).is_some()
+    use crate::service::{client, served};
+    client::knn_in_one_request(served::CENTRE_WORDS, n, k) && asking_knn(client::would_ask, rel, m, n, k).is_some()
 }
 
 /// Posts the kNN request `knn_by_service` would send for `centres`, to be
@@ -173,16 +185,9 @@ pub fn posts_knn_ahead(rel: pg_sys::Relation, m: &Meta, n: usize, k: usize) -> b
 /// the same centres and k takes its answer.
 pub fn knn_ahead(rel: pg_sys::Relation, m: &Meta, centres: &[(f64, f64)], k: usize) {
     use crate::service::{client, served};
-    if let Some(key) = would_ask(rel, m, centres.len(), k) {
+    if let Some(key) = asking_knn(client::would_ask, rel, m, centres.len(), k) {
         client::knn_ahead(key, served::CENTRE_WORDS, &served::centre_words(centres), k);
     }
-}
-
-/// `worth_asking` of a kNN batch of `n` centres, quietly (`client::would_ask`).
-fn would_ask(rel: pg_sys::Relation, m: &Meta, n: usize, k: usize) -> Option<crate::service::shmem::ImageKey> {
-    let copy = if cached(rel, m).is_some() { 0.0 } else { m.tree_entries as f64 * COPY_US_PER_POINT };
-    let n = n as f64;
-    crate::service::client::would_ask(rel, m.generation, m.vacuums, copy + n * KNN_US_PER_CENTRE, n * KNN_US_PER_CENTRE_GPU, n * k as f64)
 }
 
 /// Microseconds an ordered index scan's page walk takes to its first rows
@@ -199,14 +204,7 @@ pub fn nearest_by_service(rel: pg_sys::Relation, m: &Meta, centre: (f64, f64), k
 }
 
 /// The kNN answer of the centres `words` (`served::centre_words`).
-fn knn_from(
-    key: crate::service::shmem::ImageKey,
-    rel: pg_sys::Relation,
-    m: &Meta,
-    words: &[f32],
-    k: usize,
-    what: &'static str,
-) -> Option<Neighbors> {
+fn knn_from(key: ImageKey, rel: pg_sys::Relation, m: &Meta, words: &[f32], k: usize, what: &'static str) -> Option<Neighbors> {
     use crate::service::{client, served};
     let rows = client::knn(key, served::CENTRE_WORDS, words, k, &|path| ship(rel, m, path), what)?;
     Some(Neighbors { offsets: rows.start, ids: rows.ids, dists: rows.dists })
