@@ -53,6 +53,20 @@ SELECT * FROM jsame('SELECT id FROM jo WHERE NOT EXISTS (SELECT 1 FROM ji WHERE 
 SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.p <@ box(jo.p, point(jo.p[0] + 2, jo.p[1] + 2))');
 SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.v <@ l2_ball(ARRAY[jo.f, jo.f]::real[], 1.5)');
 SELECT * FROM jsame('SELECT jo.id, s.d FROM jo CROSS JOIN LATERAL (SELECT ji.p <-> jo.p AS d FROM ji ORDER BY ji.p <-> jo.p LIMIT 3) s');
+-- The select list's ORDER BY distance is the index's where finite:
+-- twice, beside an expression over it; where PostgreSQL's distance
+-- overflows, its ERROR.
+SELECT * FROM jsame('SELECT jo.id, s.* FROM jo CROSS JOIN LATERAL (SELECT ji.p <-> jo.p AS d, (ji.p <-> jo.p) * 3 AS t, ji.p <-> jo.p AS e FROM ji ORDER BY ji.p <-> jo.p LIMIT 4) s');
+CREATE TABLE jfar (id int, p point);
+INSERT INTO jfar VALUES (1, point(1e308, 0)), (2, point(-1e308, 0)), (3, point(0, 0));
+CREATE INDEX ON jfar USING gpu_spatial (p);
+EXPLAIN (COSTS OFF) SELECT s.d FROM jfar o CROSS JOIN LATERAL (SELECT jfar.p <-> o.p AS d FROM jfar ORDER BY jfar.p <-> o.p LIMIT 2) s;
+SELECT s.d FROM jfar o CROSS JOIN LATERAL (SELECT jfar.p <-> o.p AS d FROM jfar ORDER BY jfar.p <-> o.p LIMIT 2) s ORDER BY 1;
+SELECT s.d FROM jfar o CROSS JOIN LATERAL (SELECT jfar.p <-> o.p AS d FROM jfar ORDER BY jfar.p <-> o.p LIMIT 3) s;
+SET gpuindex.enable_join = off;
+SELECT s.d FROM jfar o CROSS JOIN LATERAL (SELECT jfar.p <-> o.p AS d FROM jfar ORDER BY jfar.p <-> o.p LIMIT 3) s;
+RESET gpuindex.enable_join;
+DROP TABLE jfar;
 -- A LIMIT far above the table's rows: every row for each outer row (no
 -- buffer is sized by the LIMIT).
 EXPLAIN (COSTS OFF) SELECT jo.id, s.d FROM (SELECT * FROM jo WHERE id <= 5) jo CROSS JOIN LATERAL

@@ -2,7 +2,8 @@
 # The kNN LATERAL join (10^4 centres, k = 10, 10^7 uniform points,
 # gpu_spatial) with two builds in turn: the bundle's library or ./old.so
 # (old) and ./new.so (a stripped target/release/libgpuindex.so), or with
-# OLD=path that library as the old one and the bundle's as the new one.
+# OLD=path that library as the old one and the bundle's as the new one;
+# any other ORDER item NAME is ./NAME.so.
 # Each round restarts the server with one build, prewarms, runs the query
 # twice unmeasured, five times timed, and once under EXPLAIN ANALYZE; one
 # backend, or with PARALLEL=1 PostgreSQL's default parallel settings. An
@@ -16,6 +17,7 @@ source ./bundle-server.sh
 knn_tables
 lib=$RT/usr/lib/postgresql/15/lib/gpuindex.so
 if [ -n "$OLD" ]; then cp $lib /tmp/new.so; cp "$OLD" /tmp/old.so; else cp $lib /tmp/old.so; [ -f $here/old.so ] && cp $here/old.so /tmp/old.so; cp $here/new.so /tmp/new.so; fi
+for v in ${ORDER:-}; do v=${v%%:*}; case $v in old|new) ;; *) cp "$here/$v.so" /tmp/$v.so ;; esac; done
 K="SELECT count(s.id), sum(s.d) FROM bj_centres CROSS JOIN LATERAL (SELECT id, p <-> bj_centres.c AS d FROM bj_pts ORDER BY p <-> bj_centres.c LIMIT 10) s"
 for v in ${ORDER:-old new old new old new}; do
   extra=; [[ $v == *:* ]] && extra=${v#*:}

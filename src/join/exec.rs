@@ -39,8 +39,7 @@ static mut EXEC_METHODS: pg_sys::CustomExecMethods = pg_sys::CustomExecMethods {
     RestrPosCustomScan: None,
     EstimateDSMCustomScan: Some(estimate_dsm),
     InitializeDSMCustomScan: Some(initialize_dsm),
-    // (The workers' counters add up over rescans, as EXPLAIN's loops do.)
-    ReInitializeDSMCustomScan: None,
+    ReInitializeDSMCustomScan: Some(reinitialize_dsm),
     InitializeWorkerCustomScan: Some(initialize_worker),
     ShutdownCustomScan: Some(shutdown),
     ExplainCustomScan: Some(super::explain::explain),
@@ -256,7 +255,9 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         let heap_slot = pg_sys::table_slot_create(heap, table);
         let outer_slot = pg_sys::ExecAllocTableSlot(table, pg_sys::ExecGetResultType(outer), &pg_sys::TTSOpsMinimalTuple);
         let parent = node.cast::<pg_sys::PlanState>();
-        let top = p.top.as_ref().map(|t| super::nearest::TopKState::begin(t, estate, outer));
+        let am = if by_tid { "" } else { searcher_name(index) };
+        let exact = search::searcher(am).is_some_and(|s| (s.distance_is_value)());
+        let top = p.top.as_ref().map(|t| super::nearest::TopKState::begin(t, estate, outer, exact));
         let mut stored_atts: Vec<usize> = p.colmap.iter().filter(|&&m| m > 0).map(|&m| m as usize).collect();
         stored_atts.extend(top.iter().flat_map(|t| t.outer_atts()));
         stored_atts.sort_unstable();
@@ -282,7 +283,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             outer,
             heap,
             index,
-            am: if by_tid { "" } else { searcher_name(index) },
+            am,
             // (A fused call's matches are index entries: HOT chains.)
             pages: super::heap::PageFetch::begin(heap, heap_slot, by_tid),
             // The visibility map is heapam's.
@@ -357,7 +358,7 @@ unsafe extern "C-unwind" fn estimate_dsm(node: *mut pg_sys::CustomScanState, _pc
 #[pg_guard]
 unsafe extern "C-unwind" fn initialize_dsm(
     node: *mut pg_sys::CustomScanState,
-    _pcxt: *mut pg_sys::ParallelContext,
+    pcxt: *mut pg_sys::ParallelContext,
     coordinate: *mut std::ffi::c_void,
 ) {
     // SAFETY: the node's share of the parallel query's memory, sized by
@@ -365,8 +366,21 @@ unsafe extern "C-unwind" fn initialize_dsm(
     unsafe {
         let st = state(node);
         let room = st.buffers_for_workers;
-        st.shared = st.pages.with_known_buffers(|b| super::parallel::Shared::init(coordinate, &b[..b.len().min(room)]));
+        let (workers, rows_each) = ((*pcxt).nworkers, (*(*st.outer).plan).plan_rows);
+        st.shared = st.pages.with_known_buffers(|b| super::parallel::Shared::init(coordinate, &b[..b.len().min(room)], workers, rows_each));
     }
+}
+
+/// A rescan of the parallel plan: its outer side is read anew. (The
+/// workers' counters add up over rescans, as EXPLAIN's loops do.)
+#[pg_guard]
+unsafe extern "C-unwind" fn reinitialize_dsm(
+    _node: *mut pg_sys::CustomScanState,
+    _pcxt: *mut pg_sys::ParallelContext,
+    coordinate: *mut std::ffi::c_void,
+) {
+    // SAFETY: the share `initialize_dsm` set up.
+    unsafe { (*coordinate.cast::<super::parallel::Shared>()).rescan() };
 }
 
 #[pg_guard]
@@ -519,8 +533,14 @@ impl State {
             self.matched.clear();
             let mut keys = Vec::new();
             let max_outer = self.stored_atts.last().copied().unwrap_or(0) as i32;
-            let size = self.next_chunk;
+            let mut size = self.next_chunk;
             self.next_chunk = (size * 2).min(self.chunk_size);
+            // SAFETY: live until this process shuts down, after its last
+            // chunk.
+            let shared = self.shared.as_ref();
+            if let Some(sh) = shared {
+                size = sh.chunk_rows(size, FIRST_SHARED_CHUNK);
+            }
             while !self.outer_done && self.rows < size {
                 let end = (self.rows + BLOCK).min(size);
                 // Every call in `load_row` is unguarded and its frames hold
@@ -528,6 +548,9 @@ impl State {
                 // plan, the key's expression) returns here as from one
                 // guarded call.
                 pg_sys::ffi::pg_guard_ffi_boundary(|| while self.rows < end && self.load_row(econtext, max_outer, &mut keys) {});
+            }
+            if let Some(sh) = shared {
+                sh.read(self.rows);
             }
             keys
         }

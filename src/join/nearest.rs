@@ -32,6 +32,14 @@ pub struct TopKState {
     pub op: pg_sys::Oid,
     quals: *mut pg_sys::ExprState,
     proj: *mut pg_sys::ProjectionInfo,
+    /// Where the select list repeats the ORDER BY expression and the
+    /// index's distances are its values (`BatchSearch::distance_is_value`):
+    /// the select list with a NULL in those places (`known`), for rows
+    /// whose finite distance is put there instead (its evaluation was a
+    /// twelfth of a kNN join's time in a backend, point_distance and
+    /// pg_hypot); else null.
+    proj_known: *mut pg_sys::ProjectionInfo,
+    known: Vec<usize>,
     order: *mut pg_sys::ExprState,
     /// The projection's output, and stored rows read back.
     slot: *mut pg_sys::TupleTableSlot,
@@ -76,7 +84,7 @@ unsafe fn outer_atts(node: *mut pg_sys::Node) -> Vec<usize> {
 impl TopKState {
     /// # Safety
     /// At BeginCustomScan; `outer` is the node's outer child.
-    pub unsafe fn begin(t: &TopKPlan, estate: *mut pg_sys::EState, outer: *mut pg_sys::PlanState) -> TopKState {
+    pub unsafe fn begin(t: &TopKPlan, estate: *mut pg_sys::EState, outer: *mut pg_sys::PlanState, exact: bool) -> TopKState {
         // SAFETY: the caller's contract. The expressions are built without
         // a parent: they read the fetched row's slot, not the node's scan
         // slot, so no slot type may be assumed.
@@ -97,11 +105,34 @@ impl TopKState {
             atts.extend(outer_atts(t.order.cast()));
             atts.sort_unstable();
             atts.dedup();
+            let build = |tlist| pg_sys::ExecBuildProjectionInfo(tlist, econtext, slot, std::ptr::null_mut(), std::ptr::null_mut());
+            let known: Vec<usize> = if exact && pg_sys::exprType(t.order.cast()) == pg_sys::FLOAT8OID {
+                crate::list::ptrs::<pg_sys::TargetEntry>(t.tlist)
+                    .into_iter()
+                    .enumerate()
+                    .filter(|&(_, te)| pg_sys::equal((*te).expr.cast(), t.order.cast()))
+                    .map(|(i, _)| i)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let proj_known = if known.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                let tlist = pg_sys::copyObjectImpl(t.tlist.cast()).cast::<pg_sys::List>();
+                for &i in &known {
+                    let te = crate::list::ptrs::<pg_sys::TargetEntry>(tlist)[i];
+                    (*te).expr = pg_sys::makeNullConst(pg_sys::FLOAT8OID, -1, pg_sys::InvalidOid).cast();
+                }
+                build(tlist)
+            };
             TopKState {
                 k: t.k,
                 op: t.op,
                 quals: pg_sys::ExecInitQual(t.quals, std::ptr::null_mut()),
-                proj: pg_sys::ExecBuildProjectionInfo(t.tlist, econtext, slot, std::ptr::null_mut(), std::ptr::null_mut()),
+                proj: build(t.tlist),
+                proj_known,
+                known,
                 order: pg_sys::ExecInitExpr(t.order, std::ptr::null_mut()),
                 slot,
                 mslot: pg_sys::ExecAllocTableSlot(table, desc, &pg_sys::TTSOpsVirtual),
@@ -269,7 +300,6 @@ impl State {
                     })
                     .collect();
                 self.stats.matches += cands.len() as u64;
-                crate::visibility::sort(&mut cands);
                 // (ORDER BY value when rechecked, rank, stored row) of the
                 // candidates that pass, each at its row's place (the part's
                 // rows in order) plus its rank: by row and rank with no
@@ -280,6 +310,16 @@ impl State {
                     at += count[row as usize] as usize;
                 }
                 debug_assert_eq!(at, cands.len(), "every candidate is of a row of the part");
+                // Their distances at the same places, where the select
+                // list takes them (`TopKState::known`).
+                let mut distance = Vec::new();
+                if let (false, false, Some(ds)) = (rechecked, top.known.is_empty(), hits.distances.as_deref()) {
+                    distance = vec![f64::NAN; cands.len()];
+                    for (&(_, row, rank), &d) in cands.iter().zip(ds) {
+                        distance[place[row as usize] + rank as usize] = d;
+                    }
+                }
+                crate::visibility::sort(&mut cands);
                 let mut passed: Vec<Option<Ranked>> = vec![None; cands.len()];
                 top.values.reserve(cands.len() * top.width);
                 top.nulls.reserve(cands.len() * top.width);
@@ -303,8 +343,10 @@ impl State {
                     }
                     // SAFETY: the node's fetch and slots.
                     if unsafe { self.fetch(tid, snapshot, cands[i + 1..].iter().map(|c| c.0)) } {
-                        if let Some((value, s)) = unsafe { self.accept(&mut top, row as usize, rechecked) } {
-                            passed[place[row as usize] + rank as usize] = Some((value, rank as u64, s));
+                        let at = place[row as usize] + rank as usize;
+                        let known = distance.get(at).copied().filter(|d| d.is_finite());
+                        if let Some((value, s)) = unsafe { self.accept(&mut top, row as usize, rechecked, known) } {
+                            passed[at] = Some((value, rank as u64, s));
                         }
                     }
                 }
@@ -356,15 +398,16 @@ impl State {
 
     /// Evaluates the subquery's quals on the fetched row (in the heap
     /// slot) with outer row `row`; if they pass, its ORDER BY value (when
-    /// `ordered`; else a constant) and its select list, stored.
-    unsafe fn accept(&mut self, top: &mut TopKState, row: usize, ordered: bool) -> Option<((bool, u64), Stored)> {
+    /// `ordered`; else a constant) and its select list, stored (`known`:
+    /// the ORDER BY value, as `project` takes it).
+    unsafe fn accept(&mut self, top: &mut TopKState, row: usize, ordered: bool, known: Option<f64>) -> Option<((bool, u64), Stored)> {
         // SAFETY: the subquery's expressions, slots and memory.
         unsafe {
             if !self.passes(top, row) {
                 return None;
             }
             let value = if ordered { order_value(top) } else { (false, 0) };
-            Some((value, self.project(top)))
+            Some((value, self.project(top, known)))
         }
     }
 
@@ -383,13 +426,26 @@ impl State {
 
     /// The subquery's select list over the row `passes` accepted, stored
     /// (values passed by reference copied into the chunk's memory: they
-    /// may point into the heap page or the row's expression memory).
-    unsafe fn project(&self, top: &mut TopKState) -> Stored {
+    /// may point into the heap page or the row's expression memory). A
+    /// `known` ORDER BY value (a finite distance) is taken where the
+    /// select list repeats the expression (`TopKState::known`).
+    unsafe fn project(&self, top: &mut TopKState, known: Option<f64>) -> Stored {
         // SAFETY: as `passes`, right after it; the projection fills every
         // column of its virtual slot.
         unsafe {
-            pg_sys::ExecProject(top.proj);
             let (slot, w) = (top.slot, top.width);
+            match known {
+                Some(d) if !top.proj_known.is_null() => {
+                    pg_sys::ExecProject(top.proj_known);
+                    for &i in &top.known {
+                        *(*slot).tts_values.add(i) = pg_sys::Datum::from(d.to_bits());
+                        *(*slot).tts_isnull.add(i) = false;
+                    }
+                }
+                _ => {
+                    pg_sys::ExecProject(top.proj);
+                }
+            }
             let at = top.values.len();
             top.values.extend_from_slice(std::slice::from_raw_parts((*slot).tts_values, w));
             top.nulls.extend_from_slice(std::slice::from_raw_parts((*slot).tts_isnull, w));
@@ -450,7 +506,7 @@ impl State {
                     if b.len() >= k && b.iter().all(|x| x.0 <= key) {
                         continue;
                     }
-                    b.push((key, seq, self.project(top)));
+                    b.push((key, seq, self.project(top, None)));
                     if b.len() > k {
                         b.sort_unstable_by_key(|x| (x.0, x.1));
                         b.truncate(k);

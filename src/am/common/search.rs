@@ -115,6 +115,14 @@ pub trait BatchSearch {
     fn order_bound(_index: pg_sys::Relation, _query: pg_sys::Datum, _d: f64) -> Option<f64> {
         None
     }
+    /// Whether a nearest batch's finite distances are, bit for bit, what
+    /// the ordering operator returns for the row and query (either way
+    /// round): the batched join then takes them for the ORDER BY
+    /// expression where the select list repeats it, instead of evaluating
+    /// it again for each row.
+    fn distance_is_value() -> bool {
+        false
+    }
     /// What a process would spend, in the planner's units, reading the
     /// index into the copy its batches search, where it holds none and no
     /// GPU service answers for it (the planner's price of a first batch).
@@ -144,6 +152,7 @@ pub struct Searcher {
     pub joins: fn(u16) -> bool,
     pub nearest: fn(u16) -> bool,
     pub order_bound: fn(pg_sys::Relation, pg_sys::Datum, f64) -> Option<f64>,
+    pub distance_is_value: fn() -> bool,
     pub load_cost: fn(pg_sys::Relation, bool) -> f64,
     pub ahead: fn(&OpenIndex, &Batch) -> bool,
     pub post_ahead: fn(&OpenIndex, &Batch),
@@ -157,6 +166,7 @@ pub const fn entry<A: BatchSearch>() -> Searcher {
         joins: A::joins,
         nearest: A::nearest,
         order_bound: A::order_bound,
+        distance_is_value: A::distance_is_value,
         load_cost: A::load_cost,
         ahead: A::ahead,
         post_ahead: A::post_ahead,

@@ -61,6 +61,17 @@ impl BatchSearch for super::GpuSpatial {
         }
     }
 
+    /// `point <-> point` is pg_hypot of the coordinates' differences,
+    /// and the engine's is PostgreSQL's on every path (CPU, GPU, the
+    /// service): the same roundings, no fused multiply-add, and the
+    /// differences' signs do not matter (pg_hypot takes their absolute
+    /// values). Where PostgreSQL's differences overflow it raises an
+    /// ERROR, and the engine's distance is infinite (not finite: the join
+    /// evaluates the expression then).
+    fn distance_is_value() -> bool {
+        true
+    }
+
     fn joins(strategy: u16) -> bool {
         matches!(strategy, STRATEGY_IN_BOX | STRATEGY_IN_CIRCLE | STRATEGY_SAME)
     }
