@@ -60,7 +60,14 @@ impl State {
     /// the current chunk's.
     pub(super) unsafe fn read_ahead(&mut self, econtext: *mut pg_sys::ExprContext, open: &OpenIndex, current: &Batch) {
         let searcher = search::searcher(self.am).expect("a searchable index");
-        if self.outer_done || self.ahead.is_some() || !(searcher.ahead)(open, current) {
+        if self.outer_done || self.ahead.is_some() {
+            return;
+        }
+        if !(searcher.ahead)(open, current) {
+            // Nothing hides the next search: whole chunks from here.
+            if self.grow_while_ahead {
+                self.next_chunk = self.chunk_size;
+            }
             return;
         }
         // SAFETY: the node's memory, the chunk's parent.

@@ -133,10 +133,13 @@ pub(super) struct State {
     pub(super) fused: Option<Fused>,
     pub(super) chunk_size: usize,
     /// The first chunk's outer rows and the next one's: `chunk_size`, or
-    /// in the leader of a parallel plan `FIRST_SHARED_CHUNK` and doubling
-    /// up to it.
+    /// in the leader of a parallel plan and in a LATERAL top-k join
+    /// `SMALL_CHUNK` and doubling up to it; in the latter only while
+    /// its searches are posted ahead (`grow_while_ahead`; else the next
+    /// is `chunk_size`).
     first_chunk: usize,
-    next_chunk: usize,
+    pub(super) next_chunk: usize,
+    pub(super) grow_while_ahead: bool,
     pub(super) chunk_cxt: pg_sys::MemoryContext,
     /// The next chunk, read ahead (`ahead.rs`), and the memory of the one
     /// before it, for the next read ahead.
@@ -278,7 +281,11 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         let max_inner = inner_cols.iter().map(|c| c.1 as i32).max().unwrap_or(0);
         let chunk_size = chunk_size((*node).ss.ps.plan, outer);
         let leads = (*(*node).ss.ps.plan).parallel_aware && !super::parallel::in_worker();
-        let first_chunk = if leads { chunk_size.min(FIRST_SHARED_CHUNK) } else { chunk_size };
+        // A top-k join's first search cannot be posted ahead: a small
+        // first chunk waits little for it, and the next, twice as big, is
+        // searched while this one's rows are fetched.
+        let grow_while_ahead = p.top.is_some() && !leads;
+        let first_chunk = if leads || grow_while_ahead { chunk_size.min(SMALL_CHUNK) } else { chunk_size };
         let state = State {
             outer,
             heap,
@@ -314,6 +321,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             chunk_size,
             first_chunk,
             next_chunk: first_chunk,
+            grow_while_ahead,
             chunk_cxt: pg_sys::AllocSetContextCreateInternal(
                 pg_sys::CurrentMemoryContext,
                 c"GpuIndexJoin chunk".as_ptr(),
@@ -413,8 +421,8 @@ unsafe extern "C-unwind" fn shutdown(node: *mut pg_sys::CustomScanState) {
 }
 
 /// `gpuindex.join_chunk`; under a Gather at most a quarter of the outer
-/// rows a participant expects (at least `FIRST_SHARED_CHUNK`), and in the
-/// leader growing to that from `FIRST_SHARED_CHUNK` (`next_chunk`): a
+/// rows a participant expects (at least `SMALL_CHUNK`), and in the
+/// leader growing to that from `SMALL_CHUNK` (`next_chunk`): a
 /// partial outer scan hands out its pages as fast as they are asked for,
 /// so the leader, first to run, would take a small outer side whole, and
 /// join it alone, while the workers start. (Each chunk of a worker's is a
@@ -429,12 +437,13 @@ unsafe fn chunk_size(plan: *mut pg_sys::Plan, outer: *mut pg_sys::PlanState) -> 
         if !(*plan).parallel_aware {
             return chunk;
         }
-        chunk.min(((*(*outer).plan).plan_rows / 4.0).max(FIRST_SHARED_CHUNK as f64) as usize)
+        chunk.min(((*(*outer).plan).plan_rows / 4.0).max(SMALL_CHUNK as f64) as usize)
     }
 }
 
-/// A participant's first chunk of a partial outer side.
-const FIRST_SHARED_CHUNK: usize = 64;
+/// A first chunk that grows (`State::first_chunk`), and the least chunk
+/// of a partial outer side.
+const SMALL_CHUNK: usize = 64;
 
 pub(super) unsafe fn state<'a>(node: *mut pg_sys::CustomScanState) -> &'a mut State {
     // SAFETY: set by `begin` for the node's lifetime.
@@ -539,7 +548,7 @@ impl State {
             // chunk.
             let shared = self.shared.as_ref();
             if let Some(sh) = shared {
-                size = sh.chunk_rows(size, FIRST_SHARED_CHUNK);
+                size = sh.chunk_rows(size, SMALL_CHUNK);
             }
             while !self.outer_done && self.rows < size {
                 let end = (self.rows + BLOCK).min(size);

@@ -878,7 +878,8 @@ fn explain_analyze_names_the_service() {
 
 /// A LATERAL kNN join through the service reads each next chunk while the
 /// rows of the one before are fetched, its first search posted ahead (in
-/// a slot, or a segment from 400 centres): the planner's rows (also where
+/// a slot, or a segment for chunks of 400 centres; chunks grow from 64):
+/// the planner's rows (also where
 /// the nearest rows tie, and where quals send rows to a second round), EXPLAIN ANALYZE says so, a rescan (a subquery
 /// run per outer row) and a LIMIT that stops early leave nothing behind,
 /// and an ERROR while a chunk is posted ahead leaves no request slot busy
@@ -925,18 +926,20 @@ fn lateral_knn_chunks_are_posted_ahead() {
          SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off",
     )
     .unwrap();
-    // Four chunks: each after the first takes the answer posted ahead,
-    // also where a second round asked for other queries in between.
+    // Six chunks (64, 128, 256, then 400 each: ~1,490 rows): each after
+    // the first takes the answer posted ahead, also where a second round
+    // asked for other queries in between.
     for q in [sql, quals] {
         let text = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF) {q}"));
         let line = text.lines().find(|l| l.starts_with("GPU Service: ")).unwrap_or_else(|| panic!("no service line in:\n{text}"));
-        assert!(line.contains("(3 posted ahead)"), "{line}");
+        assert!(line.contains("(5 posted ahead)"), "{line}");
+        assert!(text.contains("Chunks: 6"), "{text}");
     }
     let first = c.query(&format!("{sql} LIMIT 5"), &[]).unwrap();
     assert_eq!(first.len(), 5);
     no_busy_slots(&mut c);
-    // Centre 1000 is in the third chunk of 400: its row's ERROR comes
-    // while the fourth is posted ahead.
+    // Centre 1000 is in the fifth chunk: its row's ERROR comes while the
+    // sixth is posted ahead.
     let e = c
         .query("SELECT s.x FROM sa_ctr CROSS JOIN LATERAL (SELECT id / (sa_ctr.id - 1000) AS x FROM sa_pts ORDER BY p <-> sa_ctr.c LIMIT 10) s", &[])
         .expect_err("division by zero");
