@@ -190,6 +190,29 @@ SET gpuindex.enable_join = off;
 SELECT count(*), sum(p.ord), sum(t.id) FROM gpu_learned_probe('jf_l', ARRAY[1, 5, 5, NULL, 96, 1001]::int8[]) p JOIN jf t ON t.ctid = p.ctid;
 SELECT count(*), sum(p.ord), sum(t.id) FROM gpu_learned_probe('jf_l', ARRAY[2]::int8[]) p JOIN jf t ON t.ctid = p.ctid;
 RESET gpuindex.enable_join;
+-- The planner's rows for a call (gpuindex_batch_rows): keys times the
+-- rows per distinct key where ANALYZE saw every value (jf.s: 89 values,
+-- ~30 rows each) or its distinct count scales with the table (ji.k: 5
+-- rows a value); one a key past a long tail (jf.k: 194 values, 100 of
+-- them most common); k per query; PostgreSQL's 1000 for a range. An
+-- array the planner cannot see counts ten.
+CREATE FUNCTION jrows(q text) RETURNS text AS $$
+DECLARE line text;
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN ' || q LOOP
+    RETURN substring(line from 'rows=([0-9]+)');
+  END LOOP;
+END $$ LANGUAGE plpgsql;
+SELECT jrows('SELECT * FROM gpu_btree_probe(''jf_k'', ARRAY[1, 2, 3]::int8[])') AS three_keys,
+  jrows('SELECT * FROM gpu_learned_probe(''jf_l'', ''{}''::int8[])') AS no_keys,
+  jrows('SELECT * FROM gpu_btree_probe(''jf_k'', (SELECT array_agg(g::int8) FROM generate_series(1, 5) g))') AS unseen,
+  jrows('SELECT * FROM gpu_art_probe(''jf_s'', ARRAY[''w1'', ''w2''])') AS all_seen,
+  jrows('SELECT * FROM gpu_btree_probe(''ji_k'', ARRAY[1, 2]::int8[])') AS scaling,
+  jrows('SELECT * FROM gpu_spatial_knn(''ji_p'', ARRAY[point(1, 1), point(2, 2)], 5)') AS knn,
+  jrows('SELECT * FROM gpuindex_nearest(''ji_p'', ''<->(point,point)'', ARRAY[point(1, 1)], 3)') AS nearest,
+  jrows('SELECT * FROM gpu_metric_knn(''ji_v'', ARRAY[[1, 1], [2, 2], [3, 3]]::real[], 4)') AS rows_of_vectors,
+  jrows('SELECT * FROM gpu_spatial_range(''ji_p'', ARRAY[box(point(0, 0), point(5, 5))])') AS range;
+DROP FUNCTION jrows(text);
 -- The function's ERRORs, raised by the node.
 SELECT count(*) FROM gpu_btree_probe('jf_k', ARRAY['x']) p JOIN jf t ON t.ctid = p.ctid;
 SELECT count(*) FROM gpuindex_search('jf_k', '<(bigint,bigint)', ARRAY[1]::int8[]) p JOIN jf t ON t.ctid = p.ctid;

@@ -39,9 +39,11 @@ VACUUM ANALYZE bj_pts; VACUUM ANALYZE bj_centres;
 SQL
 }
 # use_new_lib: restarts the server on ./new.so (in the calling script's
-# folder, $here), where there is one.
+# folder, $here), where there is one, with ./new.sql as the extension's
+# script where there is one (a library whose SQL changed).
 use_new_lib() {
   [ -f "$here/new.so" ] || return 0
   $RT/pg-stop >/dev/null; cp "$here/new.so" $RT/usr/lib/postgresql/15/lib/gpuindex.so
+  [ -f "$here/new.sql" ] && cp "$here/new.sql" $RT/usr/share/postgresql/15/extension/gpuindex--0.1.0.sql
   PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
 }

@@ -35,9 +35,10 @@ fn gpuindex_search(index: pg_sys::Oid, op: pg_sys::Oid, queries: AnyArray, fcinf
     volatile,
     parallel_safe,
     strict,
+    requires = [functions::estimate::gpuindex_batch_rows],
     sql = "CREATE FUNCTION gpuindex_nearest(index regclass, op regoperator, queries anyarray, k int)
     RETURNS TABLE (ord bigint, ctid tid, distance float8)
-    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+    VOLATILE PARALLEL SAFE STRICT SUPPORT gpuindex_batch_rows LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpuindex_nearest(index: pg_sys::Oid, op: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
     let k = crate::error::positive_k(k);

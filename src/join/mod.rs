@@ -33,6 +33,7 @@ mod lateral;
 mod nearest;
 mod parallel;
 mod path;
+pub(crate) use path::strip_relabel;
 mod plan;
 
 use pgrx::pg_sys;

@@ -116,8 +116,9 @@ fn runs<'a>(entries: &'a [(u64, Tid)], wanted: &'a [(u64, i64)]) -> impl Iterato
     volatile,
     parallel_safe,
     strict,
+    requires = [functions::estimate::gpuindex_batch_rows],
     sql = "CREATE FUNCTION gpu_btree_probe(index regclass, keys anyarray) RETURNS TABLE (ord bigint, ctid tid)
-    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+    VOLATILE PARALLEL SAFE STRICT SUPPORT gpuindex_batch_rows LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_btree_probe(index: pg_sys::Oid, keys: pgrx::datum::AnyArray, fcinfo: pg_sys::FunctionCallInfo) {
     probe_function(index, keys, "gpu_btree", "gpu_btree_probe", fcinfo)

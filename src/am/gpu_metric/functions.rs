@@ -262,10 +262,11 @@ fn queries_of<'a>(open: &OpenIndex, queries: &AnyArray) -> Vec<Cow<'a, [f32]>> {
     volatile,
     parallel_safe,
     strict,
+    requires = [functions::estimate::gpuindex_batch_rows],
     sql = "CREATE FUNCTION gpu_metric_knn(index regclass, queries real[], k int) RETURNS TABLE (ord bigint, ctid tid, distance float8)
-    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
+    VOLATILE PARALLEL SAFE STRICT SUPPORT gpuindex_batch_rows LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';
 CREATE FUNCTION gpu_metric_knn_text(index regclass, queries text[], k int) RETURNS TABLE (ord bigint, ctid tid, distance float8)
-    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+    VOLATILE PARALLEL SAFE STRICT SUPPORT gpuindex_batch_rows LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_metric_knn(index: pg_sys::Oid, queries: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
     let k = crate::error::positive_k(k);

@@ -138,8 +138,9 @@ fn gpu_spatial_within_points(index: pg_sys::Oid, centers: AnyArray, radius: f64,
     volatile,
     parallel_safe,
     strict,
+    requires = [functions::estimate::gpuindex_batch_rows],
     sql = "CREATE FUNCTION gpu_spatial_knn(index regclass, centers point[], k int) RETURNS TABLE (ord bigint, ctid tid, distance float8)
-    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
+    VOLATILE PARALLEL SAFE STRICT SUPPORT gpuindex_batch_rows LANGUAGE c AS 'MODULE_PATHNAME', '@FUNCTION_NAME@';"
 )]
 fn gpu_spatial_knn(index: pg_sys::Oid, centers: AnyArray, k: i32, fcinfo: pg_sys::FunctionCallInfo) {
     let k = crate::error::positive_k(k);
