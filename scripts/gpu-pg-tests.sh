@@ -3,7 +3,8 @@
 # the bundled PostgreSQL with gpuindex preloaded, runs pg_regress and the
 # integration tests with the GPU required, and stops the server.
 # TESTS="join security" runs only those integration test files;
-# LIB=path/to/gpuindex.so tests that library instead of the bundle's.
+# LIB=path/to/gpuindex.so tests that library instead of the bundle's
+# (SQL=path/to/gpuindex--0.1.0.sql with it: its script, where it changed).
 set -u
 cd "$(dirname "$0")"
 here=$(pwd)
@@ -16,6 +17,7 @@ rt=$(pgb_server_root)
 if [ -n "${LIB:-}" ]; then
   "$rt/pg-stop" >/dev/null
   cp "$LIB" "$rt/usr/lib/postgresql/$PGB_PGMAJ/lib/gpuindex.so"
+  [ -n "${SQL:-}" ] && cp "$SQL" "$rt/usr/share/postgresql/$PGB_PGMAJ/extension/gpuindex--0.1.0.sql"
   PRELOAD=gpuindex "$rt/pg-start" >/dev/null || exit 1
 fi
 status=0

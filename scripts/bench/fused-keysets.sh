@@ -6,7 +6,7 @@
 # (Zipf-like ranks, s = 1.2 over 10^6 ranks, the first held by ~13% of
 # the rows; the probes M distinct stored keys). gpu_btree and btree on k,
 # VACUUM ANALYZE. Per set, `count(*)` (index-only) and `sum(payload)`,
-# their plans with EXPLAIN ANALYZE, then three rounds in turn of:
+# their plans with EXPLAIN ANALYZE, then ROUNDS (3) rounds in turn of:
 #   fused: `gpu_btree_probe('t_g', keys) p JOIN t ON t.ctid = p.ctid` at
 #     PostgreSQL's default settings;
 #   btree: the join as written, `unnest(keys) u(k) JOIN t ON t.k = u.k`,
@@ -58,7 +58,7 @@ EXPLAIN (COSTS OFF) ${q#*|};
 EXPLAIN (ANALYZE, COSTS OFF) ${q#*|};
 SQL
     done
-    for round in 1 2 3; do
+    for round in $(seq ${ROUNDS:-3}); do
       echo "-- $set $what round $round fused: $(timed "$keys" "$F")"
       echo "-- $set $what round $round btree: $(timed "$keys $nogpu" "$J" "ROLLBACK;")"
       echo "-- $set $what round $round btree nested loop, one backend: $(timed "$keys $forced" "$J" "ROLLBACK;")"
