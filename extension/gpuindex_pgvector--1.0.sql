@@ -29,6 +29,6 @@ CREATE OPERATOR CLASS vector_cosine_ops FOR TYPE vector USING gpu_metric AS
 
 -- Batch functions: gpu_metric_knn and gpu_metric_within on vector[].
 CREATE FUNCTION gpu_metric_knn_vector(index regclass, queries vector[], k int) RETURNS TABLE (ord bigint, ctid tid, distance float8)
-    VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', 'gpu_metric_knn_wrapper';
+    VOLATILE PARALLEL SAFE STRICT SUPPORT gpuindex_batch_rows LANGUAGE c AS 'MODULE_PATHNAME', 'gpu_metric_knn_wrapper';
 CREATE FUNCTION gpu_metric_within_vector(index regclass, queries vector[], radius float8) RETURNS TABLE (ord bigint, ctid tid, distance float8)
     VOLATILE PARALLEL SAFE STRICT LANGUAGE c AS 'MODULE_PATHNAME', 'gpu_metric_within_wrapper';

@@ -211,6 +211,7 @@ SELECT jrows('SELECT * FROM gpu_btree_probe(''jf_k'', ARRAY[1, 2, 3]::int8[])') 
   jrows('SELECT * FROM gpu_spatial_knn(''ji_p'', ARRAY[point(1, 1), point(2, 2)], 5)') AS knn,
   jrows('SELECT * FROM gpuindex_nearest(''ji_p'', ''<->(point,point)'', ARRAY[point(1, 1)], 3)') AS nearest,
   jrows('SELECT * FROM gpu_metric_knn(''ji_v'', ARRAY[[1, 1], [2, 2], [3, 3]]::real[], 4)') AS rows_of_vectors,
+  jrows('SELECT * FROM gpu_metric_knn(''ji_v'', ARRAY[1, 1]::real[], 4)') AS one_vector,
   jrows('SELECT * FROM gpu_spatial_range(''ji_p'', ARRAY[box(point(0, 0), point(5, 5))])') AS range;
 DROP FUNCTION jrows(text);
 -- The function's ERRORs, raised by the node.

@@ -15,7 +15,7 @@
 //!   over-estimate (55x) turned a 0.5 s join of 131,072 keys back by ctid
 //!   into a 5 s hash join (H200 host); an under-estimate keeps
 //!   GpuIndexJoin, whose cost grows with the rows actually found.
-//! - k nearest (`gpu_spatial_knn`, `gpu_metric_knn[_text]`,
+//! - k nearest (`gpu_spatial_knn`, `gpu_metric_knn[_text|_vector]`,
 //!   `gpuindex_nearest`): k per query, at most the table's rows.
 //! - The others (ranges, within a distance): PostgreSQL's 1000. Their
 //!   matches per query depend on each query's shape; no statistics of
@@ -23,8 +23,8 @@
 //!
 //! The queries are counted where the planner sees them (a constant
 //! array, or `ARRAY[...]`); otherwise ten, as PostgreSQL assumes for an
-//! array it cannot see (`estimate_array_length`). A real[] of queries is
-//! one query a row.
+//! array it cannot see (`estimate_array_length`). A real[] holds vectors:
+//! one in one dimension, one a row in two.
 
 use crate::list::{self, is_a};
 use pgrx::datum::Internal;
@@ -78,7 +78,9 @@ unsafe fn call_rows(funcid: pg_sys::Oid, node: *mut pg_sys::Node) -> Option<f64>
         // (The queries' argument, the rows a query.)
         let (at, per_query) = match std::ffi::CStr::from_ptr(name).to_bytes() {
             b"gpu_btree_probe" | b"gpu_learned_probe" | b"gpu_art_probe" => (1, rows_per_value(index, table, tuples)),
-            b"gpu_spatial_knn" | b"gpu_metric_knn" | b"gpu_metric_knn_text" => (1, nearest(*args.get(2)?, tuples)?),
+            b"gpu_spatial_knn" | b"gpu_metric_knn" | b"gpu_metric_knn_text" | b"gpu_metric_knn_vector" => {
+                (1, nearest(*args.get(2)?, tuples)?)
+            }
             b"gpuindex_nearest" => (2, nearest(*args.get(3)?, tuples)?),
             _ => return None,
         };
@@ -111,17 +113,24 @@ unsafe fn queries(e: *mut pg_sys::Node) -> f64 {
         let stripped = crate::join::strip_relabel(e.cast()).cast::<pg_sys::Node>();
         if let Some(d) = constant(stripped) {
             let a = pg_sys::pg_detoast_datum(d.cast_mut_ptr()).cast::<pg_sys::ArrayType>();
-            let ndim = (*a).ndim;
-            if ndim == 0 {
-                return 0.0;
-            }
+            let ndim = (*a).ndim as usize;
             // (ArrayType's header, then dims[ndim].)
-            let dims =
-                std::slice::from_raw_parts(a.cast::<u8>().add(std::mem::size_of::<pg_sys::ArrayType>()).cast::<i32>(), ndim as usize);
-            // A real[] of two or more dimensions: a query a row.
-            return if ndim >= 2 && (*a).elemtype == pg_sys::FLOAT4OID { dims[0] as f64 } else { dims.iter().map(|&n| n as f64).product() };
+            let dims = std::slice::from_raw_parts(a.cast::<u8>().add(std::mem::size_of::<pg_sys::ArrayType>()).cast::<i32>(), ndim);
+            // A real[] holds vectors: one, or one a row.
+            return match dims {
+                [] => 0.0,
+                [_] if (*a).elemtype == pg_sys::FLOAT4OID => 1.0,
+                _ if (*a).elemtype == pg_sys::FLOAT4OID => dims[0] as f64,
+                _ => dims.iter().map(|&n| n as f64).product(),
+            };
         }
-        // (ARRAY[...] of rows: its elements are the rows.)
+        if is_a(stripped, NodeTag::T_ArrayExpr) {
+            let ae = stripped.cast::<pg_sys::ArrayExpr>();
+            if (*ae).element_typeid == pg_sys::FLOAT4OID && !(*ae).multidims {
+                return 1.0;
+            }
+        }
+        // (ARRAY[...]: its elements, or its rows.)
         pg_sys::estimate_array_length(stripped) as f64
     }
 }

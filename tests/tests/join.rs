@@ -379,6 +379,24 @@ fn parallel_workers_join_their_share() {
     // the participants.
     assert_node_times(&explain_lines(&mut c, "ANALYZE, COSTS OFF", sql));
     check_join(&mut c, sql);
+    // Rescanned under a nested loop: the Gather runs its workers again
+    // (ReInitializeDSMCustomScan), every pass joins every outer row, and
+    // EXPLAIN ANALYZE counts the passes' probes.
+    c.batch_execute("SET enable_material = off; SET enable_hashjoin = off; SET enable_mergejoin = off").unwrap();
+    let per_pass = "SELECT count(*), sum(pi.id) FROM po JOIN pi ON pi.k = po.k WHERE pi.v <> 3";
+    let rescanned = format!("SELECT o.n, s.* FROM generate_series(1, 3) o(n) LEFT JOIN ({per_pass}) s ON o.n > 0");
+    let plan = explain(&mut c, &rescanned);
+    assert!(
+        plan.contains("Nested Loop Left Join") && plan.contains("Gather") && plan.contains("Parallel Custom Scan (GpuIndexJoin)"),
+        "{plan}"
+    );
+    let analyzed = explain_lines(&mut c, "ANALYZE, TIMING OFF, COSTS OFF", &rescanned);
+    assert_eq!(plan_value(&analyzed, "Probes"), 3 * 200_000, "{analyzed:?}");
+    let passes: Vec<(i64, i64)> = c.query(&rescanned, &[]).unwrap().iter().map(|r| (r.get(1), r.get(2))).collect();
+    c.batch_execute("SET gpuindex.enable_join = off").unwrap();
+    let once = c.query_one(per_pass, &[]).unwrap();
+    assert_eq!(passes, vec![(once.get(0), once.get(1)); 3]);
+    c.batch_execute("RESET gpuindex.enable_join; RESET enable_material; RESET enable_hashjoin; RESET enable_mergejoin").unwrap();
     // The whole join in a worker: the plan is serialized and read back there.
     c.batch_execute("SET max_parallel_workers_per_gather = 0; SET force_parallel_mode = on").unwrap();
     check_join(&mut c, sql);
