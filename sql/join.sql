@@ -194,8 +194,8 @@ RESET gpuindex.enable_join;
 -- rows per distinct key where ANALYZE saw every value (jf.s: 89 values,
 -- ~30 rows each) or its distinct count scales with the table (ji.k: 5
 -- rows a value); one a key past a long tail (jf.k: 194 values, 100 of
--- them most common); k per query; PostgreSQL's 1000 for a range. An
--- array the planner cannot see counts ten.
+-- them most common); k per query; PostgreSQL's 1000 for a range and
+-- where the planner cannot see the array.
 CREATE FUNCTION jrows(q text) RETURNS text AS $$
 DECLARE line text;
 BEGIN
