@@ -133,6 +133,37 @@ SELECT * FROM gpu_btree_probe('sec', ARRAY[1]::int8[]);
 SELECT * FROM gpu_spatial_range('sec_k', ARRAY[box '(0,0),(1,1)']);
 SELECT gpu_spatial_merge('sec_k');
 
+-- A call's row estimate uses the column's statistics only for a role the
+-- planner would let use them (SELECT on the table or the column, no row
+-- security): 2 keys x 500 rows a value, else one a key.
+SET ROLE regress_gpuindex_owner;
+CREATE TABLE sec_est AS SELECT g AS id, (g % 10)::int8 AS k FROM generate_series(1, 5000) g;
+CREATE INDEX sec_est_k ON sec_est USING gpu_btree (k);
+ANALYZE sec_est;
+GRANT SELECT (k) ON sec_est TO regress_gpuindex_cols;
+CREATE FUNCTION sec_rows() RETURNS text AS $$
+DECLARE line text;
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN SELECT * FROM gpu_btree_probe(''sec_est_k'', ARRAY[1, 2]::int8[])' LOOP
+    RETURN substring(line from 'rows=([0-9]+)');
+  END LOOP;
+END $$ LANGUAGE plpgsql;
+GRANT EXECUTE ON FUNCTION sec_rows() TO PUBLIC;
+SELECT sec_rows() AS owner;
+SET ROLE regress_gpuindex_none;
+SELECT sec_rows() AS no_privilege;
+SET ROLE regress_gpuindex_cols;
+SELECT sec_rows() AS column_privilege;
+SET ROLE regress_gpuindex_owner;
+ALTER TABLE sec_est ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON sec_est TO regress_gpuindex_rls;
+SET ROLE regress_gpuindex_rls;
+SELECT sec_rows() AS row_security;
+SET ROLE regress_gpuindex_owner;
+DROP FUNCTION sec_rows();
+DROP TABLE sec_est;
+RESET ROLE;
+
 DROP TABLE sec, sec_outer;
 REVOKE CREATE ON SCHEMA public FROM regress_gpuindex_owner;
 REVOKE ALL ON FUNCTION gpu_btree_check(regclass), gpu_spatial_check(regclass) FROM regress_gpuindex_none;

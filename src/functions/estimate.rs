@@ -154,13 +154,28 @@ unsafe fn table_rows(table: pg_sys::Oid) -> Option<f64> {
     }
 }
 
+/// Whether this role may have its plans shaped by the column's
+/// statistics, as PostgreSQL's planner decides (examine_variable): SELECT
+/// on the table or the column, and no row security applying to it (else
+/// EXPLAIN's estimate would tell what the role may not read).
+unsafe fn may_read_stats(table: pg_sys::Oid, column: i16) -> bool {
+    // SAFETY: catalog lookups from a backend.
+    unsafe {
+        let (user, select) = (pg_sys::GetUserId(), pg_sys::ACL_SELECT as pg_sys::AclMode);
+        let ok = pg_sys::AclResult::ACLCHECK_OK;
+        (pg_sys::pg_class_aclcheck(table, user, select) == ok || pg_sys::pg_attribute_aclcheck(table, column, user, select) == ok)
+            && pg_sys::check_enable_rls(table, pg_sys::InvalidOid, true) != pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
+    }
+}
+
 /// The share of a column's rows its most common values and NULLs must
 /// cover for ANALYZE's distinct count of it to be taken as seen whole.
 const ALL_SEEN: f64 = 0.95;
 
 /// The table's rows per distinct value of the index's first column (from
 /// ANALYZE's n_distinct, where it can be trusted: see the module's
-/// comment); one elsewhere (a long tail, an expression, no statistics).
+/// comment); one elsewhere (a long tail, an expression, no statistics,
+/// statistics the role may not use).
 unsafe fn rows_per_value(index: pg_sys::Oid, table: pg_sys::Oid, tuples: Option<f64>) -> f64 {
     // SAFETY: catalog-cache lookups, each released before the next.
     unsafe {
@@ -171,7 +186,7 @@ unsafe fn rows_per_value(index: pg_sys::Oid, table: pg_sys::Oid, tuples: Option<
         let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_index>(tup);
         let column = if (*form).indnatts > 0 { *(*form).indkey.values.as_slice(1).as_ptr() } else { 0 };
         pg_sys::ReleaseSysCache(tup);
-        let Some(tuples) = tuples.filter(|_| column > 0) else { return 1.0 };
+        let Some(tuples) = tuples.filter(|_| column > 0 && may_read_stats(table, column)) else { return 1.0 };
         let tup = pg_sys::SearchSysCache3(
             pg_sys::SysCacheIdentifier::STATRELATTINH as i32,
             pg_sys::Datum::from(table),
