@@ -2,7 +2,7 @@
 -- errors for what it does not do. Text is indexed in the C collation.
 SET client_min_messages = warning;
 
-CREATE TABLE ga (id int, t text COLLATE "C", vc varchar(40) COLLATE "C", b bytea, u uuid);
+CREATE TABLE ga (id int, t text COLLATE "C", vc varchar(40) COLLATE "C", b bytea, u uuid) WITH (autovacuum_enabled = off);
 INSERT INTO ga
 SELECT g,
        CASE WHEN g % 10 = 0 THEN 'dup' WHEN g % 97 = 0 THEN '' ELSE 'https://www.site' || (g % 13) || '.com/p/' || g END,
@@ -148,7 +148,7 @@ SELECT ord, count(*) FROM gpuindex_search('ga_u', '=(uuid,uuid)', ARRAY[md5('1')
 -- values over 8000 bytes (index-only scans return heap tuples), chains
 -- written by the build, by inserts and for split separators, freed by
 -- VACUUM and reused.
-CREATE TABLE ga_long (id int, t text COLLATE "C");
+CREATE TABLE ga_long (id int, t text COLLATE "C") WITH (autovacuum_enabled = off);
 INSERT INTO ga_long SELECT g, CASE WHEN g % 4 = 0 THEN 'short' || g
   ELSE repeat(chr(97 + g % 3), 300 + g % 5 * 200) || (g % 50) || repeat('-', g % 9000) || g END
 FROM generate_series(1, 1200) g;
@@ -205,7 +205,7 @@ DROP FUNCTION ga_long_got();
 -- keys between and inside them sharing less (the group's prefix itself,
 -- shorter runs of 'x'), long keys inside prefixed leaves, NULLs; splits,
 -- VACUUM and inserts after it; every answer equal to the sequential scan's.
-CREATE TABLE ga_pre (id int, t text COLLATE "C");
+CREATE TABLE ga_pre (id int, t text COLLATE "C") WITH (autovacuum_enabled = off);
 INSERT INTO ga_pre SELECT g, chr(97 + g % 20) || repeat('x', 250) || lpad(g::text, 6, '0') FROM generate_series(1, 12000) g;
 CREATE INDEX ga_pre_t ON ga_pre USING gpu_art (t);
 INSERT INTO ga_pre SELECT 20000 + g, CASE g % 5

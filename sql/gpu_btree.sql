@@ -3,7 +3,7 @@
 SET client_min_messages = warning;
 SET gpuindex.device = cpu;
 
-CREATE TABLE gb (id int, i2 int2, i4 int4, i8 int8, f4 float4, f8 float8, d date, ts timestamp, tz timestamptz);
+CREATE TABLE gb (id int, i2 int2, i4 int4, i8 int8, f4 float4, f8 float8, d date, ts timestamp, tz timestamptz) WITH (autovacuum_enabled = off);
 INSERT INTO gb
 SELECT g, (g % 50 - 25)::int2, g % 1000 - 500, (g::int8 * 7919) % 100003 - 50000,
        ((g % 200) - 100)::float4 / 4, ((g % 300) - 150)::float8 / 8,
@@ -135,7 +135,7 @@ SELECT count(*) FROM gpu_btree_probe('gb_f8', ARRAY[0]::float8[]);
 -- scan (the generic estimate's random read per element kept the planner
 -- on the sequential scan, three times slower at 128K elements over 10^7
 -- rows). gpu_learned and gpu_art walk their arrays the same way.
-CREATE TABLE gb_many (k int8, t text COLLATE "C");
+CREATE TABLE gb_many (k int8, t text COLLATE "C") WITH (autovacuum_enabled = off);
 INSERT INTO gb_many SELECT g * 3, lpad((g * 3)::text, 7, '0') FROM generate_series(1, 100000) g;
 CREATE INDEX gb_many_k ON gb_many USING gpu_btree (k);
 CREATE INDEX gb_many_t ON gb_many USING gpu_art (t);

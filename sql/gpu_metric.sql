@@ -4,7 +4,7 @@
 SET client_min_messages = warning;
 SET gpuindex.device = cpu;
 
-CREATE TABLE gm (id int, v real[]);
+CREATE TABLE gm (id int, v real[]) WITH (autovacuum_enabled = off);
 INSERT INTO gm SELECT g, ARRAY[(g * 7919) % 101, (g * 104729) % 97, g % 7 + 1]::real[]
   FROM generate_series(1, 3000) g;
 INSERT INTO gm VALUES (-1, NULL), (-2, NULL);

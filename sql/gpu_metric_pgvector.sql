@@ -17,7 +17,7 @@ CREATE EXTENSION gpuindex_pgvector;
 
 -- 3,000 vectors of 12 dimensions around 30 centres, exact duplicates, NULLs.
 SELECT setseed(0.25);
-CREATE TABLE pv (id int, e vector(12));
+CREATE TABLE pv (id int, e vector(12)) WITH (autovacuum_enabled = off);
 CREATE TEMP TABLE centre AS SELECT c, ARRAY(SELECT random() * 20 - 10 FROM generate_series(1, 12) WHERE c > 0) AS x FROM generate_series(1, 30) c;
 INSERT INTO pv SELECT g, ARRAY(SELECT x[i] + (random() - 0.5) FROM generate_series(1, 12) i)::vector
   FROM generate_series(1, 2900) g JOIN centre ON c = g % 30 + 1;

@@ -5,7 +5,7 @@ SET client_min_messages = warning;
 SET gpuindex.device = cpu;
 CREATE EXTENSION IF NOT EXISTS fuzzystrmatch;
 
-CREATE TABLE gw (id int, w text);
+CREATE TABLE gw (id int, w text) WITH (autovacuum_enabled = off);
 -- Words over a small alphabet (many at distance 1 and 2 of each other),
 -- duplicates, non-ASCII letters, the empty string, NULLs.
 INSERT INTO gw SELECT g, translate(substr(md5(g::text), 1, 2 + g % 7), '0123456789', 'aeiouéèü東京')

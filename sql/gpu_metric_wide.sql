@@ -11,7 +11,7 @@ CREATE FUNCTION gmw_vec(g int, dim int) RETURNS real[] AS $$
   SELECT array_agg((((g % 12) * 37 + i * 11) % 101 + ((g * 7919 + i * 104729) % 1009) / 1009.0)::real ORDER BY i)
   FROM generate_series(1, dim) i
 $$ LANGUAGE sql IMMUTABLE;
-CREATE TABLE gmw (id int, v real[]);
+CREATE TABLE gmw (id int, v real[]) WITH (autovacuum_enabled = off);
 INSERT INTO gmw SELECT g, gmw_vec(g, 3000) FROM generate_series(1, 400) g;
 -- 30 copies of one row, and a far outlier.
 INSERT INTO gmw SELECT 1000 + g, gmw_vec(5, 3000) FROM generate_series(1, 30) g;

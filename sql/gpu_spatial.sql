@@ -6,7 +6,7 @@ SET gpuindex.device = cpu;
 
 -- A grid with duplicates (every point twice), points on the box borders
 -- used below, a dense cluster, and the odd ones: NaN, infinities, NULL.
-CREATE TABLE gs (id int, p point);
+CREATE TABLE gs (id int, p point) WITH (autovacuum_enabled = off);
 INSERT INTO gs SELECT g, point((g % 50) * 2, (g / 50) * 2) FROM generate_series(0, 2499) g;
 INSERT INTO gs SELECT 10000 + g, point((g % 50) * 2, (g / 50) * 2) FROM generate_series(0, 2499, 7) g;
 INSERT INTO gs SELECT 20000 + g, point(33 + (g % 37) * 0.001, 61 + (g % 41) * 0.001) FROM generate_series(1, 3000) g;

@@ -82,7 +82,7 @@ SELECT * FROM jsame('SELECT jo.id, ji.ctid FROM jo LEFT JOIN ji ON ji.k = jo.k A
 -- or the table's last block, offset 0 and NULL name no row; repeats match
 -- once each. Inside a transaction that changed rows (pages not
 -- all-visible), after VACUUM (all-visible), under SERIALIZABLE.
-CREATE TABLE jt (id int, k int8, pad text) WITH (fillfactor = 50);
+CREATE TABLE jt (id int, k int8, pad text) WITH (autovacuum_enabled = off, fillfactor = 50);
 INSERT INTO jt SELECT g, g % 100, repeat('y', g % 20) FROM generate_series(1, 3000) g;
 CREATE TABLE jc (n int, c tid);
 INSERT INTO jc SELECT id, ctid FROM jt;
@@ -124,7 +124,7 @@ DROP TABLE jt, jc;
 -- transaction that changed rows, after VACUUM, under SERIALIZABLE, in
 -- chunks of 7. Not fused: left and anti joins, a filter on the call's
 -- rows, WITH ORDINALITY, an index of another table.
-CREATE TABLE jf (id int, k int8, s text COLLATE "C", pad text) WITH (fillfactor = 50);
+CREATE TABLE jf (id int, k int8, s text COLLATE "C", pad text) WITH (autovacuum_enabled = off, fillfactor = 50);
 INSERT INTO jf SELECT g, g % 97, 'w' || (g % 89), repeat('z', g % 9) FROM generate_series(1, 3000) g;
 CREATE INDEX jf_k ON jf USING gpu_btree (k);
 CREATE INDEX jf_l ON jf USING gpu_learned (k);

@@ -104,9 +104,10 @@ impl Call {
     /// The call as a plan node runs it: the guarded index closed (its
     /// checks done), the node's own `index` on `heap` searched instead
     /// (`for_plan`: every index match, the node fetching the rows itself
-    /// with its snapshot and the table's policies among its quals).
-    pub fn for_plan(self, heap: pg_sys::Relation, index: pg_sys::Relation) -> Call {
-        let plan = OpenIndex::for_plan(heap, index, self.open.am);
+    /// with its snapshot and the table's policies among its quals), its
+    /// matches in heap order or (not `heap_order`) as found.
+    pub fn for_plan(self, heap: pg_sys::Relation, index: pg_sys::Relation, heap_order: bool) -> Call {
+        let plan = OpenIndex::for_plan(heap, index, self.open.am, heap_order);
         Call { open: plan, ..self }
     }
 }

@@ -15,9 +15,10 @@ use std::time::Instant;
 /// its search is run here, over the call's arguments, and each match
 /// becomes a row of the call, (ord, the TID of the visible row the fetch
 /// finds), joined with that row. What the function would return is
-/// exactly those rows: its matches in heap order, each checked against the
-/// snapshot once (by the fetch, following HOT chains as the function's
-/// visibility pass does), the table's policies among the match quals.
+/// exactly those rows (the function's in heap order, the node's in its
+/// `heap_order`), each checked against the snapshot once (by the fetch,
+/// following HOT chains as the function's visibility pass does), the
+/// table's policies among the match quals.
 pub(super) struct Fused {
     pub(super) call: &'static Fusable,
     args: Vec<*mut pg_sys::ExprState>,
@@ -33,7 +34,7 @@ pub(super) struct Fused {
 
 /// A fused call being searched: the call (for the plan node), its pieces
 /// (`search::Pieces`: memory stays bounded whatever it matches), the
-/// current piece's matches (TID, position) in heap order and how many
+/// current piece's matches (TID, position), in the node's order, and how many
 /// were taken into chunks.
 struct Searching {
     call: crate::functions::call::Call,
@@ -89,12 +90,18 @@ impl Fused {
     }
 
     /// Makes the call ready (ERRORs as the function raises them) over the
-    /// node's `index` of `heap`: None where an argument is NULL (the
-    /// functions are strict: no rows).
+    /// node's `index` of `heap`, its matches in heap order or not: None
+    /// where an argument is NULL (the functions are strict: no rows).
     ///
     /// # Safety
     /// In `econtext`, the node's; in the call's memory context.
-    unsafe fn start(&self, econtext: *mut pg_sys::ExprContext, heap: pg_sys::Relation, index: pg_sys::Relation) -> Option<Searching> {
+    unsafe fn start(
+        &self,
+        econtext: *mut pg_sys::ExprContext,
+        heap: pg_sys::Relation,
+        index: pg_sys::Relation,
+        heap_order: bool,
+    ) -> Option<Searching> {
         // SAFETY: the caller's contract; the arguments are evaluated in the
         // call's memory context, which outlives the search.
         unsafe {
@@ -113,7 +120,7 @@ impl Fused {
             if (*call.open.heap).rd_id != (*heap).rd_id {
                 pgrx::error!("gpuindex: GpuIndexJoin: the batch function's index is no longer an index of the joined table");
             }
-            let call = call.for_plan(heap, index);
+            let call = call.for_plan(heap, index, heap_order);
             let pieces = search::Pieces::new(&call.batch(true));
             Some(Searching { call, pieces, matches: Vec::new(), taken: 0 })
         }
@@ -145,7 +152,7 @@ impl State {
                 self.bulk_deletes = bulk_deletes::finished(self.index);
                 let caller = pg_sys::CurrentMemoryContext;
                 pg_sys::CurrentMemoryContext = f.cxt;
-                f.searching = f.start(econtext, self.heap, self.index);
+                f.searching = f.start(econtext, self.heap, self.index, self.heap_order);
                 pg_sys::CurrentMemoryContext = caller;
                 self.stats.probes += f.searching.as_ref().map_or(0, |s| s.call.queries.len() as u64);
             }

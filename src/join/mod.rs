@@ -13,7 +13,8 @@
 //! - `plan`: the plan node (its scan tuple, quals and private data);
 //! - `exec`: execution and rescans; `explain`: its EXPLAIN; `fused`: a
 //!   batch function's call joined back by ctid, searched by the node;
-//!   `heap`: the fetches in TID order;
+//!   `heap`: the fetches in TID order; `all_visible`: an index-only
+//!   join's visibility map answers;
 //! - `lateral` (planner side) and `nearest` (execution): LATERAL top-k
 //!   subqueries;
 //! - `parallel`: what a parallel plan's processes share (the workers'
@@ -24,6 +25,7 @@
 //! locks or in UPDATE/DELETE (EvalPlanQual would need to recheck it).
 
 mod ahead;
+mod all_visible;
 mod cost;
 mod exec;
 mod explain;

@@ -262,7 +262,7 @@ impl State {
         while !pending.is_empty() {
             top.rounds += 1;
             self.stats.probes += pending.len() as u64;
-            let open = OpenIndex::for_plan(self.heap, self.index, self.am);
+            let open = OpenIndex::for_plan(self.heap, self.index, self.am, true);
             let ask = Ask::Nearest { strategy: self.strategy, k: want };
             let batch = Batch { ask, query_type: self.key_type, queries: &pending, what: "GpuIndexJoin", heap_order: false };
             // (In pieces where the candidates would not fit

@@ -52,6 +52,8 @@ pub struct OpenIndex {
     pub am: &'static str,
     /// Opened by `for_plan`: matches are not filtered, relations not closed here.
     for_plan: bool,
+    /// `for_plan`'s matches are sorted into heap order.
+    heap_order: bool,
 }
 
 fn rel_name(oid: pg_sys::Oid) -> String {
@@ -152,7 +154,7 @@ impl OpenIndex {
             }
             let heap = pg_sys::table_open(heap_oid, lock);
             let index = pg_sys::index_open(oid, lock);
-            let mut opened = OpenIndex { index, heap, lock, policies: false, am: "", for_plan: false };
+            let mut opened = OpenIndex { index, heap, lock, policies: false, am: "", for_plan: false, heap_order: true };
             // The index may have been dropped and its OID reused while we
             // waited for the locks.
             if (*(*index).rd_index).indrelid != heap_oid {
@@ -193,9 +195,10 @@ impl OpenIndex {
 
     /// `index` of access method `am` on `heap`, both opened and locked by
     /// a plan node that checks visibility and policies itself (see the
-    /// module's comment).
-    pub fn for_plan(heap: pg_sys::Relation, index: pg_sys::Relation, am: &'static str) -> OpenIndex {
-        OpenIndex { index, heap, lock: pg_sys::NoLock as i32, policies: false, am, for_plan: true }
+    /// module's comment), and wants its matches in heap order or (not
+    /// `heap_order`: an index-only join that fetches few) as found.
+    pub fn for_plan(heap: pg_sys::Relation, index: pg_sys::Relation, am: &'static str, heap_order: bool) -> OpenIndex {
+        OpenIndex { index, heap, lock: pg_sys::NoLock as i32, policies: false, am, for_plan: true, heap_order }
     }
 
     /// Whether `visible` filters matches (a batch function's call) rather
@@ -207,10 +210,12 @@ impl OpenIndex {
     /// Of (TID, position) matches found in the index: the rows visible to
     /// the caller's snapshot and allowed by the table's policies, as
     /// (position, TID) in heap order (see `visibility::visible`); for a
-    /// plan node (`for_plan`), every match, in heap order.
+    /// plan node (`for_plan`), every match, in heap order where it asks.
     pub fn visible(&self, mut matches: Vec<(crate::storage::Tid, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
         if self.for_plan {
-            crate::visibility::sort(&mut matches);
+            if self.heap_order {
+                crate::visibility::sort(&mut matches);
+            }
             return matches.into_iter().map(|(t, p)| (p, crate::storage::tid_to(t))).collect();
         }
         // SAFETY: the heap is open and locked; called inside a transaction.
