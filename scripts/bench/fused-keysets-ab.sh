@@ -1,0 +1,71 @@
+#!/bin/bash
+# Two libraries in turn (./old.so, ./new.so) on the batch function joined
+# back by ctid, its keys a constant, on fused-keysets.sh's two key sets in
+# one database: "uniform" (tu: a permutation of 0..N-1, M random probe keys,
+# ~9% misses) and "zipf" (tz: Zipf-like ranks, s = 1.2 over 10^6 ranks, the
+# first held by ~13% of the rows; M distinct stored keys). gpu_btree and
+# btree on k, VACUUM ANALYZE. ROUNDS (3) rounds of: each library (the
+# server restarted on it) timing `count(*)` (index-only) and
+# `sum(payload)` of `gpu_btree_probe(index, keys) p JOIN t ON t.ctid =
+# p.ctid` at default settings; then btree's plan of the join as written
+# (`unnest(keys) u(k) JOIN t ON t.k = u.k`, gpu_btree dropped in a
+# rolled-back transaction). Each query once unmeasured, then three times
+# (ms). Copy next to a bundle folder `pg` (scripts/gpu-pg-bundle.sh) with
+# bundle-server.sh, old.so and new.so, and run it there.
+cd "$(dirname "$0")"; here=$(pwd)
+conf=${CONF:-'shared_buffers=32GB;max_wal_size=32GB;checkpoint_timeout=30min'}
+source ./bundle-server.sh
+nvidia-smi --query-gpu=name --format=csv,noheader; nproc
+N=${N:-10000000}
+M=${M:-131072}
+use_lib() {
+  $RT/pg-stop >/dev/null; cp "$here/$1.so" $RT/usr/lib/postgresql/15/lib/gpuindex.so
+  PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
+}
+use_lib old
+t0=$(date +%s)
+$P <<SQL
+CREATE EXTENSION gpuindex;
+CREATE TABLE tu (k int8, payload int8);
+INSERT INTO tu SELECT (i * 2654435761) % $N, i FROM generate_series(0, $N - 1) i;
+CREATE TABLE tz (k int8, payload int8);
+INSERT INTO tz SELECT (least(floor(pow(random(), -5)), 1000000)::int8 * 2654435761) % 4294967296, i FROM generate_series(0, $N - 1) i;
+CREATE INDEX tu_g ON tu USING gpu_btree (k); CREATE INDEX tu_b ON tu (k);
+CREATE INDEX tz_g ON tz USING gpu_btree (k); CREATE INDEX tz_b ON tz (k);
+VACUUM ANALYZE tu; VACUUM ANALYZE tz;
+SELECT setseed(0.25);
+CREATE TABLE probes AS
+  SELECT 'tu' AS t, array_agg(k)::text a FROM (SELECT (random() * $N * 1.09)::int8 FROM generate_series(1, $M)) g(k)
+  UNION ALL
+  SELECT 'tz', array_agg(k)::text FROM (SELECT k FROM (SELECT DISTINCT k FROM tz) d ORDER BY random() LIMIT $M) g(k);
+SQL
+echo "built in $(( $(date +%s) - t0 )) s"
+for t in tu tz; do
+  echo "== $t: $($P -Atc "SELECT count(*) FROM $t WHERE k = ANY((SELECT a FROM probes WHERE t = '$t')::int8[])") matching rows"
+done
+# (\gset ends its line.)
+keys() { echo "SELECT a AS arr FROM probes WHERE t = '$1' \\gset"; }
+for round in $(seq ${ROUNDS:-3}); do
+  for lib in old new; do
+    use_lib $lib
+    for t in tu tz; do
+      for what in "count(*)" "sum(t.payload)"; do
+        echo "-- round $round $lib $t $what: $(timed "$(keys $t)"$'\n' "SELECT $what FROM gpu_btree_probe('${t}_g', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid")"
+      done
+    done
+  done
+  for t in tu tz; do
+    for what in "count(*)" "sum(t.payload)"; do
+      echo "-- round $round btree $t $what: $(timed "$(keys $t)"$'\n'"SET gpuindex.enable_join = off; BEGIN; DROP INDEX ${t}_g;" \
+        "SELECT $what FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k" "ROLLBACK;")"
+    done
+  done
+done
+echo "-- plans (new library)"
+for t in tu tz; do
+  $P <<SQL | grep -E "Join|Scan|Aggregate|rows=|Time|Matches|Fetches"
+$(keys $t)
+EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM gpu_btree_probe('${t}_g', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid;
+SQL
+done
+$RT/pg-stop >/dev/null
