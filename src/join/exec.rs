@@ -16,7 +16,7 @@
 
 use super::all_visible::AllVisible;
 use super::fused::Fused;
-use super::plan::Private;
+use super::plan::{Private, COUNTED};
 use super::NAME;
 use crate::am::common::bulk_deletes;
 use crate::am::common::search::{self, Ask, Batch};
@@ -126,6 +126,14 @@ pub(super) struct State {
     pub(super) inner_cols: Vec<(usize, usize)>,
     /// Scan columns of the inner table's ctid (the fetched row's TID).
     pub(super) inner_ctid_cols: Vec<usize>,
+    /// A counting plan's `count(*)` columns (`count`): the joined rows
+    /// are counted, not emitted, and one row holds their number.
+    pub(super) count_cols: Vec<usize>,
+    /// A counting plan has emitted its row (reset by a rescan).
+    counted: bool,
+    /// A joined row is put into the scan tuple: something reads it (not
+    /// a counting plan without quals).
+    fills: bool,
     /// Where the inner columns are read: the heap slot, or the top-k
     /// subquery's stored rows.
     pub(super) inner_slot: *mut pg_sys::TupleTableSlot,
@@ -271,9 +279,10 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         stored_atts.sort_unstable();
         stored_atts.dedup();
         let stored = |att: usize| stored_atts.binary_search(&att).expect("stored");
-        let (mut outer_cols, mut inner_cols, mut inner_ctid_cols) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut outer_cols, mut inner_cols, mut inner_ctid_cols, mut count_cols) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (col, &m) in p.colmap.iter().enumerate() {
             match m {
+                COUNTED => count_cols.push(col),
                 1.. => outer_cols.push((col, stored(m as usize))),
                 0 => inner_ctid_cols.push(col),
                 _ => inner_cols.push((col, (-m) as usize)),
@@ -323,6 +332,9 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             outer_cols,
             inner_cols,
             inner_ctid_cols,
+            fills: count_cols.is_empty() || !exprs[1].is_null() || !(*cscan).scan.plan.qual.is_null(),
+            count_cols,
+            counted: false,
             top,
             fused,
             chunk_size,
@@ -823,6 +835,45 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
     // SAFETY: the executor's node, begun by `begin`.
     unsafe {
         let st = state(node);
+        if st.count_cols.is_empty() {
+            return if next_row(node) { project(node, st.scan_slot) } else { std::ptr::null_mut() };
+        }
+        // A counting plan: every row the join would emit counted, then
+        // one row with their number.
+        if st.counted {
+            return std::ptr::null_mut();
+        }
+        let mut n = 0i64;
+        while next_row(node) {
+            n += 1;
+        }
+        let st = state(node);
+        st.counted = true;
+        let scan = st.scan_slot;
+        for col in 0..st.natts {
+            *(*scan).tts_isnull.add(col) = true;
+        }
+        for &col in &st.count_cols {
+            *(*scan).tts_values.add(col) = pg_sys::Datum::from(n);
+            *(*scan).tts_isnull.add(col) = false;
+        }
+        (*scan).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
+        (*scan).tts_nvalid = st.natts as i16;
+        (*(*node).ss.ps.ps_ExprContext).ecxt_scantuple = scan;
+        project(node, scan)
+    }
+}
+
+/// Runs the join to its next row that passes the plan's quals, in the
+/// scan tuple (`fills`) of the node's expression context; false at the
+/// end.
+///
+/// # Safety
+/// The executor's node, begun by `begin`.
+unsafe fn next_row(node: *mut pg_sys::CustomScanState) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let st = state(node);
         let econtext = (*node).ss.ps.ps_ExprContext;
         let qual = (*node).ss.ps.qual;
         let snapshot = (*(*node).ss.ps.state).es_snapshot;
@@ -830,7 +881,7 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
             match st.phase {
                 Phase::Load => {
                     if st.outer_done && st.ahead.is_none() {
-                        return std::ptr::null_mut();
+                        return false;
                     }
                     // (The instrumentation is set up after BeginCustomScan.)
                     let instrument = (*node).ss.ps.instrument;
@@ -839,7 +890,7 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                     if st.fused.is_some() {
                         st.load_fused(econtext);
                         if st.rows == 0 {
-                            return std::ptr::null_mut();
+                            return false;
                         }
                         st.phase = Phase::Matches;
                         continue;
@@ -849,7 +900,7 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                         None => st.load(econtext),
                     };
                     if st.rows == 0 {
-                        return std::ptr::null_mut();
+                        return false;
                     }
                     if st.top.is_some() {
                         st.run_top_k(keys, snapshot, econtext);
@@ -864,9 +915,11 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                         continue;
                     };
                     let Some(row) = row else { continue };
-                    st.fill_scan(row, true);
-                    st.reset_row_memory(econtext);
-                    (*econtext).ecxt_scantuple = st.scan_slot;
+                    if st.fills {
+                        st.fill_scan(row, true);
+                        st.reset_row_memory(econtext);
+                        (*econtext).ecxt_scantuple = st.scan_slot;
+                    }
                     if !st.matching.is_null() && !pg_sys::ExecQual(st.matching, econtext) {
                         st.stats.removed_by_join_filter += 1;
                         continue;
@@ -879,7 +932,7 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                         filtered(node);
                         continue;
                     }
-                    return project(node, st.scan_slot);
+                    return true;
                 }
                 Phase::Unmatched => {
                     let Some(row) = (st.unmatched..st.rows).find(|&r| !st.matched[r]) else {
@@ -887,14 +940,16 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
                         continue;
                     };
                     st.unmatched = row + 1;
-                    st.fill_scan(row, false);
-                    st.reset_row_memory(econtext);
-                    (*econtext).ecxt_scantuple = st.scan_slot;
+                    if st.fills {
+                        st.fill_scan(row, false);
+                        st.reset_row_memory(econtext);
+                        (*econtext).ecxt_scantuple = st.scan_slot;
+                    }
                     if !qual.is_null() && !pg_sys::ExecQual(qual, econtext) {
                         filtered(node);
                         continue;
                     }
-                    return project(node, st.scan_slot);
+                    return true;
                 }
             }
         }
@@ -928,6 +983,7 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
         }
         st.phase = Phase::Load;
         st.outer_done = false;
+        st.counted = false;
         st.drop_ahead();
         st.rows = 0;
         st.next_chunk = st.first_chunk;

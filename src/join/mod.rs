@@ -18,7 +18,9 @@
 //! - `lateral` (planner side) and `nearest` (execution): LATERAL top-k
 //!   subqueries;
 //! - `parallel`: what a parallel plan's processes share (the workers'
-//!   counters, the leader's remembered heap buffers).
+//!   counters, the leader's remembered heap buffers);
+//! - `count`: `count(*)` of the join counted by the node (an aggregate
+//!   path).
 //!
 //! Inner, left, semi and anti joins; parallel-safe, and over a partial
 //! outer path each participant of a Gather joins its share; not under row
@@ -27,6 +29,7 @@
 mod ahead;
 mod all_visible;
 mod cost;
+mod count;
 mod exec;
 mod explain;
 mod fused;
@@ -50,5 +53,6 @@ pub fn register() {
     unsafe {
         pg_sys::RegisterCustomScanMethods(&raw const plan::SCAN_METHODS);
         path::install();
+        count::install();
     }
 }

@@ -26,6 +26,8 @@
 //!
 //! For a top-k subquery the "inner" columns of the scan tuple are the
 //! subquery's output columns (its select list, evaluated per fetched row).
+//! A counting plan (`count`) has the query's `count(*)` expressions after
+//! the joined row's columns (`COUNTED` in the column map).
 
 use super::path::{is_outer, pushed_down, Probe};
 use super::{exec, lateral, NAME};
@@ -44,6 +46,10 @@ pub struct PathPrivate<'a> {
     pub jointype: pg_sys::JoinType::Type,
     pub innerrel: *mut pg_sys::RelOptInfo,
 }
+
+/// The items of `PathPrivate::to_list` (a counting path adds one:
+/// `count::counts`).
+pub const PATH_ITEMS: usize = 10;
 
 impl PathPrivate<'_> {
     pub fn to_list(&self) -> *mut pg_sys::List {
@@ -87,6 +93,10 @@ pub struct TopKPlan {
     pub order: *mut pg_sys::Expr,
 }
 
+/// A `colmap` entry: the scan-tuple column holds the count of the joined
+/// rows (`count`).
+pub const COUNTED: i32 = i32::MIN;
+
 /// The plan's private data, as execution reads it.
 pub struct Private {
     pub heap: pg_sys::Oid,
@@ -102,7 +112,8 @@ pub struct Private {
     pub fused: Option<usize>,
     /// For each scan-tuple column: the outer child's column (1-based,
     /// positive) or the inner table's attribute, or the top-k subquery's
-    /// output column (negated), or 0 for the inner table's ctid.
+    /// output column (negated), or 0 for the inner table's ctid, or
+    /// `COUNTED` for a counting plan's `count(*)`.
     pub colmap: Vec<i32>,
     pub top: Option<TopKPlan>,
 }
@@ -257,6 +268,11 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         let (top_heap, fused_index) = (oids[0], oids[1]);
         let top_order = items[9].cast::<pg_sys::Node>();
         let jointype = ints[0] as pg_sys::JoinType::Type;
+        // A counting plan's target list and path target are the query's
+        // `count(*)` expressions; the rows it counts are its join's.
+        let counting = super::count::counts(&items);
+        let (row_tlist, row_target) =
+            if counting { (std::ptr::null_mut(), (*(*rel).reltarget).exprs) } else { (tlist, (*(*best_path).path.pathtarget).exprs) };
         let (join_quals, other_quals) = split_quals(jointype, restrictlist, (*rel).relids);
         let matching = copy(match_quals(innerrel, &join_quals, rinfo));
         let other_quals = copy(clauses(&other_quals));
@@ -271,7 +287,7 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         // the call's ctid (the visible row's TID, which only the page
         // tells).
         let mut ints = ints;
-        let read = [tlist.cast(), (*(*best_path).path.pathtarget).exprs.cast(), matching.cast(), other_quals.cast()];
+        let read = [row_tlist.cast(), row_target.cast(), matching.cast(), other_quals.cast()];
         let entries = !by_tid || (ints[3] != 0 && !read.iter().any(|&e| reads(e, super::path::strip_relabel(key))));
         ints[2] = (!rinfo.is_null() && entries && index_only(innerrel, &read)) as i32;
 
@@ -279,23 +295,27 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         // target list is NIL under a projection: its Vars come from the
         // path's target.)
         let mut vars = std::ptr::null_mut();
-        for e in [
-            tlist.cast::<pg_sys::Node>(),
-            (*(*best_path).path.pathtarget).exprs.cast(),
-            matching.cast(),
-            other_quals.cast(),
-            probe_clause.cast(),
-            key.cast(),
-        ] {
+        for e in [row_tlist.cast::<pg_sys::Node>(), row_target.cast(), matching.cast(), other_quals.cast(), probe_clause.cast(), key.cast()]
+        {
             vars = pg_sys::list_concat(vars, pg_sys::pull_var_clause(e, 0));
         }
-        let scan_tlist = pg_sys::add_to_flat_tlist(std::ptr::null_mut(), vars);
+        let mut scan_tlist = pg_sys::add_to_flat_tlist(std::ptr::null_mut(), vars);
+        let joined = list::ptrs::<pg_sys::TargetEntry>(scan_tlist).len();
+        if counting {
+            // The count(*) expressions after the row's columns.
+            let counts = pg_sys::pull_var_clause(tlist.cast(), pg_sys::PVC_INCLUDE_AGGREGATES as i32);
+            scan_tlist = pg_sys::add_to_flat_tlist(scan_tlist, counts);
+        }
         let outer_plan = list::ptrs::<pg_sys::Plan>(custom_plans)[0];
         let outer_tlist = list::ptrs::<pg_sys::TargetEntry>((*outer_plan).targetlist);
         let inner_relid = (*innerrel).relid as i32;
         let colmap: Vec<i32> = list::ptrs::<pg_sys::TargetEntry>(scan_tlist)
             .into_iter()
-            .map(|te| {
+            .enumerate()
+            .map(|(col, te)| {
+                if col >= joined {
+                    return COUNTED;
+                }
                 let var = (*te).expr.cast::<pg_sys::Var>();
                 if (*var).varno == inner_relid {
                     // (ctid: 0, the fetched row's TID.)

@@ -110,6 +110,87 @@ fn query_shapes_equal_the_planners() {
     }
 }
 
+/// `count(*)` over a join is counted by the join itself (one row out, no
+/// Aggregate above it), for every join type, with join filters and WHERE
+/// clauses, over an empty outer side, a fused batch call and a LATERAL
+/// top-k subquery, rescanned in a SubPlan and in a generic plan: each
+/// equal to the planner's count. Other aggregates keep the Aggregate.
+#[test]
+fn count_star_is_counted_by_the_join() {
+    let mut c = connect(DB);
+    shapes_tables(&mut c);
+    c.batch_execute(
+        "DROP TABLE IF EXISTS cp, cq;
+         CREATE TABLE cp AS SELECT g AS id, point(g % 97, g % 89) AS p FROM generate_series(1, 5000) g;
+         CREATE INDEX cp_p ON cp USING gpu_spatial (p);
+         CREATE TABLE cq AS SELECT g AS id, point(g * 0.37, g * 0.11) AS q FROM generate_series(1, 200) g;
+         ANALYZE cp; ANALYZE cq;",
+    )
+    .unwrap();
+    let counted = [
+        "SELECT count(*) FROM o JOIN i ON i.k = o.k",
+        "SELECT count(*), count(*) * 2 + 1 FROM o JOIN i ON i.k = o.k AND i.v > o.id WHERE i.v % 3 = 0 AND o.grp < 7",
+        "SELECT count(*) FROM o LEFT JOIN i ON i.k = o.k AND i.v % 4 = 0 WHERE i.id IS NULL OR i.v < 5000",
+        "SELECT count(*) FROM o WHERE EXISTS (SELECT 1 FROM i WHERE i.k = o.k AND i.v > o.id * 3)",
+        "SELECT count(*) FROM o WHERE NOT EXISTS (SELECT 1 FROM i WHERE i.k = o.k AND i.v % 5 = 0)",
+        "SELECT count(*) FROM e JOIN i ON i.k = e.k",
+        "SELECT count(*) FROM e LEFT JOIN i ON i.k = e.k",
+        "SELECT count(*) FROM o JOIN x ON x.id = o.id JOIN i ON i.k = o.k + x.tag",
+        "SELECT count(*) FROM gpu_btree_probe('i_k', ARRAY(SELECT k FROM o WHERE id % 3 = 0)) p JOIN i ON i.ctid = p.ctid",
+        "SELECT count(*) FROM cq CROSS JOIN LATERAL (SELECT cp.id FROM cp ORDER BY cp.p <-> cq.q LIMIT 7) s",
+        "SELECT count(*) FROM cq LEFT JOIN LATERAL (SELECT cp.id FROM cp WHERE cp.id % 2 = 0 ORDER BY cp.p <-> cq.q LIMIT 3) s ON true",
+    ];
+    let forced = "SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off";
+    for sql in counted {
+        c.batch_execute(forced).unwrap();
+        let plan = explain(&mut c, sql);
+        c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
+        assert!(plan.contains("count(*) of the joined rows, counted here"), "{sql}: not counted by the join\n{plan}");
+        assert!(!plan.contains("Aggregate  ("), "{sql}: an Aggregate over the counting join\n{plan}");
+        check_join(&mut c, sql);
+    }
+    // Other aggregates, grouping and HAVING aggregate the join's rows.
+    for sql in [
+        "SELECT count(i.v) FROM o JOIN i ON i.k = o.k",
+        "SELECT count(DISTINCT o.id) FROM o JOIN i ON i.k = o.k",
+        "SELECT count(*) FILTER (WHERE i.v > 10) FROM o JOIN i ON i.k = o.k",
+        "SELECT o.grp, count(*) FROM o JOIN i ON i.k = o.k GROUP BY o.grp",
+        "SELECT count(*) FROM o JOIN i ON i.k = o.k HAVING count(*) > 1",
+    ] {
+        c.batch_execute(forced).unwrap();
+        let plan = explain(&mut c, sql);
+        c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
+        assert!(!plan.contains("counted here"), "{sql}: counted by the join\n{plan}");
+        check_join(&mut c, sql);
+    }
+    // Rescanned: a SubPlan with a new parameter each time, and a generic
+    // plan run with other parameters.
+    let sql = "SELECT g, (SELECT count(*) FROM o JOIN i ON i.k = o.k AND i.v > g * 700 WHERE o.grp = g) FROM generate_series(0, 11) g";
+    c.batch_execute(forced).unwrap();
+    let plan = explain(&mut c, sql);
+    c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
+    assert!(plan.contains("counted here"), "{plan}");
+    check_join(&mut c, sql);
+    c.batch_execute(&format!(
+        "{forced}; SET plan_cache_mode = force_generic_plan;
+         PREPARE cj(int) AS SELECT count(*) FROM o JOIN i ON i.k = o.k WHERE o.grp = $1"
+    ))
+    .unwrap();
+    let plan: Vec<String> = c.query("EXPLAIN EXECUTE cj(1)", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(plan.iter().any(|l| l.contains("counted here")), "generic plan: {plan:?}");
+    for g in [1, 4, 9, 42] {
+        let got: i64 = c.query_one(&format!("EXECUTE cj({g})"), &[]).unwrap().get(0);
+        c.batch_execute("SET gpuindex.enable_join = off").unwrap();
+        let want: i64 = c.query_one(&format!("SELECT count(*) FROM o JOIN i ON i.k = o.k WHERE o.grp = {g}"), &[]).unwrap().get(0);
+        c.batch_execute("RESET gpuindex.enable_join").unwrap();
+        assert_eq!(got, want, "generic plan with {g}");
+    }
+    c.batch_execute(
+        "DEALLOCATE cj; RESET plan_cache_mode; RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop; DROP TABLE cp, cq",
+    )
+    .unwrap();
+}
+
 #[test]
 fn rescans_cursors_and_generic_plans() {
     let mut c = connect(DB);
