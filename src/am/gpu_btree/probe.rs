@@ -84,11 +84,27 @@ pub(crate) fn probe_visible(
     let entries =
         if codes.is_empty() { Vec::new() } else { entries(&codes, search::entry_limit()).map_err(|n| search::TooMany(n as u64))? };
     search::within_limit(runs(&entries, &wanted).map(|(_, r)| r.len() as u64).sum())?;
-    // (tid, position) for every match, in heap order.
-    let mut matches: Vec<(Tid, i64)> = Vec::with_capacity(entries.len());
-    for (tid, run) in runs(&entries, &wanted) {
-        matches.extend(wanted[run].iter().map(|w| (tid, w.1)));
-    }
+    // (tid, position) for every match.
+    let matches: Vec<(Tid, i64)> = if codes.len() == wanted.len() {
+        // Each code asked once: an entry is one match, made in the
+        // entries' own memory (no second buffer of millions).
+        let mut at = 0;
+        entries
+            .into_iter()
+            .map(|(code, tid)| {
+                while wanted[at].0 < code {
+                    at += 1;
+                }
+                (tid, wanted[at].1)
+            })
+            .collect()
+    } else {
+        let mut matches = Vec::with_capacity(entries.len());
+        for (tid, run) in runs(&entries, &wanted) {
+            matches.extend(wanted[run].iter().map(|w| (tid, w.1)));
+        }
+        matches
+    };
     Ok(open.visible(matches))
 }
 
