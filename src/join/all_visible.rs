@@ -9,9 +9,10 @@
 //! the bit before its index entry exists; an entry of the page that a bulk
 //! delete removed before the bit was set shows in the count read just
 //! after the map. So the map and the count (a fence and a shared-memory
-//! read, a third of the per-row path of an index-only count when read a
-//! match) are read once a page a search, in whatever order the matches
-//! come (`State::heap_order`).
+//! read) are read once a page a search, in whatever order the matches
+//! come (`State::heap_order`): read a match, the map cost an index-only
+//! count over 2.3M matches in random order ~20 ms locally (175 against
+//! 154 ms), and the fence was a third of the per-row path's samples.
 
 use pgrx::pg_sys;
 

@@ -309,7 +309,6 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             am,
             // (A fused call's matches are index entries: HOT chains.)
             pages: super::heap::PageFetch::begin(heap, heap_slot, by_tid),
-            // The visibility map is heapam's.
             index_only,
             all_visible: AllVisible::new(),
             heap_order: !(index_only && line_pointers_answer((*estate).es_snapshot) && mostly_all_visible(heap)),
@@ -732,9 +731,10 @@ impl State {
                 self.start_matches();
             }
             let &(tid, row) = self.matches.get(self.cursor)?;
-            // Matches come in heap order (or as found), their outer rows in any: each
-            // row's stored values are a cache miss (a tenth of a join's
-            // time in a profile) unless asked for a few matches ahead.
+            // Matches come in heap order (or as found), their outer rows
+            // in any: each row's stored values are a cache miss (a tenth
+            // of a join's time in a profile) unless asked for a few
+            // matches ahead.
             if let Some(&(_, ahead)) = self.matches.get(self.cursor + 8) {
                 let n = self.stored_atts.len();
                 crate::storage::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * n));

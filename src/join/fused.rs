@@ -34,8 +34,8 @@ pub(super) struct Fused {
 
 /// A fused call being searched: the call (for the plan node), its pieces
 /// (`search::Pieces`: memory stays bounded whatever it matches), the
-/// current piece's matches (TID, position), in the node's order, and how many
-/// were taken into chunks.
+/// current piece's matches (TID, position) in the node's order, and how
+/// many were taken into chunks.
 struct Searching {
     call: crate::functions::call::Call,
     pieces: search::Pieces,
