@@ -788,6 +788,24 @@ impl State {
         found
     }
 
+    /// How many of the chunk's matches after the cursor are rows the
+    /// snapshot sees (taking them all: an inner join that counts its rows
+    /// and has no quals).
+    unsafe fn count_rest(&mut self, snapshot: pg_sys::Snapshot) -> u64 {
+        let matches = std::mem::take(&mut self.matches);
+        let mut n = 0;
+        for i in self.cursor..matches.len() {
+            if i % 4096 == 4095 {
+                pg_sys::check_for_interrupts!();
+            }
+            // SAFETY: the node's fetch, the query's snapshot.
+            n += unsafe { self.fetch(matches[i].0, snapshot, matches[i + 1..].iter().map(|m| m.0)) } as u64;
+        }
+        self.cursor = matches.len();
+        self.matches = matches;
+        n
+    }
+
     /// Whether `tid`'s page is all-visible and no bulk delete of the
     /// index finished since the search (`AllVisible::check`).
     unsafe fn all_visible(&mut self, tid: Tid) -> bool {
@@ -846,6 +864,12 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
         let mut n = 0i64;
         while next_row(node) {
             n += 1;
+            // An inner join without quals: the rest of the chunk's matches
+            // at once.
+            let st = state(node);
+            if !st.fills && st.jointype == pg_sys::JoinType::JOIN_INNER && st.top.is_none() && st.phase == Phase::Matches {
+                n += st.count_rest((*(*node).ss.ps.state).es_snapshot) as i64;
+            }
         }
         let st = state(node);
         st.counted = true;
