@@ -89,6 +89,10 @@ pub(super) struct State {
     /// all-visible is a visible row without a heap fetch (MVCC snapshots
     /// below SERIALIZABLE, as `visibility::line_pointers_answer`).
     pub(super) index_only: bool,
+    /// Index-only under a snapshot whose line pointers answer (the query's
+    /// snapshot and isolation level, fixed for the node's life): the
+    /// visibility map is consulted before any fetch.
+    trusts_map: bool,
     /// The visibility map's answers for an index-only join's matches.
     pub(super) all_visible: AllVisible,
     /// Matches are searched into heap order, so that a page's fetches
@@ -302,6 +306,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         let first_chunk = if leads || grow_while_ahead { chunk_size.min(SMALL_CHUNK) } else { chunk_size };
         // The visibility map is heapam's.
         let index_only = p.index_only && (*heap).rd_tableam == pg_sys::GetHeapamTableAmRoutine();
+        let trusts_map = index_only && line_pointers_answer((*estate).es_snapshot);
         let state = State {
             outer,
             heap,
@@ -310,8 +315,9 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             // (A fused call's matches are index entries: HOT chains.)
             pages: super::heap::PageFetch::begin(heap, heap_slot, by_tid),
             index_only,
+            trusts_map,
             all_visible: AllVisible::new(),
-            heap_order: !(index_only && line_pointers_answer((*estate).es_snapshot) && mostly_all_visible(heap)),
+            heap_order: !(trusts_map && mostly_all_visible(heap)),
             bulk_deletes: None,
             heap_slot,
             outer_slot,
@@ -766,8 +772,8 @@ impl State {
                 return found;
             }
         }
-        // SAFETY: the node's table; the query's snapshot.
-        if self.index_only && unsafe { line_pointers_answer(snapshot) && self.all_visible(tid) } {
+        // SAFETY: the node's open heap.
+        if self.trusts_map && unsafe { self.all_visible(tid) } {
             self.fetched = Some((tid, true));
             return true;
         }
