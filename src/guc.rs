@@ -145,7 +145,8 @@ pub fn init() {
             c"Memory of freed large batch buffers a backend keeps for its next batches.",
             c"Batches (GpuIndexJoin chunks, = ANY lists, batch functions) allocate their keys, orders and matches in \
               blocks of 1 MB and more. Freed, up to this much of them stays mapped in the backend and serves its next \
-              batches without new page faults; beyond it they go back to the operating system. 0 keeps none.",
+              batches without new page faults; beyond it they go back to the operating system. A kept block unused for a second \
+              is the kernel's to take back when memory runs short. 0 keeps none.",
             &RETAINED_MEMORY,
             0,
             i32::MAX,

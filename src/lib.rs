@@ -22,6 +22,7 @@ mod functions;
 mod guc;
 mod join;
 mod list;
+mod retained;
 mod service;
 mod slot;
 mod srf;
@@ -36,6 +37,7 @@ static ALLOCATOR: gpuindex_engine::alloc::Allocator = gpuindex_engine::alloc::Al
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    retained::register();
     guc::init();
     am::common::cache::init();
     am::gpu_btree::options::OPTIONS.register();

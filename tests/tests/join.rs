@@ -664,9 +664,19 @@ fn minor_faults(pid: i32) -> u64 {
     stat[stat.rfind(')').unwrap() + 2..].split(' ').nth(7).unwrap().parse().unwrap()
 }
 
+/// The backend's pages given to the kernel to take back (`MADV_FREE`)
+/// and not taken yet, in kB; None where the kernel does not say.
+fn lazy_free_kb(pid: i32) -> Option<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let line = rollup.lines().find(|l| l.starts_with("LazyFree:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// A batch's large buffers, freed, stay mapped for the backend's next
 /// batches (`gpuindex.retained_memory`): a join run again takes few page
 /// faults, where with nothing kept every run takes as many as the first.
+/// Kept buffers left unused for a second are given to the kernel to take
+/// back (`src/retained.rs`).
 #[test]
 fn later_batches_reuse_the_buffers_of_earlier_ones() {
     let mut c = connect(DB);
@@ -697,6 +707,11 @@ fn later_batches_reuse_the_buffers_of_earlier_ones() {
     };
     run(&mut c);
     let kept = run(&mut c);
+    if let Some(before) = lazy_free_kb(pid) {
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        let idle = lazy_free_kb(pid).unwrap();
+        assert!(idle >= before + 1024, "kept buffers unused for 2.5 s: {idle} kB lazily freed, {before} kB before");
+    }
     c.batch_execute("SET gpuindex.retained_memory = 0").unwrap();
     run(&mut c);
     let none = run(&mut c);
