@@ -138,6 +138,69 @@ impl Fused {
 }
 
 impl State {
+    /// Makes the fused call ready at its first chunk (`Fused::start`).
+    unsafe fn start_fused(&mut self, f: &mut Fused, econtext: *mut pg_sys::ExprContext) {
+        if f.searching.is_some() {
+            return;
+        }
+        // SAFETY: the node's index and contexts.
+        unsafe {
+            self.bulk_deletes = bulk_deletes::finished(self.index);
+            let caller = pg_sys::CurrentMemoryContext;
+            pg_sys::CurrentMemoryContext = f.cxt;
+            f.searching = f.start(econtext, self.heap, self.index, self.heap_order);
+            pg_sys::CurrentMemoryContext = caller;
+        }
+        self.stats.probes += f.searching.as_ref().map_or(0, |s| s.call.queries.len() as u64);
+    }
+
+    /// The fused call's next piece of matches, as (position, TID) rows
+    /// (None when every piece was searched), searched in the chunk's
+    /// memory.
+    unsafe fn next_fused_piece(&mut self, s: &mut Searching) -> Option<Vec<(i64, pg_sys::ItemPointerData)>> {
+        if s.pieces.done() {
+            return None;
+        }
+        let started = Instant::now();
+        // SAFETY: the node's chunk context, current while the piece is
+        // searched.
+        let hits = unsafe {
+            let caller = pg_sys::CurrentMemoryContext;
+            pg_sys::CurrentMemoryContext = self.chunk_cxt;
+            let hits = s.pieces.next(&s.call.open, &s.call.batch(true));
+            pg_sys::CurrentMemoryContext = caller;
+            hits
+        };
+        self.stats.extra_pieces += (hits.is_some() && s.pieces.answered() > 1) as u64;
+        self.note_batch(started);
+        Some(hits.map_or_else(Vec::new, |h| h.rows))
+    }
+
+    /// A counting plan's inner join without quals over a fused call
+    /// (`next`): how many of the call's matches are rows the snapshot
+    /// sees, piece by piece, none made an outer row.
+    pub(super) unsafe fn count_fused(&mut self, econtext: *mut pg_sys::ExprContext, snapshot: pg_sys::Snapshot) -> u64 {
+        let mut f = self.fused.take().expect("a fused call");
+        let mut n = 0;
+        // SAFETY: the node's contexts, table and snapshot.
+        unsafe {
+            pg_sys::MemoryContextReset(self.chunk_cxt);
+            self.start_fused(&mut f, econtext);
+            if let Some(s) = f.searching.as_mut() {
+                while let Some(rows) = self.next_fused_piece(s) {
+                    self.stats.chunks += 1;
+                    self.stats.matches += rows.len() as u64;
+                    self.start_matches();
+                    n += self.count_visible(rows.len(), |i| tid_from(rows[i].1), snapshot);
+                    drop(rows);
+                    pg_sys::MemoryContextReset(self.chunk_cxt);
+                }
+            }
+        }
+        self.fused = Some(f);
+        n
+    }
+
     /// The next chunk of a fused call's matches, as outer rows each with
     /// its one match (the call made ready at the first, its pieces
     /// searched as the chunks reach them).
@@ -148,27 +211,14 @@ impl State {
             // (Out of the node while the chunk is filled; an ERROR ends
             // the query.)
             let mut f = self.fused.take().expect("a fused call");
-            if f.searching.is_none() {
-                self.bulk_deletes = bulk_deletes::finished(self.index);
-                let caller = pg_sys::CurrentMemoryContext;
-                pg_sys::CurrentMemoryContext = f.cxt;
-                f.searching = f.start(econtext, self.heap, self.index, self.heap_order);
-                pg_sys::CurrentMemoryContext = caller;
-                self.stats.probes += f.searching.as_ref().map_or(0, |s| s.call.queries.len() as u64);
-            }
+            self.start_fused(&mut f, econtext);
             let mut done = true;
             if let Some(s) = f.searching.as_mut() {
                 // The next piece once this one's matches are taken.
-                while s.taken == s.matches.len() && !s.pieces.done() {
-                    let started = Instant::now();
-                    let caller = pg_sys::CurrentMemoryContext;
-                    pg_sys::CurrentMemoryContext = self.chunk_cxt;
-                    let hits = s.pieces.next(&s.call.open, &s.call.batch(true));
-                    pg_sys::CurrentMemoryContext = caller;
-                    self.stats.extra_pieces += (hits.is_some() && s.pieces.answered() > 1) as u64;
-                    s.matches = hits.map_or_else(Vec::new, |h| h.rows.into_iter().map(|(ord, t)| (tid_from(t), ord)).collect());
+                while s.taken == s.matches.len() {
+                    let Some(rows) = self.next_fused_piece(s) else { break };
+                    s.matches = rows.into_iter().map(|(ord, t)| (tid_from(t), ord)).collect();
                     s.taken = 0;
-                    self.note_batch(started);
                 }
                 done = s.pieces.done();
             }

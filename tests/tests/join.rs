@@ -85,6 +85,42 @@ fn make_shapes_tables(c: &mut Client) {
     .unwrap();
 }
 
+/// A counting join over a fused call on an all-visible table whose keys
+/// repeat by the thousand counts each heap page's run of matches at once
+/// (the visibility map trusted); after rows are deleted or updated since
+/// VACUUM (pages no longer all-visible, dead and HOT rows) each is checked
+/// with the page. The count equals the planner's in one piece and in many
+/// (`gpuindex.batch_work_mem`), keys asked twice counted twice.
+#[test]
+fn counts_of_fused_calls_over_duplicate_keys() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS cz;
+         CREATE TABLE cz WITH (autovacuum_enabled = off) AS
+           SELECT g AS id, CASE WHEN g % 3 = 0 THEN g % 7 ELSE g END::int8 AS k FROM generate_series(1, 60000) g;
+         CREATE INDEX cz_k ON cz USING gpu_btree (k);",
+    )
+    .unwrap();
+    c.batch_execute("VACUUM ANALYZE cz").unwrap();
+    let sql = "SELECT count(*) FROM gpu_btree_probe('cz_k', ARRAY[0, 1, 1, 2, 3, 5, 6, 8, 10, 20, 40000, -4]::int8[]) p \
+               JOIN cz ON cz.ctid = p.ctid";
+    for change in ["", "DELETE FROM cz WHERE id % 11 = 0 AND id < 30000", "UPDATE cz SET id = -id WHERE id % 13 = 0 AND id > 20000"] {
+        c.batch_execute(change).unwrap();
+        for mem in ["256kB", "64MB"] {
+            c.batch_execute(&format!("SET gpuindex.batch_work_mem = '{mem}'; SET enable_hashjoin = off; SET enable_mergejoin = off"))
+                .unwrap();
+            let plan = explain(&mut c, sql);
+            c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin").unwrap();
+            assert!(plan.contains("counted here") && plan.contains("Outer Call"), "{change} {mem}: not a counting fused call\n{plan}");
+            assert!(check_join(&mut c, sql) == 1);
+        }
+    }
+    let n: i64 = c.query_one(sql, &[]).unwrap().get(0);
+    assert!(n > 15_000, "{n}: the keys asked match thousands of rows");
+    c.batch_execute("RESET gpuindex.batch_work_mem; DROP TABLE cz").unwrap();
+}
+
 #[test]
 fn query_shapes_equal_the_planners() {
     let mut c = connect(DB);

@@ -77,7 +77,10 @@ struct Cache {
 // SAFETY: `kept` is only reached under `lock`.
 unsafe impl Sync for Cache {}
 
-static CACHE: Cache = Cache { lock: AtomicBool::new(false), kept: UnsafeCell::new(Kept { blocks: [Block { base: 0, len: 0, freed: 0 }; SLOTS], n: 0, bytes: 0 }) };
+static CACHE: Cache = Cache {
+    lock: AtomicBool::new(false),
+    kept: UnsafeCell::new(Kept { blocks: [Block { base: 0, len: 0, freed: 0 }; SLOTS], n: 0, bytes: 0 }),
+};
 
 impl Cache {
     fn with<R>(&self, f: impl FnOnce(&mut Kept) -> R) -> R {
