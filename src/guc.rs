@@ -26,7 +26,7 @@ pub static GPU_MIN_BATCH: GucSetting<i32> = GucSetting::<i32>::new(4096);
 pub static SCAN_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(1024);
 /// kB of freed large batch buffers a backend keeps for its next batches
 /// (`gpuindex_engine::alloc`).
-pub static RETAINED_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
+pub static RETAINED_MEMORY: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 /// The planner may offer the batched index join (`join`).
 pub static ENABLE_JOIN: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// Outer rows the batched index join sends to the index as one batch.

@@ -2,7 +2,7 @@
 //! everything but large blocks (1 MiB and up: a batch's keys, orders,
 //! matches), which are mapped directly and, when freed, kept for the
 //! process's next batches, up to `set_retained` bytes (the extension's
-//! `gpuindex.retained_memory`, 256 MB by default).
+//! `gpuindex.retained_memory`, 1 GB by default, as `gpuindex.batch_work_mem`).
 //!
 //! Why: every batch allocates its large vectors afresh, and glibc gives
 //! blocks that large back to the kernel when they are freed, so each batch
@@ -44,7 +44,7 @@ const STEP: usize = 2 << 20;
 const SLOTS: usize = 32;
 
 /// Bytes of freed blocks kept.
-static RETAIN: AtomicUsize = AtomicUsize::new(256 << 20);
+static RETAIN: AtomicUsize = AtomicUsize::new(1 << 30);
 
 pub struct Allocator;
 
@@ -478,7 +478,7 @@ mod tests {
             let v = a.alloc(mb(5));
             a.dealloc(v, mb(5));
             assert_eq!(kept(), (0, 0));
-            set_retained(256 << 20);
+            set_retained(1 << 30);
         }
     }
 }
