@@ -1,5 +1,6 @@
 #!/bin/bash
-# Two libraries in turn (./old.so, ./new.so) on the batch function joined
+# Two libraries in turn (./old.so, ./new.so; LIBS="old mid new" for more:
+# ./mid.so) on the batch function joined
 # back by ctid, its keys a constant, on fused-keysets.sh's two key sets in
 # one database: "uniform" (tu: a permutation of 0..N-1, M random probe keys,
 # ~9% misses) and "zipf" (tz: Zipf-like ranks, s = 1.2 over 10^6 ranks, the
@@ -46,7 +47,7 @@ done
 # (\gset ends its line.)
 keys() { echo "SELECT a AS arr FROM probes WHERE t = '$1' \\gset"; }
 for round in $(seq ${ROUNDS:-3}); do
-  for lib in old new; do
+  for lib in ${LIBS:-old new}; do
     use_lib $lib
     for t in tu tz; do
       for what in "count(*)" "sum(t.payload)"; do

@@ -207,6 +207,12 @@ impl OpenIndex {
         !self.for_plan
     }
 
+    /// Whether `visible` passes matches as they come (a plan node that
+    /// takes them as found): a caller may then make the rows itself.
+    pub fn passes_as_found(&self) -> bool {
+        self.for_plan && !self.heap_order
+    }
+
     /// Of (TID, position) matches found in the index: the rows visible to
     /// the caller's snapshot and allowed by the table's policies, as
     /// (position, TID) in heap order (see `visibility::visible`); for a

@@ -117,33 +117,55 @@ impl Round {
         }
     }
 
-    /// Every part's entries, in order.
-    fn search(&self, probes: &[u64]) -> Vec<(u64, Tid)> {
-        let mut out = Vec::new();
+    /// The copied leaves' entries, in order, and where each copied part's
+    /// end in them (the walk's own entries stay in `in_place`: `Rounds::
+    /// finish` puts each part in its place, copying every entry once).
+    fn search(&self, probes: &[u64]) -> Copied {
+        let mut out = Copied::default();
         for p in &self.parts {
-            match p {
-                Part::Copied { copy, from, probes: r } => {
-                    // SAFETY: a copy of a leaf this backend read under its
-                    // lock (and checked there: Leaf::new cannot fail here).
-                    let page = unsafe { PageRef::new(self.copies[copy * PAGE_WORDS..].as_ptr().cast()) };
-                    search_leaf(&Leaf::new(page), *from, &probes[r.clone()], &mut out);
-                }
-                Part::InPlace(r) => out.extend_from_slice(&self.in_place[r.clone()]),
+            if let Part::Copied { copy, from, probes: r } = p {
+                // SAFETY: a copy of a leaf this backend read under its
+                // lock (and checked there: Leaf::new cannot fail here).
+                let page = unsafe { PageRef::new(self.copies[copy * PAGE_WORDS..].as_ptr().cast()) };
+                search_leaf(&Leaf::new(page), *from, &probes[r.clone()], &mut out.entries);
+                out.ends.push(out.entries.len());
             }
         }
         out
     }
 
-    fn clear(&mut self) {
-        self.copied = 0;
-        self.parts.clear();
-        self.in_place.clear();
+    /// The round's entries in the walk's order, after `out`.
+    fn put_in_order(&self, copied: &Copied, out: &mut Vec<(u64, Tid)>) {
+        let mut next = 0;
+        for p in &self.parts {
+            match p {
+                Part::Copied { .. } => {
+                    let start = if next == 0 { 0 } else { copied.ends[next - 1] };
+                    out.extend_from_slice(&copied.entries[start..copied.ends[next]]);
+                    next += 1;
+                }
+                Part::InPlace(r) => out.extend_from_slice(&self.in_place[r.clone()]),
+            }
+        }
+    }
+
+    /// The round's entries: `copied`'s and the walk's.
+    fn len(&self, copied: &Copied) -> usize {
+        copied.entries.len() + self.in_place.len()
     }
 }
 
-/// A searched round: its number, its entries (or the search's panic), its
-/// buffers back for reuse.
-type Searched = (usize, std::thread::Result<Vec<(u64, Tid)>>, Round);
+/// The entries a round's copied leaves hold, and where each copied part's
+/// end in them.
+#[derive(Default)]
+struct Copied {
+    entries: Vec<(u64, Tid)>,
+    ends: Vec<usize>,
+}
+
+/// A searched round: its number, its copied leaves' entries (or the
+/// search's panic), the round.
+type Searched = (usize, std::thread::Result<Copied>, Round);
 
 /// The rounds handed to the pool: at most two more than the pool has
 /// threads at once (each holds its copies), their entries kept by number
@@ -154,8 +176,9 @@ struct Rounds {
     back: usize,
     /// Entries the rounds back have found.
     gathered: usize,
-    found: Vec<(usize, Vec<(u64, Tid)>)>,
-    spare: Vec<Round>,
+    found: Vec<(usize, Copied, Round)>,
+    /// Copy buffers of the rounds back, for the next rounds.
+    spare: Vec<Vec<u64>>,
     tx: std::sync::mpsc::Sender<Searched>,
     rx: std::sync::mpsc::Receiver<Searched>,
 }
@@ -165,13 +188,12 @@ impl Rounds {
         self.back += 1;
         match found {
             Ok(f) => {
-                self.gathered += f.len();
-                self.found.push((n, f))
+                self.gathered += round.len(&f);
+                self.spare.push(std::mem::take(&mut round.copies));
+                self.found.push((n, f, round))
             }
             Err(panic) => std::panic::resume_unwind(panic),
         }
-        round.clear();
-        self.spare.push(round);
     }
 
     /// Hands `round` to the pool; returns an empty one to fill next.
@@ -189,7 +211,7 @@ impl Rounds {
             let s = self.rx.recv().expect("a round's sender is kept here");
             self.take_back(s);
         }
-        self.spare.pop().unwrap_or_default()
+        Round { copies: self.spare.pop().unwrap_or_default(), ..Round::default() }
     }
 
     /// Every round's entries, in the walk's order.
@@ -199,9 +221,15 @@ impl Rounds {
             self.take_back(s);
         }
         self.found.sort_unstable_by_key(|f| f.0);
-        let mut out = Vec::with_capacity(self.found.iter().map(|f| f.1.len()).sum());
-        for (_, f) in self.found {
-            out.extend(f);
+        if let [(_, copied, round)] = &mut self.found[..] {
+            if copied.entries.is_empty() {
+                // The walk found them all in place: in order already.
+                return std::mem::take(&mut round.in_place);
+            }
+        }
+        let mut out = Vec::with_capacity(self.found.iter().map(|(_, c, r)| r.len(c)).sum());
+        for (_, copied, round) in &self.found {
+            round.put_in_order(copied, &mut out);
         }
         out
     }

@@ -84,20 +84,22 @@ pub(crate) fn probe_visible(
     let entries =
         if codes.is_empty() { Vec::new() } else { entries(&codes, search::entry_limit()).map_err(|n| search::TooMany(n as u64))? };
     search::within_limit(runs(&entries, &wanted).map(|(_, r)| r.len() as u64).sum())?;
+    // Each code asked once: an entry is one match, made in the entries'
+    // own memory (no second buffer of millions).
+    let mut at = 0;
+    let mut position = |code: u64| {
+        while wanted[at].0 < code {
+            at += 1;
+        }
+        wanted[at].1
+    };
+    if codes.len() == wanted.len() && open.passes_as_found() {
+        // Straight into the rows `visible` would pass as they are.
+        return Ok(entries.into_iter().map(|(code, tid)| (position(code), crate::storage::tid_to(tid))).collect());
+    }
     // (tid, position) for every match.
     let matches: Vec<(Tid, i64)> = if codes.len() == wanted.len() {
-        // Each code asked once: an entry is one match, made in the
-        // entries' own memory (no second buffer of millions).
-        let mut at = 0;
-        entries
-            .into_iter()
-            .map(|(code, tid)| {
-                while wanted[at].0 < code {
-                    at += 1;
-                }
-                (tid, wanted[at].1)
-            })
-            .collect()
+        entries.into_iter().map(|(code, tid)| (tid, position(code))).collect()
     } else {
         let mut matches = Vec::with_capacity(entries.len());
         for (tid, run) in runs(&entries, &wanted) {
