@@ -1,7 +1,7 @@
 //! gpuindex-bench: prints tables of queries/s for each structure, CPU (all
 //! cores) and GPU in the same run, checking that both give the same answers.
 //!
-//!   gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gpics-knn] [gts] [gts-build] [gts-small] [words] [pgm] [lastmile] [art] [--n LIST] [--batch LIST] [--reps 5] [--dim 128] [--set NAME]
+//!   gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gpics-knn] [gts] [gts-build] [gts-small] [words] [pgm] [lastmile] [art] [pages] [--n LIST] [--batch LIST] [--reps 5] [--dim 128] [--set NAME]
 //!
 //! sorted: n = 1e6,1e7,1e8, batches 1e3..1e7 by default;
 //! hbtree: n = 2^23..2^28, one batch of 2^24 hits by default;
@@ -15,6 +15,7 @@
 //! lastmile: the host's side alone with the keys in host memory (PGM's last mile in
 //!   random and in predicted order, the HB+-tree's leaf step, a stream read), n = 1e8,2^28, batches 1e7,2^24.
 //! art: CuART, n = 1e7 string keys of four sets (--set uuid,urls,words,random), 1e7 queries.
+//! pages: what the host's memory costs a batch's buffers (page faults, MADV_FREE, bandwidth).
 //!
 //! Without a GPU the GPU columns read "-" (and GPUINDEX_REQUIRE_GPU=1 makes
 //! that a failure).
@@ -24,6 +25,7 @@ mod gpics;
 mod gts;
 mod hbtree;
 mod lastmile;
+mod pages;
 mod pgm;
 mod sorted;
 mod util;
@@ -72,7 +74,7 @@ fn parse_args() -> Args {
             "--dim" => args.dim = value().parse().expect("--dim N"),
             "--set" => args.set = Some(value()),
             "-h" | "--help" => {
-                println!("usage: gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gpics-knn] [gts] [gts-build] [gts-small] [words] [pgm] [lastmile] [art] [--n LIST] [--batch LIST] [--reps N] [--dim N] [--set NAME]");
+                println!("usage: gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gpics-knn] [gts] [gts-build] [gts-small] [words] [pgm] [lastmile] [art] [pages] [--n LIST] [--batch LIST] [--reps N] [--dim N] [--set NAME]");
                 std::process::exit(0);
             }
             other => args.what.push(other.to_string()),
@@ -144,6 +146,7 @@ fn main() {
             "pgm" => pgm::run(&args, g.as_deref()),
             "lastmile" => lastmile::run(&args),
             "art" => art::run(&args, g.as_deref()),
+            "pages" => pages::run(),
             other => {
                 eprintln!("unknown benchmark {other}");
                 std::process::exit(2);
