@@ -192,7 +192,6 @@ impl State {
                     self.stats.matches += rows.len() as u64;
                     self.start_matches();
                     n += self.count_visible(rows.len(), |i| tid_from(rows[i].1), snapshot);
-                    drop(rows);
                     pg_sys::MemoryContextReset(self.chunk_cxt);
                 }
             }

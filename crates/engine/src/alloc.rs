@@ -27,8 +27,8 @@
 //! kept page, on the development host), and the advice walks the block's
 //! page table (~0.1-0.3 us a page). A batch of millions of matches frees
 //! and reuses a few hundred MB of blocks in one statement (its vectors'
-//! growth, its pieces, its chunks): advising each as it was freed cost a
-//! fifth of a 2.3M-match count.
+//! growth, its pieces, its chunks): advising each as it was freed took a
+//! 2.3M-match count from 67 to 78 ms locally.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;
