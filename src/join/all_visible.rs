@@ -53,17 +53,24 @@ impl AllVisible {
     /// # Safety
     /// `heap` open.
     pub(super) unsafe fn check(&mut self, heap: pg_sys::Relation, block: u32, unchanged: impl FnOnce() -> bool) -> bool {
+        // SAFETY: the caller's open heap.
+        self.kept(block).unwrap_or_else(|| unsafe { self.read(heap, block, unchanged) })
+    }
+
+    /// The answer kept for `block` in this search, if any.
+    pub(super) fn kept(&self, block: u32) -> Option<bool> {
+        match self.kept.get(block as usize) {
+            Some(&k) if k >> 1 == self.search => Some(k & 1 != 0),
+            _ => self.last.filter(|&(b, _)| b == block).map(|(_, answer)| answer),
+        }
+    }
+
+    /// Reads `block`'s answer (`check`) and keeps it for this search.
+    ///
+    /// # Safety
+    /// `heap` open.
+    pub(super) unsafe fn read(&mut self, heap: pg_sys::Relation, block: u32, unchanged: impl FnOnce() -> bool) -> bool {
         let at = block as usize;
-        if let Some(&k) = self.kept.get(at) {
-            if k >> 1 == self.search {
-                return k & 1 != 0;
-            }
-        }
-        if let Some((b, answer)) = self.last {
-            if b == block {
-                return answer;
-            }
-        }
         // SAFETY: the caller's open heap; the map page stays pinned in buf.
         let answer = unsafe { pg_sys::visibilitymap_get_status(heap, block, &mut self.buf) } & pg_sys::VISIBILITYMAP_ALL_VISIBLE as u8 != 0
             && unchanged();

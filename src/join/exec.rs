@@ -92,7 +92,7 @@ pub(super) struct State {
     /// Index-only under a snapshot whose line pointers answer (the query's
     /// snapshot and isolation level, fixed for the node's life): the
     /// visibility map is consulted before any fetch.
-    trusts_map: bool,
+    pub(super) trusts_map: bool,
     /// The visibility map's answers for an index-only join's matches.
     pub(super) all_visible: AllVisible,
     /// Matches are searched into heap order, so that a page's fetches
@@ -850,7 +850,7 @@ impl State {
 /// have been removed, its line pointer made unused and its page
 /// all-visible meanwhile (an index-only scan's leaf pin, which the search
 /// does not keep). Without shared memory, never.
-fn no_bulk_delete_since(index: pg_sys::Relation, since: Option<u64>) -> bool {
+pub(super) fn no_bulk_delete_since(index: pg_sys::Relation, since: Option<u64>) -> bool {
     since.is_some() && bulk_deletes::finished(index) == since
 }
 

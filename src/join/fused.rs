@@ -2,9 +2,9 @@
 //! `FROM probe(index, keys) p JOIN t ON t.ctid = p.ctid`): the node runs
 //! the call's search itself and takes its matches as outer rows.
 
-use super::exec::State;
+use super::exec::{no_bulk_delete_since, State};
 use crate::am::common::bulk_deletes;
-use crate::am::common::search;
+use crate::am::common::search::{self, Batch, Counted};
 use crate::functions::call::Fusable;
 use crate::list::{self, is_a};
 use crate::storage::{tid_from, Tid};
@@ -176,6 +176,63 @@ impl State {
         Some(hits.map_or_else(Vec::new, |h| h.rows))
     }
 
+    /// The fused call's next piece, counted (None when every piece was
+    /// searched): where the node trusts the visibility map, the matches
+    /// the search finds on all-visible pages are counted there
+    /// (`BatchSearch::count`), the rest made (position, TID) rows; searched
+    /// in the chunk's memory.
+    unsafe fn next_fused_count(&mut self, s: &mut Searching) -> Option<Counted> {
+        if s.pieces.done() {
+            return None;
+        }
+        let started = Instant::now();
+        let searcher = search::searcher(s.call.open.am).expect("opened by search::open");
+        let (trusts_map, heap, index, since) = (self.trusts_map, self.heap, self.index, self.bulk_deletes);
+        let unchanged = || no_bulk_delete_since(index, since);
+        let all_visible = &mut self.all_visible;
+        let batch = s.call.batch(true);
+        let every_match = |piece: &Batch| (searcher.search)(&s.call.open, piece).map(|rest| Counted { counted: 0, rest });
+        // SAFETY: the node's chunk context, current while the piece is
+        // searched; its open heap.
+        let counted = unsafe {
+            let caller = pg_sys::CurrentMemoryContext;
+            pg_sys::CurrentMemoryContext = self.chunk_cxt;
+            let counted = s.pieces.next_by(|range| {
+                let piece = Batch { queries: &batch.queries[range], ..batch };
+                if !trusts_map {
+                    return every_match(&piece);
+                }
+                // The map is read while the search still finds entries (an
+                // insert after a page's read may add one): each page said
+                // all-visible is read again once the search is over, as
+                // `count_visible` reads them.
+                all_visible.forget();
+                let mut said = Vec::new();
+                let counted = (searcher.count)(&s.call.open, &piece, &mut |block| {
+                    all_visible.kept(block).unwrap_or_else(|| {
+                        let answer = all_visible.read(heap, block, unchanged);
+                        if answer {
+                            said.push(block);
+                        }
+                        answer
+                    })
+                })?;
+                all_visible.forget();
+                if said.iter().all(|&block| all_visible.check(heap, block, unchanged)) {
+                    Ok(counted)
+                } else {
+                    // A page changed during the search: every match a row.
+                    every_match(&piece)
+                }
+            });
+            pg_sys::CurrentMemoryContext = caller;
+            counted
+        };
+        self.stats.extra_pieces += (counted.is_some() && s.pieces.answered() > 1) as u64;
+        self.note_batch(started);
+        Some(counted.unwrap_or_else(|| Counted { counted: 0, rest: search::Hits { rows: Vec::new(), distances: None } }))
+    }
+
     /// A counting plan's inner join without quals over a fused call
     /// (`next`): how many of the call's matches are rows the snapshot
     /// sees, piece by piece, none made an outer row.
@@ -187,11 +244,12 @@ impl State {
             pg_sys::MemoryContextReset(self.chunk_cxt);
             self.start_fused(&mut f, econtext);
             if let Some(s) = f.searching.as_mut() {
-                while let Some(rows) = self.next_fused_piece(s) {
+                while let Some(Counted { counted, rest }) = self.next_fused_count(s) {
+                    let rows = rest.rows;
                     self.stats.chunks += 1;
-                    self.stats.matches += rows.len() as u64;
+                    self.stats.matches += counted + rows.len() as u64;
                     self.start_matches();
-                    n += self.count_visible(rows.len(), |i| tid_from(rows[i].1), snapshot);
+                    n += counted + self.count_visible(rows.len(), |i| tid_from(rows[i].1), snapshot);
                     pg_sys::MemoryContextReset(self.chunk_cxt);
                 }
             }

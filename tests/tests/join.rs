@@ -121,6 +121,65 @@ fn counts_of_fused_calls_over_duplicate_keys() {
     c.batch_execute("RESET gpuindex.batch_work_mem; DROP TABLE cz").unwrap();
 }
 
+/// A counting fused call counts a key's matches on all-visible pages
+/// while its search still reads the visibility map (`next_fused_count`):
+/// while another session gives rows new keys, new versions on the same
+/// pages (clearing their bits), and vacuums, every count in a
+/// repeatable-read transaction equals the function's own rows in the
+/// same snapshot. Checked locally: confirming no page after the search
+/// makes it fail.
+#[test]
+fn counts_of_fused_calls_hold_while_pages_change() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS cw;
+         CREATE TABLE cw WITH (autovacuum_enabled = off, fillfactor = 50) AS
+           SELECT g AS id, (g % 5)::int8 AS k FROM generate_series(1, 300000) g;
+         CREATE INDEX cw_k ON cw USING gpu_btree (k);",
+    )
+    .unwrap();
+    c.batch_execute("VACUUM ANALYZE cw").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut w = connect(DB);
+            let mut round = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                round += 1;
+                // A new version of each row, with the next key, on its
+                // page (fillfactor 50): a new index entry on a page that
+                // may have been all-visible.
+                w.batch_execute(&format!("UPDATE cw SET k = (k + 1) % 5 WHERE id % 1009 = {}", round % 1009)).unwrap();
+                if round % 5 == 0 {
+                    w.batch_execute("VACUUM cw").unwrap();
+                }
+            }
+        })
+    };
+    let sql = "SELECT count(*) FROM gpu_btree_probe('cw_k', ARRAY[4, 0, 3, 3]::int8[]) p JOIN cw ON cw.ctid = p.ctid";
+    let rows = "SELECT count(*) FROM gpu_btree_probe('cw_k', ARRAY[4, 0, 3, 3]::int8[])";
+    let started = std::time::Instant::now();
+    let mut checked = 0;
+    while started.elapsed() < std::time::Duration::from_secs(8) {
+        let mut t = c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start().unwrap();
+        for _ in 0..5 {
+            let counted: i64 = t.query_one(sql, &[]).unwrap().get(0);
+            let expected: i64 = t.query_one(rows, &[]).unwrap().get(0);
+            assert_eq!(counted, expected, "a count in one snapshot");
+            checked += 1;
+        }
+        t.commit().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let plan = explain(&mut c, sql);
+    assert!(plan.contains("counted here") && plan.contains("Outer Call"), "not a counting fused call\n{plan}");
+    assert!(checked > 20, "{checked} counts checked");
+    c.batch_execute("DROP TABLE cw").unwrap();
+}
+
 #[test]
 fn query_shapes_equal_the_planners() {
     let mut c = connect(DB);

@@ -47,6 +47,14 @@ pub struct Hits {
     pub distances: Option<Vec<f64>>,
 }
 
+/// A counting batch's answer (`BatchSearch::count`): how many matches lie
+/// on heap pages that `visible` said were all-visible, counted and not
+/// returned, and the other matches as rows.
+pub struct Counted {
+    pub counted: u64,
+    pub rest: Hits,
+}
+
 /// A batch: what is asked, the queries' type, and the queries with their
 /// positions (NULL queries left out: they match nothing).
 pub struct Batch<'a> {
@@ -143,6 +151,16 @@ pub trait BatchSearch {
     /// the same batch takes its answer. A batch posted ahead and never
     /// searched costs only the work done for it.
     fn post_ahead(_open: &OpenIndex, _batch: &Batch) {}
+    /// Answers `batch` as `search` does, but counts the matches on heap
+    /// pages for which `visible(block)` says all-visible instead of
+    /// returning them (a caller that only counts rows, and trusts the
+    /// visibility map, gets millions of a key's matches without a row
+    /// each). `visible` is asked during the search, while entries are
+    /// still being found: the caller confirms each page it said yes to
+    /// once the search is over, before it trusts the count.
+    fn count(open: &OpenIndex, batch: &Batch, _visible: &mut dyn FnMut(u32) -> bool) -> Result<Counted, TooMany> {
+        Self::search(open, batch).map(|rest| Counted { counted: 0, rest })
+    }
 }
 
 /// An access method that answers batches, as the registry lists it.
@@ -156,6 +174,7 @@ pub struct Searcher {
     pub load_cost: fn(pg_sys::Relation, bool) -> f64,
     pub ahead: fn(&OpenIndex, &Batch) -> bool,
     pub post_ahead: fn(&OpenIndex, &Batch),
+    pub count: fn(&OpenIndex, &Batch, &mut dyn FnMut(u32) -> bool) -> Result<Counted, TooMany>,
 }
 
 /// The registry's entry of `A`.
@@ -170,6 +189,7 @@ pub const fn entry<A: BatchSearch>() -> Searcher {
         load_cost: A::load_cost,
         ahead: A::ahead,
         post_ahead: A::post_ahead,
+        count: A::count,
     }
 }
 

@@ -46,25 +46,95 @@ pub fn live_leaf_for(rel: pg_sys::Relation, mut page: Shared, mut from: usize, q
     }
 }
 
-/// Collects every entry with key `q` into `out`, starting from a page at
-/// or left of where q's entries begin, on that first page from entry
-/// `from` (every entry before it below q). Returns the live page where it
-/// stopped, still locked, and the entry past q's there, so the next
-/// (larger) probe can start there. Stops early, after a page, once `out`
-/// holds more than `cap` entries (the batch has too many matches).
-pub fn collect_from(rel: pg_sys::Relation, page: Shared, from: usize, q: u64, out: &mut Vec<(u64, Tid)>, cap: usize) -> (Shared, usize) {
+/// Collects every entry with key `q` (probe `probe`) into `out`, or
+/// counts it in `tally`, starting from a page at or left of where q's
+/// entries begin, on that first page from entry `from` (every entry before
+/// it below q). Returns the live page where it stopped, still locked, and
+/// the entry past q's there, so the next (larger) probe can start there.
+/// Stops early, after a page, once `out` holds more than `cap` entries
+/// (the batch has too many matches).
+#[allow(clippy::too_many_arguments)]
+fn collect_from(
+    rel: pg_sys::Relation,
+    page: Shared,
+    from: usize,
+    q: u64,
+    probe: usize,
+    out: &mut Vec<(u64, Tid)>,
+    mut tally: Option<&mut Tally>,
+    cap: usize,
+) -> (Shared, usize) {
     let (mut page, mut from) = live_leaf_for(rel, page, from, q);
     loop {
         let l = Leaf::new(page.page());
         let start = l.lower_bound_from(from, q);
         let pos = l.run_end(start, q);
-        out.extend(l.entries(start, pos));
+        match tally.as_deref_mut() {
+            Some(t) => t.take(&l, start..pos, probe, out),
+            None => out.extend(l.entries(start, pos)),
+        }
         // Equal keys may continue on the right page only if this page's
         // high key is q.
         if pos < l.count() || l.rightmost() || l.s.high != q || out.len() > cap {
             return (page, pos);
         }
         (page, from) = live_leaf_for(rel, Shared::lock(rel, l.s.right), 0, q);
+    }
+}
+
+/// A counting walk's tally (`BatchSearch::count`): the entries of a probe
+/// on a heap page `visible` says is all-visible are counted, as many times
+/// as the probe is asked (`asked`), not returned.
+pub struct Tally<'a> {
+    pub visible: &'a mut dyn FnMut(u32) -> bool,
+    pub asked: &'a [u32],
+    pub counted: u64,
+}
+
+impl Tally<'_> {
+    /// Counts or gathers (into `out`) entries `range` of leaf `l`, found
+    /// for probe `probe`, a run of one heap page at a time (a build
+    /// leaves a key's entries in TID order: a Zipf key's come dozens a
+    /// page).
+    fn take(&mut self, l: &Leaf, range: Range<usize>, probe: usize, out: &mut Vec<(u64, Tid)>) {
+        let mut run = range.start;
+        let mut block = None;
+        let ends = l.entries(range.start, range.end).map(|(_, t)| Some((t >> 16) as u32)).chain([None]);
+        for (i, b) in (range.start..).zip(ends) {
+            if b == block {
+                continue;
+            }
+            if let Some(page) = block {
+                if (self.visible)(page) {
+                    self.counted += (i - run) as u64 * u64::from(self.asked[probe]);
+                } else {
+                    out.extend(l.entries(run, i));
+                }
+            }
+            (run, block) = (i, b);
+        }
+    }
+
+    /// Counts what it can of `entries` (the ascending `probes`' entries,
+    /// in key order, as the copied leaves' searches found them) and keeps
+    /// the rest, in order.
+    fn take_found(&mut self, entries: &mut Vec<(u64, Tid)>, probes: &[u64]) {
+        let (mut kept, mut i, mut probe) = (0, 0, 0);
+        while i < entries.len() {
+            let (key, tid) = entries[i];
+            let end = i + entries[i..].iter().take_while(|&&(k, t)| k == key && t >> 16 == tid >> 16).count();
+            while probes[probe] < key {
+                probe += 1;
+            }
+            if (self.visible)((tid >> 16) as u32) {
+                self.counted += (end - i) as u64 * u64::from(self.asked[probe]);
+            } else {
+                entries.copy_within(i..end, kept);
+                kept += end - i;
+            }
+            i = end;
+        }
+        entries.truncate(kept);
     }
 }
 
@@ -273,8 +343,17 @@ impl Ahead {
 /// starts (checked: a stale hint costs a descent or moves right). Where
 /// they pass `cap` the walk stops soon after and says how many it had
 /// found (a key held by 10^9 rows is not gathered to learn that a batch
-/// is too big).
-pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64], cap: usize) -> Result<Vec<(u64, Tid)>, usize> {
+/// is too big). With a `tally`, the entries on all-visible heap pages are
+/// counted instead: those the walk finds in place as it finds them (a
+/// key's run may span thousands of leaves), the copied leaves' once they
+/// are back.
+pub fn probe_leaves(
+    tree: &Tree,
+    hints: &[u32],
+    probes: &[u64],
+    cap: usize,
+    mut tally: Option<&mut Tally>,
+) -> Result<Vec<(u64, Tid)>, usize> {
     let (rel, blocks) = (tree.rel, blocks(tree));
     let mut recent = RecentPages::of(rel);
     let mut ahead = Ahead { cursor: 0, starts: VecDeque::new() };
@@ -324,7 +403,7 @@ pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64], cap: usize) -> R
             } else {
                 let start = round.in_place.len();
                 let cap = cap.saturating_sub(rounds.gathered);
-                current = Some(collect_from(rel, page, from, q, &mut round.in_place, cap));
+                current = Some(collect_from(rel, page, from, q, i, &mut round.in_place, tally.as_deref_mut(), cap));
                 round.found_in_place(start);
                 i += 1;
             }
@@ -333,7 +412,10 @@ pub fn probe_leaves(tree: &Tree, hints: &[u32], probes: &[u64], cap: usize) -> R
             rounds.send(scope, round, probes);
         }
     });
-    let found = rounds.finish();
+    let mut found = rounds.finish();
+    if let Some(t) = tally {
+        t.take_found(&mut found, probes);
+    }
     match over {
         Some(n) => Err(n),
         None if found.len() > cap => Err(found.len()),

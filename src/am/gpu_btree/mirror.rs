@@ -8,6 +8,7 @@
 //! the page's kind and fence keys, so a stale mirror costs right-moves or
 //! a descent, never answers.
 
+use super::leaf_step::Tally;
 use super::page::Shared;
 use super::page::*;
 use super::tree::Tree;
@@ -119,7 +120,8 @@ pub fn hints(tree: &Tree, probes: &[u64], what: &'static str) -> Vec<u32> {
 
 /// Every (key, TID) whose key is one of the ascending distinct `probes`, in
 /// key order: hints through the batch executor, then the leaf step over
-/// pages; past `cap` entries, how many it found when it stopped.
-pub fn probe(tree: &Tree, probes: &[u64], what: &'static str, cap: usize) -> Result<Vec<(u64, Tid)>, usize> {
-    super::leaf_step::probe_leaves(tree, &hints(tree, probes, what), probes, cap)
+/// pages (counting what it can in a `tally`: `leaf_step::Tally`); past
+/// `cap` entries, how many it found when it stopped.
+pub fn probe(tree: &Tree, probes: &[u64], what: &'static str, cap: usize, tally: Option<&mut Tally>) -> Result<Vec<(u64, Tid)>, usize> {
+    super::leaf_step::probe_leaves(tree, &hints(tree, probes, what), probes, cap, tally)
 }

@@ -7,9 +7,10 @@
 //! fetched in TID order, a heap page locked once for its TIDs).
 
 use super::keys;
+use super::leaf_step::Tally;
 use super::page::Tid;
 use super::tree::Tree;
-use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
+use crate::am::common::search::{self, Ask, Batch, BatchSearch, Counted, Hits};
 use crate::am::common::OpenIndex;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -25,9 +26,27 @@ impl BatchSearch for super::GpuBtree {
             search::unsupported("gpu_btree", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
         }
         check_key_type(open.index, batch.query_type);
-        let wanted = wanted_codes(batch);
-        let rows = probe_visible(open, wanted, |codes, cap| super::mirror::probe(&Tree::new(open.index), codes, batch.what, cap))?;
+        let rows = probe_visible(open, wanted_codes(batch), |codes, _, cap| {
+            super::mirror::probe(&Tree::new(open.index), codes, batch.what, cap, None)
+        })?;
         Ok(Hits { rows, distances: None })
+    }
+
+    /// The leaf step counts a key's entries on all-visible pages where it
+    /// walks them in place (`leaf_step::Tally`): a Zipf key's millions.
+    fn count(open: &OpenIndex, batch: &Batch, visible: &mut dyn FnMut(u32) -> bool) -> Result<Counted, search::TooMany> {
+        if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
+            return Self::search(open, batch).map(|rest| Counted { counted: 0, rest });
+        }
+        check_key_type(open.index, batch.query_type);
+        let mut counted = 0;
+        let rows = probe_visible(open, wanted_codes(batch), |codes, asked, cap| {
+            let mut tally = Tally { visible, asked, counted: 0 };
+            let entries = super::mirror::probe(&Tree::new(open.index), codes, batch.what, cap, Some(&mut tally));
+            counted = tally.counted;
+            entries
+        })?;
+        Ok(Counted { counted, rest: Hits { rows, distances: None } })
     }
 
     fn joins(strategy: u16) -> bool {
@@ -69,20 +88,32 @@ pub(crate) fn wanted_codes(batch: &Batch) -> Vec<(u64, i64)> {
 /// For (code, input position) pairs: the visible TIDs, (position, tid),
 /// in heap order (the visibility checks read each heap page once, and a
 /// join back by ctid reads the heap sequentially). `entries(codes, cap)`
-/// finds the (code, TID) of the ascending distinct codes, in code order,
-/// or stops past `cap` of them and says how many it found. The matches
+/// finds the (code, TID) of the ascending distinct codes (each asked
+/// `asked[i]` times), in code order, or stops past `cap` of them and says
+/// how many it found. The matches
 /// are counted before they are gathered: a code asked n times matches
 /// each of its entries n times.
 pub(crate) fn probe_visible(
     open: &OpenIndex,
     mut wanted: Vec<(u64, i64)>,
-    entries: impl FnOnce(&[u64], usize) -> Result<Vec<(u64, Tid)>, usize>,
+    entries: impl FnOnce(&[u64], &[u32], usize) -> Result<Vec<(u64, Tid)>, usize>,
 ) -> Result<Vec<(i64, pg_sys::ItemPointerData)>, search::TooMany> {
     wanted.par_sort_unstable();
-    let mut codes: Vec<u64> = wanted.iter().map(|w| w.0).collect();
-    codes.dedup();
-    let entries =
-        if codes.is_empty() { Vec::new() } else { entries(&codes, search::entry_limit()).map_err(|n| search::TooMany(n as u64))? };
+    let (mut codes, mut asked) = (Vec::with_capacity(wanted.len()), Vec::with_capacity(wanted.len()));
+    for &(code, _) in &wanted {
+        match (codes.last(), asked.last_mut()) {
+            (Some(&c), Some(n)) if c == code => *n += 1,
+            _ => {
+                codes.push(code);
+                asked.push(1u32);
+            }
+        }
+    }
+    let entries = if codes.is_empty() {
+        Vec::new()
+    } else {
+        entries(&codes, &asked, search::entry_limit()).map_err(|n| search::TooMany(n as u64))?
+    };
     search::within_limit(runs(&entries, &wanted).map(|(_, r)| r.len() as u64).sum())?;
     // Each code asked once: an entry is one match, made in the entries'
     // own memory (no second buffer of millions).

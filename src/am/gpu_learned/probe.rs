@@ -36,7 +36,7 @@ pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str, cap: us
             let m = tree.meta();
             if m.root_level > 0 || Leaf::new(Shared::lock(index, m.root).page()).count() > 0 {
                 let found = out.len();
-                out.extend(crate::am::gpu_btree::mirror::probe(&tree, codes, what, cap - found).map_err(|n| found + n)?);
+                out.extend(crate::am::gpu_btree::mirror::probe(&tree, codes, what, cap - found, None).map_err(|n| found + n)?);
             }
         }
         if run::generation(index) == run.meta.generation {
@@ -55,7 +55,7 @@ impl BatchSearch for super::GpuLearned {
             search::unsupported("gpu_learned", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
         }
         check_key_type(open.index, batch.query_type);
-        let rows = probe_visible(open, wanted_codes(batch), |codes, cap| probe(open.index, codes, batch.what, cap))?;
+        let rows = probe_visible(open, wanted_codes(batch), |codes, _, cap| probe(open.index, codes, batch.what, cap))?;
         Ok(Hits { rows, distances: None })
     }
 
