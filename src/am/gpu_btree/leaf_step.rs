@@ -82,9 +82,18 @@ fn collect_from(
     }
 }
 
+/// The fewest entries of a key on one leaf that a tally counts: each page
+/// it counts on is looked at in the map twice (during the search and once
+/// it is over), where a caller checking the gathered entries looks once;
+/// that pays for keys held by many rows, not for a uniform key's one
+/// (uniform keys' count took 69.6 -> 79.2 ms on the H200 host when every
+/// key was counted).
+const KEY_MIN: usize = 32;
+
 /// A counting walk's tally (`BatchSearch::count`): the entries of a probe
-/// on a heap page `visible` says is all-visible are counted, as many times
-/// as the probe is asked (`asked`), not returned.
+/// (`KEY_MIN` or more on a leaf) on heap pages that `visible` says are
+/// all-visible are counted, as many times as the probe is asked (`asked`),
+/// not returned.
 pub struct Tally<'a> {
     pub visible: &'a mut dyn FnMut(u32) -> bool,
     pub asked: &'a [u32],
@@ -97,6 +106,10 @@ impl Tally<'_> {
     /// leaves a key's entries in TID order: a Zipf key's come dozens a
     /// page).
     fn take(&mut self, l: &Leaf, range: Range<usize>, probe: usize, out: &mut Vec<(u64, Tid)>) {
+        if range.len() < KEY_MIN {
+            out.extend(l.entries(range.start, range.end));
+            return;
+        }
         let mut run = range.start;
         let mut block = None;
         let ends = l.entries(range.start, range.end).map(|(_, t)| Some((t >> 16) as u32)).chain([None]);
@@ -121,18 +134,23 @@ impl Tally<'_> {
     fn take_found(&mut self, entries: &mut Vec<(u64, Tid)>, probes: &[u64]) {
         let (mut kept, mut i, mut probe) = (0, 0, 0);
         while i < entries.len() {
-            let (key, tid) = entries[i];
-            let end = i + entries[i..].iter().take_while(|&&(k, t)| k == key && t >> 16 == tid >> 16).count();
+            let key = entries[i].0;
+            let key_end = i + entries[i..].iter().take_while(|e| e.0 == key).count();
             while probes[probe] < key {
                 probe += 1;
             }
-            if (self.visible)((tid >> 16) as u32) {
-                self.counted += (end - i) as u64 * u64::from(self.asked[probe]);
-            } else {
-                entries.copy_within(i..end, kept);
-                kept += end - i;
+            let counts = key_end - i >= KEY_MIN;
+            while i < key_end {
+                let block = entries[i].1 >> 16;
+                let end = i + entries[i..key_end].iter().take_while(|e| e.1 >> 16 == block).count();
+                if counts && (self.visible)(block as u32) {
+                    self.counted += (end - i) as u64 * u64::from(self.asked[probe]);
+                } else {
+                    entries.copy_within(i..end, kept);
+                    kept += end - i;
+                }
+                i = end;
             }
-            i = end;
         }
         entries.truncate(kept);
     }
