@@ -807,7 +807,10 @@ fn later_batches_reuse_the_buffers_of_earlier_ones() {
         minor_faults(pid) - before
     };
     run(&mut c);
-    let kept = run(&mut c);
+    // (The fewer of two runs: blocks that lay idle through the set-up are
+    // given back at a run's end, and a busy host may have a run fault some
+    // of them in again.)
+    let kept = run(&mut c).min(run(&mut c));
     if let Some(before) = lazy_free_kb(pid) {
         std::thread::sleep(std::time::Duration::from_millis(2500));
         let idle = lazy_free_kb(pid).unwrap();
