@@ -154,84 +154,82 @@ impl State {
         self.stats.probes += f.searching.as_ref().map_or(0, |s| s.call.queries.len() as u64);
     }
 
-    /// The fused call's next piece of matches, as (position, TID) rows
-    /// (None when every piece was searched), searched in the chunk's
-    /// memory.
-    unsafe fn next_fused_piece(&mut self, s: &mut Searching) -> Option<Vec<(i64, pg_sys::ItemPointerData)>> {
+    /// `search` of the fused call's next piece (None when every piece was
+    /// searched), in the chunk's memory, timed as the index's.
+    unsafe fn search_fused_piece<T>(
+        &mut self,
+        s: &mut Searching,
+        search: impl FnOnce(&mut State, &mut Searching) -> Option<T>,
+    ) -> Option<T> {
         if s.pieces.done() {
             return None;
         }
         let started = Instant::now();
         // SAFETY: the node's chunk context, current while the piece is
         // searched.
-        let hits = unsafe {
+        let found = unsafe {
             let caller = pg_sys::CurrentMemoryContext;
             pg_sys::CurrentMemoryContext = self.chunk_cxt;
-            let hits = s.pieces.next(&s.call.open, &s.call.batch(true));
+            let found = search(self, s);
             pg_sys::CurrentMemoryContext = caller;
-            hits
+            found
         };
-        self.stats.extra_pieces += (hits.is_some() && s.pieces.answered() > 1) as u64;
+        self.stats.extra_pieces += (found.is_some() && s.pieces.answered() > 1) as u64;
         self.note_batch(started);
-        Some(hits.map_or_else(Vec::new, |h| h.rows))
+        found
     }
 
-    /// The fused call's next piece, counted (None when every piece was
-    /// searched): where the node trusts the visibility map, the matches
-    /// the search finds on all-visible pages are counted there
-    /// (`BatchSearch::count`), the rest made (position, TID) rows; searched
-    /// in the chunk's memory.
+    /// The fused call's next piece of matches, as (position, TID) rows.
+    unsafe fn next_fused_piece(&mut self, s: &mut Searching) -> Option<Vec<(i64, pg_sys::ItemPointerData)>> {
+        // SAFETY: the node's.
+        unsafe { self.search_fused_piece(s, |_, s| s.pieces.next(&s.call.open, &s.call.batch(true))).map(|h| h.rows) }
+    }
+
+    /// The fused call's next piece, counted: where the node trusts the
+    /// visibility map, the matches the search finds on all-visible pages
+    /// are counted there (`BatchSearch::count`), the rest made (position,
+    /// TID) rows.
     unsafe fn next_fused_count(&mut self, s: &mut Searching) -> Option<Counted> {
-        if s.pieces.done() {
-            return None;
+        // SAFETY: the node's; its open heap.
+        unsafe {
+            self.search_fused_piece(s, |node, s| {
+                let searcher = search::searcher(s.call.open.am).expect("opened by search::open");
+                let (heap, index, since) = (node.heap, node.index, node.bulk_deletes);
+                let unchanged = || no_bulk_delete_since(index, since);
+                let batch = s.call.batch(true);
+                let every_match = |piece: &Batch| (searcher.search)(&s.call.open, piece).map(|rest| Counted { counted: 0, rest });
+                s.pieces.next_by(|range| {
+                    let piece = Batch { queries: &batch.queries[range], ..batch };
+                    if !node.trusts_map {
+                        return every_match(&piece);
+                    }
+                    // The map is read while the search still finds entries
+                    // (an insert after a page's read may add one): each page
+                    // said all-visible is read again once the search is
+                    // over, as `count_visible` reads them.
+                    let all_visible = &mut node.all_visible;
+                    all_visible.forget();
+                    let mut said = Vec::new();
+                    let counted = (searcher.count)(&s.call.open, &piece, &mut |block| {
+                        all_visible.kept(block).unwrap_or_else(|| {
+                            // (The bulk deletes are read with the second look.)
+                            let answer = all_visible.read(heap, block, || true);
+                            if answer {
+                                said.push(block);
+                            }
+                            answer
+                        })
+                    })?;
+                    all_visible.forget();
+                    if said.iter().all(|&block| all_visible.check(heap, block, unchanged)) {
+                        Ok(counted)
+                    } else {
+                        // A page changed during the search: every match a row.
+                        every_match(&piece)
+                    }
+                })
+            })
         }
-        let started = Instant::now();
-        let searcher = search::searcher(s.call.open.am).expect("opened by search::open");
-        let (trusts_map, heap, index, since) = (self.trusts_map, self.heap, self.index, self.bulk_deletes);
-        let unchanged = || no_bulk_delete_since(index, since);
-        let all_visible = &mut self.all_visible;
-        let batch = s.call.batch(true);
-        let every_match = |piece: &Batch| (searcher.search)(&s.call.open, piece).map(|rest| Counted { counted: 0, rest });
-        // SAFETY: the node's chunk context, current while the piece is
-        // searched; its open heap.
-        let counted = unsafe {
-            let caller = pg_sys::CurrentMemoryContext;
-            pg_sys::CurrentMemoryContext = self.chunk_cxt;
-            let counted = s.pieces.next_by(|range| {
-                let piece = Batch { queries: &batch.queries[range], ..batch };
-                if !trusts_map {
-                    return every_match(&piece);
-                }
-                // The map is read while the search still finds entries (an
-                // insert after a page's read may add one): each page said
-                // all-visible is read again once the search is over, as
-                // `count_visible` reads them.
-                all_visible.forget();
-                let mut said = Vec::new();
-                let counted = (searcher.count)(&s.call.open, &piece, &mut |block| {
-                    all_visible.kept(block).unwrap_or_else(|| {
-                        // (The bulk deletes are read with the second look.)
-                        let answer = all_visible.read(heap, block, || true);
-                        if answer {
-                            said.push(block);
-                        }
-                        answer
-                    })
-                })?;
-                all_visible.forget();
-                if said.iter().all(|&block| all_visible.check(heap, block, unchanged)) {
-                    Ok(counted)
-                } else {
-                    // A page changed during the search: every match a row.
-                    every_match(&piece)
-                }
-            });
-            pg_sys::CurrentMemoryContext = caller;
-            counted
-        };
-        self.stats.extra_pieces += (counted.is_some() && s.pieces.answered() > 1) as u64;
-        self.note_batch(started);
-        Some(counted.unwrap_or_else(|| Counted { counted: 0, rest: search::Hits { rows: Vec::new(), distances: None } }))
     }
 
     /// A counting plan's inner join without quals over a fused call

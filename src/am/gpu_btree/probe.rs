@@ -22,30 +22,14 @@ impl BatchSearch for super::GpuBtree {
     /// Equality only: the batch finds each key's run of entries through
     /// the mirror. Range strategies are index scans.
     fn search(open: &OpenIndex, batch: &Batch) -> Result<Hits, search::TooMany> {
-        if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
-            search::unsupported("gpu_btree", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
-        }
-        check_key_type(open.index, batch.query_type);
-        let rows = probe_visible(open, wanted_codes(batch), |codes, _, cap| {
-            super::mirror::probe(&Tree::new(open.index), codes, batch.what, cap, None)
-        })?;
+        let (rows, _) = probe_batch(open, batch, None)?;
         Ok(Hits { rows, distances: None })
     }
 
     /// The leaf step counts a key's entries on all-visible pages where it
     /// walks them in place (`leaf_step::Tally`): a Zipf key's millions.
     fn count(open: &OpenIndex, batch: &Batch, visible: &mut dyn FnMut(u32) -> bool) -> Result<Counted, search::TooMany> {
-        if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
-            return Self::search(open, batch).map(|rest| Counted { counted: 0, rest });
-        }
-        check_key_type(open.index, batch.query_type);
-        let mut counted = 0;
-        let rows = probe_visible(open, wanted_codes(batch), |codes, asked, cap| {
-            let mut tally = Tally { visible, asked, counted: 0 };
-            let entries = super::mirror::probe(&Tree::new(open.index), codes, batch.what, cap, Some(&mut tally));
-            counted = tally.counted;
-            entries
-        })?;
+        let (rows, counted) = probe_batch(open, batch, Some(visible))?;
         Ok(Counted { counted, rest: Hits { rows, distances: None } })
     }
 
@@ -56,6 +40,27 @@ impl BatchSearch for super::GpuBtree {
     fn nearest(_strategy: u16) -> bool {
         false
     }
+}
+
+/// An equality batch's rows, and how many matches a tally counted instead
+/// where there is a `visible` to ask (`BatchSearch::count`).
+fn probe_batch(
+    open: &OpenIndex,
+    batch: &Batch,
+    visible: Option<&mut dyn FnMut(u32) -> bool>,
+) -> Result<(Vec<(i64, pg_sys::ItemPointerData)>, u64), search::TooMany> {
+    if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
+        search::unsupported("gpu_btree", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
+    }
+    check_key_type(open.index, batch.query_type);
+    let mut counted = 0;
+    let rows = probe_visible(open, wanted_codes(batch), |codes, asked, cap| {
+        let mut tally = visible.map(|visible| Tally { visible, asked, counted: 0 });
+        let entries = super::mirror::probe(&Tree::new(open.index), codes, batch.what, cap, tally.as_mut());
+        counted = tally.map_or(0, |t| t.counted);
+        entries
+    })?;
+    Ok((rows, counted))
 }
 
 /// Checks that keys of `query_type` compare with the index's keys.
@@ -90,9 +95,8 @@ pub(crate) fn wanted_codes(batch: &Batch) -> Vec<(u64, i64)> {
 /// join back by ctid reads the heap sequentially). `entries(codes, cap)`
 /// finds the (code, TID) of the ascending distinct codes (each asked
 /// `asked[i]` times), in code order, or stops past `cap` of them and says
-/// how many it found. The matches
-/// are counted before they are gathered: a code asked n times matches
-/// each of its entries n times.
+/// how many it found. The matches are counted before they are gathered: a
+/// code asked n times matches each of its entries n times.
 pub(crate) fn probe_visible(
     open: &OpenIndex,
     mut wanted: Vec<(u64, i64)>,
