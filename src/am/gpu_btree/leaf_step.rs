@@ -86,8 +86,9 @@ fn collect_from(
 /// it counts on is looked at in the map twice (during the search and once
 /// it is over), where a caller checking the gathered entries looks once;
 /// that pays for keys held by many rows, not for a uniform key's one
-/// (uniform keys' count took 69.6 -> 79.2 ms on the H200 host when every
-/// key was counted).
+/// (locally, 119K uniform matches: 41.9 / 36.4 ms gathered, 43.8 / 42.2
+/// with every key counted, 42.9 / 37.7 so; the H200 host's A/B could not
+/// tell them apart from the order the builds ran in).
 const KEY_MIN: usize = 32;
 
 /// A counting walk's tally (`BatchSearch::count`): the entries of a probe
