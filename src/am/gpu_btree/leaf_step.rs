@@ -103,57 +103,53 @@ pub struct Tally<'a> {
 
 impl Tally<'_> {
     /// Counts or gathers (into `out`) entries `range` of leaf `l`, found
-    /// for probe `probe`, a run of one heap page at a time (a build
-    /// leaves a key's entries in TID order: a Zipf key's come dozens a
-    /// page).
+    /// for probe `probe` (a build leaves a key's entries in TID order: a
+    /// Zipf key's come dozens a heap page).
     fn take(&mut self, l: &Leaf, range: Range<usize>, probe: usize, out: &mut Vec<(u64, Tid)>) {
         if range.len() < KEY_MIN {
             out.extend(l.entries(range.start, range.end));
             return;
         }
-        let mut run = range.start;
-        let mut block = None;
-        let ends = l.entries(range.start, range.end).map(|(_, t)| Some((t >> 16) as u32)).chain([None]);
-        for (i, b) in (range.start..).zip(ends) {
+        let start = range.start;
+        let asked = self.asked[probe];
+        self.count_key(l.entries(range.start, range.end).map(|e| e.1), asked, |r| out.extend(l.entries(start + r.start, start + r.end)));
+    }
+
+    /// Counts what it can of `found` (the entries a copied leaf held for
+    /// the ascending `probes`, the first of them probe `first`, in key
+    /// order) and keeps the rest in `out`, in order.
+    fn take_found(&mut self, found: &[(u64, Tid)], probes: &[u64], first: usize, out: &mut Vec<(u64, Tid)>) {
+        let mut probe = 0;
+        for key in found.chunk_by(|a, b| a.0 == b.0) {
+            if key.len() < KEY_MIN {
+                out.extend_from_slice(key);
+                continue;
+            }
+            probe += probes[probe..].partition_point(|&p| p < key[0].0);
+            let asked = self.asked[first + probe];
+            self.count_key(key.iter().map(|e| e.1), asked, |r| out.extend_from_slice(&key[r]));
+        }
+    }
+
+    /// Counts one key's entries (`tids`, in TID order) a run of one heap
+    /// page at a time where `visible` says the page is all-visible,
+    /// `asked` times each; hands the other runs (ranges of `tids`) to
+    /// `gather`.
+    fn count_key(&mut self, tids: impl Iterator<Item = Tid>, asked: u32, mut gather: impl FnMut(Range<usize>)) {
+        let (mut run, mut block) = (0, None);
+        for (i, b) in (0..).zip(tids.map(|t| Some((t >> 16) as u32)).chain([None])) {
             if b == block {
                 continue;
             }
             if let Some(page) = block {
                 if (self.visible)(page) {
-                    self.counted += (i - run) as u64 * u64::from(self.asked[probe]);
+                    self.counted += (i - run) as u64 * u64::from(asked);
                 } else {
-                    out.extend(l.entries(run, i));
+                    gather(run..i);
                 }
             }
             (run, block) = (i, b);
         }
-    }
-
-    /// Counts what it can of `entries` (the ascending `probes`' entries,
-    /// in key order, as the copied leaves' searches found them) and keeps
-    /// the rest, in order.
-    fn take_found(&mut self, entries: &mut Vec<(u64, Tid)>, probes: &[u64]) {
-        let (mut kept, mut i, mut probe) = (0, 0, 0);
-        while i < entries.len() {
-            let key = entries[i].0;
-            let key_end = i + entries[i..].iter().take_while(|e| e.0 == key).count();
-            while probes[probe] < key {
-                probe += 1;
-            }
-            let counts = key_end - i >= KEY_MIN;
-            while i < key_end {
-                let block = entries[i].1 >> 16;
-                let end = i + entries[i..key_end].iter().take_while(|e| e.1 >> 16 == block).count();
-                if counts && (self.visible)(block as u32) {
-                    self.counted += (end - i) as u64 * u64::from(self.asked[probe]);
-                } else {
-                    entries.copy_within(i..end, kept);
-                    kept += end - i;
-                }
-                i = end;
-            }
-        }
-        entries.truncate(kept);
     }
 }
 
@@ -223,14 +219,20 @@ impl Round {
         out
     }
 
-    /// The round's entries in the walk's order, after `out`.
-    fn put_in_order(&self, copied: &Copied, out: &mut Vec<(u64, Tid)>) {
+    /// The round's entries in the walk's order, after `out`; with a
+    /// `tally`, less those it counts of the copied leaves' (the walk's own
+    /// were counted or gathered as it found them).
+    fn put_in_order(&self, copied: &Copied, probes: &[u64], tally: &mut Option<&mut Tally>, out: &mut Vec<(u64, Tid)>) {
         let mut next = 0;
         for p in &self.parts {
             match p {
-                Part::Copied { .. } => {
+                Part::Copied { probes: r, .. } => {
                     let start = if next == 0 { 0 } else { copied.ends[next - 1] };
-                    out.extend_from_slice(&copied.entries[start..copied.ends[next]]);
+                    let found = &copied.entries[start..copied.ends[next]];
+                    match tally {
+                        Some(t) => t.take_found(found, &probes[r.clone()], r.start, out),
+                        None => out.extend_from_slice(found),
+                    }
                     next += 1;
                 }
                 Part::InPlace(r) => out.extend_from_slice(&self.in_place[r.clone()]),
@@ -303,8 +305,9 @@ impl Rounds {
         Round { copies: self.spare.pop().unwrap_or_default(), ..Round::default() }
     }
 
-    /// Every round's entries, in the walk's order.
-    fn finish(mut self) -> Vec<(u64, Tid)> {
+    /// Every round's entries, in the walk's order (less what `tally`
+    /// counts of the copied leaves').
+    fn finish(mut self, probes: &[u64], mut tally: Option<&mut Tally>) -> Vec<(u64, Tid)> {
         while self.back < self.sent {
             let s = self.rx.recv().expect("a round's sender is kept here");
             self.take_back(s);
@@ -318,7 +321,7 @@ impl Rounds {
         }
         let mut out = Vec::with_capacity(self.found.iter().map(|(_, c, r)| r.len(c)).sum());
         for (_, copied, round) in &self.found {
-            round.put_in_order(copied, &mut out);
+            round.put_in_order(copied, probes, &mut tally, &mut out);
         }
         out
     }
@@ -431,10 +434,7 @@ pub fn probe_leaves(
             rounds.send(scope, round, probes);
         }
     });
-    let mut found = rounds.finish();
-    if let Some(t) = tally {
-        t.take_found(&mut found, probes);
-    }
+    let found = rounds.finish(probes, tally);
     match over {
         Some(n) => Err(n),
         None if found.len() > cap => Err(found.len()),
