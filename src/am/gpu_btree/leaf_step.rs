@@ -102,17 +102,17 @@ pub struct Tally<'a> {
 }
 
 impl Tally<'_> {
-    /// Counts or gathers (into `out`) entries `range` of leaf `l`, found
-    /// for probe `probe` (a build leaves a key's entries in TID order: a
-    /// Zipf key's come dozens a heap page).
-    fn take(&mut self, l: &Leaf, range: Range<usize>, probe: usize, out: &mut Vec<(u64, Tid)>) {
+    /// Counts or gathers (into `out`) entries `range` of a leaf or run
+    /// page, found for probe `probe` (a build leaves a key's entries in
+    /// TID order: a Zipf key's come dozens a heap page).
+    pub(crate) fn take(&mut self, page: &PageKeys, range: Range<usize>, probe: usize, out: &mut Vec<(u64, Tid)>) {
         if range.len() < KEY_MIN {
-            out.extend(l.entries(range.start, range.end));
+            out.extend(page.entries(range.start, range.end));
             return;
         }
         let start = range.start;
         let asked = self.asked[probe];
-        self.count_key(l.entries(range.start, range.end).map(|e| e.1), asked, |r| out.extend(l.entries(start + r.start, start + r.end)));
+        self.count_key(page.blocks(range.start, range.end), asked, |r| out.extend(page.entries(start + r.start, start + r.end)));
     }
 
     /// Counts what it can of `found` (the entries a copied leaf held for
@@ -127,17 +127,17 @@ impl Tally<'_> {
             }
             probe += probes[probe..].partition_point(|&p| p < key[0].0);
             let asked = self.asked[first + probe];
-            self.count_key(key.iter().map(|e| e.1), asked, |r| out.extend_from_slice(&key[r]));
+            self.count_key(key.iter().map(|e| (e.1 >> 16) as u32), asked, |r| out.extend_from_slice(&key[r]));
         }
     }
 
-    /// Counts one key's entries (`tids`, in TID order) a run of one heap
-    /// page at a time where `visible` says the page is all-visible,
-    /// `asked` times each; hands the other runs (ranges of `tids`) to
-    /// `gather`.
-    fn count_key(&mut self, tids: impl Iterator<Item = Tid>, asked: u32, mut gather: impl FnMut(Range<usize>)) {
+    /// Counts one key's entries (their heap `blocks`, in TID order) a run
+    /// of one heap page at a time where `visible` says the page is
+    /// all-visible, `asked` times each; hands the other runs (ranges of
+    /// `blocks`) to `gather`.
+    fn count_key(&mut self, blocks: impl Iterator<Item = u32>, asked: u32, mut gather: impl FnMut(Range<usize>)) {
         let (mut run, mut block) = (0, None);
-        for (i, b) in (0..).zip(tids.map(|t| Some((t >> 16) as u32)).chain([None])) {
+        for (i, b) in (0..).zip(blocks.map(Some).chain([None])) {
             if b == block {
                 continue;
             }

@@ -262,6 +262,11 @@ impl<'a> PageKeys<'a> {
             None => self.keys[from..].iter().position(|&k| k != q).map_or(self.keys.len(), |n| from + n),
         }
     }
+    /// The heap blocks of entries `from..to`'s TIDs, in order (what a
+    /// tally asks of a key's run: not the keys, not the line pointers).
+    pub fn blocks(&self, from: usize, to: usize) -> impl Iterator<Item = u32> + 'a {
+        self.page.back_bytes(TID_BYTES, from, to).rchunks_exact(TID_BYTES).map(|t| (tid_from_bytes(t) >> 16) as u32)
+    }
     /// Entries `from..to`, in key order, dead or not (one slice of each
     /// kind read, no check per entry: copied in bulk).
     pub fn entries(&self, from: usize, to: usize) -> impl Iterator<Item = (u64, Tid)> + 'a {

@@ -22,15 +22,13 @@ impl BatchSearch for super::GpuBtree {
     /// Equality only: the batch finds each key's run of entries through
     /// the mirror. Range strategies are index scans.
     fn search(open: &OpenIndex, batch: &Batch) -> Result<Hits, search::TooMany> {
-        let (rows, _) = probe_batch(open, batch, None)?;
-        Ok(Hits { rows, distances: None })
+        probe_batch(Self::NAME, open, batch, None, find(open, batch)).map(|(rest, _)| rest)
     }
 
     /// The leaf step counts a key's entries on all-visible pages where it
     /// walks them in place (`leaf_step::Tally`): a Zipf key's millions.
     fn count(open: &OpenIndex, batch: &Batch, visible: &mut dyn FnMut(u32) -> bool) -> Result<Counted, search::TooMany> {
-        let (rows, counted) = probe_batch(open, batch, Some(visible))?;
-        Ok(Counted { counted, rest: Hits { rows, distances: None } })
+        probe_batch(Self::NAME, open, batch, Some(visible), find(open, batch)).map(|(rest, counted)| Counted { counted, rest })
     }
 
     fn joins(strategy: u16) -> bool {
@@ -42,25 +40,40 @@ impl BatchSearch for super::GpuBtree {
     }
 }
 
-/// An equality batch's rows, and how many matches a tally counted instead
-/// where there is a `visible` to ask (`BatchSearch::count`).
-fn probe_batch(
+/// gpu_btree's search of ascending distinct codes (`probe_batch`'s
+/// `find`): the mirror's hints, then the leaf step.
+fn find<'a>(
+    open: &'a OpenIndex,
+    batch: &'a Batch,
+) -> impl FnOnce(&[u64], usize, Option<&mut Tally>) -> Result<Vec<(u64, Tid)>, usize> + 'a {
+    |codes, cap, tally| super::mirror::probe(&Tree::new(open.index), codes, batch.what, cap, tally)
+}
+
+/// An equality batch of index `open` of access method `am` (gpu_btree,
+/// gpu_learned): its
+/// rows, and how many matches a tally counted instead where there is a
+/// `visible` to ask (`BatchSearch::count`). `find(codes, cap, tally)`
+/// finds the entries of the ascending distinct codes, as
+/// `probe_visible`'s `entries`, counting what it can in the tally.
+pub(crate) fn probe_batch(
+    am: &str,
     open: &OpenIndex,
     batch: &Batch,
     visible: Option<&mut dyn FnMut(u32) -> bool>,
-) -> Result<(Vec<(i64, pg_sys::ItemPointerData)>, u64), search::TooMany> {
+    find: impl FnOnce(&[u64], usize, Option<&mut Tally>) -> Result<Vec<(u64, Tid)>, usize>,
+) -> Result<(Hits, u64), search::TooMany> {
     if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
-        search::unsupported("gpu_btree", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
+        search::unsupported(am, batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
     }
     check_key_type(open.index, batch.query_type);
     let mut counted = 0;
     let rows = probe_visible(open, wanted_codes(batch), |codes, asked, cap| {
         let mut tally = visible.map(|visible| Tally { visible, asked, counted: 0 });
-        let entries = super::mirror::probe(&Tree::new(open.index), codes, batch.what, cap, tally.as_mut());
+        let entries = find(codes, cap, tally.as_mut());
         counted = tally.map_or(0, |t| t.counted);
         entries
     })?;
-    Ok((rows, counted))
+    Ok((Hits { rows, distances: None }, counted))
 }
 
 /// Checks that keys of `query_type` compare with the index's keys.

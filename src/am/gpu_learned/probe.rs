@@ -5,10 +5,11 @@
 //! visible to the caller's snapshot, in heap order.
 
 use super::run;
-use crate::am::common::search::{self, Ask, Batch, BatchSearch, Hits};
+use crate::am::common::search::{self, Batch, BatchSearch, Counted, Hits};
 use crate::am::common::OpenIndex;
+use crate::am::gpu_btree::leaf_step::Tally;
 use crate::am::gpu_btree::page::{Leaf, Shared};
-use crate::am::gpu_btree::probe::{check_key_type, probe_function, probe_visible, wanted_codes};
+use crate::am::gpu_btree::probe::{probe_batch, probe_function};
 use crate::am::gpu_btree::tree::Tree;
 use crate::storage::Tid;
 use pgrx::pg_sys;
@@ -16,16 +17,26 @@ use pgrx::prelude::*;
 use rayon::slice::ParallelSliceMut;
 
 /// Every live (code, TID) of the run and the delta whose code is one of
-/// the ascending distinct `codes`, in code order; past `cap` entries, how
-/// many it found when it stopped.
-pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str, cap: usize) -> Result<Vec<(u64, Tid)>, usize> {
+/// the ascending distinct `codes`, in code order, less those a `tally`
+/// counts; past `cap` entries, how many it found when it stopped.
+pub fn probe(
+    index: pg_sys::Relation,
+    codes: &[u64],
+    what: &'static str,
+    cap: usize,
+    mut tally: Option<&mut Tally>,
+) -> Result<Vec<(u64, Tid)>, usize> {
     // The run and the delta of one generation: the delta is read between
     // two reads of it (as a scan starts, `scan.rs`).
     loop {
         let (run, delta_has_keys) = run::current(index);
         let hints = run::predictions(index, &run, codes, what);
         let mut out = Vec::with_capacity(codes.len());
-        run.collect_all_equal(index, codes, &hints, &mut out, cap);
+        // (A generation read again counts again.)
+        if let Some(t) = tally.as_deref_mut() {
+            t.counted = 0;
+        }
+        run.collect_all_equal(index, codes, &hints, &mut out, cap, tally.as_deref_mut());
         if out.len() > cap {
             return Err(out.len());
         }
@@ -36,7 +47,9 @@ pub fn probe(index: pg_sys::Relation, codes: &[u64], what: &'static str, cap: us
             let m = tree.meta();
             if m.root_level > 0 || Leaf::new(Shared::lock(index, m.root).page()).count() > 0 {
                 let found = out.len();
-                out.extend(crate::am::gpu_btree::mirror::probe(&tree, codes, what, cap - found, None).map_err(|n| found + n)?);
+                out.extend(
+                    crate::am::gpu_btree::mirror::probe(&tree, codes, what, cap - found, tally.as_deref_mut()).map_err(|n| found + n)?,
+                );
             }
         }
         if run::generation(index) == run.meta.generation {
@@ -51,12 +64,13 @@ impl BatchSearch for super::GpuLearned {
 
     /// Equality only; ranges are index scans.
     fn search(open: &OpenIndex, batch: &Batch) -> Result<Hits, search::TooMany> {
-        if batch.ask != Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) {
-            search::unsupported("gpu_learned", batch.ask.to_string(), "Batch equality probes (=); ranges are index scans.");
-        }
-        check_key_type(open.index, batch.query_type);
-        let rows = probe_visible(open, wanted_codes(batch), |codes, _, cap| probe(open.index, codes, batch.what, cap))?;
-        Ok(Hits { rows, distances: None })
+        probe_batch(Self::NAME, open, batch, None, find(open, batch)).map(|(rest, _)| rest)
+    }
+
+    /// The run's pages and the delta's leaves count a key's entries on
+    /// all-visible heap pages as they are walked (`Tally`).
+    fn count(open: &OpenIndex, batch: &Batch, visible: &mut dyn FnMut(u32) -> bool) -> Result<Counted, search::TooMany> {
+        probe_batch(Self::NAME, open, batch, Some(visible), find(open, batch)).map(|(rest, counted)| Counted { counted, rest })
     }
 
     fn joins(strategy: u16) -> bool {
@@ -66,6 +80,15 @@ impl BatchSearch for super::GpuLearned {
     fn nearest(_strategy: u16) -> bool {
         false
     }
+}
+
+/// gpu_learned's search of ascending distinct codes (`probe_batch`'s
+/// `find`).
+fn find<'a>(
+    open: &'a OpenIndex,
+    batch: &'a Batch,
+) -> impl FnOnce(&[u64], usize, Option<&mut Tally>) -> Result<Vec<(u64, Tid)>, usize> + 'a {
+    |codes, cap, tally| probe(open.index, codes, batch.what, cap, tally)
 }
 
 #[pg_extern(

@@ -7,6 +7,7 @@
 
 use super::page::*;
 use crate::am::common::cache;
+use crate::am::gpu_btree::leaf_step::Tally;
 use crate::am::gpu_btree::page::{Exclusive, Shared};
 use crate::storage::{RecentPages, Tid, Xlog};
 use gpuindex_engine::executor::BatchJob;
@@ -298,8 +299,22 @@ impl Run {
     /// order: the codes a page holds are searched under one lock of it,
     /// each from where the last ended (as a scan loads a page for every
     /// `= ANY` point on it); a code past the page is sought from its hint.
-    /// Stops, after a page, once `out` holds more than `cap` entries.
-    pub fn collect_all_equal(&self, rel: pg_sys::Relation, codes: &[u64], hints: &[u64], out: &mut Vec<(u64, Tid)>, cap: usize) {
+    /// Stops, after a page, once `out` holds more than `cap` entries. With
+    /// a `tally`, a key's entries on all-visible heap pages are counted
+    /// there instead (where none of them is dead).
+    pub fn collect_all_equal(
+        &self,
+        rel: pg_sys::Relation,
+        codes: &[u64],
+        hints: &[u64],
+        out: &mut Vec<(u64, Tid)>,
+        cap: usize,
+        mut tally: Option<&mut Tally>,
+    ) {
+        let mut take = |p: &RunPage, from: usize, to: usize, probe: usize, out: &mut Vec<(u64, Tid)>| match tally.as_deref_mut() {
+            Some(t) if !p.any_dead(from, to) => t.take(p, from..to, probe, out),
+            _ => p.copy_live(from, to, out),
+        };
         let recent = &mut RecentPages::of(rel);
         let mut j = 0;
         while j < codes.len() && out.len() <= cap {
@@ -314,7 +329,7 @@ impl Run {
                     while j < codes.len() && codes[j] < last {
                         let start = p.lower_bound_from(at, codes[j]);
                         at = p.upper_bound_from(start, codes[j]);
-                        p.copy_live(start, at, out);
+                        take(&p, start, at, j, out);
                         j += 1;
                     }
                     // The page's last key: its entries run to the page's
@@ -322,7 +337,7 @@ impl Run {
                     let on = j < codes.len() && codes[j] == last;
                     if on {
                         let start = p.lower_bound_from(at, last);
-                        p.copy_live(start, p.count(), out);
+                        take(&p, start, p.count(), j, out);
                     }
                     (last, on)
                 };
