@@ -11,8 +11,13 @@
 # p.ctid` at default settings; then btree's plan of the join as written
 # (`unnest(keys) u(k) JOIN t ON t.k = u.k`, gpu_btree dropped in a
 # rolled-back transaction). Each query once unmeasured, then three times
-# (ms). Copy next to a bundle folder `pg` (scripts/gpu-pg-bundle.sh) with
-# bundle-server.sh, old.so and new.so, and run it there.
+# (ms). With WHAT=counts, count(*) only, counted by GpuIndexJoin four
+# ways: the fused calls of gpu_btree_probe and gpu_learned_probe (a
+# gpu_learned index built too), and the join as written over each index
+# (`unnest(keys) u(k) JOIN t ON t.k = u.k`, the other one and btree's
+# dropped in a rolled-back transaction). Copy next to a bundle folder `pg`
+# (scripts/gpu-pg-bundle.sh) with bundle-server.sh, old.so and new.so, and
+# run it there.
 cd "$(dirname "$0")"; here=$(pwd)
 conf=${CONF:-'shared_buffers=32GB;max_wal_size=32GB;checkpoint_timeout=30min'}
 source ./bundle-server.sh
@@ -33,6 +38,7 @@ CREATE TABLE tz (k int8, payload int8);
 INSERT INTO tz SELECT (least(floor(pow(random(), -5)), 1000000)::int8 * 2654435761) % 4294967296, i FROM generate_series(0, $N - 1) i;
 CREATE INDEX tu_g ON tu USING gpu_btree (k); CREATE INDEX tu_b ON tu (k);
 CREATE INDEX tz_g ON tz USING gpu_btree (k); CREATE INDEX tz_b ON tz (k);
+$([ "${WHAT:-}" = counts ] && echo "CREATE INDEX tu_l ON tu USING gpu_learned (k); CREATE INDEX tz_l ON tz USING gpu_learned (k);")
 VACUUM ANALYZE tu; VACUUM ANALYZE tz;
 SELECT setseed(0.25);
 CREATE TABLE probes AS
@@ -50,23 +56,36 @@ for round in $(seq ${ROUNDS:-3}); do
   for lib in ${LIBS:-old new}; do
     use_lib $lib
     for t in tu tz; do
+      if [ "${WHAT:-}" = counts ]; then
+        for am in btree:g learned:l; do
+          echo "-- round $round $lib $t gpu_${am%:*}_probe count(*): $(timed "$(keys $t)"$'\n' "SELECT count(*) FROM gpu_${am%:*}_probe('${t}_${am#*:}', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid")"
+        done
+        for am in btree:l learned:g; do
+          echo "-- round $round $lib $t join over gpu_${am%:*} count(*): $(timed "$(keys $t)"$'\n'"BEGIN; DROP INDEX ${t}_${am#*:}, ${t}_b;" \
+            "SELECT count(*) FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k" "ROLLBACK;")"
+        done
+        continue
+      fi
       for what in "count(*)" "sum(t.payload)"; do
         echo "-- round $round $lib $t $what: $(timed "$(keys $t)"$'\n' "SELECT $what FROM gpu_btree_probe('${t}_g', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid")"
       done
     done
   done
+  whats=("count(*)" "sum(t.payload)"); [ "${WHAT:-}" = counts ] && whats=("count(*)")
+  gpuindexes() { echo "${1}_g$([ "${WHAT:-}" = counts ] && echo ", ${1}_l")"; }
   for t in tu tz; do
-    for what in "count(*)" "sum(t.payload)"; do
-      echo "-- round $round btree $t $what: $(timed "$(keys $t)"$'\n'"SET gpuindex.enable_join = off; BEGIN; DROP INDEX ${t}_g;" \
+    for what in "${whats[@]}"; do
+      echo "-- round $round btree $t $what: $(timed "$(keys $t)"$'\n'"SET gpuindex.enable_join = off; BEGIN; DROP INDEX $(gpuindexes $t);" \
         "SELECT $what FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k" "ROLLBACK;")"
     done
   done
 done
 echo "-- plans (new library)"
 for t in tu tz; do
-  $P <<SQL | grep -E "Join|Scan|Aggregate|rows=|Time|Matches|Fetches"
+  $P <<SQL | grep -E "Join|Scan|Index:|Aggregate|rows=|Time|Matches|Fetches"
 $(keys $t)
 EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM gpu_btree_probe('${t}_g', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid;
+$([ "${WHAT:-}" = counts ] && echo "BEGIN; DROP INDEX ${t}_l, ${t}_b; EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k; ROLLBACK;")
 SQL
 done
 $RT/pg-stop >/dev/null

@@ -69,6 +69,9 @@ pub(super) struct Stats {
     pub(super) chunks: u64,
     pub(super) probes: u64,
     pub(super) matches: u64,
+    /// Matches the index counted in its walk (`BatchSearch::count`), of
+    /// `matches`.
+    pub(super) counted: u64,
     pub(super) fetches: u64,
     pub(super) removed_by_join_filter: u64,
     pub(super) gpu_batches: u64,
@@ -678,7 +681,12 @@ impl State {
 
     /// The batch of the chunk's queries.
     fn batch(&self) -> Batch<'_> {
-        Batch { ask: Ask::Matches(self.strategy), query_type: self.key_type, queries: &self.keys, what: "GpuIndexJoin", heap_order: true }
+        self.batch_of(&self.keys)
+    }
+
+    /// The batch of queries `keys` of the chunk's outer rows.
+    pub(super) fn batch_of<'a>(&self, keys: &'a [(i64, pg_sys::Datum)]) -> Batch<'a> {
+        Batch { ask: Ask::Matches(self.strategy), query_type: self.key_type, queries: keys, what: "GpuIndexJoin", heap_order: true }
     }
 
     /// Searches the chunk's next piece into `matches` (`heap_order`); false
@@ -894,10 +902,15 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
         let mut n = 0i64;
         let snapshot = (*(*node).ss.ps.state).es_snapshot;
         // An inner join without quals: every match that is a row counts,
-        // a fused call's all at once, else the rest of each chunk's.
+        // a fused call's and an index's counted in their searches (a TID
+        // probe's, the rest of each chunk's).
         let whole = !st.fills && st.jointype == pg_sys::JoinType::JOIN_INNER && st.top.is_none();
+        let instrument = (*node).ss.ps.instrument;
+        st.timed = !instrument.is_null() && (*instrument).need_timer;
         if whole && st.fused.is_some() {
             n = st.count_fused((*node).ss.ps.ps_ExprContext, snapshot) as i64;
+        } else if whole && !st.index.is_null() {
+            n = st.count_chunks((*node).ss.ps.ps_ExprContext, snapshot) as i64;
         } else {
             while next_row(node) {
                 n += 1;

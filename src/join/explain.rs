@@ -103,6 +103,11 @@ pub unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ance
             }
             integer(es, c"Probes", s.probes);
             integer(es, c"Index Matches", s.matches);
+            if s.counted > 0 {
+                // (On all-visible pages, counted in the index's walk: no
+                // row made, no heap fetch.)
+                integer(es, c"Matches Counted in Index", s.counted);
+            }
             integer(es, c"Heap Fetches", s.fetches);
             integer(es, c"Rows Removed by Join Filter", s.removed_by_join_filter);
             if let Some(top) = &st.top {

@@ -2,7 +2,7 @@
 //! `FROM probe(index, keys) p JOIN t ON t.ctid = p.ctid`): the node runs
 //! the call's search itself and takes its matches as outer rows.
 
-use super::exec::{no_bulk_delete_since, State};
+use super::exec::State;
 use crate::am::common::bulk_deletes;
 use crate::am::common::search::{self, Batch, Counted};
 use crate::functions::call::Fusable;
@@ -185,49 +185,13 @@ impl State {
         unsafe { self.search_fused_piece(s, |_, s| s.pieces.next(&s.call.open, &s.call.batch(true))).map(|h| h.rows) }
     }
 
-    /// The fused call's next piece, counted: where the node trusts the
-    /// visibility map, the matches the search finds on all-visible pages
-    /// are counted there (`BatchSearch::count`), the rest made (position,
-    /// TID) rows.
+    /// The fused call's next piece, counted (`count_piece`).
     unsafe fn next_fused_count(&mut self, s: &mut Searching) -> Option<Counted> {
-        // SAFETY: the node's; its open heap.
+        // SAFETY: the node's.
         unsafe {
             self.search_fused_piece(s, |node, s| {
-                let searcher = search::searcher(s.call.open.am).expect("opened by search::open");
-                let (heap, index, since) = (node.heap, node.index, node.bulk_deletes);
-                let unchanged = || no_bulk_delete_since(index, since);
                 let batch = s.call.batch(true);
-                let every_match = |piece: &Batch| (searcher.search)(&s.call.open, piece).map(|rest| Counted { counted: 0, rest });
-                s.pieces.next_by(|range| {
-                    let piece = Batch { queries: &batch.queries[range], ..batch };
-                    if !node.trusts_map {
-                        return every_match(&piece);
-                    }
-                    // The map is read while the search still finds entries
-                    // (an insert after a page's read may add one): each page
-                    // said all-visible is read again once the search is
-                    // over, as `count_visible` reads them.
-                    let all_visible = &mut node.all_visible;
-                    all_visible.forget();
-                    let mut said = Vec::new();
-                    let counted = (searcher.count)(&s.call.open, &piece, &mut |block| {
-                        all_visible.kept(block).unwrap_or_else(|| {
-                            // (The bulk deletes are read with the second look.)
-                            let answer = all_visible.read(heap, block, || true);
-                            if answer {
-                                said.push(block);
-                            }
-                            answer
-                        })
-                    })?;
-                    all_visible.forget();
-                    if said.iter().all(|&block| all_visible.check(heap, block, unchanged)) {
-                        Ok(counted)
-                    } else {
-                        // A page changed during the search: every match a row.
-                        every_match(&piece)
-                    }
-                })
+                s.pieces.next_by(|range| node.count_piece(&s.call.open, &Batch { queries: &batch.queries[range], ..batch }))
             })
         }
     }
@@ -247,6 +211,7 @@ impl State {
                     let rows = rest.rows;
                     self.stats.chunks += 1;
                     self.stats.matches += counted + rows.len() as u64;
+                    self.stats.counted += counted;
                     self.start_matches();
                     n += counted + self.count_visible(rows.len(), |i| tid_from(rows[i].1), snapshot);
                     pg_sys::MemoryContextReset(self.chunk_cxt);

@@ -20,7 +20,8 @@
 //! - `parallel`: what a parallel plan's processes share (the workers'
 //!   counters, the leader's remembered heap buffers);
 //! - `count`: `count(*)` of the join counted by the node (an aggregate
-//!   path).
+//!   path); `counting`: its searches, the matches on all-visible pages
+//!   counted by the index.
 //!
 //! Inner, left, semi and anti joins; parallel-safe, and over a partial
 //! outer path each participant of a Gather joins its share; not under row
@@ -30,6 +31,7 @@ mod ahead;
 mod all_visible;
 mod cost;
 mod count;
+mod counting;
 mod exec;
 mod explain;
 mod fused;

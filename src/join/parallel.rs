@@ -23,6 +23,7 @@ pub(super) struct Shared {
     chunks: AtomicU64,
     probes: AtomicU64,
     matches: AtomicU64,
+    counted: AtomicU64,
     fetches: AtomicU64,
     removed_by_join_filter: AtomicU64,
     gpu_batches: AtomicU64,
@@ -97,6 +98,7 @@ impl Shared {
         self.chunks.fetch_add(s.chunks, Relaxed);
         self.probes.fetch_add(s.probes, Relaxed);
         self.matches.fetch_add(s.matches, Relaxed);
+        self.counted.fetch_add(s.counted, Relaxed);
         self.fetches.fetch_add(s.fetches, Relaxed);
         self.removed_by_join_filter.fetch_add(s.removed_by_join_filter, Relaxed);
         self.gpu_batches.fetch_add(s.gpu_batches, Relaxed);
@@ -110,6 +112,7 @@ impl Shared {
             chunks: self.chunks.load(Relaxed),
             probes: self.probes.load(Relaxed),
             matches: self.matches.load(Relaxed),
+            counted: self.counted.load(Relaxed),
             fetches: self.fetches.load(Relaxed),
             removed_by_join_filter: self.removed_by_join_filter.load(Relaxed),
             gpu_batches: self.gpu_batches.load(Relaxed),
@@ -127,6 +130,7 @@ impl Stats {
             chunks: self.chunks + o.chunks,
             probes: self.probes + o.probes,
             matches: self.matches + o.matches,
+            counted: self.counted + o.counted,
             fetches: self.fetches + o.fetches,
             removed_by_join_filter: self.removed_by_join_filter + o.removed_by_join_filter,
             gpu_batches: self.gpu_batches + o.gpu_batches,
