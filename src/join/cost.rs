@@ -30,7 +30,11 @@ use super::plan::{clauses, index_only, match_quals, split_quals, PathPrivate};
 use pgrx::pg_sys;
 
 /// (startup, total) of the join `path` of `outer_path` with its inner side, giving
-/// `rows` rows (a `partial` path's: its share of the join's).
+/// `rows` rows (a `partial` path's: its share of the join's), and what a
+/// counting plan of it (`count`) does not pay: an inner join without
+/// other quals that reads no inner column counts each match on an
+/// all-visible page (in the index's walk, or by the map) rather than
+/// making it a heap tuple, an operator's cost where the rows pay a tuple's.
 ///
 /// # Safety
 /// Planner structures of one planning call.
@@ -41,7 +45,7 @@ pub unsafe fn estimate(
     path: &PathPrivate,
     rows: f64,
     partial: bool,
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     let PathPrivate { restrictlist, probe, jointype, innerrel } = *path;
     // SAFETY: the caller's contract; cost GUCs read in the backend.
     unsafe {
@@ -123,6 +127,8 @@ pub unsafe fn estimate(
         let (outer_startup, outer_total) = ((*outer_path).startup_cost, (*outer_path).total_cost);
         let total = outer_total + load + batch + heap + quals + output;
         let startup = outer_startup + load + (total - load - outer_startup) / chunks;
-        (startup, total)
+        let whole = jointype == pg_sys::JoinType::JOIN_INNER && matching_list.is_null() && other_list.is_null();
+        let counted = if whole { matches * unread * (cpu_tuple - cpu_operator) } else { 0.0 };
+        (startup, total, counted)
     }
 }

@@ -105,23 +105,97 @@ unsafe fn join_path(path: *mut pg_sys::Path) -> Option<*mut pg_sys::CustomPath> 
     }
 }
 
+/// What a counting plan of a join path saves (`cost::estimate`, the last
+/// of its path items).
+unsafe fn saving(join: *mut pg_sys::CustomPath) -> f64 {
+    // SAFETY: a path made by `path::new_path`.
+    unsafe { *list::ptrs::<std::ffi::c_void>((*join).custom_private)[super::plan::PATH_ITEMS - 1].cast::<f64>() }
+}
+
+/// Marks a join relation's `fdw_private` as the list of `keep`'s paths.
+static KEPT: u8 = 0;
+
+fn mark() -> *mut std::ffi::c_void {
+    (&raw const KEPT).cast_mut().cast()
+}
+
+/// The paths `keep` kept for `rel`; None where its `fdw_private` is not
+/// ours to use (a foreign join's: PostgreSQL sets no other).
+unsafe fn kept(rel: *mut pg_sys::RelOptInfo) -> Option<Vec<*mut pg_sys::CustomPath>> {
+    // SAFETY: a planner relation; a non-null `fdw_private` of a relation
+    // without an `fdwroutine` is `keep`'s list.
+    unsafe {
+        let private = (*rel).fdw_private;
+        if !(*rel).fdwroutine.is_null() {
+            return None;
+        }
+        if private.is_null() {
+            return Some(Vec::new());
+        }
+        let items = list::ptrs::<std::ffi::c_void>(private.cast());
+        (items.first() == Some(&mark())).then(|| items[1..].iter().map(|&p| p.cast()).collect())
+    }
+}
+
+/// The join path to hand to `add_path` for `path` of `joinrel`: a copy,
+/// where a counting plan of it would save something, `path` itself being
+/// kept for `offer` (add_path frees a path it rejects, and a join that
+/// loses to PostgreSQL's as rows may win as a count of them). Kept in the
+/// relation's `fdw_private`, which only a foreign join uses (one with an
+/// `fdwroutine`): planner memory, gone with the planning call's.
+///
+/// # Safety
+/// Planner structures of one planning call; `path` made by `new_path`.
+pub unsafe fn keep(joinrel: *mut pg_sys::RelOptInfo, path: *mut pg_sys::CustomPath) -> *mut pg_sys::CustomPath {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if saving(path) <= 0.0 || kept(joinrel).is_none() {
+            return path;
+        }
+        let private = (*joinrel).fdw_private;
+        let list = if private.is_null() { list::of_ptrs(&[mark()]) } else { private.cast() };
+        (*joinrel).fdw_private = pg_sys::lappend(list, path.cast()).cast();
+        // (add_path frees only the node: the lists stay shared.)
+        let copy = pg_sys::palloc(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
+        *copy = *path;
+        copy
+    }
+}
+
+/// The join paths `offer` counts: those `keep` kept, and those of the
+/// relation's paths that it did not copy.
+unsafe fn join_paths(rel: *mut pg_sys::RelOptInfo) -> Vec<*mut pg_sys::CustomPath> {
+    // SAFETY: planner structures of this planning call.
+    unsafe {
+        let listed = list::ptrs::<pg_sys::Path>((*rel).pathlist).into_iter().filter_map(|p| join_path(p));
+        match kept(rel) {
+            Some(mut paths) => {
+                paths.extend(listed.filter(|&j| saving(j) <= 0.0));
+                paths
+            }
+            None => listed.collect(),
+        }
+    }
+}
+
 /// For each GpuIndexJoin path of the scan/join relation, a path of the
 /// aggregate relation that counts its rows. Priced as the join, less
 /// PostgreSQL's price of emitting each row (a tuple's CPU cost), plus an
-/// operator's cost a row for counting it and one row out; a plan that
-/// aggregates the join's rows pays both the tuple and the aggregate.
+/// operator's cost a row for counting it and one row out, less what its
+/// estimate says counting saves of the heap's tuples (`cost::estimate`);
+/// a plan that aggregates the join's rows pays both the tuple and the
+/// aggregate.
 unsafe fn offer(input_rel: *mut pg_sys::RelOptInfo, output_rel: *mut pg_sys::RelOptInfo) {
     // SAFETY: planner structures of this planning call; the joins' paths
     // were made by `path::new_path`.
     unsafe {
-        for path in list::ptrs::<pg_sys::Path>((*input_rel).pathlist) {
-            let Some(join) = join_path(path) else { continue };
+        for join in join_paths(input_rel) {
             let j = &(*join).path;
             if !j.param_info.is_null() || j.parallel_aware {
                 continue;
             }
             let (cpu_tuple, cpu_operator) = (pg_sys::cpu_tuple_cost, pg_sys::cpu_operator_cost);
-            let total = j.total_cost - j.rows * (cpu_tuple - cpu_operator) + cpu_tuple;
+            let total = j.total_cost - j.rows * (cpu_tuple - cpu_operator) - saving(join) + cpu_tuple;
             let count = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
             *count = *join;
             let p = &mut (*count).path;

@@ -160,7 +160,7 @@ unsafe fn offer(
         (*joinrel).consider_parallel |= parallel_safe;
         let serial = new_path(root, joinrel, outer_path, &private, (*joinrel).rows, false);
         (*serial).path.parallel_safe = parallel_safe && (*outer_path).parallel_safe;
-        pg_sys::add_path(joinrel, serial.cast());
+        pg_sys::add_path(joinrel, super::count::keep(joinrel, serial).cast());
         // Under a Gather, each participant joins its share of a partial
         // outer path (the inner side is probed whole by each).
         let partial = list::ptrs::<pg_sys::Path>((*outerrel).partial_pathlist).first().copied();
@@ -274,7 +274,7 @@ unsafe fn new_path(
 ) -> *mut pg_sys::CustomPath {
     // SAFETY: planner structures of this planning call.
     unsafe {
-        let (startup, total) = cost::estimate(root, joinrel, outer_path, private, rows, partial);
+        let (startup, total, counted) = cost::estimate(root, joinrel, outer_path, private, rows, partial);
         let path = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
         let p = &mut (*path).path;
         p.type_ = NodeTag::T_CustomPath;
@@ -286,7 +286,10 @@ unsafe fn new_path(
         p.total_cost = total;
         (*path).flags = pg_sys::CUSTOMPATH_SUPPORT_PROJECTION;
         (*path).custom_paths = list::of_ptrs(&[outer_path]);
-        (*path).custom_private = private.to_list();
+        // (Planner memory, as the items before it: `plan::PATH_ITEMS`.)
+        let saving = pg_sys::palloc(std::mem::size_of::<f64>()).cast::<f64>();
+        *saving = counted;
+        (*path).custom_private = pg_sys::lappend(private.to_list(), saving.cast());
         (*path).methods = &raw const PATH_METHODS;
         path
     }

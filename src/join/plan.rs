@@ -47,9 +47,10 @@ pub struct PathPrivate<'a> {
     pub innerrel: *mut pg_sys::RelOptInfo,
 }
 
-/// The items of `PathPrivate::to_list` (a counting path adds one:
-/// `count::counts`).
-pub const PATH_ITEMS: usize = 10;
+/// The items of a path: `PathPrivate::to_list`'s, then what a counting
+/// plan of it saves (a palloc'd f64, `cost::estimate`); a counting path
+/// adds one more (`count::counts`).
+pub const PATH_ITEMS: usize = 11;
 
 impl PathPrivate<'_> {
     pub fn to_list(&self) -> *mut pg_sys::List {

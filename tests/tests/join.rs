@@ -160,6 +160,38 @@ fn counts_of_fused_calls_over_duplicate_keys() {
     c.batch_execute("RESET gpuindex.batch_work_mem; DROP TABLE cz, cy, ck").unwrap();
 }
 
+/// A count of a join over keys held by thousands of rows on an
+/// all-visible table is planned as the counting join even where the same
+/// join's rows lose to PostgreSQL's join: the join path add_path rejects
+/// is kept for the count (`count::keep`), priced as the index counting
+/// its matches, not as heap tuples.
+#[test]
+fn counting_joins_are_planned_where_their_rows_would_lose() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS pz, pk;
+         CREATE TABLE pz WITH (autovacuum_enabled = off) AS SELECT g AS id, (g % 40)::int8 AS k FROM generate_series(1, 400000) g;
+         CREATE INDEX pz_k ON pz USING gpu_btree (k);
+         CREATE TABLE pk AS SELECT (g % 40)::int8 AS k FROM generate_series(1, 200) g;
+         ANALYZE pk;",
+    )
+    .unwrap();
+    if !vacuum_until_all_visible(&mut c, "pz") {
+        return;
+    }
+    let count = "SELECT count(*) FROM pk JOIN pz ON pz.k = pk.k";
+    let plan = explain(&mut c, count);
+    assert!(plan.contains("counted here"), "{plan}");
+    let rows = explain(&mut c, "SELECT sum(pz.id) FROM pk JOIN pz ON pz.k = pk.k");
+    assert!(!rows.contains("GpuIndexJoin"), "the join's rows would win too: {rows}");
+    let got: i64 = c.query_one(count, &[]).unwrap().get(0);
+    c.batch_execute("SET gpuindex.enable_join = off").unwrap();
+    let want: i64 = c.query_one(count, &[]).unwrap().get(0);
+    c.batch_execute("RESET gpuindex.enable_join; DROP TABLE pz, pk").unwrap();
+    assert_eq!((got, want), (2_000_000, 2_000_000));
+}
+
 /// A counting fused call counts a key's matches on all-visible pages
 /// while its search still reads the visibility map (`next_fused_count`):
 /// while another session gives rows new keys, new versions on the same

@@ -50,11 +50,11 @@ fn find<'a>(
 }
 
 /// An equality batch of index `open` of access method `am` (gpu_btree,
-/// gpu_learned): its
-/// rows, and how many matches a tally counted instead where there is a
-/// `visible` to ask (`BatchSearch::count`). `find(codes, cap, tally)`
-/// finds the entries of the ascending distinct codes, as
-/// `probe_visible`'s `entries`, counting what it can in the tally.
+/// gpu_learned): its rows, and how many matches a tally counted instead
+/// where there is a `visible` to ask (`BatchSearch::count`).
+/// `find(codes, cap, tally)` finds the entries of the ascending distinct
+/// codes, as `probe_visible`'s `entries`, counting what it can in the
+/// tally.
 pub(crate) fn probe_batch(
     am: &str,
     open: &OpenIndex,
