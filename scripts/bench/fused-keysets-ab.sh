@@ -15,7 +15,8 @@
 # ways: the fused calls of gpu_btree_probe and gpu_learned_probe (a
 # gpu_learned index built too), and the join as written over each index
 # (`unnest(keys) u(k) JOIN t ON t.k = u.k`, the other one and btree's
-# dropped in a rolled-back transaction). Copy next to a bundle folder `pg`
+# dropped in a rolled-back transaction; JOIN_SETTINGS: SQL run before
+# those, e.g. to keep the planner from other joins). Copy next to a bundle folder `pg`
 # (scripts/gpu-pg-bundle.sh) with bundle-server.sh, old.so and new.so, and
 # run it there.
 cd "$(dirname "$0")"; here=$(pwd)
@@ -61,7 +62,7 @@ for round in $(seq ${ROUNDS:-3}); do
           echo "-- round $round $lib $t gpu_${am%:*}_probe count(*): $(timed "$(keys $t)"$'\n' "SELECT count(*) FROM gpu_${am%:*}_probe('${t}_${am#*:}', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid")"
         done
         for am in btree:l learned:g; do
-          echo "-- round $round $lib $t join over gpu_${am%:*} count(*): $(timed "$(keys $t)"$'\n'"BEGIN; DROP INDEX ${t}_${am#*:}, ${t}_b;" \
+          echo "-- round $round $lib $t join over gpu_${am%:*} count(*): $(timed "$(keys $t)"$'\n'"${JOIN_SETTINGS:-} BEGIN; DROP INDEX ${t}_${am#*:}, ${t}_b;" \
             "SELECT count(*) FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k" "ROLLBACK;")"
         done
         continue
@@ -85,7 +86,7 @@ for t in tu tz; do
   $P <<SQL | grep -E "Join|Scan|Index:|Aggregate|rows=|Time|Matches|Fetches"
 $(keys $t)
 EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM gpu_btree_probe('${t}_g', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid;
-$([ "${WHAT:-}" = counts ] && echo "BEGIN; DROP INDEX ${t}_l, ${t}_b; EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k; ROLLBACK;")
+$([ "${WHAT:-}" = counts ] && echo "${JOIN_SETTINGS:-} BEGIN; DROP INDEX ${t}_l, ${t}_b; EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k; ROLLBACK;")
 SQL
 done
 $RT/pg-stop >/dev/null
