@@ -216,16 +216,15 @@ unsafe fn hot_search(heap: pg_sys::Relation, buf: pg_sys::Buffer, snapshot: pg_s
     }
 }
 
-/// Sorts matches on all cores (plain data, no PostgreSQL calls): batches
-/// reach millions of matches.
+/// Sorts matches into heap order on all cores (plain data, no PostgreSQL
+/// calls): batches reach millions of matches (see `heap_order::sort`).
 /// Callers that sorted already (to drop duplicates) cost one scan.
-pub fn sort<T: Ord + Send>(matches: &mut [T]) {
-    use rayon::slice::ParallelSliceMut;
+pub fn sort<T: gpuindex_engine::heap_order::HeapKey>(matches: &mut [T]) {
     if matches.is_sorted() {
         return;
     }
     crate::batch::ensure_cpu_pool();
-    matches.par_sort_unstable();
+    gpuindex_engine::heap_order::sort(matches);
 }
 
 /// Rows grouped by position, heap order kept within each (a counting

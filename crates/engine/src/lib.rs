@@ -12,6 +12,7 @@ pub mod gpics;
 pub mod gpu;
 pub mod gts;
 pub mod hbtree;
+pub mod heap_order;
 pub mod keys;
 pub mod pgm;
 pub mod rng;

@@ -1,7 +1,7 @@
 //! gpuindex-bench: prints tables of queries/s for each structure, CPU (all
 //! cores) and GPU in the same run, checking that both give the same answers.
 //!
-//!   gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gpics-knn] [gts] [gts-build] [gts-small] [words] [pgm] [lastmile] [art] [pages] [--n LIST] [--batch LIST] [--reps 5] [--dim 128] [--set NAME]
+//!   gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gpics-knn] [gts] [gts-build] [gts-small] [words] [pgm] [lastmile] [heap-order] [art] [pages] [--n LIST] [--batch LIST] [--reps 5] [--dim 128] [--set NAME]
 //!
 //! sorted: n = 1e6,1e7,1e8, batches 1e3..1e7 by default;
 //! hbtree: n = 2^23..2^28, one batch of 2^24 hits by default;
@@ -24,6 +24,7 @@ mod art;
 mod gpics;
 mod gts;
 mod hbtree;
+mod heaporder;
 mod lastmile;
 mod pages;
 mod pgm;
@@ -74,7 +75,7 @@ fn parse_args() -> Args {
             "--dim" => args.dim = value().parse().expect("--dim N"),
             "--set" => args.set = Some(value()),
             "-h" | "--help" => {
-                println!("usage: gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gpics-knn] [gts] [gts-build] [gts-small] [words] [pgm] [lastmile] [art] [pages] [--n LIST] [--batch LIST] [--reps N] [--dim N] [--set NAME]");
+                println!("usage: gpuindex-bench [sorted] [hbtree] [leafstep] [gpics] [gpics-knn] [gts] [gts-build] [gts-small] [words] [pgm] [lastmile] [heap-order] [art] [pages] [--n LIST] [--batch LIST] [--reps N] [--dim N] [--set NAME]");
                 std::process::exit(0);
             }
             other => args.what.push(other.to_string()),
@@ -145,6 +146,7 @@ fn main() {
             "words" => words::run(&args, g.as_deref()),
             "pgm" => pgm::run(&args, g.as_deref()),
             "lastmile" => lastmile::run(&args),
+            "heap-order" => heaporder::run(&args),
             "art" => art::run(&args, g.as_deref()),
             "pages" => pages::run(),
             other => {
