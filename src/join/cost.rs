@@ -97,9 +97,14 @@ pub unsafe fn estimate(
         let chunk_pages = fetched(matches / chunks);
         let per_page = if chunk_pages >= 2.0 { random - (random - seq) * (chunk_pages / pages).min(1.0).sqrt() } else { random };
         // Index-only: pages the visibility map has all-visible are not read
-        // (as cost_index prices an index-only scan).
+        // (as cost_index prices an index-only scan), except in a
+        // SERIALIZABLE transaction, whose node trusts no map and fetches
+        // every match (`line_pointers_answer`): planned in one, a plan is
+        // priced as it will run there.
         let read = [(*(*joinrel).reltarget).exprs.cast(), matching_list.cast(), other_list.cast()];
-        let unread = if probe.top.is_none() && !probe.by_tid() && index_only(innerrel, &read) { (*table).allvisfrac } else { 0.0 };
+        let trusted = pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32;
+        let unread =
+            if trusted && probe.top.is_none() && !probe.by_tid() && index_only(innerrel, &read) { (*table).allvisfrac } else { 0.0 };
         let heap = match &probe.top {
             None => fetched(matches) * (1.0 - unread) * per_page + matches * cpu_tuple,
             // As PostgreSQL prices the subquery it replaces: its ordered

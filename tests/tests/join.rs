@@ -164,7 +164,7 @@ fn counts_of_fused_calls_over_duplicate_keys() {
 /// all-visible table is planned as the counting join even where the same
 /// join's rows lose to PostgreSQL's join: the join path add_path rejects
 /// is kept for the count (`count::keep`), priced as the index counting
-/// its matches, not as heap tuples.
+/// its matches, not as heap tuples (except in a SERIALIZABLE transaction).
 #[test]
 fn counting_joins_are_planned_where_their_rows_would_lose() {
     let mut c = connect(DB);
@@ -185,6 +185,12 @@ fn counting_joins_are_planned_where_their_rows_would_lose() {
     assert!(plan.contains("counted here"), "{plan}");
     let rows = explain(&mut c, "SELECT sum(pz.id) FROM pk JOIN pz ON pz.k = pk.k");
     assert!(!rows.contains("GpuIndexJoin"), "the join's rows would win too: {rows}");
+    // A SERIALIZABLE transaction's node trusts no map and fetches every
+    // match: planned there, the count is priced as its rows.
+    c.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE").unwrap();
+    let serializable = explain(&mut c, count);
+    c.batch_execute("COMMIT").unwrap();
+    assert!(!serializable.contains("counted here"), "priced as counted where it fetches: {serializable}");
     let got: i64 = c.query_one(count, &[]).unwrap().get(0);
     c.batch_execute("SET gpuindex.enable_join = off").unwrap();
     let want: i64 = c.query_one(count, &[]).unwrap().get(0);
