@@ -45,16 +45,31 @@ fn width(max: u64) -> u32 {
     64 - max.leading_zeros()
 }
 
+/// Matches a thread below which the comparison sort is the faster:
+/// `gpuindex-bench heap-order` on 16 threads, 10^6 matches 0.7x-0.8x its
+/// time as codes, 4x10^6 1.3x-1.7x; on 2 threads 10^6 1.6x-2.4x.
+const CODES_PER_THREAD: usize = 1 << 18;
+
 /// Sorts matches into heap order on rayon's threads. Where block, offset
 /// and the other fields, each cut to the bits its largest value needs,
 /// fit in 64 bits (a 10^7-row table's TIDs and a 2^17-row chunk's rows
-/// take 42), they are sorted as codes (`par_sort_codes`: a local profile
-/// of a 2.3M-match join had the comparison sort at a fifth of the
-/// samples); otherwise, and below 2^14 matches, by comparison.
+/// take 42), and each thread has `CODES_PER_THREAD` of them, they are
+/// sorted as codes (`par_sort_codes`: a local profile of a 2.3M-match
+/// join had the comparison sort at a fifth of the samples); otherwise by
+/// comparison.
 pub fn sort<T: HeapKey>(matches: &mut [T]) {
+    sort_as(matches, CODES_PER_THREAD)
+}
+
+/// `sort`, with codes where each thread has `per_thread` matches.
+fn sort_as<T: HeapKey>(matches: &mut [T], per_thread: usize) {
     use rayon::prelude::*;
     if matches.len() < 1 << 14 {
         matches.sort_unstable();
+        return;
+    }
+    if matches.len() < per_thread * rayon::current_num_threads() {
+        matches.par_sort_unstable();
         return;
     }
     let max = matches
@@ -100,8 +115,11 @@ mod tests {
         let mut want = v.clone();
         want.sort_unstable();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let mut by_codes = v.clone();
         pool.install(|| sort(&mut v));
+        pool.install(|| sort_as(&mut by_codes, 1 << 12));
         assert_eq!(v, want);
+        assert_eq!(by_codes, want);
     }
 
     fn tid(r: &mut SplitMix64, blocks: u64) -> Tid {
