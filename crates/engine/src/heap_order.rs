@@ -45,10 +45,11 @@ fn width(max: u64) -> u32 {
     64 - max.leading_zeros()
 }
 
-/// Matches a thread below which the comparison sort is the faster:
-/// `gpuindex-bench heap-order` on 16 threads, 10^6 matches 0.7x-0.8x its
-/// time as codes, 4x10^6 1.3x-1.7x; on 2 threads 10^6 1.6x-2.4x.
-const CODES_PER_THREAD: usize = 1 << 18;
+/// Matches a thread below which the comparison sort is the faster
+/// (`gpuindex-bench heap-order`: on 16 threads codes took 1.2x-1.4x its
+/// time for 10^6 matches and 0.6x-0.8x for 4x10^6; on 2 threads 0.4x-0.6x
+/// for 10^6).
+const CODES_PER_THREAD: usize = 1 << 17;
 
 /// Sorts matches into heap order on rayon's threads. Where block, offset
 /// and the other fields, each cut to the bits its largest value needs,
