@@ -69,9 +69,9 @@ pub fn sort_codes(v: &mut Vec<u64>) {
 /// their distance from the smallest, in as few passes of at most 14 bits
 /// as its width allows (42 bits: three), each pass counted and then
 /// scattered by every thread over its own slice (slices placed in order,
-/// so each pass is stable). Where matches come by the million (a join
-/// chunk into heap order) this takes a fraction of a parallel comparison
-/// sort's time; few codes, or one thread, go to `sort_codes`.
+/// so each pass is stable). With millions of codes a thread it beats a
+/// parallel comparison sort (`heap_order::sort`: 0.6x-0.8x its time for
+/// 4x10^6 on 16 threads); few codes, or one thread, go to `sort_codes`.
 pub fn par_sort_codes(v: &mut Vec<u64>) {
     use rayon::prelude::*;
     let threads = rayon::current_num_threads();
@@ -186,7 +186,7 @@ mod tests {
         let sets: Vec<Vec<u64>> = vec![
             (0..300_000).map(|_| r.next_u64()).collect(),
             (0..200_000).map(|_| ((r.next_u64() % 54_000) << 25) | ((r.next_u64() % 200) << 17) | (r.next_u64() % 131_072)).collect(),
-            // Skewed: nearly all in one bucket, one far outlier.
+            // Skewed: one far outlier widens every code's digits.
             (0..150_000).map(|i| if i == 7 { u64::MAX } else { r.next_u64() % 1000 }).collect(),
             vec![42; 100_000],
             (0..70_000).map(|i| i as u64).rev().collect(),

@@ -1,10 +1,11 @@
 //! Sorting a batch's matches into heap order: rayon's parallel comparison
 //! sort (what the join and the batch functions did) against
-//! `heap_order::sort` (packed codes, bucketed, on all threads). Matches
-//! as an index walk gives them: (TID, row) of a 10^7-row table (54,000
-//! heap pages), each row's TIDs ascending ("by key": 131,072 runs, a
-//! Zipf-like join's matches), or in random order ("random"). Every
-//! result is checked against the comparison sort's.
+//! `heap_order::sort` (packed codes radix-sorted on all threads; the
+//! comparison sort below 2^17 matches a thread). Matches as an index walk
+//! gives them: (TID, row) of a 10^7-row table (54,000 heap pages), each
+//! row's TIDs ascending ("by key": 131,072 runs, a Zipf-like join's
+//! matches), or in random order ("random"). Every result is checked
+//! against the comparison sort's.
 
 use crate::util::*;
 use crate::Args;
