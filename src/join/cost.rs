@@ -20,8 +20,10 @@
 //!   and its heap fetches are priced as PostgreSQL prices them in the
 //!   subquery's own plan (a share of a full index scan's);
 //! - reading the index into the backend's copy where it holds none and
-//!   no GPU service answers (`BatchSearch::load_cost`), once; by each
-//!   participant of a partial path (a parallel worker starts without).
+//!   no GPU service answers (`BatchSearch::load_cost`), once, as a ski
+//!   rental (`load`: nothing once earlier statements forwent as much); by
+//!   each participant of a partial path, whole (a parallel worker starts
+//!   without, every time).
 //!
 //! No row comes out before the first chunk is probed and fetched, so the
 //! startup cost holds the first chunk's share and the load.
@@ -30,11 +32,12 @@ use super::plan::{clauses, index_only, match_quals, split_quals, PathPrivate};
 use pgrx::pg_sys;
 
 /// (startup, total) of the join `path` of `outer_path` with its inner side, giving
-/// `rows` rows (a `partial` path's: its share of the join's), and what a
-/// counting plan of it (`count`) does not pay: an inner join without
+/// `rows` rows (a `partial` path's: its share of the join's), what a
+/// counting plan of it (`count`) does not pay (an inner join without
 /// other quals that reads no inner column counts each match on an
-/// all-visible page (in the index's walk, or by the map) rather than
-/// making it a heap tuple, an operator's cost where the rows pay a tuple's.
+/// all-visible page, in the index's walk or by the map, rather than
+/// making it a heap tuple, an operator's cost where the rows pay a
+/// tuple's), and the load of the index's copy that `total` holds.
 ///
 /// # Safety
 /// Planner structures of one planning call.
@@ -45,7 +48,7 @@ pub unsafe fn estimate(
     path: &PathPrivate,
     rows: f64,
     partial: bool,
-) -> (f64, f64, f64) {
+) -> (f64, f64, f64, f64) {
     let PathPrivate { restrictlist, probe, jointype, innerrel } = *path;
     // SAFETY: the caller's contract; cost GUCs read in the backend.
     unsafe {
@@ -127,13 +130,17 @@ pub unsafe fn estimate(
             let index = pg_sys::index_open((*probe.index).indexoid, pg_sys::NoLock as i32);
             let cost = (s.load_cost)(index, !partial);
             pg_sys::index_close(index, pg_sys::NoLock as i32);
-            cost
+            if partial {
+                cost
+            } else {
+                super::load::priced((*probe.index).indexoid, cost)
+            }
         });
         let (outer_startup, outer_total) = ((*outer_path).startup_cost, (*outer_path).total_cost);
         let total = outer_total + load + batch + heap + quals + output;
         let startup = outer_startup + load + (total - load - outer_startup) / chunks;
         let whole = jointype == pg_sys::JoinType::JOIN_INNER && matching_list.is_null() && other_list.is_null();
         let counted = if whole { matches * unread * (cpu_tuple - cpu_operator) } else { 0.0 };
-        (startup, total, counted)
+        (startup, total, counted, load)
     }
 }

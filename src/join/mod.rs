@@ -10,6 +10,8 @@
 //!   probe a gpuindex index of the inner table (`= ` on gpu_btree, `<@ box`,
 //!   `<@ circle`, `~=` on gpu_spatial, `<@ ball` on gpu_metric);
 //! - `cost`: its estimate, from the batch and a bitmap-heap-scan-like fetch;
+//!   `load`: the load of a backend's copy of the index, priced as a ski
+//!   rental;
 //! - `plan`: the plan node (its scan tuple, quals and private data);
 //! - `exec`: execution and rescans; `explain`: its EXPLAIN; `fused`: a
 //!   batch function's call joined back by ctid, searched by the node;
@@ -37,6 +39,7 @@ mod explain;
 mod fused;
 mod heap;
 mod lateral;
+mod load;
 mod nearest;
 mod parallel;
 mod path;

@@ -158,7 +158,10 @@ unsafe fn offer(
         // (PostgreSQL's own verdict for a plain inner table; see
         // `parallel_safe` for a top-k subquery.)
         (*joinrel).consider_parallel |= parallel_safe;
-        let serial = new_path(root, joinrel, outer_path, &private, (*joinrel).rows, false);
+        let (serial, load) = new_path(root, joinrel, outer_path, &private, (*joinrel).rows, false);
+        if load > 0.0 {
+            super::load::lost((*probe.index).indexoid, load, (*serial).path.total_cost, cheapest_unparameterized(joinrel));
+        }
         (*serial).path.parallel_safe = parallel_safe && (*outer_path).parallel_safe;
         pg_sys::add_path(joinrel, super::count::keep(joinrel, serial).cast());
         // Under a Gather, each participant joins its share of a partial
@@ -167,7 +170,7 @@ unsafe fn offer(
         if let Some(outer) = partial.or_else(|| partial_scan_of_small(root, outerrel)) {
             if parallel_safe && (*outer).param_info.is_null() {
                 let rows = ((*joinrel).rows / parallel_divisor((*outer).parallel_workers)).max(1.0).round();
-                let path = new_path(root, joinrel, outer, &private, rows, true);
+                let (path, _) = new_path(root, joinrel, outer, &private, rows, true);
                 (*path).path.parallel_safe = true;
                 // Parallel-aware to sum its counters for EXPLAIN ANALYZE
                 // in shared memory (`parallel`) and to keep its chunks
@@ -263,7 +266,24 @@ fn parallel_divisor(workers: i32) -> f64 {
     divisor
 }
 
-/// A GpuIndexJoin path over `outer_path` returning `rows` rows.
+/// The total cost of the cheapest path of `joinrel` planned so far that
+/// takes no parameters (infinite where there is none).
+///
+/// # Safety
+/// A RelOptInfo of this planning call.
+unsafe fn cheapest_unparameterized(joinrel: *mut pg_sys::RelOptInfo) -> f64 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        list::ptrs::<pg_sys::Path>((*joinrel).pathlist)
+            .into_iter()
+            .filter(|&p| (*p).param_info.is_null())
+            .map(|p| (*p).total_cost)
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// A GpuIndexJoin path over `outer_path` returning `rows` rows, and the
+/// load of the index's copy its cost holds.
 unsafe fn new_path(
     root: *mut pg_sys::PlannerInfo,
     joinrel: *mut pg_sys::RelOptInfo,
@@ -271,10 +291,10 @@ unsafe fn new_path(
     private: &plan::PathPrivate,
     rows: f64,
     partial: bool,
-) -> *mut pg_sys::CustomPath {
+) -> (*mut pg_sys::CustomPath, f64) {
     // SAFETY: planner structures of this planning call.
     unsafe {
-        let (startup, total, counted) = cost::estimate(root, joinrel, outer_path, private, rows, partial);
+        let (startup, total, counted, load) = cost::estimate(root, joinrel, outer_path, private, rows, partial);
         let path = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
         let p = &mut (*path).path;
         p.type_ = NodeTag::T_CustomPath;
@@ -291,7 +311,7 @@ unsafe fn new_path(
         *saving = counted;
         (*path).custom_private = pg_sys::lappend(private.to_list(), saving.cast());
         (*path).methods = &raw const PATH_METHODS;
-        path
+        (path, load)
     }
 }
 

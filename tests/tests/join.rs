@@ -835,6 +835,47 @@ fn lateral_top_k_returns_the_planners_rows() {
     c.batch_execute("RESET ROLE; RESET enable_nestloop; ALTER TABLE lp DISABLE ROW LEVEL SECURITY").unwrap();
 }
 
+/// A join that wins only with the backend's copy of its index held is
+/// planned once the session's earlier statements forwent what loading the
+/// copy costs (`join::load`, a ski rental): the copy is then loaded and the
+/// join runs from then on. Statements whose join would save little (ten
+/// outer rows) do not make the session load it. (A fresh session with the
+/// GPU service off, so that the copy's load is priced.)
+#[test]
+fn a_session_loads_the_copy_once_its_joins_would_have_paid_for_it() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS skp, skc;
+         SELECT setseed(0.25);
+         CREATE TABLE skp AS SELECT g AS id, point(random() * 1000, random() * 1000) AS p FROM generate_series(1, 1000000) g;
+         CREATE INDEX skp_p ON skp USING gpu_spatial (p);
+         CREATE TABLE skc AS SELECT g AS id, point(random() * 1000, random() * 1000) AS c FROM generate_series(1, 1000) g;
+         ANALYZE skp; ANALYZE skc;",
+    )
+    .unwrap();
+    let mut s = connect(DB);
+    s.batch_execute("SET max_parallel_workers_per_gather = 0; SET gpuindex.service = off").unwrap();
+    let knn =
+        "SELECT count(s.id), sum(s.d) FROM skc CROSS JOIN LATERAL (SELECT id, p <-> skc.c AS d FROM skp ORDER BY p <-> skc.c LIMIT 10) s";
+    let few = format!("{knn} WHERE skc.id <= 10");
+    let joins = |s: &mut Client, sql: &str| explain(s, sql).contains("GpuIndexJoin");
+    for _ in 0..10 {
+        assert!(!joins(&mut s, &few), "ten outer rows' joins made the session load the copy");
+    }
+    assert!(!joins(&mut s, knn), "the first plan of the join over the index did not price the copy's load");
+    let statements = (2..=4).find(|_| joins(&mut s, knn));
+    assert!(statements.is_some(), "the join was not planned after three statements that would have paid for the load");
+    s.batch_execute("SET gpuindex.enable_join = off").unwrap();
+    let want = s.query_one(knn, &[]).unwrap();
+    s.batch_execute("RESET gpuindex.enable_join").unwrap();
+    let got = s.query_one(knn, &[]).unwrap();
+    assert_eq!(got.get::<_, i64>(0), want.get::<_, i64>(0));
+    assert_eq!(got.get::<_, f64>(1).to_bits(), want.get::<_, f64>(1).to_bits(), "the sums of distances differ");
+    assert!(joins(&mut s, knn), "the join was not planned with the copy held");
+    c.batch_execute("DROP TABLE skp, skc").unwrap();
+}
+
 /// The minor page faults of process `pid` so far (field 10 of its stat).
 fn minor_faults(pid: i32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
