@@ -35,10 +35,10 @@ const MAX_BLOCKS: usize = 1 << 22;
 const MAX_TABLES: usize = 16;
 const MAX_TOTAL_BLOCKS: usize = 1 << 23;
 /// Pages ahead of the one being read whose buffer header, page header and
-/// line pointer are asked for (a miss each, overlapped).
+/// line pointers are asked for (a miss each, overlapped).
 const PAGES_AHEAD: usize = 8;
-/// Pages ahead whose row is asked for, from the line pointer asked for
-/// `PAGES_AHEAD - ROWS_AHEAD` pages earlier: the row is the last miss of
+/// Pages ahead whose rows are asked for, from the line pointers asked for
+/// `PAGES_AHEAD - ROWS_AHEAD` pages earlier: a row is the last miss of
 /// the chain (its columns are read as soon as it is fetched).
 const ROWS_AHEAD: usize = 4;
 
@@ -196,19 +196,35 @@ impl RecentPages {
     }
 
     /// While `block` is read, with `upcoming` the TIDs read after it in
-    /// TID order: prefetches for the page `PAGES_AHEAD` pages on, and the
-    /// row of the page `ROWS_AHEAD` pages on (looking a few hundred TIDs
-    /// ahead at most).
+    /// TID order: prefetches for the page `PAGES_AHEAD` pages on (its
+    /// header and the line pointers of its TIDs), and the rows of the page
+    /// `ROWS_AHEAD` pages on (every TID of it: an equi-join reads a few
+    /// dozen rows of a page, and each row left out was a miss when its
+    /// columns were read), looking a few hundred TIDs ahead at most.
     pub fn prefetch_ahead(&self, block: u32, upcoming: impl Iterator<Item = Tid>) {
         let (mut last, mut pages) = (block, 0);
+        // The page `PAGES_AHEAD` on (where known), and its last line asked for.
+        let (mut page, mut line) = (None, usize::MAX);
         for t in upcoming.take(256) {
             let b = (t >> 16) as u32;
             if b != last {
                 (last, pages) = (b, pages + 1);
-                if pages == ROWS_AHEAD {
-                    self.prefetch_row(b, t as u16);
-                } else if pages == PAGES_AHEAD {
-                    return self.prefetch(b, t as u16);
+                if pages > PAGES_AHEAD {
+                    return;
+                }
+                if pages == PAGES_AHEAD {
+                    page = self.prefetch_header(b);
+                    if let Some(p) = page {
+                        prefetch(p);
+                    }
+                }
+            }
+            if pages == ROWS_AHEAD {
+                self.prefetch_row(b, t as u16);
+            } else if let Some(p) = page.filter(|_| line_pointer_at(t as u16) / 64 != line) {
+                line = line_pointer_at(t as u16) / 64;
+                if line < pg_sys::BLCKSZ as usize / 64 {
+                    prefetch(p.wrapping_add(line * 64));
                 }
             }
         }
@@ -238,14 +254,6 @@ impl RecentPages {
                 prefetch(page.add(off + len - 1));
             }
         }
-    }
-
-    /// Asks the CPU for what pinning `block` and reading line pointer
-    /// `offset` of it will touch, if its buffer is known: the buffer
-    /// header, the page header and the line pointer. Harmless if the
-    /// buffer holds another page by then.
-    fn prefetch(&self, block: u32, offset: u16) {
-        self.prefetch_page(block, [0, line_pointer_at(offset) / 64].into_iter());
     }
 
     /// Asks the CPU for the buffer header of `block`, if its buffer is
