@@ -864,8 +864,7 @@ fn a_session_loads_the_copy_once_its_joins_would_have_paid_for_it() {
         assert!(!joins(&mut s, &few), "ten outer rows' joins made the session load the copy");
     }
     assert!(!joins(&mut s, knn), "the first plan of the join over the index did not price the copy's load");
-    let statements = (2..=4).find(|_| joins(&mut s, knn));
-    assert!(statements.is_some(), "the join was not planned after three statements that would have paid for the load");
+    assert!((2..=4).any(|_| joins(&mut s, knn)), "the join was not planned after three statements that would have paid for the load");
     s.batch_execute("SET gpuindex.enable_join = off").unwrap();
     let want = s.query_one(knn, &[]).unwrap();
     s.batch_execute("RESET gpuindex.enable_join").unwrap();
