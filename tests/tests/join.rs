@@ -849,6 +849,9 @@ fn a_session_loads_the_copy_once_its_joins_would_have_paid_for_it() {
          DROP TABLE IF EXISTS skp, skc;
          SELECT setseed(0.25);
          CREATE TABLE skp AS SELECT g AS id, point(random() * 1000, random() * 1000) AS p FROM generate_series(1, 1000000) g;
+         -- Users' shapes: one point held by 20,000 rows, far outliers.
+         INSERT INTO skp SELECT -g, point(500, 500) FROM generate_series(1, 20000) g;
+         INSERT INTO skp VALUES (-20001, point(-1e15, 1e15)), (-20002, point(1e15, -1e-9));
          CREATE INDEX skp_p ON skp USING gpu_spatial (p);
          CREATE TABLE skc AS SELECT g AS id, point(random() * 1000, random() * 1000) AS c FROM generate_series(1, 1000) g;
          ANALYZE skp; ANALYZE skc;",
