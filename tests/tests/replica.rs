@@ -39,6 +39,17 @@ fn compare(primary: &mut Client, standby: &mut Client, case: &Case, table: &str,
     }
     assert!(p.iter().any(|ids| !ids.is_empty()), "{}: every predicate matched nothing", case.am);
     runners::check(standby, case, table);
+    // Index-only scans trust the visibility map, which replay sets without
+    // waiting for scans (amcanreturn): only the primary plans them.
+    if case.am != "gpu_metric" {
+        let sql = format!("EXPLAIN (COSTS OFF) SELECT v FROM {table} WHERE {}", preds[0]);
+        for (c, where_, expected) in [(primary, "primary", true), (standby, "standby", false)] {
+            gpuindex_tests::set_index_only(c, false);
+            let plan: Vec<String> = c.query(&sql, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+            let index_only = plan.iter().any(|l| l.contains("Index Only Scan"));
+            assert_eq!(index_only, expected, "{} on the {where_}: {sql}\n{plan:?}", case.am);
+        }
+    }
 }
 
 #[test]
