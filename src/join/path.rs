@@ -267,18 +267,22 @@ fn parallel_divisor(workers: i32) -> f64 {
 }
 
 /// The total cost of the cheapest path of `joinrel` planned so far that
-/// takes no parameters (infinite where there is none).
+/// takes no parameters (infinite where there is none), a partial path
+/// priced under the Gather PostgreSQL will put over it
+/// (generate_gather_paths' rows, cost_gather's costs): where a parallel
+/// plan would win, a join that lost to it did not lose only for its load.
 ///
 /// # Safety
 /// A RelOptInfo of this planning call.
 unsafe fn cheapest_unparameterized(joinrel: *mut pg_sys::RelOptInfo) -> f64 {
-    // SAFETY: the caller's contract.
+    // SAFETY: the caller's contract; the cost GUCs are the backend's.
     unsafe {
-        list::ptrs::<pg_sys::Path>((*joinrel).pathlist)
-            .into_iter()
-            .filter(|&p| (*p).param_info.is_null())
-            .map(|p| (*p).total_cost)
-            .fold(f64::INFINITY, f64::min)
+        let whole = list::ptrs::<pg_sys::Path>((*joinrel).pathlist).into_iter().map(|p| (p, (*p).total_cost));
+        let gathered = list::ptrs::<pg_sys::Path>((*joinrel).partial_pathlist).into_iter().map(|p| {
+            let rows = (*p).rows * (*p).parallel_workers as f64;
+            (p, (*p).total_cost + pg_sys::parallel_setup_cost + pg_sys::parallel_tuple_cost * rows)
+        });
+        whole.chain(gathered).filter(|&(p, _)| (*p).param_info.is_null()).map(|(_, cost)| cost).fold(f64::INFINITY, f64::min)
     }
 }
 
