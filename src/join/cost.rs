@@ -31,13 +31,22 @@
 use super::plan::{clauses, index_only, match_quals, split_quals, PathPrivate};
 use pgrx::pg_sys;
 
-/// (startup, total) of the join `path` of `outer_path` with its inner side, giving
-/// `rows` rows (a `partial` path's: its share of the join's), what a
-/// counting plan of it (`count`) does not pay (an inner join without
-/// other quals that reads no inner column counts each match on an
-/// all-visible page, in the index's walk or by the map, rather than
-/// making it a heap tuple, an operator's cost where the rows pay a
-/// tuple's), and the load of the index's copy that `total` holds.
+/// What a join path costs (`estimate`).
+pub struct Estimate {
+    pub startup: f64,
+    pub total: f64,
+    /// What a counting plan of it (`count`) does not pay: an inner join
+    /// without other quals that reads no inner column counts each match
+    /// on an all-visible page, in the index's walk or by the map, rather
+    /// than making it a heap tuple (an operator's cost where the rows pay
+    /// a tuple's).
+    pub counted: f64,
+    /// The load of the index's copy that `total` holds.
+    pub load: f64,
+}
+
+/// The costs of the join `path` of `outer_path` with its inner side,
+/// giving `rows` rows (a `partial` path's: its share of the join's).
 ///
 /// # Safety
 /// Planner structures of one planning call.
@@ -48,7 +57,7 @@ pub unsafe fn estimate(
     path: &PathPrivate,
     rows: f64,
     partial: bool,
-) -> (f64, f64, f64, f64) {
+) -> Estimate {
     let PathPrivate { restrictlist, probe, jointype, innerrel } = *path;
     // SAFETY: the caller's contract; cost GUCs read in the backend.
     unsafe {
@@ -141,6 +150,6 @@ pub unsafe fn estimate(
         let startup = outer_startup + load + (total - load - outer_startup) / chunks;
         let whole = jointype == pg_sys::JoinType::JOIN_INNER && matching_list.is_null() && other_list.is_null();
         let counted = if whole { matches * unread * (cpu_tuple - cpu_operator) } else { 0.0 };
-        (startup, total, counted, load)
+        Estimate { startup, total, counted, load }
     }
 }

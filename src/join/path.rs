@@ -298,7 +298,7 @@ unsafe fn new_path(
 ) -> (*mut pg_sys::CustomPath, f64) {
     // SAFETY: planner structures of this planning call.
     unsafe {
-        let (startup, total, counted, load) = cost::estimate(root, joinrel, outer_path, private, rows, partial);
+        let cost::Estimate { startup, total, counted, load } = cost::estimate(root, joinrel, outer_path, private, rows, partial);
         let path = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
         let p = &mut (*path).path;
         p.type_ = NodeTag::T_CustomPath;

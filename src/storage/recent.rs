@@ -221,10 +221,11 @@ impl RecentPages {
             }
             if pages == ROWS_AHEAD {
                 self.prefetch_row(b, t as u16);
-            } else if let Some(p) = page.filter(|_| line_pointer_at(t as u16) / 64 != line) {
-                line = line_pointer_at(t as u16) / 64;
-                if line < pg_sys::BLCKSZ as usize / 64 {
-                    prefetch(p.wrapping_add(line * 64));
+            } else if let Some(p) = page {
+                let at = line_pointer_at(t as u16) / 64;
+                if at != line && at < pg_sys::BLCKSZ as usize / 64 {
+                    line = at;
+                    prefetch(p.wrapping_add(at * 64));
                 }
             }
         }
