@@ -64,16 +64,23 @@ ensure_deps() {
 }
 
 # Builds (release) and installs the extension into PostgreSQL's directories.
+# The files are replaced with `install`, which writes a new file (a new
+# inode) rather than rewriting the old one as `cargo pgrx install` does: a
+# running server maps gpuindex.so into every process (preloaded, into the
+# postmaster too), and a library rewritten in place under them crashes
+# them all. Processes keep the old library until the server restarts.
 install_extension() {
   say "building and installing the extension"
-  local sudo_flag=""
-  [ -w "$($PG_CONFIG --pkglibdir)" ] || sudo_flag=--sudo
-  (cd "$ROOT" && cargo pgrx install --release $sudo_flag --pg-config "$PG_CONFIG" 2>&1 | grep -vE "^\s+(Compiling|Checking)" || true)
-  test -f "$($PG_CONFIG --pkglibdir)/gpuindex.so"
-  # The companion extension for pgvector's vector (extension/): its control
-  # and script beside gpuindex's; CREATE EXTENSION needs pgvector.
-  local share; share="$($PG_CONFIG --sharedir)/extension"
-  if [ -w "$share" ]; then cp "$ROOT"/extension/gpuindex_pgvector* "$share/"; else sudo cp "$ROOT"/extension/gpuindex_pgvector* "$share/"; fi
+  local sudo=""
+  [ -w "$($PG_CONFIG --pkglibdir)" ] || sudo=sudo
+  local pkg="$ROOT/target/release/gpuindex-pg$PG_MAJOR" lib share
+  (cd "$ROOT" && cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$pkg" 2>&1 | { grep -vE "^\s+(Compiling|Checking)" || true; })
+  lib=$($PG_CONFIG --pkglibdir); share="$($PG_CONFIG --sharedir)/extension"
+  test -f "$pkg$lib/gpuindex.so"
+  $sudo install -m 755 "$pkg$lib/gpuindex.so" "$lib/"
+  # With the companion extension for pgvector's vector (extension/): its
+  # control and script beside gpuindex's; CREATE EXTENSION needs pgvector.
+  $sudo install -m 644 "$pkg$share"/gpuindex.control "$pkg$share"/gpuindex--*.sql "$ROOT"/extension/gpuindex_pgvector* "$share/"
 }
 
 # cluster_start DIR: initdb DIR/data and start a server listening only on

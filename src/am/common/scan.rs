@@ -377,12 +377,12 @@ pub fn check_snapshot(scan: &pg_sys::IndexScanDescData, am: &str, instead: &str)
 /// An index-only scan trusts the visibility map, so a VACUUM must not
 /// remove an entry's heap row between the scan reading the entry and
 /// checking the map: on the primary VACUUM waits for the scan (cleanup
-/// locks, or the count of running index-only scans), but generic WAL
-/// replay takes plain exclusive locks and waits for no scan, and replay
-/// of the map's bit cancels no query whose snapshot already sees the
-/// row's deletion. nbtree's replay takes cleanup locks for this; ours
-/// cannot, so plans made during recovery read the heap (an index scan),
-/// as the join does there (`visibility::line_pointers_answer`).
+/// locks, or the lock gpu_spatial's removal of entries waits for), but
+/// WAL replay takes plain exclusive locks and waits for no scan, and
+/// replay of the map's bit cancels no query whose snapshot already sees
+/// the row's deletion. nbtree's replay takes cleanup locks for this;
+/// ours does not, so plans made during recovery read the heap (an index
+/// scan), as the join does there (`visibility::line_pointers_answer`).
 #[pg_guard]
 pub unsafe extern "C-unwind" fn amcanreturn(_index: pg_sys::Relation, attno: std::ffi::c_int) -> bool {
     // SAFETY: a backend's shared-memory flag.
