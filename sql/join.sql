@@ -190,12 +190,14 @@ SET gpuindex.enable_join = off;
 SELECT count(*), sum(p.ord), sum(t.id) FROM gpu_learned_probe('jf_l', ARRAY[1, 5, 5, NULL, 96, 1001]::int8[]) p JOIN jf t ON t.ctid = p.ctid;
 SELECT count(*), sum(p.ord), sum(t.id) FROM gpu_learned_probe('jf_l', ARRAY[2]::int8[]) p JOIN jf t ON t.ctid = p.ctid;
 RESET gpuindex.enable_join;
--- The planner's rows for a call (gpuindex_batch_rows): keys times the
--- rows per distinct key where ANALYZE saw every value (jf.s: 89 values,
--- ~30 rows each) or its distinct count scales with the table (ji.k: 5
--- rows a value); one a key past a long tail (jf.k: 194 values, 100 of
--- them most common); k per query; PostgreSQL's 1000 for a range and
--- where the planner cannot see the array.
+-- The planner's rows for a call (gpuindex_batch_rows): a key that is one
+-- of the column's most common values, its share of the table (jf.k's 1,
+-- 2 and 3: ~25 rows each; jf.s's w1 and w2: ~30); any other key, the
+-- rows per distinct key where ANALYZE saw every value or its distinct
+-- count scales with the table (ji.k: 5 rows a value), one past a long
+-- tail (jf.k: 194 values, 100 of them most common); k per query;
+-- PostgreSQL's 1000 for a range and where the planner cannot see the
+-- array.
 CREATE FUNCTION jrows(q text) RETURNS text AS $$
 DECLARE line text;
 BEGIN
@@ -204,6 +206,7 @@ BEGIN
   END LOOP;
 END $$ LANGUAGE plpgsql;
 SELECT jrows('SELECT * FROM gpu_btree_probe(''jf_k'', ARRAY[1, 2, 3]::int8[])') AS three_keys,
+  jrows('SELECT * FROM gpu_btree_probe(''jf_k'', ARRAY[10001, 10002, 10003]::int8[])') AS rare_keys,
   jrows('SELECT * FROM gpu_learned_probe(''jf_l'', ''{}''::int8[])') AS no_keys,
   jrows('SELECT * FROM gpu_btree_probe(''jf_k'', (SELECT array_agg(g::int8) FROM generate_series(1, 5) g))') AS unseen,
   jrows('SELECT * FROM gpu_art_probe(''jf_s'', ARRAY[''w1'', ''w2''])') AS all_seen,

@@ -14,7 +14,9 @@
 //!   366,357): one row a key, the least a key asked for usually has. That
 //!   over-estimate (55x) turned a 0.5 s join of 131,072 keys back by ctid
 //!   into a 5 s hash join (H200 host); an under-estimate keeps
-//!   GpuIndexJoin, whose cost grows with the rows actually found.
+//!   GpuIndexJoin, whose cost grows with the rows actually found. A key
+//!   of a constant array that is one of the column's most common values
+//!   counts its share of the table instead (`ColumnStats::rows_of`).
 //! - k nearest (`gpu_spatial_knn`, `gpu_metric_knn[_text|_vector]`,
 //!   `gpuindex_nearest`): k per query, at most the table's rows.
 //! - The others (ranges, within a distance): PostgreSQL's 1000. Their
@@ -80,7 +82,14 @@ unsafe fn call_rows(funcid: pg_sys::Oid, node: *mut pg_sys::Node) -> Option<f64>
         let tuples = table_rows(table);
         // (The queries' argument, the rows a query.)
         let (at, per_query) = match std::ffi::CStr::from_ptr(name).to_bytes() {
-            b"gpu_btree_probe" | b"gpu_learned_probe" | b"gpu_art_probe" => (1, rows_per_value(index, table, tuples)),
+            b"gpu_btree_probe" | b"gpu_learned_probe" | b"gpu_art_probe" => {
+                let keys = *args.get(1)?;
+                let stats = ColumnStats::of(index, table, tuples);
+                if let Some(rows) = stats.as_ref().and_then(|s| s.rows_of(keys)) {
+                    return Some(rows.max(1.0));
+                }
+                (1, stats.map_or(1.0, |s| s.per_value))
+            }
             b"gpu_spatial_knn" | b"gpu_metric_knn" | b"gpu_metric_knn_text" | b"gpu_metric_knn_vector" => {
                 (1, nearest(*args.get(2)?, tuples)?)
             }
@@ -172,53 +181,127 @@ unsafe fn may_read_stats(table: pg_sys::Oid, column: i16) -> bool {
 /// cover for ANALYZE's distinct count of it to be taken as seen whole.
 const ALL_SEEN: f64 = 0.95;
 
-/// The table's rows per distinct value of the index's first column (from
-/// ANALYZE's n_distinct, where it can be trusted: see the module's
-/// comment); one elsewhere (a long tail, an expression, no statistics,
-/// statistics the role may not use).
-unsafe fn rows_per_value(index: pg_sys::Oid, table: pg_sys::Oid, tuples: Option<f64>) -> f64 {
-    // SAFETY: catalog-cache lookups, each released before the next.
-    unsafe {
-        let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::INDEXRELID as i32, pg_sys::Datum::from(index));
-        if tup.is_null() {
-            return 1.0;
+/// What ANALYZE tells of the index's first column, where the role may
+/// use it (see `may_read_stats`).
+struct ColumnStats {
+    /// The table's rows per distinct value (from ANALYZE's n_distinct,
+    /// where it can be trusted: see the module's comment); one elsewhere.
+    per_value: f64,
+    /// The table's rows, and its most common values and their shares.
+    tuples: f64,
+    column_type: pg_sys::Oid,
+    collation: pg_sys::Oid,
+    common: Vec<(pg_sys::Datum, f64)>,
+    /// The statistics tuple the common values point into (released on
+    /// drop).
+    slot: pg_sys::AttStatsSlot,
+}
+
+impl Drop for ColumnStats {
+    fn drop(&mut self) {
+        // SAFETY: filled by get_attstatsslot (or zeroed: a no-op).
+        unsafe { pg_sys::free_attstatsslot(&mut self.slot) };
+    }
+}
+
+impl ColumnStats {
+    /// The statistics of the index's first column; None where there are
+    /// none the role may use (an expression, never analyzed, no SELECT,
+    /// row security): one row a key then.
+    unsafe fn of(index: pg_sys::Oid, table: pg_sys::Oid, tuples: Option<f64>) -> Option<ColumnStats> {
+        // SAFETY: catalog-cache lookups, each released before the next.
+        unsafe {
+            let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::INDEXRELID as i32, pg_sys::Datum::from(index));
+            if tup.is_null() {
+                return None;
+            }
+            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_index>(tup);
+            let column = if (*form).indnatts > 0 { *(*form).indkey.values.as_slice(1).as_ptr() } else { 0 };
+            pg_sys::ReleaseSysCache(tup);
+            let tuples = tuples.filter(|_| column > 0 && may_read_stats(table, column))?;
+            let tup = pg_sys::SearchSysCache3(
+                pg_sys::SysCacheIdentifier::STATRELATTINH as i32,
+                pg_sys::Datum::from(table),
+                pg_sys::Datum::from(column),
+                pg_sys::Datum::from(false),
+            );
+            if tup.is_null() {
+                return None;
+            }
+            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_statistic>(tup);
+            let (distinct, nulls) = ((*form).stadistinct as f64, (*form).stanullfrac as f64);
+            let mut slot = pg_sys::AttStatsSlot::default();
+            let mut common = Vec::new();
+            let flags = (pg_sys::ATTSTATSSLOT_VALUES | pg_sys::ATTSTATSSLOT_NUMBERS) as i32;
+            if pg_sys::get_attstatsslot(&mut slot, tup, pg_sys::STATISTIC_KIND_MCV as i32, pg_sys::InvalidOid, flags) {
+                let values = std::slice::from_raw_parts(slot.values, slot.nvalues as usize);
+                let shares = std::slice::from_raw_parts(slot.numbers, slot.nnumbers as usize);
+                common = values.iter().zip(shares).map(|(&v, &f)| (v, f as f64)).collect();
+            }
+            pg_sys::ReleaseSysCache(tup);
+            let (mut column_type, mut typmod, mut collation) = (pg_sys::InvalidOid, 0, pg_sys::InvalidOid);
+            pg_sys::get_atttypetypmodcoll(table, column, &mut column_type, &mut typmod, &mut collation);
+            let share: f64 = common.iter().map(|c| c.1).sum();
+            // (Negative: minus the distinct values' share of the rows.)
+            let per_value = if distinct < 0.0 {
+                -1.0 / distinct
+            } else if distinct > 0.0 && share + nulls >= ALL_SEEN {
+                tuples * (1.0 - nulls) / distinct
+            } else {
+                1.0
+            };
+            Some(ColumnStats { per_value: per_value.max(1.0), tuples, column_type, collation, common, slot })
         }
-        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_index>(tup);
-        let column = if (*form).indnatts > 0 { *(*form).indkey.values.as_slice(1).as_ptr() } else { 0 };
-        pg_sys::ReleaseSysCache(tup);
-        let Some(tuples) = tuples.filter(|_| column > 0 && may_read_stats(table, column)) else { return 1.0 };
-        let tup = pg_sys::SearchSysCache3(
-            pg_sys::SysCacheIdentifier::STATRELATTINH as i32,
-            pg_sys::Datum::from(table),
-            pg_sys::Datum::from(column),
-            pg_sys::Datum::from(false),
-        );
-        if tup.is_null() {
-            return 1.0;
+    }
+
+    /// The rows of a constant array of keys (each key's, a NULL none): a
+    /// most common value's share of the table, `per_value` for any other.
+    /// The common values are what tell a Zipf key set's few keys held by
+    /// millions of rows (the first, 13% of 10^7 rows: `per_value` is one
+    /// there) from the keys of a uniform set, and so a call worth
+    /// fetching in parallel (`path::offer`) from one that is not. None
+    /// where the keys are not a constant of the column's type, or the type
+    /// has no hash function (`per_value` a key then).
+    unsafe fn rows_of(&self, keys: *mut pg_sys::Node) -> Option<f64> {
+        // SAFETY: an expression node; a constant array is detoasted;
+        // type-cache lookups; the type's own hash and equality.
+        unsafe {
+            let d = constant(keys)?;
+            let a = pg_sys::pg_detoast_datum(d.cast_mut_ptr()).cast::<pg_sys::ArrayType>();
+            if (*a).elemtype != self.column_type || self.common.is_empty() {
+                return None;
+            }
+            let flags = (pg_sys::TYPECACHE_HASH_PROC_FINFO | pg_sys::TYPECACHE_EQ_OPR_FINFO) as i32;
+            let tc = pg_sys::lookup_type_cache(self.column_type, flags);
+            if (*tc).hash_proc_finfo.fn_oid == pg_sys::InvalidOid || (*tc).eq_opr_finfo.fn_oid == pg_sys::InvalidOid {
+                return None;
+            }
+            let hash = |v: pg_sys::Datum| pg_sys::FunctionCall1Coll(&raw mut (*tc).hash_proc_finfo, self.collation, v).value() as u32;
+            let equal = |x: pg_sys::Datum, y: pg_sys::Datum| {
+                pg_sys::FunctionCall2Coll(&raw mut (*tc).eq_opr_finfo, self.collation, x, y).value() != 0
+            };
+            let mut by_hash: std::collections::HashMap<u32, Vec<usize>> = std::collections::HashMap::new();
+            for (i, &(v, _)) in self.common.iter().enumerate() {
+                by_hash.entry(hash(v)).or_default().push(i);
+            }
+            let (mut elems, mut nulls, mut n) = (std::ptr::null_mut(), std::ptr::null_mut(), 0);
+            pg_sys::deconstruct_array(
+                a,
+                (*tc).type_id,
+                (*tc).typlen as i32,
+                (*tc).typbyval,
+                (*tc).typalign,
+                &mut elems,
+                &mut nulls,
+                &mut n,
+            );
+            let (elems, nulls) = (std::slice::from_raw_parts(elems, n as usize), std::slice::from_raw_parts(nulls, n as usize));
+            let mut rows = 0.0;
+            for (&k, _) in elems.iter().zip(nulls).filter(|(_, &null)| !null) {
+                let common = by_hash.get(&hash(k)).and_then(|c| c.iter().find(|&&i| equal(self.common[i].0, k)));
+                rows += common.map_or(self.per_value, |&i| self.common[i].1 * self.tuples);
+            }
+            Some(rows)
         }
-        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_statistic>(tup);
-        let (distinct, nulls) = ((*form).stadistinct as f64, (*form).stanullfrac as f64);
-        let mut mcv = pg_sys::AttStatsSlot::default();
-        let mut common = 0.0;
-        if pg_sys::get_attstatsslot(
-            &mut mcv,
-            tup,
-            pg_sys::STATISTIC_KIND_MCV as i32,
-            pg_sys::InvalidOid,
-            pg_sys::ATTSTATSSLOT_NUMBERS as i32,
-        ) {
-            common = std::slice::from_raw_parts(mcv.numbers, mcv.nnumbers as usize).iter().map(|&f| f as f64).sum();
-            pg_sys::free_attstatsslot(&mut mcv);
-        }
-        pg_sys::ReleaseSysCache(tup);
-        // (Negative: minus the distinct values' share of the rows.)
-        let per = if distinct < 0.0 {
-            -1.0 / distinct
-        } else if distinct > 0.0 && common + nulls >= ALL_SEEN {
-            tuples * (1.0 - nulls) / distinct
-        } else {
-            1.0
-        };
-        per.max(1.0)
     }
 }

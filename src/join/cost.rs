@@ -23,7 +23,12 @@
 //!   no GPU service answers (`BatchSearch::load_cost`), once, as a ski
 //!   rental (`load`: nothing once earlier statements forwent as much); by
 //!   each participant of a partial path, whole (a parallel worker starts
-//!   without, every time).
+//!   without, every time);
+//! - a fused call's matches shared among parallel participants
+//!   (`Sharing::Matches`): the search whole, the pages read whole, the
+//!   CPU's work per match divided among them (as cost_bitmap_heap_scan
+//!   and cost_seqscan divide theirs), and the call's constants sent to
+//!   each worker in the plan (`path::plan_bytes_cost`).
 //!
 //! No row comes out before the first chunk is probed and fetched, so the
 //! startup cost holds the first chunk's share and the load.
@@ -45,8 +50,23 @@ pub struct Estimate {
     pub load: f64,
 }
 
+/// How a path's participants share its work (`estimate`).
+#[derive(Clone, Copy, PartialEq)]
+pub enum Sharing {
+    /// One process joins the whole outer side.
+    Serial,
+    /// Each participant joins its share of a partial outer path.
+    Outer,
+    /// One participant runs the fused call's search and all of them take
+    /// shares of its matches (`fused::Handout`), this many in the
+    /// planner's count (get_parallel_divisor). As PostgreSQL prices a
+    /// parallel bitmap heap scan, the share divides the CPU's work (the
+    /// tuples, the quals, the output) and not the pages read.
+    Matches(f64),
+}
+
 /// The costs of the join `path` of `outer_path` with its inner side,
-/// giving `rows` rows (a `partial` path's: its share of the join's).
+/// giving `rows` rows (a parallel path's: its share of the join's).
 ///
 /// # Safety
 /// Planner structures of one planning call.
@@ -56,7 +76,7 @@ pub unsafe fn estimate(
     outer_path: *mut pg_sys::Path,
     path: &PathPrivate,
     rows: f64,
-    partial: bool,
+    sharing: Sharing,
 ) -> Estimate {
     let PathPrivate { restrictlist, probe, jointype, innerrel } = *path;
     // SAFETY: the caller's contract; cost GUCs read in the backend.
@@ -117,8 +137,9 @@ pub unsafe fn estimate(
         let trusted = pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32;
         let unread =
             if trusted && probe.top.is_none() && !probe.by_tid() && index_only(innerrel, &read) { (*table).allvisfrac } else { 0.0 };
+        let share = if let Sharing::Matches(divisor) = sharing { divisor } else { 1.0 };
         let heap = match &probe.top {
-            None => fetched(matches) * (1.0 - unread) * per_page + matches * cpu_tuple,
+            None => fetched(matches) * (1.0 - unread) * per_page + matches * cpu_tuple / share,
             // As PostgreSQL prices the subquery it replaces: its ordered
             // index scan under LIMIT k costs k/tuples of a scan of every
             // row, whose heap reads are every page at random cost (the
@@ -129,12 +150,13 @@ pub unsafe fn estimate(
             Some(_) => matches * (fetched(tuples) * random / tuples + cpu_tuple),
         };
         let target = &(*(*joinrel).reltarget).cost;
-        let quals = (matching.per_tuple + other.per_tuple + per_candidate) * matches + matching.startup + other.startup;
+        let quals = (matching.per_tuple + other.per_tuple + per_candidate) * matches / share + matching.startup + other.startup;
         let output = target.startup + rows * (cpu_tuple + target.per_tuple);
 
         // Reading the index into this backend's copy, before the first
         // chunk.
         let searcher = if probe.by_tid() { None } else { super::path::searcher_of((*probe.index).relam) };
+        let partial = sharing == Sharing::Outer;
         let load = searcher.map_or(0.0, |s| {
             let index = pg_sys::index_open((*probe.index).indexoid, pg_sys::NoLock as i32);
             let cost = (s.load_cost)(index, !partial);

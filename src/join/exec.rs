@@ -189,7 +189,10 @@ pub(super) struct State {
     /// Under a parallel-aware plan: the workers' counters in shared memory
     /// (until this process shuts down), and in the leader their sum, taken
     /// then.
-    shared: *const super::parallel::Shared,
+    pub(super) shared: *const super::parallel::Shared,
+    /// The parallel query's area (null outside one): where a fused call's
+    /// matches are handed out.
+    pub(super) dsa: *mut pg_sys::dsa_area,
     /// How many of the leader's remembered buffers of the inner table
     /// `estimate_dsm` made room for.
     buffers_for_workers: usize,
@@ -372,6 +375,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             pieces: None,
             since_reset: 0,
             shared: std::ptr::null(),
+            dsa: std::ptr::null_mut(),
             buffers_for_workers: 0,
             workers: Stats::default(),
             stats: Stats::default(),
@@ -400,6 +404,7 @@ unsafe extern "C-unwind" fn initialize_dsm(
     // `estimate_dsm` for this many buffers; the node began before.
     unsafe {
         let st = state(node);
+        st.dsa = (*(*node).ss.ps.state).es_query_dsa;
         let room = st.buffers_for_workers;
         let (workers, rows_each) = ((*pcxt).nworkers, (*(*st.outer).plan).plan_rows);
         st.shared = st.pages.with_known_buffers(|b| super::parallel::Shared::init(coordinate, &b[..b.len().min(room)], workers, rows_each));
@@ -410,12 +415,12 @@ unsafe extern "C-unwind" fn initialize_dsm(
 /// workers' counters add up over rescans, as EXPLAIN's loops do.)
 #[pg_guard]
 unsafe extern "C-unwind" fn reinitialize_dsm(
-    _node: *mut pg_sys::CustomScanState,
+    node: *mut pg_sys::CustomScanState,
     _pcxt: *mut pg_sys::ParallelContext,
     coordinate: *mut std::ffi::c_void,
 ) {
-    // SAFETY: the share `initialize_dsm` set up.
-    unsafe { (*coordinate.cast::<super::parallel::Shared>()).rescan() };
+    // SAFETY: the share `initialize_dsm` set up, in the same area.
+    unsafe { super::parallel::Shared::rescan(coordinate.cast(), state(node).dsa) };
 }
 
 #[pg_guard]
@@ -428,6 +433,7 @@ unsafe extern "C-unwind" fn initialize_worker(
     unsafe {
         let st = state(node);
         st.shared = coordinate.cast();
+        st.dsa = (*(*node).ss.ps.state).es_query_dsa;
         st.pages.seed((*st.shared).buffers());
     }
 }
@@ -470,7 +476,7 @@ unsafe fn chunk_size(plan: *mut pg_sys::Plan, outer: *mut pg_sys::PlanState) -> 
 
 /// A first chunk that grows (`State::first_chunk`), and the least chunk
 /// of a partial outer side.
-const SMALL_CHUNK: usize = 64;
+pub(super) const SMALL_CHUNK: usize = 64;
 
 pub(super) unsafe fn state<'a>(node: *mut pg_sys::CustomScanState) -> &'a mut State {
     // SAFETY: set by `begin` for the node's lifetime.

@@ -58,7 +58,8 @@ pub unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ance
         if let Some(name) = st.fused_call() {
             // The child function scan is not run (EXPLAIN ANALYZE shows it
             // never executed).
-            text(es, c"Outer Call", &format!("{name} searched by this node"));
+            let shared = if (*(*node).ss.ps.plan).parallel_aware { ", its matches shared by the participants" } else { "" };
+            text(es, c"Outer Call", &format!("{name} searched by this node{shared}"));
         }
         match &st.top {
             None if st.index.is_null() || st.fused_call().is_some() => {}

@@ -2,7 +2,8 @@
 //! `FROM probe(index, keys) p JOIN t ON t.ctid = p.ctid`): the node runs
 //! the call's search itself and takes its matches as outer rows.
 
-use super::exec::State;
+use super::exec::{State, SMALL_CHUNK};
+use super::handout::{Handout, Taken};
 use crate::am::common::bulk_deletes;
 use crate::am::common::search::{self, Batch, Counted};
 use crate::functions::call::Fusable;
@@ -30,6 +31,15 @@ pub(super) struct Fused {
     /// searched (reset at a rescan).
     cxt: pg_sys::MemoryContext,
     searching: Option<Searching>,
+    /// Under a parallel plan (`handout`): whether this participant
+    /// searches the call (None until it asks), whether it has handed out
+    /// every piece, and the range of matches it took last.
+    searcher: Option<bool>,
+    searched: bool,
+    mine: Vec<(Tid, i64)>,
+    /// The searcher, once the shared matches are taken: it joins the
+    /// pieces `gpuindex.batch_work_mem` kept out of the handout alone.
+    alone: bool,
 }
 
 /// A fused call being searched: the call (for the plan node), its pieces
@@ -85,7 +95,18 @@ impl Fused {
                 8 * 1024,
                 8 * 1024 * 1024,
             );
-            Some(Fused { call, args, columns, ctid_cols, cxt, searching: None })
+            Some(Fused {
+                call,
+                args,
+                columns,
+                ctid_cols,
+                cxt,
+                searching: None,
+                searcher: None,
+                searched: false,
+                mine: Vec::new(),
+                alone: false,
+            })
         }
     }
 
@@ -132,6 +153,8 @@ impl Fused {
     /// Outside the call's memory context.
     pub(super) unsafe fn reset(&mut self) {
         self.searching = None;
+        (self.searcher, self.searched, self.alone) = (None, false, false);
+        self.mine.clear();
         // SAFETY: the call's context, nothing in it referenced any more.
         unsafe { pg_sys::MemoryContextReset(self.cxt) };
     }
@@ -224,7 +247,8 @@ impl State {
 
     /// The next chunk of a fused call's matches, as outer rows each with
     /// its one match (the call made ready at the first, its pieces
-    /// searched as the chunks reach them).
+    /// searched as the chunks reach them; under a parallel plan, this
+    /// participant's next range of them, `take_shared`).
     pub(super) unsafe fn load_fused(&mut self, econtext: *mut pg_sys::ExprContext) {
         // SAFETY: the node's contexts and table.
         unsafe {
@@ -232,20 +256,36 @@ impl State {
             // (Out of the node while the chunk is filled; an ERROR ends
             // the query.)
             let mut f = self.fused.take().expect("a fused call");
-            self.start_fused(&mut f, econtext);
-            let mut done = true;
-            if let Some(s) = f.searching.as_mut() {
-                // The next piece once this one's matches are taken.
-                while s.taken == s.matches.len() {
-                    let Some(rows) = self.next_fused_piece(s) else { break };
-                    s.matches = rows.into_iter().map(|(ord, t)| (tid_from(t), ord)).collect();
-                    s.taken = 0;
+            // Some(done) where the chunk is a range of shared matches.
+            let mut shared = None;
+            if self.shares_matches() && !f.alone {
+                if self.take_shared(&mut f, econtext) {
+                    shared = Some(false);
+                } else if f.searching.as_ref().is_some_and(|s| s.taken < s.matches.len() || !s.pieces.done()) {
+                    f.alone = true;
+                } else {
+                    shared = Some(true);
                 }
-                done = s.pieces.done();
             }
-            let all = f.searching.as_ref().map_or(&[][..], |s| &s.matches[..]);
-            let taken = f.searching.as_ref().map_or(0, |s| s.taken);
-            let chunk = &all[taken..(taken + self.chunk_size).min(all.len())];
+            let (chunk, done) = if let Some(done) = shared {
+                (&f.mine[..], done)
+            } else {
+                self.start_fused(&mut f, econtext);
+                let mut done = true;
+                if let Some(s) = f.searching.as_mut() {
+                    // The next piece once this one's matches are taken.
+                    while s.taken == s.matches.len() {
+                        let Some(rows) = self.next_fused_piece(s) else { break };
+                        s.matches = rows.into_iter().map(|(ord, t)| (tid_from(t), ord)).collect();
+                        s.taken = 0;
+                    }
+                    done = s.pieces.done();
+                }
+                let all = f.searching.as_ref().map_or(&[][..], |s| &s.matches[..]);
+                let taken = f.searching.as_ref().map_or(0, |s| s.taken);
+                let chunk = &all[taken..(taken + self.chunk_size).min(all.len())];
+                (chunk, done && taken + chunk.len() == all.len())
+            };
             self.values.clear();
             self.nulls.clear();
             self.matched.clear();
@@ -260,14 +300,73 @@ impl State {
                 self.matches.push((tid, row as u32));
             }
             self.rows = chunk.len();
-            self.outer_done = done && taken + chunk.len() == all.len();
-            if let Some(s) = f.searching.as_mut() {
+            self.outer_done = done;
+            if let Some(s) = f.searching.as_mut().filter(|_| shared.is_none()) {
                 s.taken += self.rows;
             }
             self.fused = Some(f);
             self.stats.chunks += 1;
             self.stats.matches += self.rows as u64;
             self.start_matches();
+        }
+    }
+
+    /// Whether this participant shares a fused call's matches with the
+    /// others of a parallel plan (`handout`); a parallel-aware plan run
+    /// without a parallel query (a cursor's) runs as one.
+    fn shares_matches(&self) -> bool {
+        !self.shared.is_null() && !self.dsa.is_null()
+    }
+
+    /// This participant's next range of the call's matches, in `f.mine`
+    /// (`Handout::take`): the call searched here first, every piece handed
+    /// out, if this participant was the first to ask; false when no
+    /// shared match is left.
+    unsafe fn take_shared(&mut self, f: &mut Fused, econtext: *mut pg_sys::ExprContext) -> bool {
+        // SAFETY: the parallel query's memory, live until this process
+        // shuts down; the node's contexts and table.
+        unsafe {
+            let h = &(*self.shared).handout;
+            let searcher = *f.searcher.get_or_insert_with(|| h.become_searcher());
+            let (participants, most) = ((*self.shared).participants().max(1), self.chunk_size as u64);
+            // A guided schedule: half of an equal share of what is left.
+            let size = |left: u64| (left / (2 * participants)).clamp(SMALL_CHUNK as u64, most.max(SMALL_CHUNK as u64));
+            f.mine.clear();
+            let budget = crate::guc::BATCH_WORK_MEM.get().max(0) as u64 * 1024;
+            while searcher && !f.searched {
+                if f.searching.is_none() {
+                    self.start_fused(f, econtext);
+                    h.began(self.bulk_deletes);
+                }
+                let Some(s) = f.searching.as_mut() else { break };
+                if let Some(rows) = self.next_fused_piece(s) {
+                    let rows: Vec<(Tid, i64)> = rows.into_iter().map(|(ord, t)| (tid_from(t), ord)).collect();
+                    if !h.publish(self.dsa, &rows, budget) {
+                        // Kept for this participant alone (`alone`).
+                        (s.matches, s.taken) = (rows, 0);
+                        break;
+                    }
+                }
+                if s.pieces.done() {
+                    break;
+                }
+            }
+            if searcher && !f.searched {
+                f.searched = true;
+                h.finish();
+            }
+            let got = loop {
+                match h.take(self.dsa, size, &mut f.mine) {
+                    Taken::Some(bulk_deletes) => {
+                        self.bulk_deletes = bulk_deletes;
+                        break true;
+                    }
+                    Taken::Done => break false,
+                    Taken::Wait => h.sleep(),
+                }
+            };
+            Handout::end_sleep();
+            got
         }
     }
 }

@@ -37,6 +37,7 @@ mod counting;
 mod exec;
 mod explain;
 mod fused;
+mod handout;
 mod heap;
 mod lateral;
 mod load;

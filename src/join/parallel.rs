@@ -12,13 +12,13 @@
 //! (`RecentPages::seed`): a worker's heap fetches start with it.
 
 use super::exec::Stats;
+use super::handout::Handout;
 use pgrx::pg_sys;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// The workers' counters, in shared memory.
 #[repr(C)]
-#[derive(Default)]
 pub(super) struct Shared {
     chunks: AtomicU64,
     probes: AtomicU64,
@@ -38,6 +38,8 @@ pub(super) struct Shared {
     participants: u64,
     /// How many buffers follow.
     buffers: u64,
+    /// A fused call's matches, shared (`handout`).
+    pub(super) handout: Handout,
 }
 
 impl Shared {
@@ -59,7 +61,12 @@ impl Shared {
         let expected = (rows_each * divisor).max(0.0) as u64;
         // SAFETY: as the caller promises.
         unsafe {
-            shared.write(Shared { outer_expected: expected, participants, buffers: buffers.len() as u64, ..Shared::default() });
+            // (Zeroed counters are counters at zero.)
+            shared.write(std::mem::zeroed());
+            (*shared).outer_expected = expected;
+            (*shared).participants = participants;
+            (*shared).buffers = buffers.len() as u64;
+            Handout::init(&raw mut (*shared).handout);
             std::ptr::copy_nonoverlapping(buffers.as_ptr(), shared.add(1).cast(), buffers.len());
             &*shared
         }
@@ -89,9 +96,22 @@ impl Shared {
         self.outer_read.fetch_add(rows as u64, Relaxed);
     }
 
-    /// Before a rescan's workers start: no outer row read yet.
-    pub(super) fn rescan(&self) {
-        self.outer_read.store(0, Relaxed);
+    /// Before a rescan's workers start: no outer row read yet, no match
+    /// handed out.
+    ///
+    /// # Safety
+    /// `this` initialised by `init`; `dsa` the query's area.
+    pub(super) unsafe fn rescan(this: *mut Shared, dsa: *mut pg_sys::dsa_area) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            (*this).outer_read.store(0, Relaxed);
+            Handout::reset(&raw mut (*this).handout, dsa);
+        }
+    }
+
+    /// The participants of the plan.
+    pub(super) fn participants(&self) -> u64 {
+        self.participants
     }
 
     pub(super) fn add(&self, s: &Stats) {

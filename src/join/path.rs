@@ -158,7 +158,7 @@ unsafe fn offer(
         // (PostgreSQL's own verdict for a plain inner table; see
         // `parallel_safe` for a top-k subquery.)
         (*joinrel).consider_parallel |= parallel_safe;
-        let (serial, load) = new_path(root, joinrel, outer_path, &private, (*joinrel).rows, false);
+        let (serial, load) = new_path(root, joinrel, outer_path, &private, (*joinrel).rows, cost::Sharing::Serial);
         if load > 0.0 {
             super::load::lost((*probe.index).indexoid, load, (*serial).path.total_cost, cheapest_unparameterized(joinrel));
         }
@@ -170,7 +170,7 @@ unsafe fn offer(
         if let Some(outer) = partial.or_else(|| partial_scan_of_small(root, outerrel)) {
             if parallel_safe && (*outer).param_info.is_null() {
                 let rows = ((*joinrel).rows / parallel_divisor((*outer).parallel_workers)).max(1.0).round();
-                let (path, _) = new_path(root, joinrel, outer, &private, rows, true);
+                let (path, _) = new_path(root, joinrel, outer, &private, rows, cost::Sharing::Outer);
                 (*path).path.parallel_safe = true;
                 // Parallel-aware to sum its counters for EXPLAIN ANALYZE
                 // in shared memory (`parallel`) and to keep its chunks
@@ -179,7 +179,85 @@ unsafe fn offer(
                 (*path).path.parallel_workers = (*outer).parallel_workers;
                 pg_sys::add_partial_path(joinrel, path.cast());
             }
+        } else if probe.fused.is_some() && parallel_safe && (*outer_path).parallel_safe {
+            add_shared_matches_path(root, joinrel, outerrel, innerrel, outer_path, &private);
         }
+    }
+}
+
+/// Under a Gather, a fused call searched by one participant and its
+/// matches fetched by all (`fused::Handout`), with as many workers as
+/// PostgreSQL gives a parallel scan of the heap pages they read. One
+/// backend fetches ~5M rows a second (H200 host): a call matching a third
+/// of a table's rows (Zipf keys) spends nearly all its time there.
+///
+/// # Safety
+/// Planner structures of this planning call; `outer_path` a fused call's.
+unsafe fn add_shared_matches_path(
+    root: *mut pg_sys::PlannerInfo,
+    joinrel: *mut pg_sys::RelOptInfo,
+    outerrel: *mut pg_sys::RelOptInfo,
+    innerrel: *mut pg_sys::RelOptInfo,
+    outer_path: *mut pg_sys::Path,
+    private: &plan::PathPrivate,
+) {
+    // SAFETY: the caller's contract; planner GUCs.
+    unsafe {
+        // (Each of the call's rows is a match.)
+        let pages = pg_sys::index_pages_fetched((*outer_path).rows, (*innerrel).pages, 0.0, root);
+        let workers = pg_sys::compute_parallel_worker(innerrel, pages, -1.0, pg_sys::max_parallel_workers_per_gather);
+        if workers <= 0 {
+            return;
+        }
+        let divisor = parallel_divisor(workers);
+        let rows = ((*joinrel).rows / divisor).max(1.0).round();
+        let (path, _) = new_path(root, joinrel, outer_path, private, rows, cost::Sharing::Matches(divisor));
+        let sent = plan_bytes_cost(root, outerrel);
+        (*path).path.startup_cost += sent;
+        (*path).path.total_cost += sent;
+        (*path).path.parallel_safe = true;
+        (*path).path.parallel_aware = true;
+        (*path).path.parallel_workers = workers;
+        pg_sys::add_partial_path(joinrel, path.cast());
+    }
+}
+
+/// Each byte of a plan's constants sent to the workers of a parallel plan,
+/// in cpu_operator_cost: the leader writes the plan out as text (a byte
+/// of a constant as its decimal value and a space), each worker parses it,
+/// and a function call's constants are in the plan twice (its range table
+/// entry and its scan). Measured: a Gather's first row came ~100 ms after
+/// its start with a 1 MB array in its plan and ~1 ms without (2 cores,
+/// PostgreSQL 15); PostgreSQL's parallel_setup_cost does not grow with
+/// the plan.
+const PLAN_BYTE_COST: f64 = 4.0;
+
+/// What sending the fused call's constant arguments to the workers costs
+/// (`PLAN_BYTE_COST`).
+///
+/// # Safety
+/// `rel` a function scan's relation of this planning call.
+unsafe fn plan_bytes_cost(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo) -> f64 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let rte = *(*root).simple_rte_array.add((*rel).relid as usize);
+        let mut bytes = 0.0;
+        for f in list::ptrs::<pg_sys::RangeTblFunction>((*rte).functions) {
+            if !is_a((*f).funcexpr, NodeTag::T_FuncExpr) {
+                continue;
+            }
+            for arg in list::ptrs::<pg_sys::Expr>((*(*f).funcexpr.cast::<pg_sys::FuncExpr>()).args) {
+                let c = strip_relabel(arg).cast::<pg_sys::Const>();
+                if is_a(c.cast::<pg_sys::Node>(), NodeTag::T_Const) && !(*c).constisnull && !(*c).constbyval {
+                    bytes += match (*c).constlen {
+                        -1 => pgrx::varlena::varsize_any((*c).constvalue.cast_mut_ptr()) as f64,
+                        -2 => std::ffi::CStr::from_ptr((*c).constvalue.cast_mut_ptr()).to_bytes().len() as f64,
+                        n => n as f64,
+                    };
+                }
+            }
+        }
+        bytes * PLAN_BYTE_COST * pg_sys::cpu_operator_cost
     }
 }
 
@@ -294,11 +372,11 @@ unsafe fn new_path(
     outer_path: *mut pg_sys::Path,
     private: &plan::PathPrivate,
     rows: f64,
-    partial: bool,
+    sharing: cost::Sharing,
 ) -> (*mut pg_sys::CustomPath, f64) {
     // SAFETY: planner structures of this planning call.
     unsafe {
-        let cost::Estimate { startup, total, counted, load } = cost::estimate(root, joinrel, outer_path, private, rows, partial);
+        let cost::Estimate { startup, total, counted, load } = cost::estimate(root, joinrel, outer_path, private, rows, sharing);
         let path = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
         let p = &mut (*path).path;
         p.type_ = NodeTag::T_CustomPath;

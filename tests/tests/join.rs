@@ -674,6 +674,95 @@ fn parallel_workers_join_their_share() {
     .unwrap();
 }
 
+/// A fused call under a Gather (`handout`): one participant searches the
+/// call and every participant fetches ranges of its matches. Zipf-like
+/// keys (one held by a third of the rows), keys asked twice and missing,
+/// updated (HOT) and deleted rows: the rows equal the planner's own join
+/// (`check_join`, chunks of 7 among them), EXPLAIN ANALYZE counts the
+/// call's probes once and every match; with `gpuindex.batch_work_mem`
+/// small the call is searched in pieces and those past it are joined by
+/// the searcher alone; under a nested loop the Gather is rescanned, and
+/// rescanned after a LIMIT stopped it, without a worker left waiting.
+#[test]
+fn parallel_participants_share_a_fused_calls_matches() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS fz;
+         CREATE TABLE fz WITH (autovacuum_enabled = off) AS
+           SELECT g AS id, (CASE WHEN g % 3 = 0 THEN 1 WHEN g % 6 = 1 THEN 2 ELSE g % 5000 END)::int8 AS k, g % 7 AS v
+           FROM generate_series(1, 60000) g;
+         CREATE INDEX fz_k ON fz USING gpu_btree (k);
+         UPDATE fz SET v = v + 10 WHERE id % 11 = 0;
+         DELETE FROM fz WHERE id % 13 = 0;
+         ANALYZE fz;
+         SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
+         SET max_parallel_workers_per_gather = 2; SET statement_timeout = '120s';
+         SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off;",
+    )
+    .unwrap();
+    let call = "gpu_btree_probe('fz_k', ARRAY[1, 2, 3, 17, 4999, 99999, 1, 2]::int8[])";
+    let sql = format!("SELECT p.ord, t.id, t.v, t.ctid FROM {call} p JOIN fz t ON t.ctid = p.ctid");
+    let plan = explain(&mut c, &sql);
+    assert!(plan.contains("Gather") && plan.contains("Parallel Custom Scan (GpuIndexJoin)") && plan.contains("Outer Call"), "{plan}");
+    let analyzed = explain_lines(&mut c, "ANALYZE, TIMING OFF, COSTS OFF", &sql);
+    assert!(plan_value(&analyzed, "Workers Launched") >= 1, "{analyzed:?}");
+    assert_eq!(plan_value(&analyzed, "Probes"), 8, "the call searched once: {analyzed:?}");
+    let matches: i64 = c.query_one(&format!("SELECT count(*) FROM {call}"), &[]).unwrap().get(0);
+    assert!(matches > 40_000, "{matches}");
+    // (The index's entries of deleted rows among them.)
+    assert!(plan_value(&analyzed, "Index Matches") >= matches, "{analyzed:?}");
+    // (check_join plans the planner's own join with every join method.)
+    c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
+    let rows = check_join(&mut c, &sql);
+    assert_eq!(rows as i64, matches);
+    // In pieces (a 1MB budget holds ~22K matches a piece, and the pieces
+    // handed out ~65K): the two keys held by 30K rows asked four times
+    // over are more than the handout takes.
+    let many = "SELECT p.ord, t.id FROM gpu_btree_probe('fz_k', ARRAY[1, 2, 1, 2, 1, 2, 1, 2, 3]::int8[]) p JOIN fz t ON t.ctid = p.ctid";
+    c.batch_execute(
+        "SET gpuindex.batch_work_mem = '1MB'; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off",
+    )
+    .unwrap();
+    let analyzed = explain_lines(&mut c, "ANALYZE, TIMING OFF, COSTS OFF", many);
+    assert!(analyzed.iter().any(|l| l.contains("Parallel Custom Scan (GpuIndexJoin)")), "{analyzed:?}");
+    assert!(plan_value(&analyzed, "Extra Batch Pieces") >= 3, "{analyzed:?}");
+    c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
+    check_join(&mut c, many);
+    c.batch_execute("RESET gpuindex.batch_work_mem; RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
+    // Rescanned: whole passes, and passes a LIMIT stopped.
+    c.batch_execute("SET enable_material = off; SET enable_hashjoin = off; SET enable_mergejoin = off").unwrap();
+    let per_pass = format!("SELECT count(*), sum(t.v) FROM {call} p JOIN fz t ON t.ctid = p.ctid");
+    let rescanned = format!("SELECT o.n, s.* FROM generate_series(1, 3) o(n) LEFT JOIN ({per_pass}) s ON o.n > 0");
+    let plan = explain(&mut c, &rescanned);
+    assert!(plan.contains("Nested Loop") && plan.contains("Parallel Custom Scan (GpuIndexJoin)"), "{plan}");
+    let passes: Vec<(i64, i64)> = c.query(&rescanned, &[]).unwrap().iter().map(|r| (r.get(1), r.get(2))).collect();
+    // (A nested loop of the call and the table is cheaper to start.)
+    c.batch_execute("SET enable_tidscan = off; SET enable_nestloop = off").unwrap();
+    let stopped = format!(
+        "SELECT o.n, s.id FROM generate_series(1, 3) o(n) LEFT JOIN (SELECT t.id FROM {call} p JOIN fz t ON t.ctid = p.ctid LIMIT 2) s ON o.n > 0"
+    );
+    let plan = explain(&mut c, &stopped);
+    assert!(plan.contains("Limit") && plan.contains("Parallel Custom Scan (GpuIndexJoin)"), "{plan}");
+    let found: i64 = c
+        .query_one(&format!("SELECT count(*) FROM ({stopped}) x JOIN fz ON fz.id = x.id AND fz.k IN (1, 2, 3, 17, 4999)"), &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(found, 6);
+    c.batch_execute(
+        "RESET enable_material; RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_tidscan; RESET enable_nestloop;
+         SET gpuindex.enable_join = off",
+    )
+    .unwrap();
+    let once = c.query_one(&per_pass, &[]).unwrap();
+    assert_eq!(passes, vec![(once.get(0), once.get(1)); 3]);
+    c.batch_execute(
+        "RESET gpuindex.enable_join; RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_table_scan_size;
+         RESET max_parallel_workers_per_gather; RESET statement_timeout",
+    )
+    .unwrap();
+}
+
 /// A LATERAL top-k (never parallel to PostgreSQL: a LIMIT subquery) runs
 /// in parallel, each participant taking its chunks of the outer side, the
 /// leader's growing from 64 rows so that a small outer side is shared. An
