@@ -677,7 +677,8 @@ fn parallel_workers_join_their_share() {
 /// A fused call under a Gather (`handout`): one participant searches the
 /// call and every participant fetches ranges of its matches. Zipf-like
 /// keys (one held by a third of the rows), keys asked twice and missing,
-/// updated (HOT) and deleted rows: the rows equal the planner's own join
+/// updated (HOT) and deleted rows, gpu_btree's call and gpu_learned's:
+/// the rows equal the planner's own join
 /// (`check_join`, chunks of 7 among them), EXPLAIN ANALYZE counts the
 /// call's probes once and every match; with `gpuindex.batch_work_mem`
 /// small the call is searched in pieces and those past it are joined by
@@ -693,6 +694,7 @@ fn parallel_participants_share_a_fused_calls_matches() {
            SELECT g AS id, (CASE WHEN g % 3 = 0 THEN 1 WHEN g % 6 = 1 THEN 2 ELSE g % 5000 END)::int8 AS k, g % 7 AS v
            FROM generate_series(1, 60000) g;
          CREATE INDEX fz_k ON fz USING gpu_btree (k);
+         CREATE INDEX fz_l ON fz USING gpu_learned (k);
          UPDATE fz SET v = v + 10 WHERE id % 11 = 0;
          DELETE FROM fz WHERE id % 13 = 0;
          ANALYZE fz;
@@ -716,6 +718,8 @@ fn parallel_participants_share_a_fused_calls_matches() {
     c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
     let rows = check_join(&mut c, &sql);
     assert_eq!(rows as i64, matches);
+    // gpu_learned's call too.
+    check_join(&mut c, &sql.replace("gpu_btree_probe('fz_k'", "gpu_learned_probe('fz_l'"));
     // In pieces (a 1MB budget holds ~22K matches a piece, and the pieces
     // handed out ~65K): the two keys held by 30K rows asked four times
     // over are more than the handout takes.
