@@ -58,7 +58,7 @@ pub enum Sharing {
     /// Each participant joins its share of a partial outer path.
     Outer,
     /// One participant runs the fused call's search and all of them take
-    /// shares of its matches (`fused::Handout`), this many in the
+    /// shares of its matches (`handout::Handout`), this many in the
     /// planner's count (get_parallel_divisor). As PostgreSQL prices a
     /// parallel bitmap heap scan, the share divides the CPU's work (the
     /// tuples, the quals, the output) and not the pages read.

@@ -186,7 +186,7 @@ unsafe fn offer(
 }
 
 /// Under a Gather, a fused call searched by one participant and its
-/// matches fetched by all (`fused::Handout`), with as many workers as
+/// matches fetched by all (`handout::Handout`), with as many workers as
 /// PostgreSQL gives a parallel scan of the heap pages they read. One
 /// backend fetches ~5M rows a second (H200 host): a call matching a third
 /// of a table's rows (Zipf keys) spends nearly all its time there.
