@@ -27,8 +27,8 @@
 //! - a fused call's matches shared among parallel participants
 //!   (`Sharing::Matches`): the search whole, the pages read whole, the
 //!   CPU's work per match divided among them (as cost_bitmap_heap_scan
-//!   and cost_seqscan divide theirs), and the call's constants sent to
-//!   each worker in the plan (`path::plan_bytes_cost`).
+//!   and cost_seqscan divide theirs). Its large constants reach the
+//!   workers as values, not plan text (`sent`): nothing priced per byte.
 //!
 //! No row comes out before the first chunk is probed and fetched, so the
 //! startup cost holds the first chunk's share and the load.

@@ -20,7 +20,9 @@
 //! - `lateral` (planner side) and `nearest` (execution): LATERAL top-k
 //!   subqueries;
 //! - `parallel`: what a parallel plan's processes share (the workers'
-//!   counters, the leader's remembered heap buffers);
+//!   counters, the leader's remembered heap buffers); `handout`: a fused
+//!   call's matches shared among them; `sent`: its large constants sent
+//!   to the workers as an initplan's values;
 //! - `count`: `count(*)` of the join counted by the node (an aggregate
 //!   path); `counting`: its searches, the matches on all-visible pages
 //!   counted by the index.
@@ -46,6 +48,7 @@ mod parallel;
 mod path;
 pub(crate) use path::strip_relabel;
 mod plan;
+mod sent;
 
 use pgrx::pg_sys;
 

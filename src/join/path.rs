@@ -180,7 +180,7 @@ unsafe fn offer(
                 pg_sys::add_partial_path(joinrel, path.cast());
             }
         } else if probe.fused.is_some() && parallel_safe && (*outer_path).parallel_safe {
-            add_shared_matches_path(root, joinrel, outerrel, innerrel, outer_path, &private);
+            add_shared_matches_path(root, joinrel, innerrel, outer_path, &private);
         }
     }
 }
@@ -196,7 +196,6 @@ unsafe fn offer(
 unsafe fn add_shared_matches_path(
     root: *mut pg_sys::PlannerInfo,
     joinrel: *mut pg_sys::RelOptInfo,
-    outerrel: *mut pg_sys::RelOptInfo,
     innerrel: *mut pg_sys::RelOptInfo,
     outer_path: *mut pg_sys::Path,
     private: &plan::PathPrivate,
@@ -212,52 +211,10 @@ unsafe fn add_shared_matches_path(
         let divisor = parallel_divisor(workers);
         let rows = ((*joinrel).rows / divisor).max(1.0).round();
         let (path, _) = new_path(root, joinrel, outer_path, private, rows, cost::Sharing::Matches(divisor));
-        let sent = plan_bytes_cost(root, outerrel);
-        (*path).path.startup_cost += sent;
-        (*path).path.total_cost += sent;
         (*path).path.parallel_safe = true;
         (*path).path.parallel_aware = true;
         (*path).path.parallel_workers = workers;
         pg_sys::add_partial_path(joinrel, path.cast());
-    }
-}
-
-/// Each byte of a plan's constants sent to the workers of a parallel plan,
-/// in cpu_operator_cost: the leader writes the plan out as text, a byte of
-/// a constant as up to four characters (its decimal value and a space),
-/// and each worker parses them back. PostgreSQL's parallel_setup_cost does
-/// not grow with the plan, but this does: locally (2 cores) a statement
-/// holding a 1 MB array took ~100 ms longer under a Gather than without
-/// one, and on the H200 host the workers of a fused call of 131,072 keys
-/// began fetching ~150 ms after the Gather started.
-const PLAN_BYTE_COST: f64 = 4.0;
-
-/// What sending the fused call's constant arguments to the workers costs
-/// (`PLAN_BYTE_COST`).
-///
-/// # Safety
-/// `rel` a function scan's relation of this planning call.
-unsafe fn plan_bytes_cost(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo) -> f64 {
-    // SAFETY: the caller's contract.
-    unsafe {
-        let rte = *(*root).simple_rte_array.add((*rel).relid as usize);
-        let mut bytes = 0.0;
-        for f in list::ptrs::<pg_sys::RangeTblFunction>((*rte).functions) {
-            if !is_a((*f).funcexpr, NodeTag::T_FuncExpr) {
-                continue;
-            }
-            for arg in list::ptrs::<pg_sys::Expr>((*(*f).funcexpr.cast::<pg_sys::FuncExpr>()).args) {
-                let c = strip_relabel(arg).cast::<pg_sys::Const>();
-                if is_a(c.cast::<pg_sys::Node>(), NodeTag::T_Const) && !(*c).constisnull && !(*c).constbyval {
-                    bytes += match (*c).constlen {
-                        -1 => pgrx::varlena::varsize_any((*c).constvalue.cast_mut_ptr()) as f64,
-                        -2 => std::ffi::CStr::from_ptr((*c).constvalue.cast_mut_ptr()).to_bytes().len() as f64,
-                        n => n as f64,
-                    };
-                }
-            }
-        }
-        bytes * PLAN_BYTE_COST * pg_sys::cpu_operator_cost
     }
 }
 

@@ -308,6 +308,9 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
             scan_tlist = pg_sys::add_to_flat_tlist(scan_tlist, counts);
         }
         let outer_plan = list::ptrs::<pg_sys::Plan>(custom_plans)[0];
+        if (*best_path).path.parallel_aware && ints[3] != 0 && is_a(outer_plan, NodeTag::T_FunctionScan) {
+            super::sent::send_large_constants(root, outer_plan.cast());
+        }
         let outer_tlist = list::ptrs::<pg_sys::TargetEntry>((*outer_plan).targetlist);
         let inner_relid = (*innerrel).relid as i32;
         let colmap: Vec<i32> = list::ptrs::<pg_sys::TargetEntry>(scan_tlist)
