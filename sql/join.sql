@@ -192,10 +192,11 @@ SELECT count(*), sum(p.ord), sum(t.id) FROM gpu_learned_probe('jf_l', ARRAY[2]::
 RESET gpuindex.enable_join;
 -- The planner's rows for a call (gpuindex_batch_rows): a key that is one
 -- of the column's most common values, its share of the table (jf.k's 1,
--- 2 and 3: ~25 rows each; jf.s's w1 and w2: ~30); any other key, the
--- rows per distinct key where ANALYZE saw every value or its distinct
--- count scales with the table (ji.k: 5 rows a value), one past a long
--- tail (jf.k: 194 values, 100 of them most common); k per query;
+-- 2 and 3: ~25 rows each; jf.s's w1 and w2: ~30); any other key, what
+-- the most common values leave per distinct value left where ANALYZE saw
+-- every value (jf.s: none, its values are all most common) or its
+-- distinct count scales with the table (ji.k: 5 rows a value), one past
+-- a long tail (jf.k: 194 values, 100 of them most common); k per query;
 -- PostgreSQL's 1000 for a range and where the planner cannot see the
 -- array.
 CREATE FUNCTION jrows(q text) RETURNS text AS $$
@@ -210,6 +211,7 @@ SELECT jrows('SELECT * FROM gpu_btree_probe(''jf_k'', ARRAY[1, 2, 3]::int8[])') 
   jrows('SELECT * FROM gpu_learned_probe(''jf_l'', ''{}''::int8[])') AS no_keys,
   jrows('SELECT * FROM gpu_btree_probe(''jf_k'', (SELECT array_agg(g::int8) FROM generate_series(1, 5) g))') AS unseen,
   jrows('SELECT * FROM gpu_art_probe(''jf_s'', ARRAY[''w1'', ''w2''])') AS all_seen,
+  jrows('SELECT * FROM gpu_art_probe(''jf_s'', ARRAY[''w1'', ''x'', ''y''])') AS all_seen_two_unseen,
   jrows('SELECT * FROM gpu_btree_probe(''ji_k'', ARRAY[1, 2]::int8[])') AS scaling,
   jrows('SELECT * FROM gpu_spatial_knn(''ji_p'', ARRAY[point(1, 1), point(2, 2)], 5)') AS knn,
   jrows('SELECT * FROM gpuindex_nearest(''ji_p'', ''<->(point,point)'', ARRAY[point(1, 1)], 3)') AS nearest,

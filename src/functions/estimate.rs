@@ -187,6 +187,11 @@ struct ColumnStats {
     /// The table's rows per distinct value (from ANALYZE's n_distinct,
     /// where it can be trusted: see the module's comment); one elsewhere.
     per_value: f64,
+    /// The rows of a value that is none of the most common: what the
+    /// others leave, per distinct value left (as PostgreSQL's var_eq_const
+    /// counts it; none where the common values are every value seen), where
+    /// the distinct count can be trusted; one elsewhere.
+    rare: f64,
     /// The table's rows, and its most common values and their shares.
     tuples: f64,
     column_type: pg_sys::Oid,
@@ -243,21 +248,26 @@ impl ColumnStats {
             pg_sys::get_atttypetypmodcoll(table, column, &mut column_type, &mut typmod, &mut collation);
             let share: f64 = common.iter().map(|c| c.1).sum();
             // (Negative: minus the distinct values' share of the rows.)
-            let per_value = if distinct < 0.0 {
-                -1.0 / distinct
+            let values = if distinct < 0.0 {
+                Some(-distinct * tuples)
             } else if distinct > 0.0 && share + nulls >= ALL_SEEN {
-                tuples * (1.0 - nulls) / distinct
+                Some(distinct)
             } else {
-                1.0
+                None
             };
-            Some(ColumnStats { per_value: per_value.max(1.0), tuples, column_type, collation, common, slot })
+            let (per_value, rare) = values.map_or((1.0, 1.0), |values| {
+                let others = values - common.len() as f64;
+                let rare = if others >= 1.0 { tuples * (1.0 - share - nulls).max(0.0) / others } else { 0.0 };
+                (tuples * (1.0 - nulls) / values, rare)
+            });
+            Some(ColumnStats { per_value: per_value.max(1.0), rare, tuples, column_type, collation, common, slot })
         }
     }
 
     /// The rows of a constant array of keys (each key's, a NULL none): a
-    /// most common value's share of the table, `per_value` for any other.
+    /// most common value's share of the table, `rare` for any other.
     /// The common values are what tell a Zipf key set's few keys held by
-    /// millions of rows (the first, 13% of 10^7 rows: `per_value` is one
+    /// millions of rows (the first, 13% of 10^7 rows: `rare` is one
     /// there) from the keys of a uniform set, and so a call worth
     /// fetching in parallel (`path::offer`) from one that is not. None
     /// where the keys are not a constant of the column's type, or the type
@@ -299,7 +309,7 @@ impl ColumnStats {
             let mut rows = 0.0;
             for (&k, _) in elems.iter().zip(nulls).filter(|(_, &null)| !null) {
                 let common = by_hash.get(&hash(k)).and_then(|c| c.iter().find(|&&i| equal(self.common[i].0, k)));
-                rows += common.map_or(self.per_value, |&i| self.common[i].1 * self.tuples);
+                rows += common.map_or(self.rare, |&i| self.common[i].1 * self.tuples);
             }
             Some(rows)
         }

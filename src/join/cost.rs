@@ -33,7 +33,7 @@
 //! No row comes out before the first chunk is probed and fetched, so the
 //! startup cost holds the first chunk's share and the load.
 
-use super::plan::{clauses, index_only, match_quals, split_quals, PathPrivate};
+use super::plan::{clauses, index_only, match_quals, matches_are_entries, split_quals, PathPrivate};
 use pgrx::pg_sys;
 
 /// What a join path costs (`estimate`).
@@ -135,8 +135,8 @@ pub unsafe fn estimate(
         // priced as it will run there.
         let read = [(*(*joinrel).reltarget).exprs.cast(), matching_list.cast(), other_list.cast()];
         let trusted = pg_sys::XactIsoLevel != pg_sys::XACT_SERIALIZABLE as i32;
-        let unread =
-            if trusted && probe.top.is_none() && !probe.by_tid() && index_only(innerrel, &read) { (*table).allvisfrac } else { 0.0 };
+        let entries = matches_are_entries(probe.by_tid(), probe.fused.is_some(), probe.key, &read);
+        let unread = if trusted && probe.top.is_none() && entries && index_only(innerrel, &read) { (*table).allvisfrac } else { 0.0 };
         let share = if let Sharing::Matches(divisor) = sharing { divisor } else { 1.0 };
         let heap = match &probe.top {
             None => fetched(matches) * (1.0 - unread) * per_page + matches * cpu_tuple / share,

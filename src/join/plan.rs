@@ -232,6 +232,19 @@ pub unsafe fn reads_no_inner_column(innerrel: *mut pg_sys::RelOptInfo, exprs: &[
     }
 }
 
+/// Whether a probe's matches are index entries, which an index-only join
+/// may take without reading their rows: an index probe's, and a fused
+/// call's where nothing of `read` reads the call's ctid `key` (the visible
+/// row's TID, which only the page tells); not a TID probe's (its TID may
+/// name no row).
+///
+/// # Safety
+/// Planner expressions.
+pub unsafe fn matches_are_entries(by_tid: bool, fused: bool, key: *mut pg_sys::Expr, read: &[*mut pg_sys::Node]) -> bool {
+    // SAFETY: the caller's contract.
+    !by_tid || (fused && !read.iter().any(|&e| unsafe { reads(e, super::path::strip_relabel(key)) }))
+}
+
 /// Whether expression `e` reads the column `var` (a Var).
 ///
 /// # Safety
@@ -282,15 +295,10 @@ pub unsafe extern "C-unwind" fn plan_custom_path(
         // no column of the scan tuple); EXPLAIN shows its key.
         let by_tid = index.is_null();
         let probe_clause = if rinfo.is_null() || by_tid { std::ptr::null_mut() } else { copy((*rinfo).clause) };
-        // A top-k subquery's rows are always read, and a TID probe's
-        // (its TID may name no row: only the page tells), but for a fused
-        // call's (index entries, as an index probe's) where nothing reads
-        // the call's ctid (the visible row's TID, which only the page
-        // tells).
+        // A top-k subquery's rows are always read.
         let mut ints = ints;
         let read = [row_tlist.cast(), row_target.cast(), matching.cast(), other_quals.cast()];
-        let entries = !by_tid || (ints[3] != 0 && !read.iter().any(|&e| reads(e, super::path::strip_relabel(key))));
-        ints[2] = (!rinfo.is_null() && entries && index_only(innerrel, &read)) as i32;
+        ints[2] = (!rinfo.is_null() && matches_are_entries(by_tid, ints[3] != 0, key, &read) && index_only(innerrel, &read)) as i32;
 
         // The scan tuple: every Var of what the node evaluates. (The
         // target list is NIL under a projection: its Vars come from the

@@ -164,7 +164,8 @@ fn counts_of_fused_calls_over_duplicate_keys() {
 /// all-visible table is planned as the counting join even where the same
 /// join's rows lose to PostgreSQL's join: the join path add_path rejects
 /// is kept for the count (`count::keep`), priced as the index counting
-/// its matches, not as heap tuples (except in a SERIALIZABLE transaction).
+/// its matches, not as heap tuples (except in a SERIALIZABLE transaction);
+/// so is a fused call's count, where its rows would be shared in parallel.
 #[test]
 fn counting_joins_are_planned_where_their_rows_would_lose() {
     let mut c = connect(DB);
@@ -185,6 +186,18 @@ fn counting_joins_are_planned_where_their_rows_would_lose() {
     assert!(plan.contains("counted here"), "{plan}");
     let rows = explain(&mut c, "SELECT sum(pz.id) FROM pk JOIN pz ON pz.k = pk.k");
     assert!(!rows.contains("GpuIndexJoin"), "the join's rows would win too: {rows}");
+    // A fused call's count too, where a parallel path shares its matches
+    // (a key array sent to the workers as a value): its matches are index
+    // entries, priced as such (`plan::matches_are_entries`).
+    let keys: Vec<String> = (0..40).chain(100..1100).map(|k| k.to_string()).collect();
+    let fused = format!("SELECT count(*) FROM gpu_btree_probe('pz_k', '{{{}}}'::int8[]) p JOIN pz ON pz.ctid = p.ctid", keys.join(","));
+    let plan = explain(&mut c, &fused);
+    assert!(plan.contains("counted here") && plan.contains("Outer Call"), "{plan}");
+    c.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off").unwrap();
+    let shared = explain(&mut c, &fused.replace("count(*)", "sum(pz.id)"));
+    c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
+    assert!(shared.contains("Parallel Custom Scan (GpuIndexJoin)"), "no parallel path to lose to: {shared}");
+    assert_eq!(c.query_one(fused.as_str(), &[]).unwrap().get::<_, i64>(0), 400_000);
     // A SERIALIZABLE transaction's node trusts no map and fetches every
     // match: planned there, the count is priced as its rows.
     c.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE").unwrap();
