@@ -340,10 +340,11 @@ impl State {
                 }
                 let Some(s) = f.searching.as_mut() else { break };
                 if let Some(rows) = self.next_fused_piece(s) {
-                    let rows: Vec<(Tid, i64)> = rows.into_iter().map(|(ord, t)| (tid_from(t), ord)).collect();
-                    if !h.publish(self.dsa, &rows, budget) {
+                    let each = |&(ord, t): &(i64, pg_sys::ItemPointerData)| (tid_from(t), ord);
+                    let out = h.publish(self.dsa, &rows, each, budget);
+                    if out < rows.len() {
                         // Kept for this participant alone (`alone`).
-                        (s.matches, s.taken) = (rows, 0);
+                        (s.matches, s.taken) = (rows[out..].iter().map(each).collect(), 0);
                         break;
                     }
                 }

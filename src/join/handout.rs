@@ -2,7 +2,8 @@
 //! plan (`path::add_shared_matches_path`). The first participant to need
 //! matches searches the call (`fused.rs`), piece by piece
 //! (`search::Pieces`), and hands each piece out through the parallel
-//! query's DSA as it is found; every participant takes ranges of them, in
+//! query's DSA as it is found, in parts of growing size (`publish`);
+//! every participant takes ranges of them, in
 //! heap order (each fetches runs of neighbouring pages), the searcher too
 //! once it has handed out the last. A piece's memory is freed by the
 //! participant that copies its last range.
@@ -24,6 +25,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// A match handed out: its TID and its position in the call's array.
 pub(super) type Match = (Tid, i64);
+
+/// The matches of the first part a piece is handed out in (1 MB).
+const FIRST_PART: usize = 1 << 16;
 
 /// In the node's share of the parallel query's memory.
 #[repr(C)]
@@ -143,40 +147,50 @@ impl Handout {
         self.locked(|s| s.bulk_deletes = bulk_deletes.unwrap_or(u64::MAX));
     }
 
-    /// The searcher: hands out a piece, unless empty; false (nothing
-    /// handed out) where the pieces out would pass `budget` bytes.
+    /// The searcher: hands out the matches of a piece of its search, each
+    /// made a `Match` by `each`, in parts: the first of `FIRST_PART`
+    /// matches, each next twice the last (takers start after a small copy,
+    /// not after the whole piece's, and later ranges stay long); how many
+    /// were handed out, fewer where the parts out would pass `budget`
+    /// bytes.
     ///
     /// # Safety
     /// `dsa` the query's area.
-    pub(super) unsafe fn publish(&self, dsa: *mut pg_sys::dsa_area, matches: &[Match], budget: u64) -> bool {
-        if matches.is_empty() {
-            return true;
-        }
-        let bytes = std::mem::size_of::<Piece>() + std::mem::size_of_val(matches);
-        // (Only the searcher adds to `bytes`.)
-        if self.locked(|s| s.bytes) + bytes as u64 > budget {
-            return false;
-        }
-        // SAFETY: the caller's contract; a new chunk of `bytes` (an ERROR
-        // where the area cannot grow, which ends the query).
-        let p = unsafe {
-            let p = pg_sys::dsa_allocate_extended(dsa, bytes, pg_sys::DSA_ALLOC_HUGE as i32);
-            let at = piece(dsa, p);
-            at.write(Piece { next: 0, len: matches.len() as u64, copied: AtomicU64::new(0) });
-            std::ptr::copy_nonoverlapping(matches.as_ptr(), at.add(1).cast::<Match>(), matches.len());
-            p
-        };
-        self.locked(|s| {
-            // SAFETY: `last`, when set, is in the list: not freed.
-            match s.last {
-                0 => s.first = p,
-                last => unsafe { (*piece(dsa, last)).next = p },
+    pub(super) unsafe fn publish<T>(&self, dsa: *mut pg_sys::dsa_area, matches: &[T], each: impl Fn(&T) -> Match, budget: u64) -> usize {
+        let (mut out, mut part) = (0, FIRST_PART);
+        while out < matches.len() {
+            let part_matches = &matches[out..(out + part).min(matches.len())];
+            let bytes = std::mem::size_of::<Piece>() + part_matches.len() * std::mem::size_of::<Match>();
+            // (Only the searcher adds to `bytes`.)
+            if self.locked(|s| s.bytes) + bytes as u64 > budget {
+                break;
             }
-            s.last = p;
-            s.bytes += bytes as u64;
-        });
-        self.wake();
-        true
+            // SAFETY: the caller's contract; a new chunk of `bytes` (an
+            // ERROR where the area cannot grow, which ends the query).
+            let p = unsafe {
+                let p = pg_sys::dsa_allocate_extended(dsa, bytes, pg_sys::DSA_ALLOC_HUGE as i32);
+                let at = piece(dsa, p);
+                at.write(Piece { next: 0, len: part_matches.len() as u64, copied: AtomicU64::new(0) });
+                let to = at.add(1).cast::<Match>();
+                for (i, m) in part_matches.iter().enumerate() {
+                    to.add(i).write(each(m));
+                }
+                p
+            };
+            self.locked(|s| {
+                // SAFETY: `last`, when set, is in the list: not freed.
+                match s.last {
+                    0 => s.first = p,
+                    last => unsafe { (*piece(dsa, last)).next = p },
+                }
+                s.last = p;
+                s.bytes += bytes as u64;
+            });
+            self.wake();
+            out += part_matches.len();
+            part *= 2;
+        }
+        out
     }
 
     /// The searcher: every piece to share is out.
