@@ -77,7 +77,7 @@ impl State {
                     let found = pieces.next_by(|range| self.count_piece(&open, &Batch { queries: &keys[range], ..batch }));
                     let Some(Counted { counted, rest }) = found else { break };
                     self.note_batch(started);
-                    self.stats.extra_pieces += (pieces.answered() > 1) as u64;
+                    self.stats.extra_pieces += pieces.split_off() as u64;
                     self.stats.matches += counted + rest.rows.len() as u64;
                     self.stats.counted += counted;
                     let mut tids: Vec<Tid> = rest.rows.iter().map(|r| tid_from(r.1)).collect();

@@ -702,7 +702,7 @@ impl State {
         let started = Instant::now();
         let open = OpenIndex::for_plan(self.heap, self.index, self.am, self.heap_order);
         let Some(hits) = pieces.next(&open, &self.batch()) else { return false };
-        self.stats.extra_pieces += (pieces.answered() > 1) as u64;
+        self.stats.extra_pieces += pieces.split_off() as u64;
         self.pieces = Some(pieces);
         self.matches = hits.rows.into_iter().map(|(row, t)| (tid_from(t), row as u32)).collect();
         if self.heap_order {

@@ -197,7 +197,7 @@ impl State {
             pg_sys::CurrentMemoryContext = caller;
             found
         };
-        self.stats.extra_pieces += (found.is_some() && s.pieces.answered() > 1) as u64;
+        self.stats.extra_pieces += (found.is_some() && s.pieces.split_off()) as u64;
         self.note_batch(started);
         found
     }
@@ -337,6 +337,12 @@ impl State {
                 if f.searching.is_none() {
                     self.start_fused(f, econtext);
                     h.began(self.bulk_deletes);
+                    // The first matches go out after a small share of the
+                    // search, so the others fetch while it goes on.
+                    if let Some(s) = f.searching.as_mut() {
+                        let n = s.call.queries.len();
+                        s.pieces = search::Pieces::growing(n, (n / 16).max(1024));
+                    }
                 }
                 let Some(s) = f.searching.as_mut() else { break };
                 if let Some(rows) = self.next_fused_piece(s) {

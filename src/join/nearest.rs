@@ -285,7 +285,7 @@ impl State {
                     // SAFETY: the node's execution.
                     unsafe { self.read_ahead(econtext, &open, &batch) };
                 }
-                self.stats.extra_pieces += (pieces.answered() > 1) as u64;
+                self.stats.extra_pieces += pieces.split_off() as u64;
                 let part = &pending[pieces.last()];
                 let Some(&(_, first)) = part.first() else { continue };
                 let rechecked = bound(open.index, first, 0.0).is_some();

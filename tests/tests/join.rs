@@ -734,14 +734,16 @@ fn parallel_participants_share_a_fused_calls_matches() {
     // gpu_learned's call too.
     check_join(&mut c, &sql.replace("gpu_btree_probe('fz_k'", "gpu_learned_probe('fz_l'"));
     // A large constant (`sent`): sent to the workers as an initplan's value.
-    let keys: Vec<String> = (0..1500).map(|i| ((i * 7919) % 6000).to_string()).collect();
+    // (5,000 keys: searched in growing pieces, `search::Pieces::growing`.)
+    let keys: Vec<String> = (0..5000).map(|i| ((i * 7919) % 6000).to_string()).collect();
     let big = sql.replace("ARRAY[1, 2, 3, 17, 4999, 99999, 1, 2]", &format!("'{{{}}}'", keys.join(",")));
     c.batch_execute("SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_nestloop = off").unwrap();
     let analyzed = explain_lines(&mut c, "ANALYZE, VERBOSE, TIMING OFF, COSTS OFF", &big);
     let line = |what: &str| analyzed.iter().find(|l| l.contains(what)).cloned().unwrap_or_default();
     assert!(line("Params Evaluated").contains('$') && line("InitPlan").contains("returns"), "{analyzed:?}");
     assert!(line("Function Call").contains("gpu_btree_probe('fz_k'::regclass, $"), "{analyzed:?}");
-    assert_eq!(plan_value(&analyzed, "Probes"), 1500, "{analyzed:?}");
+    assert_eq!(plan_value(&analyzed, "Probes"), 5000, "{analyzed:?}");
+    assert!(!analyzed.iter().any(|l| l.contains("Extra Batch Pieces")), "{analyzed:?}");
     assert!(plan_value(&analyzed, "Workers Launched") >= 1, "{analyzed:?}");
     c.batch_execute("RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_nestloop").unwrap();
     check_join(&mut c, &big);

@@ -225,6 +225,9 @@ pub struct Pieces {
     /// Query ranges still to answer, the next last.
     todo: Vec<std::ops::Range<usize>>,
     answered: usize,
+    /// The pieces asked for (`growing`); those answered beyond them were
+    /// split off to stay within the limit.
+    planned: usize,
     last: std::ops::Range<usize>,
 }
 
@@ -237,12 +240,31 @@ impl Pieces {
     /// Pieces of `n` queries.
     pub fn of(n: usize) -> Pieces {
         let all = 0..n;
-        Pieces { todo: Vec::from([all]), answered: 0, last: 0..0 }
+        Pieces { todo: Vec::from([all]), answered: 0, planned: 1, last: 0..0 }
     }
 
-    /// How many pieces have been answered.
-    pub fn answered(&self) -> usize {
-        self.answered
+    /// Pieces of `n` queries, the first of `first`, each next twice the
+    /// last (one piece where `n` is at most twice `first`): the first
+    /// piece's matches come after a small share of the search.
+    pub fn growing(n: usize, first: usize) -> Pieces {
+        let mut ranges = Vec::new();
+        let (mut start, mut size) = (0, first.max(1));
+        while n > 2 * first && start < n {
+            let end = if n - start < 2 * size { n } else { start + size };
+            ranges.push(start..end);
+            (start, size) = (end, 2 * size);
+        }
+        if ranges.is_empty() {
+            return Pieces::of(n);
+        }
+        ranges.reverse();
+        Pieces { planned: ranges.len(), todo: ranges, answered: 0, last: 0..0 }
+    }
+
+    /// Whether the piece answered last was split off to stay within the
+    /// limit (beyond the pieces asked for).
+    pub fn split_off(&self) -> bool {
+        self.answered > self.planned
     }
 
     /// The queries (positions in the batch) of the piece answered last.
