@@ -247,15 +247,15 @@ impl Pieces {
     /// last (one piece where `n` is at most twice `first`): the first
     /// piece's matches come after a small share of the search.
     pub fn growing(n: usize, first: usize) -> Pieces {
-        let mut ranges = Vec::new();
-        let (mut start, mut size) = (0, first.max(1));
-        while n > 2 * first && start < n {
+        if n <= 2 * first {
+            return Pieces::of(n);
+        }
+        let (mut ranges, mut start, mut size) = (Vec::new(), 0, first.max(1));
+        while start < n {
+            // (A last piece shorter than twice the one before joins it.)
             let end = if n - start < 2 * size { n } else { start + size };
             ranges.push(start..end);
             (start, size) = (end, 2 * size);
-        }
-        if ranges.is_empty() {
-            return Pieces::of(n);
         }
         ranges.reverse();
         Pieces { planned: ranges.len(), todo: ranges, answered: 0, last: 0..0 }
