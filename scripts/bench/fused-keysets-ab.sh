@@ -16,7 +16,12 @@
 # gpu_learned index built too), and the join as written over each index
 # (`unnest(keys) u(k) JOIN t ON t.k = u.k`, the other one and btree's
 # dropped in a rolled-back transaction; JOIN_SETTINGS: SQL run before
-# those, e.g. to keep the planner from other joins). Copy next to a bundle folder `pg`
+# those, e.g. to keep the planner from other joins). A LIBS item may add
+# server settings to its library (`new:;huge_pages=on`: the text after
+# the colon is appended to the settings); with BTREE_EACH=1 btree's plan
+# is timed after each item, on that item's settings, not once a round.
+# Last, warm EXPLAIN (ANALYZE, VERBOSE) of the Zipf sum for each item
+# (each participant's first row). Copy next to a bundle folder `pg`
 # (scripts/gpu-pg-bundle.sh) with bundle-server.sh, old.so and new.so, and
 # run it there.
 cd "$(dirname "$0")"; here=$(pwd)
@@ -26,10 +31,11 @@ nvidia-smi --query-gpu=name --format=csv,noheader; nproc
 N=${N:-10000000}
 M=${M:-131072}
 use_lib() {
-  $RT/pg-stop >/dev/null; cp "$here/$1.so" $RT/usr/lib/postgresql/15/lib/gpuindex.so
-  PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
+  local extra=; [[ $1 == *:* ]] && extra=${1#*:}
+  $RT/pg-stop >/dev/null; cp "$here/${1%%:*}.so" $RT/usr/lib/postgresql/15/lib/gpuindex.so
+  PRELOAD=gpuindex PGCONF_EXTRA="$conf$extra" $RT/pg-start >/dev/null || exit 1
 }
-use_lib old
+use_lib $(echo ${LIBS:-old new} | cut -d' ' -f1)
 t0=$(date +%s)
 $P <<SQL
 CREATE EXTENSION gpuindex;
@@ -53,6 +59,18 @@ for t in tu tz; do
 done
 # (\gset ends its line.)
 keys() { echo "SELECT a AS arr FROM probes WHERE t = '$1' \\gset"; }
+# btree_plan LABEL: btree's plan of the join as written, on the server
+# as it runs.
+btree_plan() {
+  local whats=("count(*)" "sum(t.payload)"); [ "${WHAT:-}" = counts ] && whats=("count(*)")
+  gpuindexes() { echo "${1}_g$([ "${WHAT:-}" = counts ] && echo ", ${1}_l")"; }
+  for t in tu tz; do
+    for what in "${whats[@]}"; do
+      echo "-- round $1 btree $t $what: $(timed "$(keys $t)"$'\n'"SET gpuindex.enable_join = off; BEGIN; DROP INDEX $(gpuindexes $t);" \
+        "SELECT $what FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k" "ROLLBACK;")"
+    done
+  done
+}
 for round in $(seq ${ROUNDS:-3}); do
   for lib in ${LIBS:-old new}; do
     use_lib $lib
@@ -71,15 +89,9 @@ for round in $(seq ${ROUNDS:-3}); do
         echo "-- round $round $lib $t $what: $(timed "$(keys $t)"$'\n' "SELECT $what FROM gpu_btree_probe('${t}_g', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid")"
       done
     done
+    [ -n "${BTREE_EACH:-}" ] && btree_plan "$round $lib"
   done
-  whats=("count(*)" "sum(t.payload)"); [ "${WHAT:-}" = counts ] && whats=("count(*)")
-  gpuindexes() { echo "${1}_g$([ "${WHAT:-}" = counts ] && echo ", ${1}_l")"; }
-  for t in tu tz; do
-    for what in "${whats[@]}"; do
-      echo "-- round $round btree $t $what: $(timed "$(keys $t)"$'\n'"SET gpuindex.enable_join = off; BEGIN; DROP INDEX $(gpuindexes $t);" \
-        "SELECT $what FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k" "ROLLBACK;")"
-    done
-  done
+  [ -n "${BTREE_EACH:-}" ] || btree_plan "$round"
 done
 echo "-- plans (new library)"
 for t in tu tz; do
@@ -87,6 +99,17 @@ for t in tu tz; do
 $(keys $t)
 EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM gpu_btree_probe('${t}_g', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid;
 $([ "${WHAT:-}" = counts ] && echo "${JOIN_SETTINGS:-} BEGIN; DROP INDEX ${t}_l, ${t}_b; EXPLAIN (ANALYZE, COSTS OFF) SELECT count(*) FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k; ROLLBACK;")
+SQL
+done
+for lib in ${LIBS:-old new}; do
+  use_lib $lib
+  echo "-- $lib: Zipf sum, EXPLAIN (ANALYZE, VERBOSE)"
+  $P <<SQL | grep -E "Time|actual|Worker|Pieces|Matches"
+$(keys tz)
+\o /dev/null
+SELECT sum(t.payload) FROM gpu_btree_probe('tz_g', :'arr'::int8[]) p JOIN tz t ON t.ctid = p.ctid;
+\o
+EXPLAIN (ANALYZE, VERBOSE, COSTS OFF) SELECT sum(t.payload) FROM gpu_btree_probe('tz_g', :'arr'::int8[]) p JOIN tz t ON t.ctid = p.ctid;
 SQL
 done
 $RT/pg-stop >/dev/null

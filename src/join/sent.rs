@@ -52,22 +52,41 @@ pub unsafe fn send_large_constants(root: *mut pg_sys::PlannerInfo, scan: *mut pg
             if !is_a((*f).funcexpr, NodeTag::T_FuncExpr) {
                 continue;
             }
-            let args = (*(*f).funcexpr.cast::<pg_sys::FuncExpr>()).args;
-            for cell in 0..list::ptrs::<pg_sys::Node>(args).len() {
-                let arg = (*(*args).elements.add(cell)).ptr_value.cast::<pg_sys::Node>();
-                let c = if is_a(arg, NodeTag::T_RelabelType) { (*arg.cast::<pg_sys::RelabelType>()).arg.cast() } else { arg };
-                if is_a(c, NodeTag::T_Const) && const_bytes(c.cast()) >= SENT_FROM_BYTES {
-                    let param = initplan_of(root, c.cast());
-                    if c == arg {
-                        (*(*args).elements.add(cell)).ptr_value = param.cast();
-                    } else {
-                        (*arg.cast::<pg_sys::RelabelType>()).arg = param.cast();
-                    }
-                }
-            }
+            let call = (*f).funcexpr.cast::<pg_sys::FuncExpr>();
+            let args: Vec<_> = list::ptrs::<pg_sys::Node>((*call).args).into_iter().map(|arg| sent_arg(root, arg)).collect();
+            (*call).args = list::of_ptrs(&args);
         }
         (*scan).functions = functions;
     }
+}
+
+/// `arg` itself, or where it is (or relabels) a constant of at least
+/// `SENT_FROM_BYTES`, the same with the constant an initplan's Param.
+///
+/// # Safety
+/// As `send_large_constants`; `arg` an argument of its call.
+unsafe fn sent_arg(root: *mut pg_sys::PlannerInfo, arg: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let relabel = is_a(arg, NodeTag::T_RelabelType).then(|| arg.cast::<pg_sys::RelabelType>());
+        let c = relabel.map_or(arg, |r| (*r).arg.cast());
+        if !is_a(c, NodeTag::T_Const) || const_bytes(c.cast()) < SENT_FROM_BYTES {
+            return arg;
+        }
+        let param = initplan_of(root, c.cast()).cast();
+        match relabel {
+            Some(r) => {
+                (*r).arg = param;
+                arg
+            }
+            None => param.cast(),
+        }
+    }
+}
+
+unsafe extern "C-unwind" {
+    /// datum.c's (not in pgrx's bindings).
+    fn datumGetSize(value: pg_sys::Datum, typbyval: bool, typlen: std::ffi::c_int) -> usize;
 }
 
 /// The bytes a constant's value holds (0 for NULL and values by value).
@@ -75,16 +94,13 @@ pub unsafe fn send_large_constants(root: *mut pg_sys::PlannerInfo, scan: *mut pg
 /// # Safety
 /// `c` a Const node.
 unsafe fn const_bytes(c: *mut pg_sys::Const) -> usize {
-    // SAFETY: the caller's contract; a non-NULL by-reference value.
+    // SAFETY: the caller's contract; a non-NULL by-reference value (an
+    // ERROR for a bad length comes back through the guard).
     unsafe {
         if (*c).constisnull || (*c).constbyval {
             return 0;
         }
-        match (*c).constlen {
-            -1 => pgrx::varlena::varsize_any((*c).constvalue.cast_mut_ptr()),
-            -2 => std::ffi::CStr::from_ptr((*c).constvalue.cast_mut_ptr()).to_bytes().len() + 1,
-            n => n.max(0) as usize,
-        }
+        pg_sys::ffi::pg_guard_ffi_boundary(|| datumGetSize((*c).constvalue, false, (*c).constlen.into()))
     }
 }
 
