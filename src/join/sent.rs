@@ -100,7 +100,7 @@ unsafe fn const_bytes(c: *mut pg_sys::Const) -> usize {
         if (*c).constisnull || (*c).constbyval {
             return 0;
         }
-        pg_sys::ffi::pg_guard_ffi_boundary(|| datumGetSize((*c).constvalue, false, (*c).constlen.into()))
+        pg_sys::ffi::pg_guard_ffi_boundary(|| datumGetSize((*c).constvalue, false, (*c).constlen))
     }
 }
 
