@@ -53,6 +53,12 @@ SELECT * FROM jsame('SELECT id FROM jo WHERE NOT EXISTS (SELECT 1 FROM ji WHERE 
 SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.p <@ box(jo.p, point(jo.p[0] + 2, jo.p[1] + 2))');
 SELECT * FROM jsame('SELECT jo.id, ji.id FROM jo JOIN ji ON ji.v <@ l2_ball(ARRAY[jo.f, jo.f]::real[], 1.5)');
 SELECT * FROM jsame('SELECT jo.id, s.d FROM jo CROSS JOIN LATERAL (SELECT ji.p <-> jo.p AS d FROM ji ORDER BY ji.p <-> jo.p LIMIT 3) s');
+-- The node's projection: plain columns copied (without pgrx's guard,
+-- slot::project_columns), an expression evaluated (its ERROR clean).
+SELECT * FROM jsame('SELECT ji.k, ji.id, jo.id, ji.p, jo.k FROM jo JOIN ji ON ji.k = jo.k');
+EXPLAIN (COSTS OFF) SELECT jo.id / (ji.id - ji.id) FROM jo JOIN ji ON ji.k = jo.k;
+SELECT jo.id / (ji.id - ji.id) FROM jo JOIN ji ON ji.k = jo.k;
+SELECT count(*) FROM jo JOIN ji ON ji.k = jo.k;
 -- The select list's ORDER BY distance is the index's where finite:
 -- twice, beside an expression over it; where PostgreSQL's distance
 -- overflows, its ERROR.

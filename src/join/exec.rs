@@ -186,6 +186,9 @@ pub(super) struct State {
     pub(super) unmatched: usize,
     /// Rows emitted since the per-row memory was last reset.
     pub(super) since_reset: u32,
+    /// Whether the node's projection only copies scan columns
+    /// (`slot::projects_columns`): then it runs without pgrx's guard.
+    projects_columns: bool,
     /// Under a parallel-aware plan: the workers' counters in shared memory
     /// (until this process shuts down), and in the leader their sum, taken
     /// then.
@@ -374,6 +377,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             keys: Vec::new(),
             pieces: None,
             since_reset: 0,
+            projects_columns: crate::slot::projects_columns((*node).ss.ps.ps_ProjInfo, (*cscan).scan.plan.targetlist),
             shared: std::ptr::null(),
             dsa: std::ptr::null_mut(),
             buffers_for_workers: 0,
@@ -881,11 +885,14 @@ unsafe fn mostly_all_visible(heap: pg_sys::Relation) -> bool {
 
 /// The node's output for the scan tuple now in its expression context.
 unsafe fn project(node: *mut pg_sys::CustomScanState, scan: *mut pg_sys::TupleTableSlot) -> *mut pg_sys::TupleTableSlot {
-    // SAFETY: the node's projection, set up by ExecInitCustomScan.
+    // SAFETY: the node's projection, set up by ExecInitCustomScan; one
+    // that only copies columns has nothing to raise.
     unsafe {
         let proj = (*node).ss.ps.ps_ProjInfo;
         if proj.is_null() {
             scan
+        } else if state(node).projects_columns {
+            crate::slot::project_columns(proj)
         } else {
             pg_sys::ExecProject(proj)
         }
