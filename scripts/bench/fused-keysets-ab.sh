@@ -19,7 +19,9 @@
 # those, e.g. to keep the planner from other joins). A LIBS item may add
 # server settings to its library (`new:;huge_pages=on`: the text after
 # the colon is appended to the settings); with BTREE_EACH=1 btree's plan
-# is timed after each item, on that item's settings, not once a round.
+# is timed after each item, on that item's settings, not once a round;
+# BTREE_VARIANTS="default nestloop hash merge" times PostgreSQL's other
+# joins too (btree_plan).
 # Last, warm EXPLAIN (ANALYZE, VERBOSE) of the Zipf sum for each item
 # (each participant's first row). Copy next to a bundle folder `pg`
 # (scripts/gpu-pg-bundle.sh) with bundle-server.sh, old.so and new.so, and
@@ -60,14 +62,20 @@ done
 # (\gset ends its line.)
 keys() { echo "SELECT a AS arr FROM probes WHERE t = '$1' \\gset"; }
 # btree_plan LABEL: btree's plan of the join as written, on the server
-# as it runs.
+# as it runs; with BTREE_VARIANTS (default: "default") also PostgreSQL's
+# other joins, each alone (nestloop, hash, merge: the other two off), so
+# that the best built-in plan is known, not only the one chosen.
 btree_plan() {
   local whats=("count(*)" "sum(t.payload)"); [ "${WHAT:-}" = counts ] && whats=("count(*)")
   gpuindexes() { echo "${1}_g$([ "${WHAT:-}" = counts ] && echo ", ${1}_l")"; }
+  only() { for j in nestloop hashjoin mergejoin; do [ $j = $1 ] || echo -n "SET enable_$j = off; "; done; }
   for t in tu tz; do
     for what in "${whats[@]}"; do
-      echo "-- round $1 btree $t $what: $(timed "$(keys $t)"$'\n'"SET gpuindex.enable_join = off; BEGIN; DROP INDEX $(gpuindexes $t);" \
-        "SELECT $what FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k" "ROLLBACK;")"
+      for v in ${BTREE_VARIANTS:-default}; do
+        local set=; case $v in nestloop) set=$(only nestloop) ;; hash) set=$(only hashjoin) ;; merge) set=$(only mergejoin) ;; esac
+        echo "-- round $1 btree$([ $v = default ] || echo " $v") $t $what: $(timed "$(keys $t)"$'\n'"SET gpuindex.enable_join = off; $set BEGIN; DROP INDEX $(gpuindexes $t);" \
+          "SELECT $what FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k" "ROLLBACK;")"
+      done
     done
   done
 }
