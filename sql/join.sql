@@ -224,6 +224,11 @@ SELECT jrows('SELECT * FROM gpu_btree_probe(''jf_k'', ARRAY[1, 2, 3]::int8[])') 
   jrows('SELECT * FROM gpu_metric_knn(''ji_v'', ARRAY[[1, 1], [2, 2], [3, 3]]::real[], 4)') AS rows_of_vectors,
   jrows('SELECT * FROM gpu_metric_knn(''ji_v'', ARRAY[1, 1]::real[], 4)') AS one_vector,
   jrows('SELECT * FROM gpu_spatial_range(''ji_p'', ARRAY[box(point(0, 0), point(5, 5))])') AS range;
+-- The join as written over unnest of a constant array: its rows per key,
+-- as the call's (PostgreSQL's join estimate takes each key for an
+-- average value: 42 and 42).
+SELECT jrows('SELECT t.id FROM unnest(ARRAY[1, 2, 3]::int8[]) u(k) JOIN jf t ON t.k = u.k') AS join_three_keys,
+  jrows('SELECT t.id FROM unnest(ARRAY[10001, 10002, 10003]::int8[]) u(k) JOIN jf t ON t.k = u.k') AS join_rare_keys;
 DROP FUNCTION jrows(text);
 -- The function's ERRORs, raised by the node.
 SELECT count(*) FROM gpu_btree_probe('jf_k', ARRAY['x']) p JOIN jf t ON t.ctid = p.ctid;

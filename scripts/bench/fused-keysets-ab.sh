@@ -21,7 +21,9 @@
 # the colon is appended to the settings); with BTREE_EACH=1 btree's plan
 # is timed after each item, on that item's settings, not once a round;
 # BTREE_VARIANTS="default nestloop hash merge" times PostgreSQL's other
-# joins too (btree_plan).
+# joins too (btree_plan); AS_WRITTEN=1 times each library's plan of the
+# join as written (`unnest(keys) u(k) JOIN t ON t.k = u.k`, btree
+# dropped in a rolled-back transaction) beside the fused call.
 # Last, warm EXPLAIN (ANALYZE, VERBOSE) of the Zipf sum for each item
 # (each participant's first row). Copy next to a bundle folder `pg`
 # (scripts/gpu-pg-bundle.sh) with bundle-server.sh, old.so and new.so, and
@@ -95,6 +97,8 @@ for round in $(seq ${ROUNDS:-3}); do
       fi
       for what in "count(*)" "sum(t.payload)"; do
         echo "-- round $round $lib $t $what: $(timed "$(keys $t)"$'\n' "SELECT $what FROM gpu_btree_probe('${t}_g', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid")"
+        [ -n "${AS_WRITTEN:-}" ] && echo "-- round $round $lib $t join as written $what: $(timed "$(keys $t)"$'\n'"BEGIN; DROP INDEX ${t}_b;" \
+          "SELECT $what FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k" "ROLLBACK;")"
       done
     done
     [ -n "${BTREE_EACH:-}" ] && btree_plan "$round $lib"

@@ -100,6 +100,25 @@ unsafe fn call_rows(funcid: pg_sys::Oid, node: *mut pg_sys::Node) -> Option<f64>
     }
 }
 
+/// The rows of `index`'s table that the keys of a constant array match,
+/// where ANALYZE's most common values of its first column tell them
+/// (`ColumnStats::rows_of`): the batched join's matches where its outer
+/// side is `unnest` of such an array (`join::path::keyed_matches`),
+/// estimated as a fused call's rows are.
+///
+/// # Safety
+/// `keys` an expression node of the planner's.
+pub unsafe fn rows_of_keys(index: pg_sys::Oid, keys: *mut pg_sys::Node) -> Option<f64> {
+    // SAFETY: the caller's contract; catalog lookups.
+    unsafe {
+        let table = pg_sys::IndexGetRelation(index, true);
+        if table == pg_sys::InvalidOid {
+            return None;
+        }
+        ColumnStats::of(index, table, table_rows(table))?.rows_of(keys)
+    }
+}
+
 /// A constant's value (through binary-compatible casts), None if NULL or
 /// not a constant.
 unsafe fn constant(e: *mut pg_sys::Node) -> Option<pg_sys::Datum> {

@@ -2,6 +2,6 @@
 
 pub(crate) mod call;
 mod device_info;
-mod estimate;
+pub mod estimate;
 mod lower_bound;
 mod search;

@@ -92,8 +92,11 @@ pub unsafe fn estimate(
         let (matches, per_candidate) = match &probe.top {
             None => {
                 let selectivity =
-                    pg_sys::clause_selectivity(root, probe.rinfo.cast(), 0, pg_sys::JoinType::JOIN_INNER, std::ptr::null_mut());
-                ((outer_rows * tuples * selectivity).max(0.0), 0.0)
+                    || pg_sys::clause_selectivity(root, probe.rinfo.cast(), 0, pg_sys::JoinType::JOIN_INNER, std::ptr::null_mut());
+                // (The keys' matches are the whole call's: not a partial
+                // outer path's share.)
+                let keyed = probe.keyed.filter(|_| sharing != Sharing::Outer);
+                (keyed.unwrap_or_else(|| outer_rows * tuples * selectivity()).max(0.0), 0.0)
             }
             Some(t) => {
                 let mut sub = pg_sys::QualCost::default();

@@ -53,6 +53,9 @@ pub struct Probe {
     /// index of the inner table (`fused_call`): that index, whose search
     /// the node runs itself, and the function's place in `call::FUSABLE`.
     pub fused: Option<(pg_sys::Oid, usize)>,
+    /// The matches its outer side's constant keys hold, where the
+    /// statistics tell them (`keyed_matches`).
+    pub keyed: Option<f64>,
 }
 
 impl Probe {
@@ -142,11 +145,13 @@ unsafe fn offer(
                 key: top.key,
                 top: Some(top),
                 fused: None,
+                keyed: None,
             })
         } else {
             None
         };
-        let Some(probe) = probe else { return };
+        let Some(mut probe) = probe else { return };
+        probe.keyed = keyed_matches(root, outerrel, &probe);
         // A TID probe is answered by the fetch itself: its clause's ctid
         // is not a column the node supplies.
         let read: Vec<_> = clauses.iter().copied().filter(|&r| !(probe.by_tid() && r == probe.rinfo)).collect();
@@ -158,7 +163,16 @@ unsafe fn offer(
         // (PostgreSQL's own verdict for a plain inner table; see
         // `parallel_safe` for a top-k subquery.)
         (*joinrel).consider_parallel |= parallel_safe;
-        let (serial, load) = new_path(root, joinrel, outer_path, &private, (*joinrel).rows, cost::Sharing::Serial);
+        // An inner join's rows are its matches that pass the inner table's
+        // own quals, where the keys tell the matches better than
+        // PostgreSQL's join estimate (`keyed_matches`).
+        let rows = match probe.keyed {
+            Some(m) if jointype == pg_sys::JoinType::JOIN_INNER && clauses.len() == 1 => {
+                (m * (*innerrel).rows / (*innerrel).tuples.max(1.0)).max(1.0).round()
+            }
+            _ => (*joinrel).rows,
+        };
+        let (serial, load) = new_path(root, joinrel, outer_path, &private, rows, cost::Sharing::Serial);
         if load > 0.0 {
             super::load::lost((*probe.index).indexoid, load, (*serial).path.total_cost, cheapest_unparameterized(joinrel));
         }
@@ -404,11 +418,50 @@ unsafe fn find_probe(
             let Some(searcher) = searcher_of(ix.relam) else { continue };
             for rinfo in deciding(joinrel, jointype, clauses) {
                 if let Some((strategy, key)) = probe_clause(rinfo, (*innerrel).relid, (*outerrel).relids, ix, searcher) {
-                    return Some(Probe { rinfo, index, strategy, key, top: None, fused: None });
+                    return Some(Probe { rinfo, index, strategy, key, top: None, fused: None, keyed: None });
                 }
             }
         }
         None
+    }
+}
+
+/// The matches of an equality probe whose outer side is `unnest` of a
+/// constant array and whose key is that function's column, per key from
+/// the index's statistics, as a fused call's rows are
+/// (`estimate::rows_of_keys`). PostgreSQL's estimate of such a join has
+/// no statistics of the function's column and takes each key for the
+/// inner column's average rows a value, which on Zipf keys ANALYZE's
+/// distinct count makes ~55x too many (10^7 rows, 131,072 keys: 185M
+/// estimated, 3.4M found); the join as written was then planned as a
+/// merge join over a whole index scan (4.2 s against 0.5 s locally).
+///
+/// # Safety
+/// Planner structures of this planning call.
+unsafe fn keyed_matches(root: *mut pg_sys::PlannerInfo, outerrel: *mut pg_sys::RelOptInfo, probe: &Probe) -> Option<f64> {
+    // SAFETY: the caller's contract; catalog lookups.
+    unsafe {
+        if probe.top.is_some() || probe.by_tid() || (*outerrel).rtekind != pg_sys::RTEKind::RTE_FUNCTION {
+            return None;
+        }
+        let clause = (*probe.rinfo).clause.cast::<pg_sys::Node>();
+        if !is_a(clause, NodeTag::T_OpExpr)
+            || pg_sys::get_oprrest((*clause.cast::<pg_sys::OpExpr>()).opno) != pg_sys::Oid::from(pg_sys::F_EQSEL)
+        {
+            return None;
+        }
+        let key = strip_relabel(probe.key).cast::<pg_sys::Var>();
+        if !is_a(key, NodeTag::T_Var) || (*key).varno as u32 != (*outerrel).relid || (*key).varattno != 1 || (*key).varlevelsup != 0 {
+            return None;
+        }
+        let rte = *(*root).simple_rte_array.add((*outerrel).relid as usize);
+        let [f] = list::ptrs::<pg_sys::RangeTblFunction>((*rte).functions)[..] else { return None };
+        let call = (*f).funcexpr.cast::<pg_sys::FuncExpr>();
+        if !is_a(call, NodeTag::T_FuncExpr) || (*call).funcid != pg_sys::Oid::from(pg_sys::F_UNNEST_ANYARRAY) {
+            return None;
+        }
+        let [keys] = list::ptrs::<pg_sys::Node>((*call).args)[..] else { return None };
+        crate::functions::estimate::rows_of_keys((*probe.index).indexoid, keys)
     }
 }
 
@@ -430,7 +483,7 @@ unsafe fn find_tid_probe(
             };
             if opno == pg_sys::Oid::from(pg_sys::TIDEqualOperator) && pg_sys::exprType(key.cast()) == pg_sys::TIDOID && stable(key) {
                 let fused = fused_call(root, outerrel, innerrel, jointype, key);
-                return Some(Probe { rinfo, index: std::ptr::null_mut(), strategy: 0, key, top: None, fused });
+                return Some(Probe { rinfo, index: std::ptr::null_mut(), strategy: 0, key, top: None, fused, keyed: None });
             }
         }
         None
