@@ -123,7 +123,8 @@ pub unsafe fn projects_columns(proj: *mut pg_sys::ProjectionInfo, targetlist: *m
 
 /// ExecProject (executor.h's inline) without the guard, for a projection
 /// `projects_columns` accepted: a row a call, where the guard's sigsetjmp
-/// and thread check were a tenth of a fused join's per-row time.
+/// and thread check were ~7% of a fused join's backend time (a local
+/// profile of a 3.4M-row sum).
 ///
 /// # Safety
 /// `proj` accepted by `projects_columns`; its scan tuple in place, with
