@@ -47,3 +47,16 @@ use_new_lib() {
   [ -f "$here/new.sql" ] && cp "$here/new.sql" $RT/usr/share/postgresql/15/extension/gpuindex--0.1.0.sql
   PRELOAD=gpuindex PGCONF_EXTRA=$conf $RT/pg-start >/dev/null || exit 1
 }
+# zipf_sum_plan [SQL]: after fused-keysets-ab.sh's tables, a warm
+# EXPLAIN (ANALYZE, VERBOSE) of the fused Zipf sum, SQL run first: its
+# times, each participant's, its pieces and matches.
+zipf_sum_plan() {
+  $P <<SQL | grep -E "Time|actual|Worker|Chunks|Pieces|Matches"
+SELECT a AS arr FROM probes WHERE t = 'tz' \gset
+SET jit = off; ${1:-}
+\o /dev/null
+SELECT sum(t.payload) FROM gpu_btree_probe('tz_g', :'arr'::int8[]) p JOIN tz t ON t.ctid = p.ctid;
+\o
+EXPLAIN (ANALYZE, VERBOSE, COSTS OFF) SELECT sum(t.payload) FROM gpu_btree_probe('tz_g', :'arr'::int8[]) p JOIN tz t ON t.ctid = p.ctid;
+SQL
+}

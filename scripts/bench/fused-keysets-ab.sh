@@ -116,12 +116,6 @@ done
 for lib in ${LIBS:-old new}; do
   use_lib $lib
   echo "-- $lib: Zipf sum, EXPLAIN (ANALYZE, VERBOSE)"
-  $P <<SQL | grep -E "Time|actual|Worker|Pieces|Matches"
-$(keys tz)
-\o /dev/null
-SELECT sum(t.payload) FROM gpu_btree_probe('tz_g', :'arr'::int8[]) p JOIN tz t ON t.ctid = p.ctid;
-\o
-EXPLAIN (ANALYZE, VERBOSE, COSTS OFF) SELECT sum(t.payload) FROM gpu_btree_probe('tz_g', :'arr'::int8[]) p JOIN tz t ON t.ctid = p.ctid;
-SQL
+  zipf_sum_plan
 done
 $RT/pg-stop >/dev/null

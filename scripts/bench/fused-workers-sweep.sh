@@ -15,13 +15,6 @@ for w in 0 2 4 8; do
   done
 done
 for w in 0 2 8; do
-$P <<SQL | grep -E "Time|actual|Worker|Chunks|Pieces|Matches"
-$(keys tz)
-SET jit = off; SET max_parallel_workers_per_gather = $w;
-\o /dev/null
-SELECT sum(t.payload) FROM gpu_btree_probe('tz_g', :'arr'::int8[]) p JOIN tz t ON t.ctid = p.ctid;
-\o
-EXPLAIN (ANALYZE, VERBOSE, COSTS OFF) SELECT sum(t.payload) FROM gpu_btree_probe('tz_g', :'arr'::int8[]) p JOIN tz t ON t.ctid = p.ctid;
-SQL
+  zipf_sum_plan "SET max_parallel_workers_per_gather = $w;"
 done
 $RT/pg-stop >/dev/null
