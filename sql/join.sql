@@ -243,6 +243,38 @@ EXPLAIN (COSTS OFF) SELECT count(*) FROM jo JOIN ji ON ji.k = jo.k / (jo.id - 70
 SELECT count(*) FROM jo JOIN ji ON ji.k = jo.k / (jo.id - 701);
 SELECT count(*) FROM jo JOIN ji ON ji.k = jo.k;
 
+-- Sums computed by the node (whole, and under a Gather each participant's
+-- partial sums, which PostgreSQL finalizes), equal to PostgreSQL's: int2,
+-- int4 and int8 columns, NULLs, an int8 sum past int8's range (numeric),
+-- no rows, quals, a left join's null-extended rows.
+CREATE TABLE js (id int, k int8, a int2, b int4, c int8) WITH (autovacuum_enabled = off);
+INSERT INTO js SELECT g, g % 50, (g % 300 - 150)::int2, CASE WHEN g % 7 = 0 THEN NULL ELSE g * 1000 END,
+  CASE WHEN g % 11 = 0 THEN NULL ELSE 9000000000000000000 - g END FROM generate_series(1, 20000) g;
+CREATE INDEX js_k ON js USING gpu_btree (k);
+ANALYZE js;
+CREATE FUNCTION jsums() RETURNS TABLE (q int, rows bigint, same boolean) AS $$
+DECLARE keys text := 'ARRAY[1, 2, 2, NULL, 49, 77]::int8[]';
+BEGIN
+  RETURN QUERY SELECT 1, * FROM jsame(format('SELECT sum(t.a), sum(t.b), sum(t.c), count(*), sum(p.ord) FROM gpu_btree_probe(''js_k'', %s) p JOIN js t ON t.ctid = p.ctid', keys));
+  RETURN QUERY SELECT 2, * FROM jsame('SELECT sum(t.c), sum(t.b) FROM gpu_btree_probe(''js_k'', ARRAY[77]::int8[]) p JOIN js t ON t.ctid = p.ctid');
+  RETURN QUERY SELECT 3, * FROM jsame('SELECT sum(t.c) FROM gpu_btree_probe(''js_k'', ARRAY[0]::int8[]) p JOIN js t ON t.ctid = p.ctid WHERE t.id % 11 = 0');
+  RETURN QUERY SELECT 4, * FROM jsame('SELECT sum(js.c), sum(js.a), count(*) FROM jo JOIN js ON js.k = jo.k');
+  RETURN QUERY SELECT 5, * FROM jsame('SELECT sum(js.c) FROM jo JOIN js ON js.k = jo.k AND js.id % 3 = 0');
+  RETURN QUERY SELECT 6, * FROM jsame('SELECT sum(js.b), count(*) FROM jo LEFT JOIN js ON js.k = jo.k + 40');
+  RETURN QUERY SELECT 7, * FROM jsame('SELECT sum(t.b) FROM gpu_btree_probe(''js_k'', (SELECT array_agg(g % 50) FROM generate_series(1, 300) g)) p JOIN js t ON t.ctid = p.ctid');
+END $$ LANGUAGE plpgsql;
+EXPLAIN (COSTS OFF) SELECT sum(js.c) FROM jo JOIN js ON js.k = jo.k;
+SELECT * FROM jsums();
+SELECT sum(t.c), sum(t.b), count(*) FROM gpu_btree_probe('js_k', ARRAY[1, 2]::int8[]) p JOIN js t ON t.ctid = p.ctid;
+SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
+EXPLAIN (COSTS OFF) SELECT sum(js.c) FROM jo JOIN js ON js.k = jo.k;
+EXPLAIN (COSTS OFF) SELECT sum(t.b) FROM gpu_btree_probe('js_k', (SELECT array_agg(g % 50) FROM generate_series(1, 300) g)) p JOIN js t ON t.ctid = p.ctid;
+SELECT * FROM jsums();
+SELECT sum(t.c), sum(t.b), count(*) FROM gpu_btree_probe('js_k', ARRAY[1, 2]::int8[]) p JOIN js t ON t.ctid = p.ctid;
+RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_table_scan_size;
+DROP FUNCTION jsums();
+DROP TABLE js;
+
 -- gpuindex.enable_join = off: the planner's own joins only.
 SET gpuindex.enable_join = off;
 EXPLAIN (COSTS OFF) SELECT jo.id, ji.id FROM jo JOIN ji ON ji.k = jo.k;

@@ -1,14 +1,19 @@
-//! `count(*)` of a join counted by the node: a query whose only aggregate
-//! is `count(*)` over a GpuIndexJoin, with no GROUP BY or HAVING, gets a
-//! second path on its aggregate relation, the same join counting the rows
-//! it would emit (its quals and visibility checks unchanged) and returning
+//! Aggregates of a join computed by the node: a query whose aggregates
+//! are `count(*)` and sums of integer columns (`aggregate::pushable`) over
+//! a GpuIndexJoin, with no GROUP BY or HAVING, gets a second path on its
+//! aggregate relation, the same join counting and summing the rows it
+//! would emit (its quals and visibility checks unchanged) and returning
 //! one row, instead of an Aggregate over the join's rows (as postgres_fdw
 //! pushes an aggregate into its remote scan). On duplicate-heavy keys the
 //! result rows, each through the executor to the Aggregate, were most of
-//! the join's time.
+//! the join's time. Where the query sums, each partial (parallel) join
+//! path gets a partial path of the partial aggregate relation too: each
+//! participant's transition values in one row, which PostgreSQL gathers
+//! and finalizes. (A count alone stays serial: it counts inside the
+//! index's search, which a participant's share of the matches cannot.)
 //!
-//! The path's plan is the join's with the `count(*)` expressions at the end
-//! of its scan tuple (`custom_scan_tlist`): setrefs points the query's
+//! The path's plan is the join's with the aggregate expressions at the
+//! end of its scan tuple (`custom_scan_tlist`): setrefs points the query's
 //! target list at them, and execution fills them once, at the end.
 
 use super::path::PATH_METHODS;
@@ -44,19 +49,40 @@ unsafe extern "C-unwind" fn hook(
         if let Some(prev) = PREV_HOOK {
             pg_sys::ffi::pg_guard_ffi_boundary(|| prev(root, stage, input_rel, output_rel, extra));
         }
-        if stage == pg_sys::UpperRelationKind::UPPERREL_GROUP_AGG
-            && crate::guc::ENABLE_JOIN.get()
-            && counts_only(root, output_rel, extra.cast())
+        if !crate::guc::ENABLE_JOIN.get() {
+            return;
+        }
+        if stage != pg_sys::UpperRelationKind::UPPERREL_GROUP_AGG {
+            return;
+        }
+        let extra = extra.cast::<pg_sys::GroupPathExtraData>();
+        let Some(sums) = aggregates_only(root, output_rel, extra, pg_sys::AggSplit::AGGSPLIT_SIMPLE) else { return };
+        offer(input_rel, output_rel, sums);
+        // PostgreSQL calls the hook for its partial aggregate relation
+        // only through a foreign data wrapper; it has made that relation
+        // (its target the partial aggregates) where it aggregates in
+        // parallel.
+        let partial = pg_sys::fetch_upper_rel(root, pg_sys::UpperRelationKind::UPPERREL_PARTIAL_GROUP_AGG, (*output_rel).relids);
+        if sums
+            && (*output_rel).consider_parallel
+            && (*extra).partial_costs_set
+            && aggregates_only(root, partial, extra, pg_sys::AggSplit::AGGSPLIT_INITIAL_SERIAL) == Some(true)
         {
-            offer(input_rel, output_rel);
+            offer_partial(root, input_rel, partial, output_rel, &(*extra).agg_final_costs);
         }
     }
 }
 
-/// Whether the query aggregates its rows into one with `count(*)` alone:
-/// no grouping, HAVING, window functions or set-returning functions, and
-/// every aggregate of the target a plain `count(*)` of this query level.
-unsafe fn counts_only(root: *mut pg_sys::PlannerInfo, output_rel: *mut pg_sys::RelOptInfo, extra: *mut pg_sys::GroupPathExtraData) -> bool {
+/// Whether the query aggregates its rows into one with aggregates the
+/// node computes alone: no grouping, HAVING, window functions or
+/// set-returning functions, and every aggregate of the target
+/// `aggregate::pushable` as `split`. Some(whether any is a sum).
+unsafe fn aggregates_only(
+    root: *mut pg_sys::PlannerInfo,
+    output_rel: *mut pg_sys::RelOptInfo,
+    extra: *mut pg_sys::GroupPathExtraData,
+    split: pg_sys::AggSplit::Type,
+) -> Option<bool> {
     // SAFETY: planner structures of this planning call.
     unsafe {
         let parse = (*root).parse;
@@ -67,30 +93,16 @@ unsafe fn counts_only(root: *mut pg_sys::PlannerInfo, output_rel: *mut pg_sys::R
             || (*parse).hasTargetSRFs
             || (*extra).patype != pg_sys::PartitionwiseAggregateType::PARTITIONWISE_AGGREGATE_NONE
         {
-            return false;
+            return None;
         }
         let exprs = (*(*output_rel).reltarget).exprs.cast::<pg_sys::Node>();
         let flags = pg_sys::PVC_INCLUDE_AGGREGATES | pg_sys::PVC_INCLUDE_WINDOWFUNCS | pg_sys::PVC_INCLUDE_PLACEHOLDERS;
         let found = list::ptrs::<pg_sys::Node>(pg_sys::pull_var_clause(exprs, flags as i32));
-        !found.is_empty() && found.into_iter().all(|n| is_count_star(n))
-    }
-}
-
-/// A plain `count(*)`: no FILTER, DISTINCT or ORDER BY, of this level.
-unsafe fn is_count_star(node: *mut pg_sys::Node) -> bool {
-    // SAFETY: a planner node.
-    unsafe {
-        if !is_a(node, NodeTag::T_Aggref) {
-            return false;
+        let mut sums = false;
+        for n in &found {
+            sums |= super::aggregate::pushable(*n, split)?;
         }
-        let a = node.cast::<pg_sys::Aggref>();
-        (*a).aggfnoid == pg_sys::Oid::from(pg_sys::F_COUNT_)
-            && (*a).aggstar
-            && (*a).aggfilter.is_null()
-            && (*a).aggdistinct.is_null()
-            && (*a).aggorder.is_null()
-            && (*a).agglevelsup == 0
-            && (*a).aggkind as u8 == b'n'
+        (!found.is_empty()).then_some(sums)
     }
 }
 
@@ -179,13 +191,13 @@ unsafe fn join_paths(rel: *mut pg_sys::RelOptInfo) -> Vec<*mut pg_sys::CustomPat
 }
 
 /// For each GpuIndexJoin path of the scan/join relation, a path of the
-/// aggregate relation that counts its rows. Priced as the join, less
-/// PostgreSQL's price of emitting each row (a tuple's CPU cost), plus an
-/// operator's cost a row for counting it and one row out, less what its
-/// estimate says counting saves of the heap's tuples (`cost::estimate`);
-/// a plan that aggregates the join's rows pays both the tuple and the
-/// aggregate.
-unsafe fn offer(input_rel: *mut pg_sys::RelOptInfo, output_rel: *mut pg_sys::RelOptInfo) {
+/// aggregate relation that counts (and `sums`) its rows. Priced as the
+/// join, less PostgreSQL's price of emitting each row (a tuple's CPU
+/// cost), plus an operator's cost a row for taking it and one row out,
+/// less, for a count alone, what its estimate says counting saves of the
+/// heap's tuples (`cost::estimate`); a plan that aggregates the join's
+/// rows pays both the tuple and the aggregate.
+unsafe fn offer(input_rel: *mut pg_sys::RelOptInfo, output_rel: *mut pg_sys::RelOptInfo, sums: bool) {
     // SAFETY: planner structures of this planning call; the joins' paths
     // were made by `path::new_path`.
     unsafe {
@@ -194,24 +206,75 @@ unsafe fn offer(input_rel: *mut pg_sys::RelOptInfo, output_rel: *mut pg_sys::Rel
             if !j.param_info.is_null() || j.parallel_aware {
                 continue;
             }
-            let (cpu_tuple, cpu_operator) = (pg_sys::cpu_tuple_cost, pg_sys::cpu_operator_cost);
-            let total = j.total_cost - j.rows * (cpu_tuple - cpu_operator) - saving(join) + cpu_tuple;
-            let count = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
-            *count = *join;
-            let p = &mut (*count).path;
-            // (The path stays its join's: the plan's relids, which EXPLAIN
-            // names the inner table's columns by, are the parent's, and an
-            // aggregate relation has none.)
-            p.pathtarget = (*output_rel).reltarget;
-            p.parallel_safe = j.parallel_safe && (*output_rel).consider_parallel;
-            p.rows = 1.0;
-            p.startup_cost = total;
-            p.total_cost = total;
-            p.pathkeys = std::ptr::null_mut();
-            // One more item marks the counting plan (`counts`).
-            (*count).custom_private = pg_sys::lappend(pg_sys::list_copy((*join).custom_private), std::ptr::null_mut());
-            pg_sys::add_path(output_rel, count.cast());
+            let saving = if sums { 0.0 } else { saving(join) };
+            pg_sys::add_path(output_rel, aggregating(join, output_rel, saving).cast());
         }
+    }
+}
+
+/// For each partial GpuIndexJoin path of the scan/join relation (each
+/// participant joins its share), a path of the aggregate relation that
+/// finalizes, over a Gather, each participant's partial aggregates in one
+/// row (a path of the partial aggregate relation `partial`, priced as
+/// `offer`'s, without a count's saving: its matches are fetched as rows),
+/// as PostgreSQL's Finalize Aggregate over a Partial Aggregate.
+unsafe fn offer_partial(
+    root: *mut pg_sys::PlannerInfo,
+    input_rel: *mut pg_sys::RelOptInfo,
+    partial: *mut pg_sys::RelOptInfo,
+    output_rel: *mut pg_sys::RelOptInfo,
+    final_costs: *const pg_sys::AggClauseCosts,
+) {
+    // SAFETY: planner structures of this planning call; the joins' paths
+    // were made by `path::new_path`.
+    unsafe {
+        for join in list::ptrs::<pg_sys::Path>((*input_rel).partial_pathlist).into_iter().filter_map(|p| join_path(p)) {
+            if !(*join).path.param_info.is_null() {
+                continue;
+            }
+            let each = aggregating(join, partial, 0.0);
+            let mut rows = f64::from((*join).path.parallel_workers.max(1) + 1);
+            let gather = pg_sys::create_gather_path(root, partial, each.cast(), (*partial).reltarget, std::ptr::null_mut(), &mut rows);
+            let finalize = pg_sys::create_agg_path(
+                root,
+                output_rel,
+                gather.cast(),
+                (*output_rel).reltarget,
+                pg_sys::AggStrategy::AGG_PLAIN,
+                pg_sys::AggSplit::AGGSPLIT_FINAL_DESERIAL,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                final_costs,
+                1.0,
+            );
+            pg_sys::add_path(output_rel, finalize.cast());
+        }
+    }
+}
+
+/// `join` as a path of `output_rel` that returns its aggregates in one
+/// row, priced as `offer` says.
+unsafe fn aggregating(join: *mut pg_sys::CustomPath, output_rel: *mut pg_sys::RelOptInfo, saving: f64) -> *mut pg_sys::CustomPath {
+    // SAFETY: the caller's planner structures.
+    unsafe {
+        let j = &(*join).path;
+        let (cpu_tuple, cpu_operator) = (pg_sys::cpu_tuple_cost, pg_sys::cpu_operator_cost);
+        let total = j.total_cost - j.rows * (cpu_tuple - cpu_operator) - saving + cpu_tuple;
+        let agg = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomPath>()).cast::<pg_sys::CustomPath>();
+        *agg = *join;
+        let p = &mut (*agg).path;
+        // (The path stays its join's: the plan's relids, which EXPLAIN
+        // names the inner table's columns by, are the parent's, and an
+        // aggregate relation has none.)
+        p.pathtarget = (*output_rel).reltarget;
+        p.parallel_safe = j.parallel_safe && (*output_rel).consider_parallel;
+        p.rows = 1.0;
+        p.startup_cost = total;
+        p.total_cost = total;
+        p.pathkeys = std::ptr::null_mut();
+        // One more item marks the aggregating plan (`counts`).
+        (*agg).custom_private = pg_sys::lappend(pg_sys::list_copy((*join).custom_private), std::ptr::null_mut());
+        agg
     }
 }
 

@@ -133,13 +133,13 @@ pub(super) struct State {
     pub(super) inner_cols: Vec<(usize, usize)>,
     /// Scan columns of the inner table's ctid (the fetched row's TID).
     pub(super) inner_ctid_cols: Vec<usize>,
-    /// A counting plan's `count(*)` columns (`count`): the joined rows
-    /// are counted, not emitted, and one row holds their number.
-    pub(super) count_cols: Vec<usize>,
-    /// A counting plan has emitted its row (reset by a rescan).
+    /// An aggregating plan's aggregates (`count`, `aggregate`): the joined
+    /// rows are counted or summed, not emitted, and one row holds them.
+    pub(super) aggs: Vec<super::aggregate::Agg>,
+    /// An aggregating plan has emitted its row (reset by a rescan).
     counted: bool,
     /// A joined row is put into the scan tuple: something reads it (not
-    /// a counting plan without quals).
+    /// a plan that only counts, without quals).
     fills: bool,
     /// Where the inner columns are read: the heap slot, or the top-k
     /// subquery's stored rows.
@@ -292,10 +292,14 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         stored_atts.sort_unstable();
         stored_atts.dedup();
         let stored = |att: usize| stored_atts.binary_search(&att).expect("stored");
-        let (mut outer_cols, mut inner_cols, mut inner_ctid_cols, mut count_cols) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut outer_cols, mut inner_cols, mut inner_ctid_cols) = (Vec::new(), Vec::new(), Vec::new());
+        let aggs = match p.colmap.iter().position(|&m| m == COUNTED) {
+            Some(first) => super::aggregate::of_plan((*cscan).custom_scan_tlist, first),
+            None => Vec::new(),
+        };
         for (col, &m) in p.colmap.iter().enumerate() {
             match m {
-                COUNTED => count_cols.push(col),
+                COUNTED => {}
                 1.. => outer_cols.push((col, stored(m as usize))),
                 0 => inner_ctid_cols.push(col),
                 _ => inner_cols.push((col, (-m) as usize)),
@@ -346,8 +350,8 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             outer_cols,
             inner_cols,
             inner_ctid_cols,
-            fills: count_cols.is_empty() || !exprs[1].is_null() || !(*cscan).scan.plan.qual.is_null(),
-            count_cols,
+            fills: aggs.is_empty() || super::aggregate::reads_rows(&aggs) || !exprs[1].is_null() || !(*cscan).scan.plan.qual.is_null(),
+            aggs,
             counted: false,
             top,
             fused,
@@ -904,32 +908,35 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
     // SAFETY: the executor's node, begun by `begin`.
     unsafe {
         let st = state(node);
-        if st.count_cols.is_empty() {
+        if st.aggs.is_empty() {
             return if next_row(node) { project(node, st.scan_slot) } else { std::ptr::null_mut() };
         }
-        // A counting plan: every row the join would emit counted, then
-        // one row with their number.
+        // An aggregating plan: every row the join would emit counted or
+        // summed, then one row with the aggregates.
         if st.counted {
             return std::ptr::null_mut();
         }
-        let mut n = 0i64;
+        let mut totals = super::aggregate::Totals::default();
         let snapshot = (*(*node).ss.ps.state).es_snapshot;
-        // An inner join without quals: every match that is a row counts,
-        // a fused call's and an index's counted in their searches (a TID
-        // probe's, the rest of each chunk's).
+        // An inner join without quals that only counts: every match that
+        // is a row counts, a fused call's and an index's counted in their
+        // searches (a TID probe's, the rest of each chunk's). A fused
+        // call's matches shared by a parallel plan's participants are
+        // counted as each takes them.
         let whole = !st.fills && st.jointype == pg_sys::JoinType::JOIN_INNER && st.top.is_none();
         let instrument = (*node).ss.ps.instrument;
         st.timed = !instrument.is_null() && (*instrument).need_timer;
-        if whole && st.fused.is_some() {
-            n = st.count_fused((*node).ss.ps.ps_ExprContext, snapshot) as i64;
-        } else if whole && !st.index.is_null() {
-            n = st.count_chunks((*node).ss.ps.ps_ExprContext, snapshot) as i64;
+        if whole && st.fused.is_some() && !st.shares_matches() {
+            totals.rows = st.count_fused((*node).ss.ps.ps_ExprContext, snapshot) as i64;
+        } else if whole && st.fused.is_none() && !st.index.is_null() {
+            totals.rows = st.count_chunks((*node).ss.ps.ps_ExprContext, snapshot) as i64;
         } else {
             while next_row(node) {
-                n += 1;
                 let st = state(node);
+                let scan = st.scan_slot;
+                totals.add(&st.aggs, (*scan).tts_values, (*scan).tts_isnull);
                 if whole && st.phase == Phase::Matches {
-                    n += st.count_rest(snapshot) as i64;
+                    totals.rows += st.count_rest(snapshot) as i64;
                 }
             }
         }
@@ -939,9 +946,10 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
         for col in 0..st.natts {
             *(*scan).tts_isnull.add(col) = true;
         }
-        for &col in &st.count_cols {
-            *(*scan).tts_values.add(col) = pg_sys::Datum::from(n);
-            *(*scan).tts_isnull.add(col) = false;
+        for (i, agg) in st.aggs.iter().enumerate() {
+            let (value, null) = totals.value(i, agg);
+            *(*scan).tts_values.add(agg.col) = value;
+            *(*scan).tts_isnull.add(agg.col) = null;
         }
         (*scan).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
         (*scan).tts_nvalid = st.natts as i16;

@@ -74,10 +74,10 @@ pub unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, ance
         if is_a(matching, NodeTag::T_List) {
             text(es, c"Join Filter", &deparse(pg_sys::make_ands_explicit(matching.cast()).cast()));
         }
-        if !st.count_cols.is_empty() {
-            // A counting plan (`count`): its one row is the number of the
-            // joined rows, which no node above sees.
-            text(es, c"Aggregate", "count(*) of the joined rows, counted here");
+        if !st.aggs.is_empty() {
+            // An aggregating plan (`count`): its one row holds the
+            // aggregates of the joined rows, which no node above sees.
+            text(es, c"Aggregate", super::aggregate::describe(&st.aggs));
         }
         if st.index_only {
             // As an index-only scan: the heap is read only for pages the

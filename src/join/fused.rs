@@ -314,7 +314,7 @@ impl State {
     /// Whether this participant shares a fused call's matches with the
     /// others of a parallel plan (`handout`); a parallel-aware plan run
     /// without a parallel query (a cursor's) runs as one.
-    fn shares_matches(&self) -> bool {
+    pub(super) fn shares_matches(&self) -> bool {
         !self.shared.is_null() && !self.dsa.is_null()
     }
 

@@ -23,14 +23,16 @@
 //!   counters, the leader's remembered heap buffers); `handout`: a fused
 //!   call's matches shared among them; `sent`: its large constants sent
 //!   to the workers as an initplan's values;
-//! - `count`: `count(*)` of the join counted by the node (an aggregate
-//!   path); `counting`: its searches, the matches on all-visible pages
-//!   counted by the index.
+//! - `count`: `count(*)` and integer sums of the join computed by the
+//!   node (aggregate paths, whole or partial); `aggregate`: those
+//!   aggregates' values; `counting`: a count's searches, the matches on
+//!   all-visible pages counted by the index.
 //!
 //! Inner, left, semi and anti joins; parallel-safe, and over a partial
 //! outer path each participant of a Gather joins its share; not under row
 //! locks or in UPDATE/DELETE (EvalPlanQual would need to recheck it).
 
+mod aggregate;
 mod ahead;
 mod all_visible;
 mod cost;
