@@ -96,6 +96,7 @@ ANALYZE bw_outer;
 CREATE FUNCTION bw_join(q text) RETURNS TABLE (gpu_join boolean, rows bigint, same boolean) AS $$
 DECLARE a text[]; b text[]; plan text;
 BEGIN
+  SET LOCAL gpuindex.enable_join = on;
   SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_nestloop = off;
   EXECUTE 'EXPLAIN (COSTS OFF) ' || q INTO plan;
   EXECUTE format('SELECT array_agg(x::text ORDER BY x::text) FROM (%s) x', q) INTO a;

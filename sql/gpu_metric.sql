@@ -24,7 +24,9 @@ EXPLAIN (COSTS OFF) SELECT id FROM gm ORDER BY v <=> '{50,50,3}' LIMIT 5;
 CREATE FUNCTION gm_ranks(op text, q text, lim int) RETURNS TABLE (through_index bigint, differ bigint) AS $$
 DECLARE a float8[]; b float8[];
 BEGIN
-  SET LOCAL enable_seqscan = off;
+  -- (SET LOCAL lasts to the end of the statement that calls this, which may
+  -- call it again: the index is allowed back each time.)
+  SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = on;
   EXECUTE format('SELECT array_agg(d) FROM (SELECT v %s %L::real[] AS d FROM gm ORDER BY v %s %L::real[] LIMIT %s) x', op, q, op, q, lim) INTO a;
   SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = off;
   EXECUTE format('SELECT array_agg(d) FROM (SELECT v %s %L::real[] AS d FROM gm ORDER BY v %s %L::real[] LIMIT %s) x', op, q, op, q, lim) INTO b;

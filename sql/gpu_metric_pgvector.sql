@@ -36,7 +36,9 @@ EXPLAIN (COSTS OFF) SELECT id FROM pv ORDER BY e <=> '[1,2,3,4,5,6,7,8,9,10,11,1
 CREATE FUNCTION pv_ranks(tab text, op text, q vector, lim int) RETURNS TABLE (through_index bigint, differ bigint) AS $$
 DECLARE a float8[]; b float8[];
 BEGIN
-  SET LOCAL enable_seqscan = off;
+  -- (SET LOCAL lasts to the end of the statement that calls this, which may
+  -- call it again: the index is allowed back each time.)
+  SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = on;
   EXECUTE format('SELECT array_agg(d) FROM (SELECT e %s %L::vector AS d FROM %I ORDER BY e %s %L::vector LIMIT %s) x', op, q, tab, op, q, lim) INTO a;
   SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = off;
   EXECUTE format('SELECT array_agg(d) FROM (SELECT e %s %L::vector AS d FROM %I ORDER BY e %s %L::vector LIMIT %s) x', op, q, tab, op, q, lim) INTO b;

@@ -24,7 +24,9 @@ EXPLAIN (COSTS OFF) SELECT id FROM gw ORDER BY w <~> 'kitten' LIMIT 5;
 CREATE FUNCTION gw_ranks(q text, lim int) RETURNS TABLE (through_index bigint, differ bigint) AS $$
 DECLARE a float8[]; b float8[];
 BEGIN
-  SET LOCAL enable_seqscan = off;
+  -- (SET LOCAL lasts to the end of the statement that calls this, which may
+  -- call it again: the index is allowed back each time.)
+  SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = on;
   SELECT array_agg(d) INTO a FROM (SELECT w <~> q AS d FROM gw ORDER BY w <~> q LIMIT lim) x;
   SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = off;
   SELECT array_agg(d) INTO b FROM (SELECT w <~> q AS d FROM gw ORDER BY w <~> q LIMIT lim) x;

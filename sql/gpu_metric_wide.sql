@@ -25,7 +25,9 @@ CREATE INDEX gmw_cos ON gmw USING gpu_metric (v real_cosine_ops) WITH (node_capa
 CREATE FUNCTION gmw_ranks(tab text, op text, q real[], lim int) RETURNS TABLE (through_index bigint, differ bigint) AS $$
 DECLARE a float8[]; b float8[];
 BEGIN
-  SET LOCAL enable_seqscan = off;
+  -- (SET LOCAL lasts to the end of the statement that calls this, which may
+  -- call it again: the index is allowed back each time.)
+  SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = on;
   EXECUTE format('SELECT array_agg(d) FROM (SELECT v %s $1 AS d FROM %I ORDER BY v %s $1 LIMIT %s) x', op, tab, op, lim) INTO a USING q;
   SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = off;
   EXECUTE format('SELECT array_agg(d) FROM (SELECT v %s $1 AS d FROM %I ORDER BY v %s $1 LIMIT %s) x', op, tab, op, lim) INTO b USING q;

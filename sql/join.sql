@@ -39,7 +39,10 @@ EXPLAIN (COSTS OFF) SELECT jo.id, s.id FROM jo CROSS JOIN LATERAL (SELECT id FRO
 CREATE FUNCTION jsame(q text) RETURNS TABLE (rows bigint, same boolean) AS $$
 DECLARE a text[]; b text[];
 BEGIN
-  -- (SET LOCAL: the session's settings stay forced for the next call.)
+  -- (SET LOCAL: the session's settings stay forced for the next call, and
+  -- a caller that runs several calls in one statement, jfused, gets each
+  -- with the node on.)
+  SET LOCAL gpuindex.enable_join = on;
   SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_nestloop = off;
   EXECUTE format('SELECT array_agg(x::text ORDER BY x::text) FROM (%s) x', q) INTO a;
   SET LOCAL gpuindex.enable_join = off;
@@ -246,11 +249,15 @@ SELECT count(*) FROM jo JOIN ji ON ji.k = jo.k;
 -- Sums computed by the node (whole, and under a Gather each participant's
 -- partial sums, which PostgreSQL finalizes), equal to PostgreSQL's: int2,
 -- int4 and int8 columns, NULLs, an int8 sum past int8's range (numeric),
--- no rows, quals, a left join's null-extended rows.
+-- no rows, quals, a left join's null-extended rows; rows stored before a
+-- column was added (fewer attributes than are read), a column after one of
+-- variable width.
 CREATE TABLE js (id int, k int8, a int2, b int4, c int8) WITH (autovacuum_enabled = off);
 INSERT INTO js SELECT g, g % 50, (g % 300 - 150)::int2, CASE WHEN g % 7 = 0 THEN NULL ELSE g * 1000 END,
   CASE WHEN g % 11 = 0 THEN NULL ELSE 9000000000000000000 - g END FROM generate_series(1, 20000) g;
 CREATE INDEX js_k ON js USING gpu_btree (k);
+ALTER TABLE js ADD COLUMN d int8 DEFAULT 7, ADD COLUMN e text, ADD COLUMN f int4 DEFAULT 3;
+INSERT INTO js SELECT g, g % 50, 1, 2, 3, g, 'e' || g, g FROM generate_series(20001, 21000) g;
 ANALYZE js;
 CREATE FUNCTION jsums() RETURNS TABLE (q int, rows bigint, same boolean) AS $$
 DECLARE keys text := 'ARRAY[1, 2, 2, NULL, 49, 77]::int8[]';
@@ -262,6 +269,8 @@ BEGIN
   RETURN QUERY SELECT 5, * FROM jsame('SELECT sum(js.c) FROM jo JOIN js ON js.k = jo.k AND js.id % 3 = 0');
   RETURN QUERY SELECT 6, * FROM jsame('SELECT sum(js.b), count(*) FROM jo LEFT JOIN js ON js.k = jo.k + 40');
   RETURN QUERY SELECT 7, * FROM jsame('SELECT sum(t.b) FROM gpu_btree_probe(''js_k'', (SELECT array_agg(g % 50) FROM generate_series(1, 300) g)) p JOIN js t ON t.ctid = p.ctid');
+  RETURN QUERY SELECT 8, * FROM jsame(format('SELECT sum(t.d), sum(t.c), count(*) FROM gpu_btree_probe(''js_k'', %s) p JOIN js t ON t.ctid = p.ctid', keys));
+  RETURN QUERY SELECT 9, * FROM jsame(format('SELECT sum(t.f) FROM gpu_btree_probe(''js_k'', %s) p JOIN js t ON t.ctid = p.ctid', keys));
 END $$ LANGUAGE plpgsql;
 EXPLAIN (COSTS OFF) SELECT sum(js.c) FROM jo JOIN js ON js.k = jo.k;
 SELECT * FROM jsums();

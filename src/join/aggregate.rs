@@ -123,6 +123,58 @@ pub fn describe(aggs: &[Agg]) -> &'static str {
     }
 }
 
+/// Where each sum's argument lies in a row of the inner table, where the
+/// columns up to it have fixed widths: a row without NULLs holding them
+/// all is read there, without taking it apart (`Totals::add_row`).
+pub struct RowOffsets {
+    /// Per aggregate: (offset in the row's data, length) of a sum's
+    /// argument.
+    at: Vec<Option<(usize, i16)>>,
+    /// The last attribute read.
+    last_att: u32,
+}
+
+impl RowOffsets {
+    /// The offsets for `aggs`, whose sums' arguments are the inner table's
+    /// attributes `att_of(col)` (of descriptor `desc`); None where one is
+    /// not, or follows a column of variable width.
+    ///
+    /// # Safety
+    /// The inner table's tuple descriptor.
+    pub unsafe fn of(aggs: &[Agg], desc: pg_sys::TupleDesc, att_of: impl Fn(usize) -> Option<usize>) -> Option<RowOffsets> {
+        let (mut at, mut last_att) = (Vec::with_capacity(aggs.len()), 0);
+        for a in aggs {
+            let Kind::Sum { col, .. } = a.kind else {
+                at.push(None);
+                continue;
+            };
+            let att = att_of(col)?;
+            let mut off = 0usize;
+            for i in 0..att {
+                // SAFETY: the caller's descriptor, `att` one of its columns.
+                let attr = unsafe { &*(*desc).attrs.as_ptr().add(i) };
+                if attr.attlen <= 0 {
+                    return None;
+                }
+                // att_align_nominal: the data starts MAXALIGNed.
+                let align = match attr.attalign as u8 {
+                    pg_sys::TYPALIGN_CHAR => 1,
+                    pg_sys::TYPALIGN_SHORT => 2,
+                    pg_sys::TYPALIGN_INT => 4,
+                    _ => 8,
+                };
+                off = off.next_multiple_of(align);
+                if i + 1 == att {
+                    at.push(Some((off, attr.attlen)));
+                }
+                off += attr.attlen as usize;
+            }
+            last_att = last_att.max(att as u32);
+        }
+        Some(RowOffsets { at, last_att })
+    }
+}
+
 /// The running values: the rows, and each aggregate's sum and how many
 /// values it took (NULLs are skipped).
 #[derive(Default)]
@@ -153,6 +205,38 @@ impl Totals {
                 Int::I8 => x as i64 as i128,
             };
             s.1 += 1;
+        }
+    }
+
+    /// Adds the heap row `row` (a visible row of the inner table) at
+    /// `offsets`; false, adding nothing, where the row has NULLs or fewer
+    /// attributes than are read (one stored before an ALTER TABLE ADD
+    /// COLUMN): the caller takes it apart instead.
+    ///
+    /// # Safety
+    /// A row of the table `offsets` were made for, on a pinned page.
+    pub unsafe fn add_row(&mut self, offsets: &RowOffsets, row: *const pg_sys::HeapTupleHeaderData) -> bool {
+        // SAFETY: the caller's row: its header, and data of the lengths
+        // its descriptor gives at those offsets (no NULL before them).
+        unsafe {
+            let natts = u32::from((*row).t_infomask2) & pg_sys::HEAP_NATTS_MASK;
+            if u32::from((*row).t_infomask) & pg_sys::HEAP_HASNULL != 0 || natts < offsets.last_att {
+                return false;
+            }
+            let data = row.cast::<u8>().add((*row).t_hoff as usize);
+            self.rows += 1;
+            self.sums.resize(offsets.at.len(), (0, 0));
+            for (&at, s) in offsets.at.iter().zip(&mut self.sums) {
+                let Some((off, len)) = at else { continue };
+                let p = data.add(off);
+                s.0 += match len {
+                    2 => p.cast::<i16>().read_unaligned() as i128,
+                    4 => p.cast::<i32>().read_unaligned() as i128,
+                    _ => p.cast::<i64>().read_unaligned() as i128,
+                };
+                s.1 += 1;
+            }
+            true
         }
     }
 

@@ -136,6 +136,10 @@ pub(super) struct State {
     /// An aggregating plan's aggregates (`count`, `aggregate`): the joined
     /// rows are counted or summed, not emitted, and one row holds them.
     pub(super) aggs: Vec<super::aggregate::Agg>,
+    /// An aggregating plan of an inner join over a fused call, without
+    /// quals, whose sums read columns of fixed width: each match's row is
+    /// summed straight from its page (`sum_fused`).
+    pub(super) row_offsets: Option<super::aggregate::RowOffsets>,
     /// An aggregating plan has emitted its row (reset by a rescan).
     counted: bool,
     /// A joined row is put into the scan tuple: something reads it (not
@@ -320,13 +324,21 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         // The visibility map is heapam's.
         let index_only = p.index_only && (*heap).rd_tableam == pg_sys::GetHeapamTableAmRoutine();
         let trusts_map = index_only && line_pointers_answer((*estate).es_snapshot);
+        let pages = super::heap::PageFetch::begin(heap, heap_slot, by_tid);
+        let plain = p.jointype == pg_sys::JoinType::JOIN_INNER && exprs[1].is_null() && (*cscan).scan.plan.qual.is_null();
+        let row_offsets = (super::aggregate::reads_rows(&aggs) && plain && fused.is_some() && pages.locates())
+            .then(|| {
+                let att_of = |col| inner_cols.iter().find(|c: &&(usize, usize)| c.0 == col).map(|c| c.1);
+                super::aggregate::RowOffsets::of(&aggs, (*heap).rd_att, att_of)
+            })
+            .flatten();
         let state = State {
             outer,
             heap,
             index,
             am,
             // (A fused call's matches are index entries: HOT chains.)
-            pages: super::heap::PageFetch::begin(heap, heap_slot, by_tid),
+            pages,
             index_only,
             trusts_map,
             all_visible: AllVisible::new(),
@@ -352,6 +364,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             inner_ctid_cols,
             fills: aggs.is_empty() || super::aggregate::reads_rows(&aggs) || !exprs[1].is_null() || !(*cscan).scan.plan.qual.is_null(),
             aggs,
+            row_offsets,
             counted: false,
             top,
             fused,
@@ -520,7 +533,7 @@ impl State {
     /// (or NULLs). Every column is written each time and the virtual slot
     /// never owns memory, so it is stored in place (what ExecClearTuple
     /// and ExecStoreVirtualTuple would do, without two calls a row).
-    unsafe fn fill_scan(&self, row: usize, with_inner: bool) {
+    pub(super) unsafe fn fill_scan(&self, row: usize, with_inner: bool) {
         // SAFETY: slots of this node; the scan slot has a column per
         // colmap entry; the heap slot is deformed up to `heap_deform`.
         unsafe {
@@ -926,7 +939,9 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
         let whole = !st.fills && st.jointype == pg_sys::JoinType::JOIN_INNER && st.top.is_none();
         let instrument = (*node).ss.ps.instrument;
         st.timed = !instrument.is_null() && (*instrument).need_timer;
-        if whole && st.fused.is_some() && !st.shares_matches() {
+        if st.row_offsets.is_some() {
+            st.sum_fused((*node).ss.ps.ps_ExprContext, snapshot, &mut totals);
+        } else if whole && st.fused.is_some() && !st.shares_matches() {
             totals.rows = st.count_fused((*node).ss.ps.ps_ExprContext, snapshot) as i64;
         } else if whole && st.fused.is_none() && !st.index.is_null() {
             totals.rows = st.count_chunks((*node).ss.ps.ps_ExprContext, snapshot) as i64;

@@ -134,6 +134,32 @@ impl PageFetch {
                 let (mut call_again, mut all_dead) = (false, false);
                 return pg_sys::table_index_fetch_tuple(self.index_fetch, &mut ip, snapshot, slot, &mut call_again, &mut all_dead);
             }
+            let Some(v) = self.locate(heap, snapshot, tid, upcoming) else { return false };
+            self.store(heap, slot, v);
+            true
+        }
+    }
+
+    /// Whether `locate` serves this fetch: a heap table's HOT chains.
+    pub(super) fn locates(&self) -> bool {
+        self.by_page && !self.exact
+    }
+
+    /// The visible member of the HOT chain at `tid`, on the page this
+    /// fetch now holds pinned (until it moves to another); None if there
+    /// is none. As `fetch`, where `locates`.
+    ///
+    /// # Safety
+    /// As `fetch`.
+    pub(super) unsafe fn locate(
+        &mut self,
+        heap: pg_sys::Relation,
+        snapshot: pg_sys::Snapshot,
+        tid: Tid,
+        upcoming: impl Iterator<Item = Tid> + Clone,
+    ) -> Option<pg_sys::ItemPointerData> {
+        // SAFETY: the caller keeps this function's contract (# Safety).
+        unsafe {
             let block = (tid >> 16) as u32;
             if block != self.block || self.buf == pg_sys::InvalidBuffer as pg_sys::Buffer {
                 // The last page's pin released, this one's taken, pruned
@@ -160,7 +186,7 @@ impl PageFetch {
                 Some(i) => Some(self.at + i),
                 None => self.page.binary_search_by_key(&tid, |p| p.0).ok(),
             };
-            let visible = match at {
+            match at {
                 Some(at) => {
                     self.at = at;
                     self.page[at].1
@@ -171,20 +197,42 @@ impl PageFetch {
                     crate::unguarded::guarded(|| resolve(self.exact, heap, self.buf, snapshot, std::iter::once(tid), &mut one));
                     one[0].1
                 }
-            };
-            let Some(v) = visible else { return false };
-            // The row from the pinned page, into the slot's own tuple
-            // header (as heapam_index_fetch_tuple stores it).
+            }
+        }
+    }
+
+    /// The row `v` found by `locate` on the pinned page: its header and
+    /// length (valid while the page stays pinned: until the next
+    /// `locate` of another page).
+    ///
+    /// # Safety
+    /// `v` from this fetch's last `locate`.
+    pub(super) unsafe fn row(&self, v: pg_sys::ItemPointerData) -> (*mut pg_sys::HeapTupleHeaderData, u32) {
+        // SAFETY: the caller's contract: a resolved line pointer of the
+        // pinned page.
+        unsafe {
             let page = pg_sys::BufferGetPage(self.buf) as *const pg_sys::PageHeaderData;
             let lp = &*(*page).pd_linp.as_ptr().add(v.ip_posid as usize - 1);
+            ((page as *mut u8).add(lp.lp_off() as usize).cast(), lp.lp_len())
+        }
+    }
+
+    /// Stores the row `v` found by `locate` into `slot`, as
+    /// heapam_index_fetch_tuple stores it (the slot's own tuple header).
+    ///
+    /// # Safety
+    /// As `row`; `slot` the one `begin` was given.
+    pub(super) unsafe fn store(&self, heap: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, v: pg_sys::ItemPointerData) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let (data, len) = self.row(v);
             let bslot = slot.cast::<pg_sys::BufferHeapTupleTableSlot>();
             let tuple = &raw mut (*bslot).base.tupdata;
-            (*tuple).t_data = (page as *mut u8).add(lp.lp_off() as usize).cast();
-            (*tuple).t_len = lp.lp_len();
+            (*tuple).t_data = data;
+            (*tuple).t_len = len;
             (*tuple).t_self = v;
             (*tuple).t_tableOid = (*heap).rd_id;
             crate::slot::store_buffer_tuple(tuple, slot, self.buf);
-            true
         }
     }
 
