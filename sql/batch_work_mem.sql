@@ -106,6 +106,8 @@ BEGIN
   RETURN QUERY SELECT plan LIKE '%GpuIndexJoin%', coalesce(cardinality(a), 0)::bigint, a IS NOT DISTINCT FROM b;
 END $$ LANGUAGE plpgsql;
 SELECT * FROM bw_join('SELECT o.id, t.id FROM bw_outer o JOIN bw t ON t.k = o.k');
+-- Summed by the node, its rows read on their pages, piece by piece.
+SELECT * FROM bw_join('SELECT sum(t.id), count(*) FROM bw_outer o JOIN bw t ON t.k = o.k');
 SELECT * FROM bw_join('SELECT o.id, t.id FROM bw_outer o LEFT JOIN bw t ON t.k = o.k AND t.id % 3 = 0');
 SELECT * FROM bw_join('SELECT o.id FROM bw_outer o WHERE EXISTS (SELECT 1 FROM bw t WHERE t.k = o.k)');
 SELECT * FROM bw_join('SELECT o.id FROM bw_outer o WHERE NOT EXISTS (SELECT 1 FROM bw t WHERE t.k = o.k)');

@@ -136,9 +136,9 @@ pub(super) struct State {
     /// An aggregating plan's aggregates (`count`, `aggregate`): the joined
     /// rows are counted or summed, not emitted, and one row holds them.
     pub(super) aggs: Vec<super::aggregate::Agg>,
-    /// An aggregating plan of an inner join over a fused call, without
-    /// quals, whose sums read columns of fixed width: each match's row is
-    /// summed straight from its page (`sum_fused`).
+    /// An aggregating plan of an inner join without quals whose sums read
+    /// inner columns of fixed width: each match's row is summed straight
+    /// from its page (`summing`).
     pub(super) row_offsets: Option<super::aggregate::RowOffsets>,
     /// An aggregating plan has emitted its row (reset by a rescan).
     counted: bool,
@@ -326,7 +326,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         let trusts_map = index_only && line_pointers_answer((*estate).es_snapshot);
         let pages = super::heap::PageFetch::begin(heap, heap_slot, by_tid);
         let plain = p.jointype == pg_sys::JoinType::JOIN_INNER && exprs[1].is_null() && (*cscan).scan.plan.qual.is_null();
-        let row_offsets = (super::aggregate::reads_rows(&aggs) && plain && fused.is_some() && pages.locates())
+        let row_offsets = (super::aggregate::reads_rows(&aggs) && plain && p.top.is_none() && pages.locates())
             .then(|| {
                 let att_of = |col| inner_cols.iter().find(|c: &&(usize, usize)| c.0 == col).map(|c| c.1);
                 super::aggregate::RowOffsets::of(&aggs, (*heap).rd_att, att_of)
@@ -687,7 +687,7 @@ impl State {
     /// where its matches would not fit `gpuindex.batch_work_mem`: each
     /// outer row's matches are in one piece, searched as the matches
     /// before it are taken).
-    unsafe fn probe(&mut self, keys: Vec<(i64, pg_sys::Datum)>) {
+    pub(super) unsafe fn probe(&mut self, keys: Vec<(i64, pg_sys::Datum)>) {
         self.matches.clear();
         self.pieces = None;
         self.stats.chunks += 1;
@@ -718,7 +718,7 @@ impl State {
 
     /// Searches the chunk's next piece into `matches` (`heap_order`); false
     /// when every piece has been searched.
-    unsafe fn next_piece(&mut self) -> bool {
+    pub(super) unsafe fn next_piece(&mut self) -> bool {
         let Some(mut pieces) = self.pieces.take() else { return false };
         let started = Instant::now();
         let open = OpenIndex::for_plan(self.heap, self.index, self.am, self.heap_order);
@@ -940,7 +940,7 @@ unsafe extern "C-unwind" fn next(node: *mut pg_sys::CustomScanState) -> *mut pg_
         let instrument = (*node).ss.ps.instrument;
         st.timed = !instrument.is_null() && (*instrument).need_timer;
         if st.row_offsets.is_some() {
-            st.sum_fused((*node).ss.ps.ps_ExprContext, snapshot, &mut totals);
+            st.sum_rows((*node).ss.ps.ps_ExprContext, snapshot, &mut totals);
         } else if whole && st.fused.is_some() && !st.shares_matches() {
             totals.rows = st.count_fused((*node).ss.ps.ps_ExprContext, snapshot) as i64;
         } else if whole && st.fused.is_none() && !st.index.is_null() {

@@ -245,53 +245,6 @@ impl State {
         n
     }
 
-    /// An aggregating plan's inner join without quals over a fused call
-    /// (`next`, `row_offsets`): each chunk's matches (under a parallel
-    /// plan, this participant's ranges) located on their pages and summed
-    /// there, a row with NULLs taken apart in the heap slot. What the
-    /// join's rows would add to, without making each a row.
-    pub(super) unsafe fn sum_fused(
-        &mut self,
-        econtext: *mut pg_sys::ExprContext,
-        snapshot: pg_sys::Snapshot,
-        totals: &mut super::aggregate::Totals,
-    ) {
-        let offsets = self.row_offsets.take().expect("row offsets");
-        // SAFETY: the node's contexts, table, fetch and snapshot; a
-        // located row is read while its page stays pinned.
-        unsafe {
-            while !self.outer_done {
-                self.load_fused(econtext);
-                if self.rows == 0 {
-                    break;
-                }
-                let matches = std::mem::take(&mut self.matches);
-                for (i, &(tid, row)) in matches.iter().enumerate() {
-                    if i % 4096 == 4095 {
-                        pg_sys::check_for_interrupts!();
-                    }
-                    let started = self.timed.then(Instant::now);
-                    let upcoming = matches[i + 1..].iter().map(|m| m.0);
-                    if let Some(v) = self.pages.locate(self.heap, snapshot, tid, upcoming) {
-                        if !totals.add_row(&offsets, self.pages.row(v).0) {
-                            self.pages.store(self.heap, self.heap_slot, v);
-                            crate::slot::getsomeattrs(self.heap_slot, self.heap_deform);
-                            self.fill_scan(row as usize, true);
-                            let scan = self.scan_slot;
-                            totals.add(&self.aggs, (*scan).tts_values, (*scan).tts_isnull);
-                        }
-                    }
-                    self.stats.fetches += 1;
-                    if let Some(t) = started {
-                        self.stats.heap_time += t.elapsed();
-                    }
-                }
-                self.matches = matches;
-            }
-        }
-        self.row_offsets = Some(offsets);
-    }
-
     /// The next chunk of a fused call's matches, as outer rows each with
     /// its one match (the call made ready at the first, its pieces
     /// searched as the chunks reach them; under a parallel plan, this

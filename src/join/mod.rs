@@ -26,7 +26,8 @@
 //! - `count`: `count(*)` and integer sums of the join computed by the
 //!   node (aggregate paths, whole or partial); `aggregate`: those
 //!   aggregates' values; `counting`: a count's searches, the matches on
-//!   all-visible pages counted by the index.
+//!   all-visible pages counted by the index; `summing`: a sum's rows read
+//!   on their pages.
 //!
 //! Inner, left, semi and anti joins; parallel-safe, and over a partial
 //! outer path each participant of a Gather joins its share; not under row
@@ -51,6 +52,7 @@ mod path;
 pub(crate) use path::strip_relabel;
 mod plan;
 mod sent;
+mod summing;
 
 use pgrx::pg_sys;
 
