@@ -231,11 +231,23 @@ impl RecentPages {
         }
     }
 
+    /// Asks the CPU for the buffer header of `tid`'s page and its line
+    /// pointer, if the buffer is known (the first step of `prefetch_row`'s,
+    /// a few rows before it).
+    pub fn prefetch_line_pointer(&self, tid: Tid) {
+        if let Some(page) = self.prefetch_header((tid >> 16) as u32) {
+            let at = line_pointer_at(tid as u16);
+            if at < pg_sys::BLCKSZ as usize {
+                prefetch(page.wrapping_add(at));
+            }
+        }
+    }
+
     /// Asks the CPU for the row at line pointer `offset` of `block`, if its
     /// buffer is known: the line pointer is read without a pin or lock (a
     /// hint: whatever it holds, only lines inside the buffer's page are
     /// prefetched).
-    fn prefetch_row(&self, block: u32, offset: u16) {
+    pub fn prefetch_row(&self, block: u32, offset: u16) {
         let Some(i) = self.known(block) else { return };
         let lp = line_pointer_at(offset);
         let size = pg_sys::BLCKSZ as usize;
