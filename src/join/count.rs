@@ -49,25 +49,21 @@ unsafe extern "C-unwind" fn hook(
         if let Some(prev) = PREV_HOOK {
             pg_sys::ffi::pg_guard_ffi_boundary(|| prev(root, stage, input_rel, output_rel, extra));
         }
-        if !crate::guc::ENABLE_JOIN.get() {
-            return;
-        }
-        if stage != pg_sys::UpperRelationKind::UPPERREL_GROUP_AGG {
+        if !crate::guc::ENABLE_JOIN.get() || stage != pg_sys::UpperRelationKind::UPPERREL_GROUP_AGG {
             return;
         }
         let extra = extra.cast::<pg_sys::GroupPathExtraData>();
         let Some(sums) = aggregates_only(root, output_rel, extra, pg_sys::AggSplit::AGGSPLIT_SIMPLE) else { return };
         offer(input_rel, output_rel, sums);
+        if !sums || !(*output_rel).consider_parallel || !(*extra).partial_costs_set {
+            return;
+        }
         // PostgreSQL calls the hook for its partial aggregate relation
         // only through a foreign data wrapper; it has made that relation
         // (its target the partial aggregates) where it aggregates in
         // parallel.
         let partial = pg_sys::fetch_upper_rel(root, pg_sys::UpperRelationKind::UPPERREL_PARTIAL_GROUP_AGG, (*output_rel).relids);
-        if sums
-            && (*output_rel).consider_parallel
-            && (*extra).partial_costs_set
-            && aggregates_only(root, partial, extra, pg_sys::AggSplit::AGGSPLIT_INITIAL_SERIAL) == Some(true)
-        {
+        if aggregates_only(root, partial, extra, pg_sys::AggSplit::AGGSPLIT_INITIAL_SERIAL) == Some(true) {
             offer_partial(root, input_rel, partial, output_rel, &(*extra).agg_final_costs);
         }
     }
@@ -233,6 +229,9 @@ unsafe fn offer_partial(
                 continue;
             }
             let each = aggregating(join, partial, 0.0);
+            if !(*each).path.parallel_safe {
+                continue;
+            }
             let mut rows = f64::from((*join).path.parallel_workers.max(1) + 1);
             let gather = pg_sys::create_gather_path(root, partial, each.cast(), (*partial).reltarget, std::ptr::null_mut(), &mut rows);
             let finalize = pg_sys::create_agg_path(
