@@ -227,6 +227,16 @@ pub fn sort<T: gpuindex_engine::heap_order::HeapKey>(matches: &mut [T]) {
     gpuindex_engine::heap_order::sort(matches);
 }
 
+/// `sort`, for matches that come in ascending order wherever their TIDs
+/// are equal (`heap_order::sort_by_tid`: a third fewer radix passes).
+pub fn sort_by_tid<T: gpuindex_engine::heap_order::HeapKey>(matches: &mut [T]) {
+    if matches.is_sorted() {
+        return;
+    }
+    crate::batch::ensure_cpu_pool();
+    gpuindex_engine::heap_order::sort_by_tid(matches);
+}
+
 /// Rows grouped by position, heap order kept within each (a counting
 /// sort: positions are a dense range, at most the number of queries).
 pub fn by_position<T: Copy>(rows: Vec<(i64, T)>) -> Vec<(i64, T)> {

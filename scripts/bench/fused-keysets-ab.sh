@@ -24,8 +24,11 @@
 # joins too (btree_plan); AS_WRITTEN=1 times each library's plan of the
 # join as written (`unnest(keys) u(k) JOIN t ON t.k = u.k`, btree
 # dropped in a rolled-back transaction) beside the fused call.
+# WHATS: the fused call's aggregates (default "count(*) sum(t.payload)";
+# e.g. max(t.payload), which PostgreSQL's Aggregate computes from rows).
 # Last, warm EXPLAIN (ANALYZE, VERBOSE) of the Zipf sum for each item
-# (each participant's first row). Copy next to a bundle folder `pg`
+# (each participant's first row), and AFTER (a script sourced there,
+# with the tables, use_lib and $P). Copy next to a bundle folder `pg`
 # (scripts/gpu-pg-bundle.sh) with bundle-server.sh, old.so and new.so, and
 # run it there.
 cd "$(dirname "$0")"; here=$(pwd)
@@ -95,7 +98,7 @@ for round in $(seq ${ROUNDS:-3}); do
         done
         continue
       fi
-      for what in "count(*)" "sum(t.payload)"; do
+      for what in ${WHATS:-"count(*)" "sum(t.payload)"}; do
         echo "-- round $round $lib $t $what: $(timed "$(keys $t)"$'\n' "SELECT $what FROM gpu_btree_probe('${t}_g', :'arr'::int8[]) p JOIN $t t ON t.ctid = p.ctid")"
         [ -n "${AS_WRITTEN:-}" ] && echo "-- round $round $lib $t join as written $what: $(timed "$(keys $t)"$'\n'"BEGIN; DROP INDEX ${t}_b;" \
           "SELECT $what FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k" "ROLLBACK;")"
@@ -118,4 +121,5 @@ for lib in ${LIBS:-old new}; do
   echo "-- $lib: Zipf sum, EXPLAIN (ANALYZE, VERBOSE)"
   zipf_sum_plan
 done
+[ -n "${AFTER:-}" ] && source "$AFTER"
 $RT/pg-stop >/dev/null

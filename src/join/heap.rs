@@ -24,6 +24,11 @@ use crate::storage::{prefetch, tid_to, RecentPages, Tid};
 use crate::visibility::{line_pointers_answer, resolve_exact, resolve_page};
 use pgrx::pg_sys;
 
+/// TIDs ahead of the one located whose rows are prefetched (their line
+/// pointers twice as far ahead): a few hundred nanoseconds of reading
+/// rows, a miss's time (`prefetch_upcoming`).
+const ROWS_AHEAD: usize = 16;
+
 pub(super) struct PageFetch {
     /// Heap table and buffer heap slot: pages are read here.
     by_page: bool,
@@ -134,7 +139,8 @@ impl PageFetch {
                 let (mut call_again, mut all_dead) = (false, false);
                 return pg_sys::table_index_fetch_tuple(self.index_fetch, &mut ip, snapshot, slot, &mut call_again, &mut all_dead);
             }
-            let Some(v) = self.locate(heap, snapshot, tid, upcoming, true) else { return false };
+            self.prefetch_upcoming(upcoming.clone());
+            let Some(v) = self.locate(heap, snapshot, tid, upcoming) else { return false };
             self.store(heap, slot, v);
             true
         }
@@ -147,9 +153,8 @@ impl PageFetch {
 
     /// The visible member of the HOT chain at `tid`, on the page this
     /// fetch now holds pinned (until it moves to another); None if there
-    /// is none. As `fetch`, where `locates`; `pages_ahead`: prefetches for
-    /// the pages ahead in `upcoming` (`RecentPages::prefetch_ahead`), where
-    /// the caller does not prefetch for each TID (`prefetch_for`).
+    /// is none. As `fetch`, where `locates` (the caller prefetches,
+    /// `prefetch_upcoming`).
     ///
     /// # Safety
     /// As `fetch`.
@@ -158,8 +163,7 @@ impl PageFetch {
         heap: pg_sys::Relation,
         snapshot: pg_sys::Snapshot,
         tid: Tid,
-        upcoming: impl Iterator<Item = Tid> + Clone,
-        pages_ahead: bool,
+        upcoming: impl Iterator<Item = Tid>,
     ) -> Option<pg_sys::ItemPointerData> {
         // SAFETY: the caller keeps this function's contract (# Safety).
         unsafe {
@@ -171,9 +175,6 @@ impl PageFetch {
                 let old = std::mem::replace(&mut self.buf, pg_sys::InvalidBuffer as pg_sys::Buffer);
                 self.block = block;
                 let recent = self.recent.as_mut().expect("a heap read by page");
-                if pages_ahead {
-                    recent.prefetch_ahead(block, upcoming.clone());
-                }
                 let on_page = std::iter::once(tid).chain(upcoming.take_while(|&t| (t >> 16) as u32 == block && t >= tid));
                 let (exact, page) = (self.exact, &mut self.page);
                 self.buf = recent.pin_then(block, |buf| {
@@ -206,19 +207,20 @@ impl PageFetch {
         }
     }
 
-    /// Prefetches for TIDs to be located soon: the line pointer of
-    /// `line`'s, the row of `row`'s (whose line pointer was asked for
-    /// before). A page's few dozen matches of a dense batch (a third of a
-    /// table's rows) made `prefetch_ahead`'s look a few hundred TIDs ahead
-    /// reach no page it prefetches for; a distance in TIDs does not depend
-    /// on how many share a page.
-    pub(super) fn prefetch_for(&self, line: Option<Tid>, row: Option<Tid>) {
+    /// Prefetches for the TIDs `upcoming` (those located after the next,
+    /// in order): the line pointer of the one `2 * ROWS_AHEAD` on, the row
+    /// of the one `ROWS_AHEAD` on (its line pointer asked for before). A
+    /// distance in TIDs, not pages: a dense batch's few dozen matches a
+    /// page made a look a few hundred TIDs ahead for the pages four and
+    /// eight on (`RecentPages::prefetch_ahead`) reach none.
+    pub(super) fn prefetch_upcoming(&self, upcoming: impl Iterator<Item = Tid>) {
         if let Some(recent) = self.recent.as_ref() {
-            if let Some(t) = line {
-                recent.prefetch_line_pointer(t);
-            }
-            if let Some(t) = row {
+            let mut ahead = upcoming.skip(ROWS_AHEAD - 1);
+            if let Some(t) = ahead.next() {
                 recent.prefetch_row((t >> 16) as u32, t as u16);
+                if let Some(t) = ahead.nth(ROWS_AHEAD - 1) {
+                    recent.prefetch_line_pointer(t);
+                }
             }
         }
     }

@@ -10,11 +10,6 @@ use super::exec::State;
 use pgrx::pg_sys;
 use std::time::Instant;
 
-/// Matches ahead of the one read whose rows are prefetched (their line
-/// pointers twice as far ahead): a few hundred nanoseconds of reading
-/// rows, a miss's time.
-const ROWS_AHEAD: usize = 16;
-
 impl State {
     /// Sums every match of the join into `totals`: a fused call's chunks
     /// (under a parallel plan, this participant's ranges of its matches),
@@ -65,10 +60,9 @@ impl State {
                     pg_sys::check_for_interrupts!();
                 }
                 let started = self.timed.then(Instant::now);
-                let ahead = |d: usize| matches.get(i + d).map(|m| m.0);
-                self.pages.prefetch_for(ahead(2 * ROWS_AHEAD), ahead(ROWS_AHEAD));
                 let upcoming = matches[i + 1..].iter().map(|m| m.0);
-                if let Some(v) = self.pages.locate(self.heap, snapshot, tid, upcoming, false) {
+                self.pages.prefetch_upcoming(upcoming.clone());
+                if let Some(v) = self.pages.locate(self.heap, snapshot, tid, upcoming) {
                     if !totals.add_row(&offsets, self.pages.row(v).0) {
                         self.pages.store(self.heap, self.heap_slot, v);
                         crate::slot::getsomeattrs(self.heap_slot, self.heap_deform);

@@ -145,8 +145,10 @@ pub(crate) fn probe_visible(
         // Straight into the rows `visible` would pass as they are.
         return Ok(entries.into_iter().map(|(code, tid)| (position(code), crate::storage::tid_to(tid))).collect());
     }
-    // (tid, position) for every match.
-    let matches: Vec<(Tid, i64)> = if codes.len() == wanted.len() {
+    // (tid, position) for every match, in heap order. (A TID comes from
+    // one entry, once for each position that asked for its code, those
+    // ascending: `sort_by_tid` need not compare positions.)
+    let mut matches: Vec<(Tid, i64)> = if codes.len() == wanted.len() {
         entries.into_iter().map(|(code, tid)| (tid, position(code))).collect()
     } else {
         let mut matches = Vec::with_capacity(entries.len());
@@ -155,6 +157,7 @@ pub(crate) fn probe_visible(
         }
         matches
     };
+    crate::visibility::sort_by_tid(&mut matches);
     Ok(open.visible(matches))
 }
 
