@@ -220,21 +220,38 @@ unsafe fn hot_search(heap: pg_sys::Relation, buf: pg_sys::Buffer, snapshot: pg_s
 /// calls): batches reach millions of matches (see `heap_order::sort`).
 /// Callers that sorted already (to drop duplicates) cost one scan.
 pub fn sort<T: gpuindex_engine::heap_order::HeapKey>(matches: &mut [T]) {
-    if matches.is_sorted() {
-        return;
+    if !is_sorted(matches) {
+        gpuindex_engine::heap_order::sort(matches);
     }
-    crate::batch::ensure_cpu_pool();
-    gpuindex_engine::heap_order::sort(matches);
 }
 
 /// `sort`, for matches that come in ascending order wherever their TIDs
 /// are equal (`heap_order::sort_by_tid`: a third fewer radix passes).
 pub fn sort_by_tid<T: gpuindex_engine::heap_order::HeapKey>(matches: &mut [T]) {
-    if matches.is_sorted() {
-        return;
+    if !is_sorted(matches) {
+        gpuindex_engine::heap_order::sort_by_tid(matches);
+    }
+}
+
+/// `v` mapped by `f`, in order: millions on all cores.
+pub fn par_map<T: Send, U: Send>(v: Vec<T>, f: impl Fn(T) -> U + Sync + Send) -> Vec<U> {
+    use rayon::prelude::*;
+    if v.len() < 1 << 16 {
+        return v.into_iter().map(f).collect();
     }
     crate::batch::ensure_cpu_pool();
-    gpuindex_engine::heap_order::sort_by_tid(matches);
+    v.into_par_iter().map(f).collect()
+}
+
+/// Whether matches are in order, millions checked on all cores (the pool
+/// made ready for the sort that may follow).
+fn is_sorted<T: Ord + Sync>(matches: &[T]) -> bool {
+    use rayon::prelude::*;
+    crate::batch::ensure_cpu_pool();
+    if matches.len() < 1 << 16 {
+        return matches.is_sorted();
+    }
+    matches.par_windows(2).all(|w| w[0] <= w[1])
 }
 
 /// Rows grouped by position, heap order kept within each (a counting

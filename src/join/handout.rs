@@ -156,7 +156,13 @@ impl Handout {
     ///
     /// # Safety
     /// `dsa` the query's area.
-    pub(super) unsafe fn publish<T>(&self, dsa: *mut pg_sys::dsa_area, matches: &[T], each: impl Fn(&T) -> Match, budget: u64) -> usize {
+    pub(super) unsafe fn publish<T: Sync>(
+        &self,
+        dsa: *mut pg_sys::dsa_area,
+        matches: &[T],
+        each: impl Fn(&T) -> Match + Sync,
+        budget: u64,
+    ) -> usize {
         let (mut out, mut part) = (0, FIRST_PART);
         while out < matches.len() {
             let part_matches = &matches[out..(out + part).min(matches.len())];
@@ -171,10 +177,7 @@ impl Handout {
                 let p = pg_sys::dsa_allocate_extended(dsa, bytes, pg_sys::DSA_ALLOC_HUGE as i32);
                 let at = piece(dsa, p);
                 at.write(Piece { next: 0, len: part_matches.len() as u64, copied: AtomicU64::new(0) });
-                let to = at.add(1).cast::<Match>();
-                for (i, m) in part_matches.iter().enumerate() {
-                    to.add(i).write(each(m));
-                }
+                write_all(at.add(1).cast::<Match>(), part_matches, &each);
                 p
             };
             self.locked(|s| {
@@ -259,6 +262,36 @@ impl Handout {
         // SAFETY: ends a sleep prepared by `sleep` (a no-op otherwise).
         unsafe { pg_sys::ConditionVariableCancelSleep() };
     }
+}
+
+/// Writes `each` of `from` at `to` on: millions on all cores (a serial
+/// copy of a Zipf batch's last piece, 1.4M matches, took 10-16 ms of
+/// the searcher's time on the H200 host).
+///
+/// # Safety
+/// `to` has room for `from.len()` matches, mapped in this process.
+unsafe fn write_all<T: Sync>(to: *mut Match, from: &[T], each: &(impl Fn(&T) -> Match + Sync)) {
+    use rayon::prelude::*;
+    const EACH: usize = 1 << 14;
+    if from.len() < 4 * EACH {
+        for (i, m) in from.iter().enumerate() {
+            // SAFETY: the caller's contract.
+            unsafe { to.add(i).write(each(m)) };
+        }
+        return;
+    }
+    struct To(*mut Match);
+    // SAFETY: each chunk writes its own range.
+    unsafe impl Sync for To {}
+    let to = To(to);
+    crate::batch::ensure_cpu_pool();
+    from.par_chunks(EACH).enumerate().for_each(|(c, chunk)| {
+        let to = &to;
+        for (i, m) in chunk.iter().enumerate() {
+            // SAFETY: below `from.len()`, written once.
+            unsafe { to.0.add(c * EACH + i).write(each(m)) };
+        }
+    });
 }
 
 /// A piece's header.
