@@ -231,11 +231,13 @@ impl RecentPages {
         }
     }
 
-    /// Asks the CPU for the buffer header of `tid`'s page and its line
+    /// Asks the CPU for the buffer header of `tid`'s page, the page's
+    /// header (read when the page is pinned and pruned) and its line
     /// pointer, if the buffer is known (the first step of `prefetch_row`'s,
     /// a few rows before it).
     pub fn prefetch_line_pointer(&self, tid: Tid) {
         if let Some(page) = self.prefetch_header((tid >> 16) as u32) {
+            prefetch(page);
             let at = line_pointer_at(tid as u16);
             if at < pg_sys::BLCKSZ as usize {
                 prefetch(page.wrapping_add(at));
