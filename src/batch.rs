@@ -50,6 +50,16 @@ pub fn ensure_cpu_pool() {
     });
 }
 
+/// `v` mapped by `f`, in order: millions on all cores.
+pub fn par_map<T: Send, U: Send>(v: Vec<T>, f: impl Fn(T) -> U + Sync + Send) -> Vec<U> {
+    use rayon::prelude::*;
+    if v.len() < 1 << 16 {
+        return v.into_iter().map(f).collect();
+    }
+    ensure_cpu_pool();
+    v.into_par_iter().map(f).collect()
+}
+
 /// Blocks every signal on the calling thread (one of gpuindex's own), so
 /// that PostgreSQL's handlers run on the backend's or worker's thread.
 pub fn block_signals() {

@@ -13,18 +13,49 @@
 use crate::storage::{tid_to, RecentPages, Tid};
 use pgrx::pg_sys;
 
+/// (tid, position) matches in heap order, as only sorting makes them:
+/// `visible` reads each heap page once without checking the order again.
+pub struct HeapOrdered(Vec<(Tid, i64)>);
+
+impl HeapOrdered {
+    /// `matches` sorted (`sort`).
+    pub fn sort(mut matches: Vec<(Tid, i64)>) -> Self {
+        sort(&mut matches);
+        HeapOrdered(matches)
+    }
+
+    /// `sort`, for matches whose positions ascend wherever their TIDs
+    /// are equal (`heap_order::sort_by_tid`: a third fewer radix passes).
+    pub fn sort_by_tid(mut matches: Vec<(Tid, i64)>) -> Self {
+        if !is_sorted(&matches) {
+            gpuindex_engine::heap_order::sort_by_tid(&mut matches);
+        }
+        HeapOrdered(matches)
+    }
+
+    /// Without repeated matches (still in order).
+    pub fn dedup(mut self) -> Self {
+        self.0.dedup();
+        self
+    }
+
+    pub fn into_vec(self) -> Vec<(Tid, i64)> {
+        self.0
+    }
+}
+
 /// For (tid, position) matches of an index on `heap`: the visible TIDs
-/// as (position, tid), in heap order (sorting first means each heap page
-/// is read once, and a join back by ctid reads the heap in order). Callers
+/// as (position, tid), in heap order (sorted first, so each heap page is
+/// read once, and a join back by ctid reads the heap in order). Callers
 /// go through `OpenIndex::visible`, which also applies row-level security.
 ///
 /// # Safety
 /// Call from a backend inside a transaction with an active snapshot;
 /// `heap` open and locked.
-pub unsafe fn visible(heap: pg_sys::Relation, mut matches: Vec<(Tid, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+pub unsafe fn visible(heap: pg_sys::Relation, matches: HeapOrdered) -> Vec<(i64, pg_sys::ItemPointerData)> {
+    let matches = matches.0;
     // SAFETY: the caller keeps this function's contract (# Safety).
     unsafe {
-        sort(&mut matches);
         // Pages are read as heap pages below.
         if (*heap).rd_tableam != pg_sys::GetHeapamTableAmRoutine() {
             crate::error::raise(
@@ -223,24 +254,6 @@ pub fn sort<T: gpuindex_engine::heap_order::HeapKey>(matches: &mut [T]) {
     if !is_sorted(matches) {
         gpuindex_engine::heap_order::sort(matches);
     }
-}
-
-/// `sort`, for matches that come in ascending order wherever their TIDs
-/// are equal (`heap_order::sort_by_tid`: a third fewer radix passes).
-pub fn sort_by_tid<T: gpuindex_engine::heap_order::HeapKey>(matches: &mut [T]) {
-    if !is_sorted(matches) {
-        gpuindex_engine::heap_order::sort_by_tid(matches);
-    }
-}
-
-/// `v` mapped by `f`, in order: millions on all cores.
-pub fn par_map<T: Send, U: Send>(v: Vec<T>, f: impl Fn(T) -> U + Sync + Send) -> Vec<U> {
-    use rayon::prelude::*;
-    if v.len() < 1 << 16 {
-        return v.into_iter().map(f).collect();
-    }
-    crate::batch::ensure_cpu_pool();
-    v.into_par_iter().map(f).collect()
 }
 
 /// Whether matches are in order, millions checked on all cores (the pool

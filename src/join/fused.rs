@@ -276,7 +276,7 @@ impl State {
                     // The next piece once this one's matches are taken.
                     while s.taken == s.matches.len() {
                         let Some(rows) = self.next_fused_piece(s) else { break };
-                        s.matches = crate::visibility::par_map(rows, |(ord, t)| (tid_from(t), ord));
+                        s.matches = crate::batch::par_map(rows, |(ord, t)| (tid_from(t), ord));
                         s.taken = 0;
                     }
                     done = s.pieces.done();

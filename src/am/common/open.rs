@@ -30,6 +30,7 @@
 //! the `OpenIndex` is dropped (but those of `for_plan`, which the plan node
 //! closes).
 
+use crate::visibility::HeapOrdered;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CStr;
@@ -217,14 +218,17 @@ impl OpenIndex {
     /// the caller's snapshot and allowed by the table's policies, as
     /// (position, TID) in heap order (see `visibility::visible`); for a
     /// plan node (`for_plan`), every match, in heap order where it asks.
-    pub fn visible(&self, mut matches: Vec<(crate::storage::Tid, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+    pub fn visible(&self, matches: Vec<(crate::storage::Tid, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+        if self.passes_as_found() {
+            return as_rows(matches);
+        }
+        self.visible_sorted(HeapOrdered::sort(matches))
+    }
+
+    /// `visible`, of matches sorted already.
+    pub fn visible_sorted(&self, matches: HeapOrdered) -> Vec<(i64, pg_sys::ItemPointerData)> {
         if self.for_plan {
-            if self.heap_order {
-                crate::visibility::sort(&mut matches);
-            }
-            // (On all cores: a serial pass over 2.5M took ~10 ms on the
-            // H200 host.)
-            return crate::visibility::par_map(matches, |(t, p)| (p, crate::storage::tid_to(t)));
+            return as_rows(matches.into_vec());
         }
         // SAFETY: the heap is open and locked; called inside a transaction.
         let rows = unsafe { crate::visibility::visible(self.heap, matches) };
@@ -234,6 +238,12 @@ impl OpenIndex {
             rows
         }
     }
+}
+
+/// Matches as a plan node's rows, (position, TID): on all cores (a serial
+/// pass over 2.5M took ~10 ms on the H200 host).
+fn as_rows(matches: Vec<(crate::storage::Tid, i64)>) -> Vec<(i64, pg_sys::ItemPointerData)> {
+    crate::batch::par_map(matches, |(t, p)| (p, crate::storage::tid_to(t)))
 }
 
 impl Drop for OpenIndex {

@@ -8,7 +8,9 @@
 //! at least `COPY_MIN` of the probes is copied under its lock (one 8 KB
 //! memcpy, which also streams its lines in at once) and searched on the
 //! pool's threads, a round of copies at a time while the walk goes on;
-//! the probes of sparser leaves are searched in place, as a lookup would.
+//! the probes of sparser leaves are searched in place, as a lookup would,
+//! except a key's long run (a hot key's thousands of leaves), whose leaves
+//! are copied so too.
 //! Leaves are pinned through the buffers this backend last found them in
 //! (`RecentPages`), and the next few asked for from the CPU ahead.
 //!
@@ -20,6 +22,7 @@ use super::page::*;
 use super::tree::Tree;
 use crate::storage::RecentPages;
 use pgrx::pg_sys;
+use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::ops::Range;
 
@@ -30,6 +33,12 @@ const COPY_MIN: usize = 8;
 /// block the engine's allocator keeps for the next batch (smaller ones
 /// glibc maps afresh: a join's run faulted 6 MB more in).
 const ROUND: usize = 128;
+/// A key with at least this many entries on a leaf has that leaf copied
+/// for the pool too (an 8 KB memcpy against ~3 ns an entry gathered in
+/// place: a Zipf batch's hottest keys hold millions, a run page ~1,300),
+/// unless a tally counts them there. On the H200 host a Zipf batch of
+/// 5.7M entries: the walk 34-51 -> 16-25 ms, the whole step 48-70 -> 31-43.
+const RUN_COPY_MIN: usize = 256;
 const PAGE_WORDS: usize = pg_sys::BLCKSZ as usize / 8;
 
 /// The first live leaf from `page` rightwards whose key range can hold q
@@ -43,42 +52,6 @@ pub fn live_leaf_for(rel: pg_sys::Relation, mut page: Shared, mut from: usize, q
         }
         page = Shared::lock(rel, s.right);
         from = 0;
-    }
-}
-
-/// Collects every entry with key `q` (probe `probe`) into `out`, or
-/// counts it in `tally`, starting from a page at or left of where q's
-/// entries begin, on that first page from entry `from` (every entry before
-/// it below q). Returns the live page where it stopped, still locked, and
-/// the entry past q's there, so the next (larger) probe can start there.
-/// Stops early, after a page, once `out` holds more than `cap` entries
-/// (the batch has too many matches).
-#[allow(clippy::too_many_arguments)]
-fn collect_from(
-    rel: pg_sys::Relation,
-    page: Shared,
-    from: usize,
-    q: u64,
-    probe: usize,
-    out: &mut Vec<(u64, Tid)>,
-    mut tally: Option<&mut Tally>,
-    cap: usize,
-) -> (Shared, usize) {
-    let (mut page, mut from) = live_leaf_for(rel, page, from, q);
-    loop {
-        let l = Leaf::new(page.page());
-        let start = l.lower_bound_from(from, q);
-        let pos = l.run_end(start, q);
-        match tally.as_deref_mut() {
-            Some(t) => t.take(&l, start..pos, probe, out),
-            None => out.extend(l.entries(start, pos)),
-        }
-        // Equal keys may continue on the right page only if this page's
-        // high key is q.
-        if pos < l.count() || l.rightmost() || l.s.high != q || out.len() > cap {
-            return (page, pos);
-        }
-        (page, from) = live_leaf_for(rel, Shared::lock(rel, l.s.right), 0, q);
     }
 }
 
@@ -176,6 +149,8 @@ enum Part {
 struct Round {
     copies: Vec<u64>,
     copied: usize,
+    /// Entries of the long runs copied (known at the walk).
+    promised: usize,
     parts: Vec<Part>,
     in_place: Vec<(u64, Tid)>,
 }
@@ -219,24 +194,42 @@ impl Round {
         out
     }
 
-    /// The round's entries in the walk's order, after `out`; with a
-    /// `tally`, less those it counts of the copied leaves' (the walk's own
-    /// were counted or gathered as it found them).
-    fn put_in_order(&self, copied: &Copied, probes: &[u64], tally: &mut Option<&mut Tally>, out: &mut Vec<(u64, Tid)>) {
-        let mut next = 0;
-        for p in &self.parts {
-            match p {
-                Part::Copied { probes: r, .. } => {
-                    let start = if next == 0 { 0 } else { copied.ends[next - 1] };
-                    let found = &copied.entries[start..copied.ends[next]];
-                    match tally {
-                        Some(t) => t.take_found(found, &probes[r.clone()], r.start, out),
-                        None => out.extend_from_slice(found),
-                    }
-                    next += 1;
-                }
-                Part::InPlace(r) => out.extend_from_slice(&self.in_place[r.clone()]),
+    /// The round's entries in the walk's order, a part at a time: a copied
+    /// part's with the range of `probes` it was searched for.
+    fn parts_found<'a>(&'a self, copied: &'a Copied) -> impl Iterator<Item = (&'a [(u64, Tid)], Option<Range<usize>>)> + 'a {
+        let mut start = 0;
+        let mut ends = copied.ends.iter();
+        self.parts.iter().map(move |p| match p {
+            Part::Copied { probes, .. } => {
+                let end = *ends.next().expect("an end for each copied part");
+                let found = &copied.entries[start..end];
+                start = end;
+                (found, Some(probes.clone()))
             }
+            Part::InPlace(r) => (&self.in_place[r.clone()], None),
+        })
+    }
+
+    /// The round's entries in the walk's order, after `out`, less those
+    /// `tally` counts of the copied leaves' (the walk's own were counted or
+    /// gathered as it found them).
+    fn put_in_order(&self, copied: &Copied, probes: &[u64], tally: &mut Tally, out: &mut Vec<(u64, Tid)>) {
+        for (found, searched) in self.parts_found(copied) {
+            match searched {
+                Some(r) => tally.take_found(found, &probes[r.clone()], r.start, out),
+                None => out.extend_from_slice(found),
+            }
+        }
+    }
+
+    /// Writes the round's entries, in the walk's order, into `out` (as
+    /// many places as it has entries).
+    fn write_in_order(&self, copied: &Copied, out: &mut [std::mem::MaybeUninit<(u64, Tid)>]) {
+        let mut at = 0;
+        for (found, _) in self.parts_found(copied) {
+            // SAFETY: `out` has room for every entry (`len`); plain data.
+            unsafe { std::ptr::copy_nonoverlapping(found.as_ptr(), out[at..at + found.len()].as_mut_ptr().cast(), found.len()) };
+            at += found.len();
         }
     }
 
@@ -267,6 +260,8 @@ struct Rounds {
     back: usize,
     /// Entries the rounds back have found.
     gathered: usize,
+    /// Entries of the long runs copied in the rounds not back.
+    promised: usize,
     found: Vec<(usize, Copied, Round)>,
     /// Copy buffers of the rounds back, for the next rounds.
     spare: Vec<Vec<u64>>,
@@ -275,8 +270,14 @@ struct Rounds {
 }
 
 impl Rounds {
+    /// Entries found so far, `round` (being filled) included.
+    fn found(&self, round: &Round) -> usize {
+        self.gathered + self.promised + round.promised + round.in_place.len()
+    }
+
     fn take_back(&mut self, (n, found, mut round): Searched) {
         self.back += 1;
+        self.promised -= round.promised;
         match found {
             Ok(f) => {
                 self.gathered += round.len(&f);
@@ -290,6 +291,7 @@ impl Rounds {
     /// Hands `round` to the pool; returns an empty one to fill next.
     fn send<'s, 'p: 's>(&mut self, scope: &rayon::Scope<'s>, round: Round, probes: &'p [u64]) -> Round {
         let (n, tx) = (self.sent, self.tx.clone());
+        self.promised += round.promised;
         scope.spawn(move |_| {
             let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| round.search(probes)));
             let _ = tx.send((n, found, round));
@@ -307,7 +309,7 @@ impl Rounds {
 
     /// Every round's entries, in the walk's order (less what `tally`
     /// counts of the copied leaves').
-    fn finish(mut self, probes: &[u64], mut tally: Option<&mut Tally>) -> Vec<(u64, Tid)> {
+    fn finish(mut self, probes: &[u64], tally: Option<&mut Tally>) -> Vec<(u64, Tid)> {
         while self.back < self.sent {
             let s = self.rx.recv().expect("a round's sender is kept here");
             self.take_back(s);
@@ -319,9 +321,28 @@ impl Rounds {
                 return std::mem::take(&mut round.in_place);
             }
         }
-        let mut out = Vec::with_capacity(self.found.iter().map(|(_, c, r)| r.len(c)).sum());
-        for (_, copied, round) in &self.found {
-            round.put_in_order(copied, probes, &mut tally, &mut out);
+        let total = self.found.iter().map(|(_, c, r)| r.len(c)).sum();
+        let mut out = Vec::with_capacity(total);
+        match tally {
+            Some(t) => {
+                for (_, copied, round) in &self.found {
+                    round.put_in_order(copied, probes, t, &mut out);
+                }
+            }
+            None => {
+                // Each round's entries into their place, on all cores (a
+                // Zipf batch's millions of entries, 16 bytes each).
+                let mut rest = &mut out.spare_capacity_mut()[..total];
+                let mut places = Vec::with_capacity(self.found.len());
+                for (_, copied, round) in &self.found {
+                    let (place, after) = rest.split_at_mut(round.len(copied));
+                    places.push(place);
+                    rest = after;
+                }
+                self.found.par_iter().zip(places).for_each(|((_, copied, round), place)| round.write_in_order(copied, place));
+                // SAFETY: every place written above.
+                unsafe { out.set_len(total) };
+            }
         }
         out
     }
@@ -367,8 +388,8 @@ impl Ahead {
 /// found (a key held by 10^9 rows is not gathered to learn that a batch
 /// is too big). With a `tally`, the entries on all-visible heap pages are
 /// counted instead: those the walk finds in place as it finds them (a
-/// key's run may span thousands of leaves), the copied leaves' once they
-/// are back.
+/// key's run may span thousands of leaves: with a tally it is walked in
+/// place), the copied leaves' once they are back.
 pub fn probe_leaves(
     tree: &Tree,
     hints: &[u32],
@@ -381,7 +402,7 @@ pub fn probe_leaves(
     let mut ahead = Ahead { cursor: 0, starts: VecDeque::new() };
     let (tx, rx) = std::sync::mpsc::channel();
     let in_flight = rayon::current_num_threads() + 2;
-    let mut rounds = Rounds { in_flight, sent: 0, back: 0, gathered: 0, found: Vec::new(), spare: Vec::new(), tx, rx };
+    let mut rounds = Rounds { in_flight, sent: 0, back: 0, gathered: 0, promised: 0, found: Vec::new(), spare: Vec::new(), tx, rx };
     // Entries found when the walk stopped past `cap`.
     let mut over = None;
     // The walk runs on this thread (it pins and locks buffers); the
@@ -392,8 +413,8 @@ pub fn probe_leaves(
         let mut current: Option<(Shared, usize)> = None;
         let mut i = 0;
         while i < probes.len() {
-            if rounds.gathered + round.in_place.len() > cap {
-                over = Some(rounds.gathered + round.in_place.len());
+            if rounds.found(&round) > cap {
+                over = Some(rounds.found(&round));
                 return;
             }
             let q = probes[i];
@@ -423,11 +444,37 @@ pub fn probe_leaves(
                     pgrx::check_for_interrupts!();
                 }
             } else {
-                let start = round.in_place.len();
-                let cap = cap.saturating_sub(rounds.gathered);
-                current = Some(collect_from(rel, page, from, q, i, &mut round.in_place, tally.as_deref_mut(), cap));
-                round.found_in_place(start);
-                i += 1;
+                // q alone on this leaf: its run from here, maybe on
+                // into the leaves to the right.
+                let l = Leaf::new(page.page());
+                let start = l.lower_bound_from(from, q);
+                let pos = l.run_end(start, q);
+                if tally.is_none() && pos - start >= RUN_COPY_MIN {
+                    round.copy(&page, start, i..i + 1);
+                    round.promised += pos - start;
+                } else {
+                    let at = round.in_place.len();
+                    match tally.as_deref_mut() {
+                        Some(t) => t.take(&l, start..pos, i, &mut round.in_place),
+                        None => round.in_place.extend(l.entries(start, pos)),
+                    }
+                    round.found_in_place(at);
+                }
+                // Equal keys go on to the right page only if this
+                // page's high key is q (its lock taken before this one's
+                // goes, as a B-link walk right does).
+                if pos < l.count() || l.rightmost() || l.s.high != q {
+                    current = Some((page, pos));
+                    i += 1;
+                } else {
+                    let right = recent.lock_shared(l.s.right);
+                    drop(page);
+                    current = Some(live_leaf_for(rel, right, 0, q));
+                }
+                if round.copied == ROUND {
+                    round = rounds.send(scope, round, probes);
+                    pgrx::check_for_interrupts!();
+                }
             }
         }
         if !round.parts.is_empty() {

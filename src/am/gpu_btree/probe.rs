@@ -135,12 +135,12 @@ pub(crate) fn probe_visible(
     search::within_limit(if once { entries.len() as u64 } else { runs(&entries, &wanted).map(|(_, r)| r.len() as u64).sum() })?;
     if once && open.passes_as_found() {
         // Straight into the rows `visible` would pass as they are.
-        return Ok(crate::visibility::par_map(with_positions(entries, &wanted), |(tid, p)| (p as i64, crate::storage::tid_to(tid))));
+        return Ok(crate::batch::par_map(with_positions(entries, &wanted), |(tid, p)| (p as i64, crate::storage::tid_to(tid))));
     }
     // (tid, position) for every match, in heap order. (A TID comes from
     // one entry, once for each position that asked for its code, those
     // ascending: `sort_by_tid` need not compare positions.)
-    let mut matches: Vec<(Tid, i64)> = if once {
+    let matches: Vec<(Tid, i64)> = if once {
         with_positions(entries, &wanted).into_iter().map(|(tid, p)| (tid, p as i64)).collect()
     } else {
         let mut matches = Vec::with_capacity(entries.len());
@@ -149,8 +149,7 @@ pub(crate) fn probe_visible(
         }
         matches
     };
-    crate::visibility::sort_by_tid(&mut matches);
-    Ok(open.visible(matches))
+    Ok(open.visible_sorted(crate::visibility::HeapOrdered::sort_by_tid(matches)))
 }
 
 /// Entries (code, TID) in code order, each code asked once in `wanted`

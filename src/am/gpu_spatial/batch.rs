@@ -165,9 +165,7 @@ fn matches(
         matches.extend(hits.of(i).iter().chain(delta_hits.of(i)).map(|&t| (t, ord)));
     }
     // A merge running beside the call may show an entry twice.
-    crate::visibility::sort(&mut matches);
-    matches.dedup();
-    let rows = open.visible(matches);
+    let rows = open.visible_sorted(crate::visibility::HeapOrdered::sort(matches).dedup());
     Ok(if heap_order { rows } else { crate::visibility::by_position(rows) })
 }
 
