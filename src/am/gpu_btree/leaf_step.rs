@@ -39,6 +39,12 @@ const ROUND: usize = 128;
 /// unless a tally counts them there. On the H200 host a Zipf batch of
 /// 5.7M entries: the walk 34-51 -> 16-25 ms, the whole step 48-70 -> 31-43.
 const RUN_COPY_MIN: usize = 256;
+/// A round is also sent once its copies may hold this many entries, so
+/// that their vector (16 bytes an entry, a leaf's ~1,360 at most past it)
+/// stays below the allocator's large blocks (1 MiB): a Zipf batch's
+/// dozens of rounds of run leaves each took one, which pushed the batch's
+/// big kept blocks out (38K page faults a query locally, against 3K).
+const ROUND_ENTRIES: usize = 60_000;
 const PAGE_WORDS: usize = pg_sys::BLCKSZ as usize / 8;
 
 /// The first live leaf from `page` rightwards whose key range can hold q
@@ -149,6 +155,8 @@ enum Part {
 struct Round {
     copies: Vec<u64>,
     copied: usize,
+    /// Entries the copies may hold at most (each past its `from`).
+    bound: usize,
     /// Entries of the long runs copied (known at the walk).
     promised: usize,
     parts: Vec<Part>,
@@ -166,9 +174,15 @@ impl Round {
         };
         self.parts.push(Part::Copied { copy: n, from, probes });
         self.copied += 1;
+        self.bound += Leaf::new(page.page()).count() - from;
     }
 
-    /// Notes the entries `collect_from` just put past `start` in place.
+    /// Whether the round is to be searched now.
+    fn full(&self) -> bool {
+        self.copied == ROUND || self.bound >= ROUND_ENTRIES
+    }
+
+    /// Notes the entries the walk just put past `start` in place.
     fn found_in_place(&mut self, start: usize) {
         let end = self.in_place.len();
         match self.parts.last_mut() {
@@ -181,7 +195,7 @@ impl Round {
     /// end in them (the walk's own entries stay in `in_place`: `Rounds::
     /// finish` puts each part in its place, copying every entry once).
     fn search(&self, probes: &[u64]) -> Copied {
-        let mut out = Copied::default();
+        let mut out = Copied { entries: Vec::with_capacity(self.bound), ends: Vec::with_capacity(self.copied) };
         for p in &self.parts {
             if let Part::Copied { copy, from, probes: r } = p {
                 // SAFETY: a copy of a leaf this backend read under its
@@ -439,7 +453,7 @@ pub fn probe_leaves(
                 // The next probe is at least the high key: from the start.
                 current = Some((page, 0));
                 i = end;
-                if round.copied == ROUND {
+                if round.full() {
                     round = rounds.send(scope, round, probes);
                     pgrx::check_for_interrupts!();
                 }
@@ -471,7 +485,7 @@ pub fn probe_leaves(
                     drop(page);
                     current = Some(live_leaf_for(rel, right, 0, q));
                 }
-                if round.copied == ROUND {
+                if round.full() {
                     round = rounds.send(scope, round, probes);
                     pgrx::check_for_interrupts!();
                 }
