@@ -126,6 +126,7 @@ pub fn describe(aggs: &[Agg]) -> &'static str {
 /// Where each sum's argument lies in a row of the inner table, where the
 /// columns up to it have fixed widths: a row without NULLs holding them
 /// all is read there, without taking it apart (`Totals::add_row`).
+#[derive(Clone)]
 pub struct RowOffsets {
     /// Per aggregate: (offset in the row's data, length) of a sum's
     /// argument.
@@ -205,6 +206,18 @@ impl Totals {
                 Int::I8 => x as i64 as i128,
             };
             s.1 += 1;
+        }
+    }
+
+    /// Adds what `other` holds (a share of the same rows' totals).
+    pub fn merge(&mut self, other: Totals) {
+        self.rows += other.rows;
+        if self.sums.len() < other.sums.len() {
+            self.sums.resize(other.sums.len(), (0, 0));
+        }
+        for (s, o) in self.sums.iter_mut().zip(other.sums) {
+            s.0 += o.0;
+            s.1 += o.1;
         }
     }
 

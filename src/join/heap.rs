@@ -93,6 +93,131 @@ unsafe fn resolve(
     }
 }
 
+/// A window of a summing plan's matches (in heap order) whose pages are
+/// pinned together (`PageFetch::pin_window`), so that their visible rows
+/// can be read on every core: a pinned page's tuples do not move, and a
+/// resolved row's line pointer does not change while the pin holds.
+pub(super) struct PinnedRows {
+    bufs: Vec<pg_sys::Buffer>,
+    /// Each match with a visible row, in the window's order.
+    pub(super) rows: Vec<PinnedRow>,
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct PinnedRow {
+    /// The row's header in its pinned page.
+    pub(super) addr: usize,
+    /// The match's place in the window.
+    pub(super) at: u32,
+    /// Its page in `bufs`, and the row's TID (the HOT chain's visible member).
+    page: u32,
+    v: pg_sys::ItemPointerData,
+}
+
+impl PageFetch {
+    /// Pins the pages of `tids` (a window of matches in heap order: a few
+    /// hundred pages at most, which stay pinned until `unpin`), resolves
+    /// each page's TIDs as `locate` does, and gives the visible rows.
+    ///
+    /// # Safety
+    /// As `locate`, where `locates`.
+    pub(super) unsafe fn pin_window(&mut self, heap: pg_sys::Relation, snapshot: pg_sys::Snapshot, tids: &[Tid]) -> PinnedRows {
+        self.release();
+        let recent = self.recent.as_mut().expect("a heap read by page");
+        let mut out = PinnedRows { bufs: Vec::new(), rows: Vec::with_capacity(tids.len()) };
+        let mut i = 0;
+        while i < tids.len() {
+            let block = (tids[i] >> 16) as u32;
+            let j = i + tids[i..].iter().take_while(|&&t| (t >> 16) as u32 == block).count();
+            let page = &mut self.page;
+            let on_page = tids[i..j].iter().copied();
+            // SAFETY: the caller's contract; raw calls under pin_then's
+            // guard, as `locate` makes them.
+            let buf = recent.pin_then(block, |buf| unsafe {
+                crate::unguarded::heap_page_prune_opt(heap, buf);
+                resolve(false, heap, buf, snapshot, on_page, page);
+            });
+            let p = out.bufs.len() as u32;
+            out.bufs.push(buf);
+            // `page` holds the window's TIDs of this page in their order,
+            // each repeat once.
+            let mut k = 0;
+            for (at, &tid) in (i..j).zip(&tids[i..j]) {
+                while self.page[k].0 != tid {
+                    k += 1;
+                }
+                if let Some(v) = self.page[k].1 {
+                    // SAFETY: a line pointer `resolve` found on the page.
+                    let (row, _) = unsafe { row_of(buf, v) };
+                    out.rows.push(PinnedRow { addr: row as usize, at: at as u32, page: p, v });
+                }
+            }
+            i = j;
+        }
+        self.page.clear();
+        out
+    }
+
+    /// Stores `row` of `pinned` into `slot` (as `store`).
+    ///
+    /// # Safety
+    /// `pinned` not yet unpinned; `slot` the one `begin` was given.
+    pub(super) unsafe fn store_pinned(
+        &self,
+        heap: pg_sys::Relation,
+        slot: *mut pg_sys::TupleTableSlot,
+        pinned: &PinnedRows,
+        row: &PinnedRow,
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe { store_row(heap, slot, pinned.bufs[row.page as usize], row.v) }
+    }
+
+    /// Drops the window's pins.
+    pub(super) fn unpin(&mut self, pinned: PinnedRows) {
+        // SAFETY: pins `pin_window` took; raw calls under one guard.
+        unsafe {
+            crate::unguarded::guarded(|| {
+                for b in pinned.bufs {
+                    crate::unguarded::ReleaseBuffer(b);
+                }
+            })
+        }
+    }
+}
+
+/// The row `v` of the pinned page in `buf`: its header and length.
+///
+/// # Safety
+/// `buf` pinned; `v` a resolved line pointer on it.
+unsafe fn row_of(buf: pg_sys::Buffer, v: pg_sys::ItemPointerData) -> (*mut pg_sys::HeapTupleHeaderData, u32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let page = pg_sys::BufferGetPage(buf) as *const pg_sys::PageHeaderData;
+        let lp = &*(*page).pd_linp.as_ptr().add(v.ip_posid as usize - 1);
+        ((page as *mut u8).add(lp.lp_off() as usize).cast(), lp.lp_len())
+    }
+}
+
+/// Stores the row `v` of the pinned page in `buf` into `slot`, as
+/// heapam_index_fetch_tuple stores it (the slot's own tuple header).
+///
+/// # Safety
+/// As `row_of`; `slot` a buffer heap slot of `heap`.
+unsafe fn store_row(heap: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, buf: pg_sys::Buffer, v: pg_sys::ItemPointerData) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let (data, len) = row_of(buf, v);
+        let bslot = slot.cast::<pg_sys::BufferHeapTupleTableSlot>();
+        let tuple = &raw mut (*bslot).base.tupdata;
+        (*tuple).t_data = data;
+        (*tuple).t_len = len;
+        (*tuple).t_self = v;
+        (*tuple).t_tableOid = (*heap).rd_id;
+        crate::slot::store_buffer_tuple(tuple, slot, buf);
+    }
+}
+
 impl PageFetch {
     /// # Safety
     /// `heap` open; `slot` made for it by `table_slot_create`.
@@ -234,11 +359,7 @@ impl PageFetch {
     pub(super) unsafe fn row(&self, v: pg_sys::ItemPointerData) -> (*mut pg_sys::HeapTupleHeaderData, u32) {
         // SAFETY: the caller's contract: a resolved line pointer of the
         // pinned page.
-        unsafe {
-            let page = pg_sys::BufferGetPage(self.buf) as *const pg_sys::PageHeaderData;
-            let lp = &*(*page).pd_linp.as_ptr().add(v.ip_posid as usize - 1);
-            ((page as *mut u8).add(lp.lp_off() as usize).cast(), lp.lp_len())
-        }
+        unsafe { row_of(self.buf, v) }
     }
 
     /// Stores the row `v` found by `locate` into `slot`, as
@@ -248,16 +369,7 @@ impl PageFetch {
     /// As `row`; `slot` the one `begin` was given.
     pub(super) unsafe fn store(&self, heap: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, v: pg_sys::ItemPointerData) {
         // SAFETY: the caller's contract.
-        unsafe {
-            let (data, len) = self.row(v);
-            let bslot = slot.cast::<pg_sys::BufferHeapTupleTableSlot>();
-            let tuple = &raw mut (*bslot).base.tupdata;
-            (*tuple).t_data = data;
-            (*tuple).t_len = len;
-            (*tuple).t_self = v;
-            (*tuple).t_tableOid = (*heap).rd_id;
-            crate::slot::store_buffer_tuple(tuple, slot, self.buf);
-        }
+        unsafe { store_row(heap, slot, self.buf, v) }
     }
 
     /// `f` of the buffers this backend remembers for the table (none for
