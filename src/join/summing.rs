@@ -123,9 +123,10 @@ impl State {
         }
     }
 
-    /// Starts summing `matches[window]` with its pages pinned together: the pages' TIDs resolved here, the rows
-    /// read on every core (each row a cache miss: a participant's rows,
-    /// read one by one on its thread, were most of a Zipf sum's time).
+    /// Starts summing `matches[window]` with its pages pinned together:
+    /// the pages' TIDs resolved here, the rows read on every core (each
+    /// row a cache miss: a participant's rows, read one by one on its
+    /// thread, were most of a Zipf sum's time).
     unsafe fn sum_pinned(
         &mut self,
         matches: &[(Tid, u32)],
@@ -192,7 +193,10 @@ const ROWS_A_TASK: usize = 2048;
 const PREFETCH_AHEAD: usize = 8;
 
 /// A window being summed on the pool: its pinned pages, and where its
-/// sums and its rows with NULLs come.
+/// sums and its rows with NULLs come. An ERROR before `finish` releases
+/// the pins while the pool may still read the pages: shared buffers (or
+/// this backend's local ones), mapped for the process's life, whose sums
+/// nobody takes.
 struct Summing {
     pinned: PinnedRows,
     sums: std::sync::mpsc::Receiver<std::thread::Result<(Totals, Vec<PinnedRow>)>>,
