@@ -60,10 +60,14 @@ impl State {
         let offsets = self.row_offsets.take().expect("row offsets");
         let matches = std::mem::take(&mut self.matches);
         let mut summing: Option<Summing> = None;
+        // Two windows are pinned at once: a small share of shared_buffers
+        // however small it is set.
+        // SAFETY: a global set at startup.
+        let window_pages = (unsafe { pg_sys::NBuffers } as usize / 64).clamp(1, WINDOW_PAGES);
         let mut start = 0;
         while start < matches.len() {
             pg_sys::check_for_interrupts!();
-            let end = window_end(&matches, start);
+            let end = window_end(&matches, start, window_pages);
             let started = self.timed.then(Instant::now);
             // SAFETY: the caller's.
             unsafe {
@@ -181,7 +185,8 @@ impl State {
 }
 
 /// A window: at most this many matches, on at most `WINDOW_PAGES` pages
-/// (pinned together: a small share of any shared_buffers).
+/// (pinned together), fewer where shared_buffers holds fewer than 64
+/// times as many.
 const WINDOW_ROWS: usize = 1 << 16;
 const WINDOW_PAGES: usize = 128;
 /// A window with fewer matches is summed row by row: the pool's start
@@ -233,13 +238,13 @@ fn sum_rows_on_pool(rows: &[PinnedRow], offsets: &RowOffsets) -> (Totals, Vec<Pi
 }
 
 /// Where the window of `matches` starting at `start` ends.
-fn window_end(matches: &[(Tid, u32)], start: usize) -> usize {
+fn window_end(matches: &[(Tid, u32)], start: usize, max_pages: usize) -> usize {
     let (mut pages, mut block) = (0, u64::MAX);
     for (i, m) in matches.iter().enumerate().skip(start).take(WINDOW_ROWS) {
         if m.0 >> 16 != block {
             block = m.0 >> 16;
             pages += 1;
-            if pages > WINDOW_PAGES {
+            if pages > max_pages {
                 return i;
             }
         }

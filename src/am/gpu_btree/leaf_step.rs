@@ -164,8 +164,9 @@ struct Round {
 }
 
 impl Round {
-    /// Copies the locked leaf `page`, for `probes` searched from `from`.
-    fn copy(&mut self, page: &Shared, from: usize, probes: Range<usize>) {
+    /// Copies the locked leaf `page` (`count` entries), for `probes`
+    /// searched from `from`.
+    fn copy(&mut self, page: &Shared, count: usize, from: usize, probes: Range<usize>) {
         let n = self.copied;
         self.copies.resize(ROUND * PAGE_WORDS, 0);
         // SAFETY: the locked page is BLCKSZ bytes; the copy as many.
@@ -174,7 +175,7 @@ impl Round {
         };
         self.parts.push(Part::Copied { copy: n, from, probes });
         self.copied += 1;
-        self.bound += Leaf::new(page.page()).count() - from;
+        self.bound += count - from;
     }
 
     /// Whether the round is to be searched now.
@@ -241,8 +242,7 @@ impl Round {
     fn write_in_order(&self, copied: &Copied, out: &mut [std::mem::MaybeUninit<(u64, Tid)>]) {
         let mut at = 0;
         for (found, _) in self.parts_found(copied) {
-            // SAFETY: `out` has room for every entry (`len`); plain data.
-            unsafe { std::ptr::copy_nonoverlapping(found.as_ptr(), out[at..at + found.len()].as_mut_ptr().cast(), found.len()) };
+            out[at..at + found.len()].write_copy_of_slice(found);
             at += found.len();
         }
     }
@@ -445,11 +445,11 @@ pub fn probe_leaves(
                 }
             };
             let (page, from) = live_leaf_for(rel, page, from, q);
-            let s = Leaf::new(page.page()).s;
-            let below_high = |p: u64| s.flags & RIGHTMOST != 0 || p < s.high;
+            let l = Leaf::new(page.page());
+            let below_high = |p: u64| l.rightmost() || p < l.s.high;
             if probes.get(i + COPY_MIN - 1).is_some_and(|&p| below_high(p)) {
                 let end = i + COPY_MIN + probes[i + COPY_MIN..].partition_point(|&p| below_high(p));
-                round.copy(&page, from, i..end);
+                round.copy(&page, l.count(), from, i..end);
                 // The next probe is at least the high key: from the start.
                 current = Some((page, 0));
                 i = end;
@@ -460,11 +460,10 @@ pub fn probe_leaves(
             } else {
                 // q alone on this leaf: its run from here, maybe on
                 // into the leaves to the right.
-                let l = Leaf::new(page.page());
                 let start = l.lower_bound_from(from, q);
                 let pos = l.run_end(start, q);
                 if tally.is_none() && pos - start >= RUN_COPY_MIN {
-                    round.copy(&page, start, i..i + 1);
+                    round.copy(&page, l.count(), start, i..i + 1);
                     round.promised += pos - start;
                 } else {
                     let at = round.in_place.len();
