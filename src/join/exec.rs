@@ -674,6 +674,16 @@ impl State {
         }
     }
 
+    /// `f`, its time counted as the heap's where the node is timed.
+    pub(super) fn time_heap<R>(&mut self, f: impl FnOnce(&mut State) -> R) -> R {
+        let started = self.timed.then(Instant::now);
+        let r = f(self);
+        if let Some(t) = started {
+            self.stats.heap_time += t.elapsed();
+        }
+        r
+    }
+
     /// Records a batch search that started at `started`: its time, and
     /// whether it ran on the GPU.
     pub(super) fn note_batch(&mut self, started: Instant) {
@@ -812,19 +822,15 @@ impl State {
             self.fetched = Some((tid, true));
             return true;
         }
-        let started = self.timed.then(Instant::now);
         // SAFETY: the index fetch of this node's table, the query's snapshot.
-        let found = unsafe {
-            let found = self.pages.fetch(self.heap, self.heap_slot, snapshot, tid, upcoming);
-            if found && self.heap_deform > 0 {
-                crate::slot::getsomeattrs(self.heap_slot, self.heap_deform);
+        let found = self.time_heap(|s| unsafe {
+            let found = s.pages.fetch(s.heap, s.heap_slot, snapshot, tid, upcoming);
+            if found && s.heap_deform > 0 {
+                crate::slot::getsomeattrs(s.heap_slot, s.heap_deform);
             }
             found
-        };
+        });
         self.stats.fetches += 1;
-        if let Some(t) = started {
-            self.stats.heap_time += t.elapsed();
-        }
         self.fetched = Some((tid, found));
         found
     }

@@ -114,78 +114,6 @@ pub(super) struct PinnedRow {
     v: pg_sys::ItemPointerData,
 }
 
-impl PageFetch {
-    /// Pins the pages of `tids` (a window of matches in heap order: a few
-    /// hundred pages at most, which stay pinned until `unpin`), resolves
-    /// each page's TIDs as `locate` does, and gives the visible rows.
-    ///
-    /// # Safety
-    /// As `locate`, where `locates`.
-    pub(super) unsafe fn pin_window(&mut self, heap: pg_sys::Relation, snapshot: pg_sys::Snapshot, tids: &[Tid]) -> PinnedRows {
-        self.release();
-        let recent = self.recent.as_mut().expect("a heap read by page");
-        let mut out = PinnedRows { bufs: Vec::new(), rows: Vec::with_capacity(tids.len()) };
-        let mut i = 0;
-        while i < tids.len() {
-            let block = (tids[i] >> 16) as u32;
-            let j = i + tids[i..].iter().take_while(|&&t| (t >> 16) as u32 == block).count();
-            let page = &mut self.page;
-            let on_page = tids[i..j].iter().copied();
-            // SAFETY: the caller's contract; raw calls under pin_then's
-            // guard, as `locate` makes them.
-            let buf = recent.pin_then(block, |buf| unsafe {
-                crate::unguarded::heap_page_prune_opt(heap, buf);
-                resolve(false, heap, buf, snapshot, on_page, page);
-            });
-            let p = out.bufs.len() as u32;
-            out.bufs.push(buf);
-            // `page` holds the window's TIDs of this page in their order,
-            // each repeat once.
-            let mut k = 0;
-            for (at, &tid) in (i..j).zip(&tids[i..j]) {
-                while self.page[k].0 != tid {
-                    k += 1;
-                }
-                if let Some(v) = self.page[k].1 {
-                    // SAFETY: a line pointer `resolve` found on the page.
-                    let (row, _) = unsafe { row_of(buf, v) };
-                    out.rows.push(PinnedRow { addr: row as usize, at: at as u32, page: p, v });
-                }
-            }
-            i = j;
-        }
-        self.page.clear();
-        out
-    }
-
-    /// Stores `row` of `pinned` into `slot` (as `store`).
-    ///
-    /// # Safety
-    /// `pinned` not yet unpinned; `slot` the one `begin` was given.
-    pub(super) unsafe fn store_pinned(
-        &self,
-        heap: pg_sys::Relation,
-        slot: *mut pg_sys::TupleTableSlot,
-        pinned: &PinnedRows,
-        row: &PinnedRow,
-    ) {
-        // SAFETY: the caller's contract.
-        unsafe { store_row(heap, slot, pinned.bufs[row.page as usize], row.v) }
-    }
-
-    /// Drops the window's pins.
-    pub(super) fn unpin(&mut self, pinned: PinnedRows) {
-        // SAFETY: pins `pin_window` took; raw calls under one guard.
-        unsafe {
-            crate::unguarded::guarded(|| {
-                for b in pinned.bufs {
-                    crate::unguarded::ReleaseBuffer(b);
-                }
-            })
-        }
-    }
-}
-
 /// The row `v` of the pinned page in `buf`: its header and length.
 ///
 /// # Safety
@@ -370,6 +298,77 @@ impl PageFetch {
     pub(super) unsafe fn store(&self, heap: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, v: pg_sys::ItemPointerData) {
         // SAFETY: the caller's contract.
         unsafe { store_row(heap, slot, self.buf, v) }
+    }
+
+    /// Pins the pages of `window` (matches (TID, outer row) in heap order:
+    /// a few hundred pages at most, which stay pinned until `unpin`),
+    /// resolves each page's TIDs as `locate` does, and gives the visible
+    /// rows.
+    ///
+    /// # Safety
+    /// As `locate`, where `locates`.
+    pub(super) unsafe fn pin_window(&mut self, heap: pg_sys::Relation, snapshot: pg_sys::Snapshot, window: &[(Tid, u32)]) -> PinnedRows {
+        self.release();
+        let recent = self.recent.as_mut().expect("a heap read by page");
+        let mut out = PinnedRows { bufs: Vec::new(), rows: Vec::with_capacity(window.len()) };
+        let mut i = 0;
+        while i < window.len() {
+            let block = (window[i].0 >> 16) as u32;
+            let j = i + window[i..].iter().take_while(|m| (m.0 >> 16) as u32 == block).count();
+            let page = &mut self.page;
+            let on_page = window[i..j].iter().map(|m| m.0);
+            // SAFETY: the caller's contract; raw calls under pin_then's
+            // guard, as `locate` makes them.
+            let buf = recent.pin_then(block, |buf| unsafe {
+                crate::unguarded::heap_page_prune_opt(heap, buf);
+                resolve(false, heap, buf, snapshot, on_page, page);
+            });
+            let p = out.bufs.len() as u32;
+            out.bufs.push(buf);
+            // `page` holds the window's TIDs of this page in their order,
+            // each repeat once.
+            let mut k = 0;
+            for (at, &(tid, _)) in (i..j).zip(&window[i..j]) {
+                while self.page[k].0 != tid {
+                    k += 1;
+                }
+                if let Some(v) = self.page[k].1 {
+                    // SAFETY: a line pointer `resolve` found on the page.
+                    let (row, _) = unsafe { row_of(buf, v) };
+                    out.rows.push(PinnedRow { addr: row as usize, at: at as u32, page: p, v });
+                }
+            }
+            i = j;
+        }
+        self.page.clear();
+        out
+    }
+
+    /// Stores `row` of `pinned` into `slot` (as `store`).
+    ///
+    /// # Safety
+    /// `pinned` not yet unpinned; `slot` the one `begin` was given.
+    pub(super) unsafe fn store_pinned(
+        &self,
+        heap: pg_sys::Relation,
+        slot: *mut pg_sys::TupleTableSlot,
+        pinned: &PinnedRows,
+        row: &PinnedRow,
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe { store_row(heap, slot, pinned.bufs[row.page as usize], row.v) }
+    }
+
+    /// Drops the window's pins.
+    pub(super) fn unpin(&mut self, pinned: PinnedRows) {
+        // SAFETY: pins `pin_window` took; raw calls under one guard.
+        unsafe {
+            crate::unguarded::guarded(|| {
+                for b in pinned.bufs {
+                    crate::unguarded::ReleaseBuffer(b);
+                }
+            })
+        }
     }
 
     /// `f` of the buffers this backend remembers for the table (none for

@@ -12,7 +12,6 @@ use super::exec::State;
 use super::heap::{PinnedRow, PinnedRows};
 use crate::storage::Tid;
 use pgrx::pg_sys;
-use std::time::Instant;
 
 impl State {
     /// Sums every match of the join into `totals`: a fused call's chunks
@@ -68,34 +67,26 @@ impl State {
         while start < matches.len() {
             pg_sys::check_for_interrupts!();
             let end = window_end(&matches, start, window_pages);
-            let started = self.timed.then(Instant::now);
             // SAFETY: the caller's.
-            unsafe {
+            self.time_heap(|s| unsafe {
                 if end - start >= PINNED_MIN_ROWS {
-                    let next = self.sum_pinned(&matches, start..end, &offsets, snapshot);
-                    if let Some(s) = summing.replace(next) {
-                        self.finish(s, &matches, totals);
+                    let next = s.sum_pinned(&matches, start..end, &offsets, snapshot);
+                    if let Some(last) = summing.replace(next) {
+                        s.finish(last, &matches, totals);
                     }
                 } else {
-                    if let Some(s) = summing.take() {
-                        self.finish(s, &matches, totals);
+                    if let Some(last) = summing.take() {
+                        s.finish(last, &matches, totals);
                     }
-                    self.sum_one_by_one(&matches, start..end, &offsets, snapshot, totals);
+                    s.sum_one_by_one(&matches, start..end, &offsets, snapshot, totals);
                 }
-            }
+            });
             self.stats.fetches += (end - start) as u64;
-            if let Some(t) = started {
-                self.stats.heap_time += t.elapsed();
-            }
             start = end;
         }
-        if let Some(s) = summing {
-            let started = self.timed.then(Instant::now);
+        if let Some(last) = summing {
             // SAFETY: the caller's.
-            unsafe { self.finish(s, &matches, totals) };
-            if let Some(t) = started {
-                self.stats.heap_time += t.elapsed();
-            }
+            self.time_heap(|s| unsafe { s.finish(last, &matches, totals) });
         }
         self.matches = matches;
         self.row_offsets = Some(offsets);
@@ -138,10 +129,9 @@ impl State {
         offsets: &RowOffsets,
         snapshot: pg_sys::Snapshot,
     ) -> Summing {
-        let tids: Vec<Tid> = matches[window.clone()].iter().map(|m| m.0).collect();
         // SAFETY: the caller's; the rows are read while their pages stay
         // pinned (until `finish` has the sums).
-        let mut pinned = unsafe { self.pages.pin_window(self.heap, snapshot, &tids) };
+        let mut pinned = unsafe { self.pages.pin_window(self.heap, snapshot, &matches[window.clone()]) };
         let rows = std::mem::take(&mut pinned.rows);
         let offsets = offsets.clone();
         let (send, sums) = std::sync::mpsc::sync_channel(1);
