@@ -78,6 +78,19 @@ impl Call {
         Call { open, ask, query_type, queries: values, what }
     }
 
+    /// Puts an equality probe's keys in key order where the index has one
+    /// (gpu_btree's and gpu_learned's codes), so that the pieces of the
+    /// batch (`search::Pieces`, ranges of its queries) are ranges of keys,
+    /// each walking its own stretch of the leaves. In the array's order,
+    /// each piece of a parallel join's search walked most of the leaf
+    /// level again (H200 host, a Zipf batch in four pieces: 38 ms of walks
+    /// against 17 ms for the batch in one).
+    pub fn in_key_order(&mut self) {
+        if self.ask == Ask::Matches(pg_sys::BTEqualStrategyNumber as u16) && matches!(self.open.am, "gpu_btree" | "gpu_learned") {
+            crate::am::gpu_btree::probe::in_key_order(self.open.index, self.query_type, &mut self.queries);
+        }
+    }
+
     pub fn batch(&self, heap_order: bool) -> Batch<'_> {
         Batch { ask: self.ask, query_type: self.query_type, queries: &self.queries, what: self.what, heap_order }
     }

@@ -340,6 +340,7 @@ impl State {
                     // The first matches go out after a small share of the
                     // search, so the others fetch while it goes on.
                     if let Some(s) = f.searching.as_mut() {
+                        s.call.in_key_order();
                         let n = s.call.queries.len();
                         s.pieces = search::Pieces::growing(n, (n / 16).max(1024));
                     }

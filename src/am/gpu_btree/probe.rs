@@ -76,6 +76,18 @@ pub(crate) fn probe_batch(
     Ok((Hits { rows, distances: None }, counted))
 }
 
+/// Sorts equality `queries` of `query_type` (checked against `index`'s
+/// keys) by their codes, ties by position (`Call::in_key_order`).
+pub(crate) fn in_key_order(index: pg_sys::Relation, query_type: pg_sys::Oid, queries: &mut [(i64, pg_sys::Datum)]) {
+    check_key_type(index, query_type);
+    let mut coded: Vec<(u64, i64, usize)> = queries.iter().map(|&(i, v)| (keys::equal_range(v, query_type).0, i, v.value())).collect();
+    crate::batch::ensure_cpu_pool();
+    coded.par_sort_unstable();
+    for (q, (_, i, v)) in queries.iter_mut().zip(coded) {
+        *q = (i, pg_sys::Datum::from(v));
+    }
+}
+
 /// Checks that keys of `query_type` compare with the index's keys.
 pub(crate) fn check_key_type(index: pg_sys::Relation, query_type: pg_sys::Oid) {
     let key_type = super::build::key_type(index);
