@@ -60,3 +60,28 @@ SELECT sum(t.payload) FROM gpu_btree_probe('tz_g', :'arr'::int8[]) p JOIN tz t O
 EXPLAIN (ANALYZE, VERBOSE, COSTS OFF) SELECT sum(t.payload) FROM gpu_btree_probe('tz_g', :'arr'::int8[]) p JOIN tz t ON t.ctid = p.ctid;
 SQL
 }
+# keyset_tables [SQL]: fused-keysets-ab.sh's two key sets, N (10^7) rows
+# each, gpu_btree and btree on k (SQL run after them: more indexes),
+# VACUUM ANALYZE; then `probes`, M (131,072) keys of each: tu (uniform: a
+# permutation of 0..N-1, random keys, ~9% misses) and tz (Zipf-like
+# ranks, s = 1.2 over 10^6 ranks, the first held by ~13% of the rows;
+# drawn afresh each time; M distinct stored keys).
+keyset_tables() {
+  local N=${N:-10000000} M=${M:-131072}
+  $P <<SQL
+CREATE EXTENSION gpuindex;
+CREATE TABLE tu (k int8, payload int8);
+INSERT INTO tu SELECT (i * 2654435761) % $N, i FROM generate_series(0, $N - 1) i;
+CREATE TABLE tz (k int8, payload int8);
+INSERT INTO tz SELECT (least(floor(pow(random(), -5)), 1000000)::int8 * 2654435761) % 4294967296, i FROM generate_series(0, $N - 1) i;
+CREATE INDEX tu_g ON tu USING gpu_btree (k); CREATE INDEX tu_b ON tu (k);
+CREATE INDEX tz_g ON tz USING gpu_btree (k); CREATE INDEX tz_b ON tz (k);
+${1:-}
+VACUUM ANALYZE tu; VACUUM ANALYZE tz;
+SELECT setseed(0.25);
+CREATE TABLE probes AS
+  SELECT 'tu' AS t, array_agg(k)::text a FROM (SELECT (random() * $N * 1.09)::int8 FROM generate_series(1, $M)) g(k)
+  UNION ALL
+  SELECT 'tz', array_agg(k)::text FROM (SELECT k FROM (SELECT DISTINCT k FROM tz) d ORDER BY random() LIMIT $M) g(k);
+SQL
+}

@@ -44,22 +44,7 @@ use_lib() {
 }
 use_lib $(echo ${LIBS:-old new} | cut -d' ' -f1)
 t0=$(date +%s)
-$P <<SQL
-CREATE EXTENSION gpuindex;
-CREATE TABLE tu (k int8, payload int8);
-INSERT INTO tu SELECT (i * 2654435761) % $N, i FROM generate_series(0, $N - 1) i;
-CREATE TABLE tz (k int8, payload int8);
-INSERT INTO tz SELECT (least(floor(pow(random(), -5)), 1000000)::int8 * 2654435761) % 4294967296, i FROM generate_series(0, $N - 1) i;
-CREATE INDEX tu_g ON tu USING gpu_btree (k); CREATE INDEX tu_b ON tu (k);
-CREATE INDEX tz_g ON tz USING gpu_btree (k); CREATE INDEX tz_b ON tz (k);
-$([ "${WHAT:-}" = counts ] && echo "CREATE INDEX tu_l ON tu USING gpu_learned (k); CREATE INDEX tz_l ON tz USING gpu_learned (k);")
-VACUUM ANALYZE tu; VACUUM ANALYZE tz;
-SELECT setseed(0.25);
-CREATE TABLE probes AS
-  SELECT 'tu' AS t, array_agg(k)::text a FROM (SELECT (random() * $N * 1.09)::int8 FROM generate_series(1, $M)) g(k)
-  UNION ALL
-  SELECT 'tz', array_agg(k)::text FROM (SELECT k FROM (SELECT DISTINCT k FROM tz) d ORDER BY random() LIMIT $M) g(k);
-SQL
+keyset_tables "$([ "${WHAT:-}" = counts ] && echo "CREATE INDEX tu_l ON tu USING gpu_learned (k); CREATE INDEX tz_l ON tz USING gpu_learned (k);")"
 echo "built in $(( $(date +%s) - t0 )) s"
 for t in tu tz; do
   echo "== $t: $($P -Atc "SELECT count(*) FROM $t WHERE k = ANY((SELECT a FROM probes WHERE t = '$t')::int8[])") matching rows"

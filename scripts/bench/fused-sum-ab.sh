@@ -12,24 +12,9 @@
 cd "$(dirname "$0")"; here=$(pwd)
 conf='shared_buffers=32GB;max_wal_size=32GB;checkpoint_timeout=30min;huge_pages=on'
 source ./bundle-server.sh
-N=10000000; M=131072
 restart() { $RT/pg-stop >/dev/null; cp "$here/$1.so" $RT/usr/lib/postgresql/15/lib/gpuindex.so; PRELOAD=gpuindex PGCONF_EXTRA="$conf" $RT/pg-start >/dev/null || exit 1; }
 restart old
-$P <<SQL
-CREATE EXTENSION gpuindex;
-CREATE TABLE tu (k int8, payload int8);
-INSERT INTO tu SELECT (i * 2654435761) % $N, i FROM generate_series(0, $N - 1) i;
-CREATE TABLE tz (k int8, payload int8);
-INSERT INTO tz SELECT (least(floor(pow(random(), -5)), 1000000)::int8 * 2654435761) % 4294967296, i FROM generate_series(0, $N - 1) i;
-CREATE INDEX tu_g ON tu USING gpu_btree (k); CREATE INDEX tu_b ON tu (k);
-CREATE INDEX tz_g ON tz USING gpu_btree (k); CREATE INDEX tz_b ON tz (k);
-VACUUM ANALYZE tu; VACUUM ANALYZE tz;
-SELECT setseed(0.25);
-CREATE TABLE probes AS
-  SELECT 'tu' AS t, array_agg(k)::text a FROM (SELECT (random() * $N * 1.09)::int8 FROM generate_series(1, $M)) g(k)
-  UNION ALL
-  SELECT 'tz', array_agg(k)::text FROM (SELECT k FROM (SELECT DISTINCT k FROM tz) d ORDER BY random() LIMIT $M) g(k);
-SQL
+keyset_tables
 # q TABLE SETTINGS: the five times of the fused sum over TABLE.
 q() {
   $P <<SQL 2>&1 | grep -E '^Time' | sed 's/Time: //; s/ ms//' | tr '\n' ' '
