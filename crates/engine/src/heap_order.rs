@@ -50,6 +50,12 @@ fn width(max: u64) -> u32 {
 /// time for 10^6 matches and 0.6x-0.8x for 4x10^6; on 2 threads 0.4x-0.6x
 /// for 10^6).
 const CODES_PER_THREAD: usize = 1 << 17;
+/// The same for `sort_by_tid` (two radix passes where `sort` takes three):
+/// on the H200 host's 16 threads its codes took 0.6x-0.9x the comparison
+/// sort's time for 1-2x10^5 matches, 1.2x for 4x10^5, 1.7x-2.5x for
+/// 0.7-1.5x10^6 (`gpuindex-bench heap-order`, "codes by TID at any
+/// size"): a parallel fused call's searcher sorts pieces of those sizes.
+const CODES_PER_THREAD_BY_TID: usize = 1 << 15;
 
 /// Sorts matches into heap order on rayon's threads. Where block, offset
 /// and the other fields, each cut to the bits its largest value needs,
@@ -68,12 +74,13 @@ pub fn sort<T: HeapKey>(matches: &mut [T]) {
 /// sorted, two radix passes of a 10^7-row table's where `sort` takes
 /// three with a 131,072-key batch's positions.
 pub fn sort_by_tid<T: HeapKey>(matches: &mut [T]) {
-    sort_as(matches, CODES_PER_THREAD, true)
+    sort_as(matches, CODES_PER_THREAD_BY_TID, true)
 }
 
 /// `sort`, with codes where each thread has `per_thread` matches, their
-/// TIDs alone sorted where `by_tid` (`sort_by_tid`).
-fn sort_as<T: HeapKey>(matches: &mut [T], per_thread: usize, by_tid: bool) {
+/// TIDs alone sorted where `by_tid` (`sort_by_tid`). Public for the
+/// benchmark that chooses `per_thread`.
+pub fn sort_as<T: HeapKey>(matches: &mut [T], per_thread: usize, by_tid: bool) {
     use rayon::prelude::*;
     if matches.len() < 1 << 14 {
         matches.sort_unstable();

@@ -98,7 +98,9 @@ pub fn par_sort_codes_above(v: &mut Vec<u64>, low: u32) {
     let digit_bits = bits.div_ceil(passes);
     let buckets = 1usize << digit_bits;
     let chunk = v.len().div_ceil(threads);
-    let mut tmp: Vec<u64> = vec![0; v.len()];
+    // Not zeroed (a memset of the whole batch on the calling thread): the
+    // first pass writes each position before anything reads it.
+    let mut tmp: Vec<u64> = Vec::with_capacity(v.len());
     struct Out(*mut u64);
     // SAFETY: each slice writes only its own positions (disjoint by the
     // counts).
@@ -135,6 +137,9 @@ pub fn par_sort_codes_above(v: &mut Vec<u64>, low: u32) {
                 at[d] += 1;
             }
         });
+        // SAFETY: the pass wrote each of the v.len() positions once (the
+        // counts place every code), within tmp's capacity.
+        unsafe { tmp.set_len(v.len()) };
         std::mem::swap(v, &mut tmp);
     }
 }
