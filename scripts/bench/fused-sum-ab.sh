@@ -10,7 +10,8 @@
 # library. PLANS=1 adds EXPLAIN ANALYZE's planning and execution times of
 # tz (three runs), in parallel and in one backend; CONF adds server
 # settings (`a=1;b=2`). Last, PostgreSQL's parallel hash join of each sum
-# (btree kept, gpu_btree dropped in a rolled-back transaction). Copy next
+# (btree kept, gpu_btree dropped in a rolled-back transaction), once for
+# each setting, or tz's in every round with HASH_EACH_ROUND=1. Copy next
 # to a bundle folder `pg` (scripts/gpu-pg-bundle.sh) with bundle-server.sh
 # and the libraries, and run it there.
 cd "$(dirname "$0")"; here=$(pwd)
@@ -53,6 +54,23 @@ EXPLAIN (ANALYZE, COSTS OFF) SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g'
 SQL
   echo
 }
+# hashjoin TABLE: three times of PostgreSQL's parallel hash join of the sum
+# (btree kept, gpu_btree dropped in a rolled-back transaction).
+hashjoin() {
+  $P <<SQL 2>&1 | grep -E '^Time' | sed 's/Time: //; s/ ms.*//' | tr '\n' ' '
+SELECT a AS arr FROM probes WHERE t = '$1' \gset
+SET jit = off; SET gpuindex.enable_join = off; SET enable_nestloop = off; SET enable_mergejoin = off;
+BEGIN; DROP INDEX ${1}_g;
+\o /dev/null
+SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $1 t ON t.k = u.k;
+\timing on
+SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $1 t ON t.k = u.k;
+SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $1 t ON t.k = u.k;
+SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $1 t ON t.k = u.k;
+\timing off
+ROLLBACK;
+SQL
+}
 for round in $(seq ${ROUNDS:-4}); do
 for v in $libs; do
   restart $v
@@ -60,32 +78,22 @@ for v in $libs; do
   echo "-- $round $v tu parallel: $(q tu '')"
   echo "-- $round $v tz 4 workers: $(q tz 'SET max_parallel_workers_per_gather = 4;')"
   echo "-- $round $v tz serial: $(q tz 'SET max_parallel_workers_per_gather = 0;')"
+  [ -n "${HASH_EACH_ROUND:-}" ] && echo "-- $round $v hash tz: $(hashjoin tz)"
   if [ -n "${PLANS:-}" ]; then
     echo "-- $round $v tz parallel plan/exec: $(e tz '')"
     echo "-- $round $v tz serial plan/exec: $(e tz 'SET max_parallel_workers_per_gather = 0;')"
   fi
 done
 done
-# Once for each set of settings the entries ran with.
-first=${libs%% *}
-for extra in $(for v in $libs; do [[ $v == *@* ]] && echo "@${v#*@}" || echo @; done | sort -u); do
-[ "$extra" = @ ] && extra=
-restart "${first%%@*}$extra"
-for t in tz tu; do
-echo "-- hash $t$extra: $($P <<SQL 2>&1 | grep -E '^Time' | sed 's/Time: //; s/ ms//' | tr '\n' ' '
-SELECT a AS arr FROM probes WHERE t = '$t' \gset
-SET jit = off; SET gpuindex.enable_join = off; SET enable_nestloop = off; SET enable_mergejoin = off;
-BEGIN; DROP INDEX ${t}_g;
-\o /dev/null
-SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k;
-\timing on
-SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k;
-SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k;
-SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $t t ON t.k = u.k;
-\timing off
-ROLLBACK;
-SQL
-)"
-done
-done
+# Once for each set of settings the entries ran with (every round's
+# entries already timed it with HASH_EACH_ROUND).
+if [ -z "${HASH_EACH_ROUND:-}" ]; then
+  first=${libs%% *}
+  for extra in $(for v in $libs; do [[ $v == *@* ]] && echo "@${v#*@}" || echo @; done | sort -u); do
+    [ "$extra" = @ ] && extra=
+    restart "${first%%@*}$extra"
+    echo "-- hash tz$extra: $(hashjoin tz)"
+    echo "-- hash tu$extra: $(hashjoin tu)"
+  done
+fi
 $RT/pg-stop >/dev/null
