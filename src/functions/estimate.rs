@@ -323,7 +323,7 @@ impl ColumnStats {
             );
             let (elems, nulls) = (std::slice::from_raw_parts(elems, n as usize), std::slice::from_raw_parts(nulls, n as usize));
             let keys = elems.iter().zip(nulls).filter(|(_, &null)| !null).map(|(&k, _)| k);
-            let rows_of = |common: Option<usize>| common.map_or(self.rare, |i| self.common[i].1 * self.tuples);
+            let rows_for = |common: Option<usize>| common.map_or(self.rare, |i| self.common[i].1 * self.tuples);
             if BITWISE_EQUAL.contains(&self.column_type) {
                 // Equal exactly where their datums are: looked up without
                 // a function call a key (a 131,072-key array's were a few
@@ -331,7 +331,7 @@ impl ColumnStats {
                 let mut by_value: Vec<(usize, usize)> = self.common.iter().enumerate().map(|(i, &(v, _))| (v.value(), i)).collect();
                 by_value.sort_unstable();
                 let find = |k: pg_sys::Datum| by_value.binary_search_by_key(&k.value(), |c| c.0).ok().map(|at| by_value[at].1);
-                return Some(keys.map(|k| rows_of(find(k))).sum());
+                return Some(keys.map(|k| rows_for(find(k))).sum());
             }
             let hash = |v: pg_sys::Datum| pg_sys::FunctionCall1Coll(&raw mut (*tc).hash_proc_finfo, self.collation, v).value() as u32;
             let equal = |x: pg_sys::Datum, y: pg_sys::Datum| {
@@ -342,7 +342,7 @@ impl ColumnStats {
                 by_hash.entry(hash(v)).or_default().push(i);
             }
             let find = |k: pg_sys::Datum| by_hash.get(&hash(k)).and_then(|c| c.iter().copied().find(|&i| equal(self.common[i].0, k)));
-            Some(keys.map(|k| rows_of(find(k))).sum())
+            Some(keys.map(|k| rows_for(find(k))).sum())
         }
     }
 }
