@@ -142,10 +142,7 @@ mod tests {
         // Shuffled, then each TID's matches put back in ascending order
         // in the places they took: what `sort_by_tid` is given.
         for w in [&mut by_tid, &mut by_tid_codes] {
-            let mut r = SplitMix64::new(w.len() as u64);
-            for i in (1..w.len()).rev() {
-                w.swap(i, r.below(i as u64 + 1) as usize);
-            }
+            SplitMix64::new(w.len() as u64).shuffle(w);
             let mut ties: std::collections::HashMap<u64, Vec<T>> = std::collections::HashMap::new();
             for m in w.iter() {
                 ties.entry(m.fields()[0]).or_default().push(*m);

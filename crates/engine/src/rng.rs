@@ -26,4 +26,11 @@ impl SplitMix64 {
     pub fn unit(&mut self) -> f64 {
         self.below(1 << 53) as f64 / (1u64 << 53) as f64
     }
+
+    /// Shuffles `v` in place (Fisher-Yates, from the end).
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            v.swap(i, self.below(i as u64 + 1) as usize);
+        }
+    }
 }

@@ -282,10 +282,7 @@ fn built_then_inserted(all: &ByteKeys, depth: usize, seed: u64) -> Art {
     };
     let mut art = build_with_values(&built, &values, depth).unwrap();
     let mut rest: Vec<usize> = (1..all.len()).step_by(2).collect();
-    let mut rng = SplitMix64::new(seed);
-    for i in (1..rest.len()).rev() {
-        rest.swap(i, rng.below(i as u64 + 1) as usize);
-    }
+    SplitMix64::new(seed).shuffle(&mut rest);
     for &i in &rest {
         assert_eq!(art.insert(all.get(i), i as u64), Ok(true), "insert {:?}", all.get(i));
     }

@@ -41,7 +41,7 @@ pub fn run(args: &Args) {
         let random: Vec<(u64, u32)> = (0..n).map(|_| (tid(&mut r), r.below(131_072) as u32)).collect();
         let mut by_key: Vec<(u64, u32)> = (0..n).map(|i| (tid(&mut r), (i * 131_072 / n) as u32)).collect();
         by_key.par_chunk_by_mut(|a, b| a.1 == b.1).for_each(|c| c.sort_unstable());
-        let zipf = zipf_runs(n, &mut r);
+        let zipf = zipf_runs(n, &mut r, tid);
         for (name, input) in [("by key", &by_key), ("Zipf", &zipf), ("random", &random)] {
             let (old, want) = median_ms(args.reps, input, |v| v.par_sort_unstable());
             let (new, got) = median_ms(args.reps, input, |v| heap_order::sort(v));
@@ -81,19 +81,17 @@ pub fn run(args: &Args) {
 /// `n` matches as a Zipf-like join's index walk gives them: 131,072 keys
 /// in a random order, the i-th most frequent holding about i^-1.2 of the
 /// rows (the largest ~a fifth), each key's TIDs ascending.
-fn zipf_runs(n: usize, r: &mut SplitMix64) -> Vec<(u64, u32)> {
+fn zipf_runs(n: usize, r: &mut SplitMix64, tid: impl Fn(&mut SplitMix64) -> u64) -> Vec<(u64, u32)> {
     let keys = 131_072usize;
     let weight: Vec<f64> = (1..=keys).map(|i| (i as f64).powf(-1.2)).collect();
     let total: f64 = weight.iter().sum();
     let mut order: Vec<usize> = (0..keys).collect();
-    for i in (1..keys).rev() {
-        order.swap(i, r.below(i as u64 + 1) as usize);
-    }
+    r.shuffle(&mut order);
     let mut out = Vec::with_capacity(n);
     for (row, &rank) in order.iter().enumerate() {
         let len = ((weight[rank] / total * n as f64) as usize).max(1);
         let start = out.len();
-        out.extend((0..len).map(|_| (r.below(54_000) << 16 | (1 + r.below(185)), row as u32)));
+        out.extend((0..len).map(|_| (tid(r), row as u32)));
         out[start..].sort_unstable();
     }
     out
