@@ -26,19 +26,20 @@ restart() {
 libs=${LIBS:-old new}
 restart ${libs%% *}
 keyset_tables
+# fused_sum TABLE, hash_sum TABLE: the sum over TABLE through the fused
+# call, and as PostgreSQL's join of unnest; repeat N SQL: SQL N times.
+fused_sum() { echo "SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g', :'arr'::int8[]) p JOIN $1 t ON t.ctid = p.ctid;"; }
+hash_sum() { echo "SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $1 t ON t.k = u.k;"; }
+repeat() { for _ in $(seq $1); do echo "$2"; done; }
 # q TABLE SETTINGS: the five times of the fused sum over TABLE.
 q() {
   $P <<SQL 2>&1 | grep -E '^Time' | sed 's/Time: //; s/ ms//' | tr '\n' ' '
 SELECT a AS arr FROM probes WHERE t = '$1' \gset
 SET jit = off; $2
 \o /dev/null
-SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g', :'arr'::int8[]) p JOIN $1 t ON t.ctid = p.ctid;
+$(fused_sum $1)
 \timing on
-SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g', :'arr'::int8[]) p JOIN $1 t ON t.ctid = p.ctid;
-SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g', :'arr'::int8[]) p JOIN $1 t ON t.ctid = p.ctid;
-SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g', :'arr'::int8[]) p JOIN $1 t ON t.ctid = p.ctid;
-SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g', :'arr'::int8[]) p JOIN $1 t ON t.ctid = p.ctid;
-SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g', :'arr'::int8[]) p JOIN $1 t ON t.ctid = p.ctid;
+$(repeat 5 "$(fused_sum $1)")
 SQL
   echo
 }
@@ -48,9 +49,7 @@ e() {
   $P <<SQL 2>&1 | grep -E 'Planning Time|Execution Time' | sed 's/.*Time: //; s/ ms//' | paste -d/ - - | tr '\n' ' '
 SELECT a AS arr FROM probes WHERE t = '$1' \gset
 SET jit = off; $2
-EXPLAIN (ANALYZE, COSTS OFF) SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g', :'arr'::int8[]) p JOIN $1 t ON t.ctid = p.ctid;
-EXPLAIN (ANALYZE, COSTS OFF) SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g', :'arr'::int8[]) p JOIN $1 t ON t.ctid = p.ctid;
-EXPLAIN (ANALYZE, COSTS OFF) SELECT sum(t.payload) FROM gpu_btree_probe('${1}_g', :'arr'::int8[]) p JOIN $1 t ON t.ctid = p.ctid;
+$(repeat 3 "EXPLAIN (ANALYZE, COSTS OFF) $(fused_sum $1)")
 SQL
   echo
 }
@@ -62,11 +61,9 @@ SELECT a AS arr FROM probes WHERE t = '$1' \gset
 SET jit = off; SET gpuindex.enable_join = off; SET enable_nestloop = off; SET enable_mergejoin = off;
 BEGIN; DROP INDEX ${1}_g;
 \o /dev/null
-SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $1 t ON t.k = u.k;
+$(hash_sum $1)
 \timing on
-SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $1 t ON t.k = u.k;
-SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $1 t ON t.k = u.k;
-SELECT sum(t.payload) FROM unnest(:'arr'::int8[]) u(k) JOIN $1 t ON t.k = u.k;
+$(repeat 3 "$(hash_sum $1)")
 \timing off
 ROLLBACK;
 SQL
