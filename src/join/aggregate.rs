@@ -123,6 +123,36 @@ pub fn describe(aggs: &[Agg]) -> &'static str {
     }
 }
 
+/// Where attribute `att` (from 1) of a row of descriptor `desc` lies in the
+/// row's data, and its length, where it and every column before it have
+/// fixed widths (a row with no NULLs holds it there); None otherwise.
+///
+/// # Safety
+/// A tuple descriptor with at least `att` attributes.
+pub unsafe fn fixed_offset(desc: pg_sys::TupleDesc, att: usize) -> Option<(usize, i16)> {
+    let mut off = 0usize;
+    for i in 0..att {
+        // SAFETY: the caller's descriptor.
+        let attr = unsafe { &*(*desc).attrs.as_ptr().add(i) };
+        if attr.attlen <= 0 {
+            return None;
+        }
+        // att_align_nominal: the data starts MAXALIGNed.
+        let align = match attr.attalign as u8 {
+            pg_sys::TYPALIGN_CHAR => 1,
+            pg_sys::TYPALIGN_SHORT => 2,
+            pg_sys::TYPALIGN_INT => 4,
+            _ => 8,
+        };
+        off = off.next_multiple_of(align);
+        if i + 1 == att {
+            return Some((off, attr.attlen));
+        }
+        off += attr.attlen as usize;
+    }
+    None
+}
+
 /// Where each sum's argument lies in a row of the inner table, where the
 /// columns up to it have fixed widths: a row without NULLs holding them
 /// all is read there, without taking it apart (`Totals::add_row`).
@@ -150,26 +180,8 @@ impl RowOffsets {
                 continue;
             };
             let att = att_of(col)?;
-            let mut off = 0usize;
-            for i in 0..att {
-                // SAFETY: the caller's descriptor, `att` one of its columns.
-                let attr = unsafe { &*(*desc).attrs.as_ptr().add(i) };
-                if attr.attlen <= 0 {
-                    return None;
-                }
-                // att_align_nominal: the data starts MAXALIGNed.
-                let align = match attr.attalign as u8 {
-                    pg_sys::TYPALIGN_CHAR => 1,
-                    pg_sys::TYPALIGN_SHORT => 2,
-                    pg_sys::TYPALIGN_INT => 4,
-                    _ => 8,
-                };
-                off = off.next_multiple_of(align);
-                if i + 1 == att {
-                    at.push(Some((off, attr.attlen)));
-                }
-                off += attr.attlen as usize;
-            }
+            // SAFETY: the caller's descriptor.
+            at.push(Some(unsafe { fixed_offset(desc, att) }?));
             last_att = last_att.max(att as u32);
         }
         Some(RowOffsets { at, last_att })

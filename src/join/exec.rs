@@ -290,7 +290,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         let parent = node.cast::<pg_sys::PlanState>();
         let am = if by_tid { "" } else { searcher_name(index) };
         let exact = search::searcher(am).is_some_and(|s| (s.distance_is_value)());
-        let top = p.top.as_ref().map(|t| super::nearest::TopKState::begin(t, estate, outer, exact));
+        let top = p.top.as_ref().map(|t| super::nearest::TopKState::begin(t, estate, outer, heap, exact));
         let mut stored_atts: Vec<usize> = p.colmap.iter().filter(|&&m| m > 0).map(|&m| m as usize).collect();
         stored_atts.extend(top.iter().flat_map(|t| t.outer_atts()));
         stored_atts.sort_unstable();
@@ -845,6 +845,44 @@ impl State {
         self.stats.fetches += 1;
         self.fetched = Some((tid, found));
         found
+    }
+
+    /// The visible row at `tid` (its HOT chain's member) located on its
+    /// pinned page, not stored in the heap slot (`store_located` does
+    /// that); None if there is none. Where `pages.locates()`.
+    ///
+    /// # Safety
+    /// As `fetch`.
+    pub(super) unsafe fn locate(
+        &mut self,
+        tid: Tid,
+        snapshot: pg_sys::Snapshot,
+        upcoming: impl Iterator<Item = Tid> + Clone,
+    ) -> Option<pg_sys::ItemPointerData> {
+        // (The heap slot keeps whatever row it held.)
+        self.fetched = None;
+        self.stats.fetches += 1;
+        // SAFETY: the caller's contract.
+        self.time_heap(|s| unsafe {
+            s.pages.prefetch_upcoming(upcoming.clone());
+            s.pages.locate(s.heap, snapshot, tid, upcoming)
+        })
+    }
+
+    /// The row `locate` found for `tid` into the heap slot, as `fetch`
+    /// stores it.
+    ///
+    /// # Safety
+    /// `v` from the last `locate`, of `tid`.
+    pub(super) unsafe fn store_located(&mut self, tid: Tid, v: pg_sys::ItemPointerData) {
+        // SAFETY: the caller's contract; the node's slot.
+        unsafe {
+            self.pages.store(self.heap, self.heap_slot, v);
+            if self.heap_deform > 0 {
+                crate::slot::getsomeattrs(self.heap_slot, self.heap_deform);
+            }
+        }
+        self.fetched = Some((tid, true));
     }
 
     /// How many of the chunk's matches after the cursor are rows the

@@ -62,6 +62,9 @@ pub struct TopKState {
     /// The places of those passed by reference (their values point into
     /// the chunk's memory, at random for rows taken in heap order).
     ref_cols: Vec<usize>,
+    /// The select list read off each fetched row, with no projection,
+    /// where it can be (`Direct::of`).
+    direct: Option<Direct>,
     /// The chunk's output: (outer row, subquery row), by row then rank.
     pub stored: Vec<(u32, Stored)>,
     pub rounds: u64,
@@ -83,8 +86,15 @@ unsafe fn outer_atts(node: *mut pg_sys::Node) -> Vec<usize> {
 
 impl TopKState {
     /// # Safety
-    /// At BeginCustomScan; `outer` is the node's outer child.
-    pub unsafe fn begin(t: &TopKPlan, estate: *mut pg_sys::EState, outer: *mut pg_sys::PlanState, exact: bool) -> TopKState {
+    /// At BeginCustomScan; `outer` is the node's outer child, `heap` its
+    /// open table.
+    pub unsafe fn begin(
+        t: &TopKPlan,
+        estate: *mut pg_sys::EState,
+        outer: *mut pg_sys::PlanState,
+        heap: pg_sys::Relation,
+        exact: bool,
+    ) -> TopKState {
         // SAFETY: the caller's contract. The expressions are built without
         // a parent: they read the fetched row's slot, not the node's scan
         // slot, so no slot type may be assumed.
@@ -126,6 +136,7 @@ impl TopKState {
                 }
                 build(tlist)
             };
+            let direct = Direct::of(t, &known, (*heap).rd_att);
             TopKState {
                 k: t.k,
                 op: t.op,
@@ -145,6 +156,7 @@ impl TopKState {
                 atts,
                 cols: Vec::new(),
                 ref_cols: Vec::new(),
+                direct,
                 stored: Vec::new(),
                 rounds: 0,
                 scanned: 0,
@@ -155,6 +167,37 @@ impl TopKState {
 
     pub fn outer_atts(&self) -> impl Iterator<Item = usize> + '_ {
         self.atts.iter().copied()
+    }
+
+    /// Stores the select list read off `row`, a visible row of the table
+    /// on its pinned page, with the distance `known` (`Direct`); None,
+    /// storing nothing, where the row has NULLs or too few columns, or the
+    /// distance is read and not finite.
+    ///
+    /// # Safety
+    /// `row` a heap row, pinned; `d` of this state.
+    unsafe fn store_direct(&mut self, d: &Direct, row: *const pg_sys::HeapTupleHeaderData, known: Option<f64>) -> Option<Stored> {
+        if d.known && known.is_none() {
+            return None;
+        }
+        // SAFETY: the caller's row: its header, and data of the lengths
+        // the descriptor gives at those offsets (no NULL before them).
+        unsafe {
+            let natts = u32::from((*row).t_infomask2) & pg_sys::HEAP_NATTS_MASK;
+            if u32::from((*row).t_infomask) & pg_sys::HEAP_HASNULL != 0 || natts < d.last_att {
+                return None;
+            }
+            let data = row.cast::<u8>().add((*row).t_hoff as usize);
+            let at = self.values.len();
+            for c in &d.cols {
+                self.values.push(match *c {
+                    None => pg_sys::Datum::from(known.unwrap_or_default().to_bits()),
+                    Some((off, len)) => by_value(data.add(off), len),
+                });
+            }
+            self.nulls.resize(at + d.cols.len(), false);
+            Some((at / self.width.max(1)) as Stored)
+        }
     }
 
     /// Starts loading stored row `at`'s columns (a hint).
@@ -177,6 +220,83 @@ impl TopKState {
             (*slot).tts_nvalid = w as i16;
         }
     }
+}
+
+/// A select list read off the fetched row. Where the subquery has no
+/// quals and each column of its select list is the index's distance (the
+/// ORDER BY value, `TopKState::known`) or a column of the table passed by
+/// value at a fixed place in every row without NULLs (`id, p <-> c AS
+/// d`), a passing candidate's values are read from its row on the pinned
+/// page, with no slot, deforming or projection (with the calls around
+/// them, a fifth of a kNN join's backend in a profile). A row with NULLs
+/// or fewer columns, or a distance that is not finite, goes through the
+/// projection.
+#[derive(Clone)]
+struct Direct {
+    /// Per column: None for the distance, else (offset in the row's data,
+    /// length).
+    cols: Vec<Option<(usize, i16)>>,
+    /// The last attribute read; whether the distance is.
+    last_att: u32,
+    known: bool,
+}
+
+impl Direct {
+    /// # Safety
+    /// At BeginCustomScan: `known` the columns of `t`'s select list that
+    /// repeat its ORDER BY value, `desc` its table's descriptor.
+    unsafe fn of(t: &TopKPlan, known: &[usize], desc: pg_sys::TupleDesc) -> Option<Direct> {
+        if !t.quals.is_null() {
+            return None;
+        }
+        let (mut cols, mut last_att) = (Vec::new(), 0);
+        // SAFETY: the plan's select list and the table's descriptor.
+        unsafe {
+            for (i, te) in crate::list::ptrs::<pg_sys::TargetEntry>(t.tlist).into_iter().enumerate() {
+                if known.contains(&i) {
+                    cols.push(None);
+                    continue;
+                }
+                let v = (*te).expr.cast::<pg_sys::Var>();
+                if !crate::list::is_a((*te).expr, pg_sys::NodeTag::T_Var)
+                    || matches!((*v).varno, pg_sys::OUTER_VAR | pg_sys::INNER_VAR)
+                    || (*v).varattno < 1
+                    || (*v).varattno as i32 > (*desc).natts
+                {
+                    return None;
+                }
+                let att = (*v).varattno as usize;
+                if !(*(*desc).attrs.as_ptr().add(att - 1)).attbyval {
+                    return None;
+                }
+                let (off, len) = super::aggregate::fixed_offset(desc, att)?;
+                if !matches!(len, 1 | 2 | 4 | 8) {
+                    return None;
+                }
+                cols.push(Some((off, len)));
+                last_att = last_att.max(att as u32);
+            }
+        }
+        Some(Direct { known: cols.iter().any(Option::is_none), cols, last_att })
+    }
+}
+
+/// The datum of a column passed by value, `len` bytes at `p`, as
+/// fetch_att reads it (sign-extended).
+///
+/// # Safety
+/// `len` readable bytes at `p`.
+unsafe fn by_value(p: *const u8, len: i16) -> pg_sys::Datum {
+    // SAFETY: the caller's contract.
+    let v = unsafe {
+        match len {
+            1 => p.cast::<i8>().read() as i64,
+            2 => p.cast::<i16>().read_unaligned() as i64,
+            4 => p.cast::<i32>().read_unaligned() as i64,
+            _ => p.cast::<i64>().read_unaligned(),
+        }
+    };
+    pg_sys::Datum::from(v as usize)
 }
 
 /// The queries of `keys` the index can answer (`answerable`), in order.
@@ -323,6 +443,8 @@ impl State {
                     }
                 }
                 crate::visibility::sort(&mut cands);
+                // (Rows read off their pages: a heap table's, fetched.)
+                let direct = top.direct.clone().filter(|_| !rechecked && self.pages.locates() && !self.trusts_map);
                 // Each candidate's stored row where it passed (at its
                 // place), and its ORDER BY value where rechecked: kept
                 // small, as they are written in heap order.
@@ -339,12 +461,13 @@ impl State {
                     }
                     // Candidates come in heap order, their outer rows in any:
                     // the row's values asked for ahead, and then what its
-                    // values passed by reference point to.
-                    if let Some(&(_, ahead, _)) = cands.get(i + 16) {
+                    // values passed by reference point to (a select list
+                    // read off the rows reads neither).
+                    if let Some(&(_, ahead, _)) = cands.get(i + 16).filter(|_| direct.is_none()) {
                         crate::storage::prefetch(self.values.as_ptr().wrapping_add(ahead as usize * width));
                     }
                     if let Some(&(_, ahead, rank)) = cands.get(i + 8) {
-                        for &c in &top.ref_cols {
+                        for &c in top.ref_cols.iter().filter(|_| direct.is_none()) {
                             crate::storage::prefetch(self.values[ahead as usize * width + c].cast_mut_ptr::<u8>());
                         }
                         // Its places among the candidates, by row and rank:
@@ -356,10 +479,28 @@ impl State {
                         crate::storage::prefetch(passed.as_ptr().wrapping_add(at));
                         crate::storage::prefetch(values.as_ptr().wrapping_add(at));
                     }
-                    // SAFETY: the node's fetch and slots.
-                    if unsafe { self.fetch(tid, snapshot, cands[i + 1..].iter().map(|c| c.0)) } {
-                        let at = place[row as usize] + rank as usize;
-                        let known = distance.get(at).copied().filter(|d| d.is_finite());
+                    let at = place[row as usize] + rank as usize;
+                    let known = distance.get(at).copied().filter(|d| d.is_finite());
+                    let upcoming = cands[i + 1..].iter().map(|c| c.0);
+                    // SAFETY: the node's fetch and slots; a located row
+                    // stays pinned until the next is located.
+                    let fetched = match &direct {
+                        Some(d) => match unsafe { self.locate(tid, snapshot, upcoming) } {
+                            None => false,
+                            Some(v) => match unsafe { top.store_direct(d, self.pages.row(v).0, known) } {
+                                Some(s) => {
+                                    passed[at] = s;
+                                    continue;
+                                }
+                                None => {
+                                    unsafe { self.store_located(tid, v) };
+                                    true
+                                }
+                            },
+                        },
+                        None => unsafe { self.fetch(tid, snapshot, upcoming) },
+                    };
+                    if fetched {
                         if let Some((value, s)) = unsafe { self.accept(&mut top, row as usize, rechecked, known) } {
                             passed[at] = s;
                             if rechecked {

@@ -960,6 +960,50 @@ fn lateral_top_k_returns_the_planners_rows() {
     c.batch_execute("RESET ROLE; RESET enable_nestloop; ALTER TABLE lp DISABLE ROW LEVEL SECURITY").unwrap();
 }
 
+/// A select list of the table's columns passed by value and the distance
+/// is read off the fetched rows (`nearest::Direct`): every such type, with
+/// negative values (sign-extended as PostgreSQL's datums are), after a
+/// column of fixed width passed by reference and after a dropped one; rows
+/// with NULLs, rows written before a column was added (fewer columns than
+/// it reads), a column after one of variable width, and non-finite
+/// distances take the projection. Each equals the planner's rows.
+#[test]
+fn lateral_top_k_reads_columns_off_the_rows() {
+    let mut c = connect(DB);
+    c.batch_execute(
+        "SET client_min_messages = warning;
+         DROP TABLE IF EXISTS ld, ldc;
+         SELECT setseed(0.75);
+         CREATE TABLE ld (a int2, gone int8, b int4, c int8, f4 real, f8 float8, ok bool, dt date, ts timestamptz, p point,
+           note text, tail int4);
+         INSERT INTO ld SELECT (g % 200 - 100)::int2, g, -7 * g, -1000003::int8 * g, (g % 77 - 30) / 7.0, -g / 3.0, g % 3 = 0,
+           date '2000-01-01' + (g % 1000 - 500), timestamptz '1960-01-01 UTC' + g * interval '1 hour',
+           point(random() * 1000, random() * 1000), CASE WHEN g % 13 = 0 THEN NULL ELSE 'n' || g END, g
+           FROM generate_series(1, 20000) g;
+         INSERT INTO ld (a, b, p) VALUES (1, 1, point('NaN', 5)), (2, 2, NULL);
+         ALTER TABLE ld DROP COLUMN gone;
+         ALTER TABLE ld ADD COLUMN extra int4 DEFAULT -5;
+         INSERT INTO ld SELECT -1, -g, g, 0.5, 0.25, true, date '1999-12-31', now(), point(random() * 1000, random() * 1000), 'm', g, -g
+           FROM generate_series(1, 2000) g;
+         CREATE INDEX ld_p ON ld USING gpu_spatial (p);
+         CREATE TABLE ldc AS SELECT g AS id, point(random() * 1000, random() * 1000) AS c FROM generate_series(1, 300) g;
+         INSERT INTO ldc VALUES (-1, point('Infinity', 1));
+         ANALYZE ld; ANALYZE ldc;",
+    )
+    .unwrap();
+    for list in ["a, b, c, f4, f8, ok, dt, ts, p <-> ldc.c AS d", "p <-> ldc.c AS d, extra, c", "tail, b", "b, p <-> ldc.c AS d, a"] {
+        check_join(
+            &mut c,
+            &format!(
+                "SELECT ldc.id, s.* FROM ldc CROSS JOIN LATERAL (SELECT {list} FROM ld ORDER BY p <-> ldc.c LIMIT 10) s WHERE ldc.id > 0"
+            ),
+        );
+    }
+    // Every distance infinite: which rows is the plan's choice; the count.
+    check_join(&mut c, "SELECT count(s.b) FROM ldc CROSS JOIN LATERAL (SELECT b, p <-> ldc.c AS d FROM ld ORDER BY p <-> ldc.c LIMIT 10) s WHERE ldc.id < 0");
+    c.batch_execute("DROP TABLE ld, ldc").unwrap();
+}
+
 /// A join that wins only with the backend's copy of its index held is
 /// planned once the session's earlier statements forwent what loading the
 /// copy costs (`join::load`, a ski rental): the copy is then loaded and the
