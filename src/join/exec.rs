@@ -504,11 +504,12 @@ pub(super) const SMALL_CHUNK: usize = 64;
 /// fetched in a heap-order pass of their own, so a page holding
 /// candidates of several chunks is pinned and resolved once for each:
 /// 10^4 centres over 10^7 points (k = 10) took 8 chunks and 83K page pins
-/// doubling, 3 chunks and 58K growing sixteenfold (51K in one chunk). The
-/// GPU service still answers each next chunk while this one's rows are
-/// fetched: on the H200 host the wait for its answers went ~0.5 -> ~0.9
-/// ms, EXPLAIN's Heap Time ~30 -> ~25 ms (in one chunk: 2.5-3 ms of wait).
-const TOP_K_GROWTH: usize = 16;
+/// doubling, 4 chunks and 72K growing eightfold (51K in one chunk). The
+/// GPU service answers ~8 times as many queries as the backend fetches
+/// the rows of in the same time (H200 host), so the next chunk's search
+/// stays hidden; sixteenfold (58K pins) left ~3 ms of the last chunk's
+/// search unhidden once rows were read off their pages (`nearest::Direct`).
+const TOP_K_GROWTH: usize = 8;
 
 pub(super) unsafe fn state<'a>(node: *mut pg_sys::CustomScanState) -> &'a mut State {
     // SAFETY: set by `begin` for the node's lifetime.
