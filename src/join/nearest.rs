@@ -474,10 +474,16 @@ impl State {
                         // random in heap order (the loads of its distance
                         // were a seventh of the backend's samples in a
                         // local profile).
+                        // (Not where a vector is empty: an address in no
+                        // mapping costs a page walk each time.)
                         let at = place[ahead as usize] + rank as usize;
-                        crate::storage::prefetch(distance.as_ptr().wrapping_add(at));
+                        if !distance.is_empty() {
+                            crate::storage::prefetch(distance.as_ptr().wrapping_add(at));
+                        }
                         crate::storage::prefetch(passed.as_ptr().wrapping_add(at));
-                        crate::storage::prefetch(values.as_ptr().wrapping_add(at));
+                        if rechecked {
+                            crate::storage::prefetch(values.as_ptr().wrapping_add(at));
+                        }
                     }
                     let at = place[row as usize] + rank as usize;
                     let known = distance.get(at).copied().filter(|d| d.is_finite());

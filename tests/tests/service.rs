@@ -927,7 +927,7 @@ fn lateral_knn_chunks_are_posted_ahead() {
     )
     .unwrap();
     // Five chunks (64, then 400 each: ~1,490 rows; a top-k join's chunks
-    // grow sixteenfold): each after the first takes the answer posted
+    // grow eightfold): each after the first takes the answer posted
     // ahead, also where a second round asked for other queries in between.
     for q in [sql, quals] {
         let text = gpuindex_tests::explain(&mut c, &format!("(ANALYZE, COSTS OFF) {q}"));
