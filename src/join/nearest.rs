@@ -170,13 +170,21 @@ impl TopKState {
     }
 
     /// Stores the select list read off `row`, a visible row of the table
-    /// on its pinned page, with the distance `known` (`Direct`); None,
-    /// storing nothing, where the row has NULLs or too few columns, or the
-    /// distance is read and not finite.
+    /// on its pinned page, with the distance `known` (`Direct`; values
+    /// passed by reference copied into `chunk`); None, storing nothing,
+    /// where the row has NULLs or too few columns, or the distance is read
+    /// and not finite.
     ///
     /// # Safety
-    /// `row` a heap row, pinned; `d` of this state.
-    unsafe fn store_direct(&mut self, d: &Direct, row: *const pg_sys::HeapTupleHeaderData, known: Option<f64>) -> Option<Stored> {
+    /// `row` a heap row, pinned; `d` of this state; `chunk` the chunk's
+    /// memory.
+    unsafe fn store_direct(
+        &mut self,
+        d: &Direct,
+        row: *const pg_sys::HeapTupleHeaderData,
+        known: Option<f64>,
+        chunk: pg_sys::MemoryContext,
+    ) -> Option<Stored> {
         if d.known && known.is_none() {
             return None;
         }
@@ -192,7 +200,14 @@ impl TopKState {
             for c in &d.cols {
                 self.values.push(match *c {
                     None => pg_sys::Datum::from(known.unwrap_or_default().to_bits()),
-                    Some((off, len)) => by_value(data.add(off), len),
+                    Some((off, len, true)) => by_value(data.add(off), len),
+                    Some((off, len, false)) => {
+                        let caller = pg_sys::CurrentMemoryContext;
+                        pg_sys::CurrentMemoryContext = chunk;
+                        let v = crate::slot::datum_copy(pg_sys::Datum::from(data.add(off)), len);
+                        pg_sys::CurrentMemoryContext = caller;
+                        v
+                    }
                 });
             }
             self.nulls.resize(at + d.cols.len(), false);
@@ -224,18 +239,19 @@ impl TopKState {
 
 /// A select list read off the fetched row. Where the subquery has no
 /// quals and each column of its select list is the index's distance (the
-/// ORDER BY value, `TopKState::known`) or a column of the table passed by
-/// value at a fixed place in every row without NULLs (`id, p <-> c AS
+/// ORDER BY value, `TopKState::known`) or a column of the table of fixed
+/// width at a fixed place in every row without NULLs (`id, p, p <-> c AS
 /// d`), a passing candidate's values are read from its row on the pinned
 /// page, with no slot, deforming or projection (with the calls around
-/// them, a fifth of a kNN join's backend in a profile). A row with NULLs
-/// or fewer columns, or a distance that is not finite, goes through the
-/// projection.
+/// them, a fifth of a kNN join's backend in a profile); those passed by
+/// reference are copied into the chunk's memory, as the projection's are.
+/// A row with NULLs or fewer columns, or a distance that is not finite,
+/// goes through the projection.
 #[derive(Clone)]
 struct Direct {
     /// Per column: None for the distance, else (offset in the row's data,
-    /// length).
-    cols: Vec<Option<(usize, i16)>>,
+    /// length, passed by value).
+    cols: Vec<Option<(usize, i16, bool)>>,
     /// The last attribute read; whether the distance is.
     last_att: u32,
     known: bool,
@@ -266,14 +282,12 @@ impl Direct {
                     return None;
                 }
                 let att = (*v).varattno as usize;
-                if !(*(*desc).attrs.as_ptr().add(att - 1)).attbyval {
-                    return None;
-                }
+                let byval = (*(*desc).attrs.as_ptr().add(att - 1)).attbyval;
                 let (off, len) = super::aggregate::fixed_offset(desc, att)?;
-                if !matches!(len, 1 | 2 | 4 | 8) {
+                if byval && !matches!(len, 1 | 2 | 4 | 8) {
                     return None;
                 }
-                cols.push(Some((off, len)));
+                cols.push(Some((off, len, byval)));
                 last_att = last_att.max(att as u32);
             }
         }
@@ -493,7 +507,7 @@ impl State {
                     let fetched = match &direct {
                         Some(d) => match unsafe { self.locate(tid, snapshot, upcoming) } {
                             None => false,
-                            Some(v) => match unsafe { top.store_direct(d, self.pages.row(v).0, known) } {
+                            Some(v) => match unsafe { top.store_direct(d, self.pages.row(v).0, known, self.chunk_cxt) } {
                                 Some(s) => {
                                     passed[at] = s;
                                     continue;

@@ -960,10 +960,11 @@ fn lateral_top_k_returns_the_planners_rows() {
     c.batch_execute("RESET ROLE; RESET enable_nestloop; ALTER TABLE lp DISABLE ROW LEVEL SECURITY").unwrap();
 }
 
-/// A select list of the table's columns passed by value and the distance
-/// is read off the fetched rows (`nearest::Direct`): every such type, with
-/// negative values (sign-extended as PostgreSQL's datums are), after a
-/// column of fixed width passed by reference and after a dropped one; rows
+/// A select list of the table's columns of fixed width and the distance is
+/// read off the fetched rows (`nearest::Direct`): every type passed by
+/// value, with negative values (sign-extended as PostgreSQL's datums are),
+/// after a column of fixed width passed by reference and after a dropped
+/// one, and that column (a point, copied into the chunk's memory); rows
 /// with NULLs, rows written before a column was added (fewer columns than
 /// it reads), a column after one of variable width, and non-finite
 /// distances take the projection. Each equals the planner's rows.
@@ -991,7 +992,7 @@ fn lateral_top_k_reads_columns_off_the_rows() {
          ANALYZE ld; ANALYZE ldc;",
     )
     .unwrap();
-    for list in ["a, b, c, f4, f8, ok, dt, ts, p <-> ldc.c AS d", "p <-> ldc.c AS d, extra, c", "tail, b", "b, p <-> ldc.c AS d, a"] {
+    for list in ["a, b, c, f4, f8, ok, dt, ts, p, p <-> ldc.c AS d", "p <-> ldc.c AS d, extra, c", "tail, b", "b, p <-> ldc.c AS d, a, p"] {
         check_join(
             &mut c,
             &format!(
