@@ -964,7 +964,8 @@ fn lateral_top_k_returns_the_planners_rows() {
 /// read off the fetched rows (`nearest::Direct`): every type passed by
 /// value, with negative values (sign-extended as PostgreSQL's datums are),
 /// after a column of fixed width passed by reference and after a dropped
-/// one, and that column (a point, copied into the chunk's memory); rows
+/// one, and such columns (a point, a uuid: copied into the chunk's
+/// memory); rows
 /// with NULLs, rows written before a column was added (fewer columns than
 /// it reads), a column after one of variable width, and non-finite
 /// distances take the projection. Each equals the planner's rows.
@@ -976,15 +977,16 @@ fn lateral_top_k_reads_columns_off_the_rows() {
          DROP TABLE IF EXISTS ld, ldc;
          SELECT setseed(0.75);
          CREATE TABLE ld (a int2, gone int8, b int4, c int8, f4 real, f8 float8, ok bool, dt date, ts timestamptz, p point,
-           note text, tail int4);
+           u uuid, note text, tail int4);
          INSERT INTO ld SELECT (g % 200 - 100)::int2, g, -7 * g, -1000003::int8 * g, (g % 77 - 30) / 7.0, -g / 3.0, g % 3 = 0,
            date '2000-01-01' + (g % 1000 - 500), timestamptz '1960-01-01 UTC' + g * interval '1 hour',
-           point(random() * 1000, random() * 1000), CASE WHEN g % 13 = 0 THEN NULL ELSE 'n' || g END, g
+           point(random() * 1000, random() * 1000), md5(g::text)::uuid, CASE WHEN g % 13 = 0 THEN NULL ELSE 'n' || g END, g
            FROM generate_series(1, 20000) g;
          INSERT INTO ld (a, b, p) VALUES (1, 1, point('NaN', 5)), (2, 2, NULL);
          ALTER TABLE ld DROP COLUMN gone;
          ALTER TABLE ld ADD COLUMN extra int4 DEFAULT -5;
-         INSERT INTO ld SELECT -1, -g, g, 0.5, 0.25, true, date '1999-12-31', now(), point(random() * 1000, random() * 1000), 'm', g, -g
+         INSERT INTO ld SELECT -1, -g, g, 0.5, 0.25, true, date '1999-12-31', now(), point(random() * 1000, random() * 1000),
+           md5((-g)::text)::uuid, 'm', g, -g
            FROM generate_series(1, 2000) g;
          CREATE INDEX ld_p ON ld USING gpu_spatial (p);
          CREATE TABLE ldc AS SELECT g AS id, point(random() * 1000, random() * 1000) AS c FROM generate_series(1, 300) g;
@@ -992,7 +994,13 @@ fn lateral_top_k_reads_columns_off_the_rows() {
          ANALYZE ld; ANALYZE ldc;",
     )
     .unwrap();
-    for list in ["a, b, c, f4, f8, ok, dt, ts, p, p <-> ldc.c AS d", "p <-> ldc.c AS d, extra, c", "tail, b", "b, p <-> ldc.c AS d, a, p"] {
+    for list in [
+        "a, b, c, f4, f8, ok, dt, ts, p, p <-> ldc.c AS d",
+        "p <-> ldc.c AS d, extra, c",
+        "tail, b",
+        "b, p <-> ldc.c AS d, a, p, u",
+        "u, ok",
+    ] {
         check_join(
             &mut c,
             &format!(
