@@ -153,6 +153,24 @@ pub unsafe fn fixed_offset(desc: pg_sys::TupleDesc, att: usize) -> Option<(usize
     None
 }
 
+/// The datum of a column passed by value, `len` bytes at `p`, as
+/// fetch_att reads it (sign-extended).
+///
+/// # Safety
+/// `len` readable bytes at `p`.
+pub unsafe fn by_value(p: *const u8, len: i16) -> pg_sys::Datum {
+    // SAFETY: the caller's contract.
+    let v = unsafe {
+        match len {
+            1 => p.cast::<i8>().read() as i64,
+            2 => p.cast::<i16>().read_unaligned() as i64,
+            4 => p.cast::<i32>().read_unaligned() as i64,
+            _ => p.cast::<i64>().read_unaligned(),
+        }
+    };
+    pg_sys::Datum::from(v as usize)
+}
+
 /// Where each sum's argument lies in a row of the inner table, where the
 /// columns up to it have fixed widths: a row without NULLs holding them
 /// all is read there, without taking it apart (`Totals::add_row`).
@@ -253,12 +271,7 @@ impl Totals {
             self.sums.resize(offsets.at.len(), (0, 0));
             for (&at, s) in offsets.at.iter().zip(&mut self.sums) {
                 let Some((off, len)) = at else { continue };
-                let p = data.add(off);
-                s.0 += match len {
-                    2 => p.cast::<i16>().read_unaligned() as i128,
-                    4 => p.cast::<i32>().read_unaligned() as i128,
-                    _ => p.cast::<i64>().read_unaligned() as i128,
-                };
+                s.0 += by_value(data.add(off), len).value() as i64 as i128;
                 s.1 += 1;
             }
             true

@@ -200,7 +200,7 @@ impl TopKState {
             for c in &d.cols {
                 self.values.push(match *c {
                     None => pg_sys::Datum::from(known.unwrap_or_default().to_bits()),
-                    Some((off, len, true)) => by_value(data.add(off), len),
+                    Some((off, len, true)) => super::aggregate::by_value(data.add(off), len),
                     Some((off, len, false)) => {
                         let caller = pg_sys::CurrentMemoryContext;
                         pg_sys::CurrentMemoryContext = chunk;
@@ -293,24 +293,6 @@ impl Direct {
         }
         Some(Direct { known: cols.iter().any(Option::is_none), cols, last_att })
     }
-}
-
-/// The datum of a column passed by value, `len` bytes at `p`, as
-/// fetch_att reads it (sign-extended).
-///
-/// # Safety
-/// `len` readable bytes at `p`.
-unsafe fn by_value(p: *const u8, len: i16) -> pg_sys::Datum {
-    // SAFETY: the caller's contract.
-    let v = unsafe {
-        match len {
-            1 => p.cast::<i8>().read() as i64,
-            2 => p.cast::<i16>().read_unaligned() as i64,
-            4 => p.cast::<i32>().read_unaligned() as i64,
-            _ => p.cast::<i64>().read_unaligned(),
-        }
-    };
-    pg_sys::Datum::from(v as usize)
 }
 
 /// The queries of `keys` the index can answer (`answerable`), in order.

@@ -988,9 +988,18 @@ fn lateral_top_k_reads_columns_off_the_rows() {
          INSERT INTO ld SELECT -1, -g, g, 0.5, 0.25, true, date '1999-12-31', now(), point(random() * 1000, random() * 1000),
            md5((-g)::text)::uuid, 'm', g, -g
            FROM generate_series(1, 2000) g;
+         -- Users' shapes: 3,000 copies of one point (alike but for b and
+         -- tail), a far outlier.
+         INSERT INTO ld SELECT -2, g, -3, -1.5, -2.5, false, date '2020-02-29', timestamptz '2020-02-29 UTC', point(300, 300),
+           md5('dup')::uuid, 'dup', g, 7
+           FROM generate_series(1, 3000) g;
+         INSERT INTO ld VALUES (9, 9, 9, 9, 9, true, date '1900-01-01', timestamptz '1900-01-01 UTC', point(1e15, -1e15),
+           md5('far')::uuid, 'far', 9, 9);
          CREATE INDEX ld_p ON ld USING gpu_spatial (p);
          CREATE TABLE ldc AS SELECT g AS id, point(random() * 1000, random() * 1000) AS c FROM generate_series(1, 300) g;
-         INSERT INTO ldc VALUES (-1, point('Infinity', 1));
+         -- (Random centres away from the copies: their nearest rows tie.)
+         DELETE FROM ldc WHERE c <-> point(300, 300) < 40;
+         INSERT INTO ldc VALUES (-1, point('Infinity', 1)), (-2, point(300, 300)), (-3, point(1e15, -1e15)), (-4, point(-1e15, 1e15));
          ANALYZE ld; ANALYZE ldc;",
     )
     .unwrap();
@@ -1009,7 +1018,14 @@ fn lateral_top_k_reads_columns_off_the_rows() {
         );
     }
     // Every distance infinite: which rows is the plan's choice; the count.
-    check_join(&mut c, "SELECT count(s.b) FROM ldc CROSS JOIN LATERAL (SELECT b, p <-> ldc.c AS d FROM ld ORDER BY p <-> ldc.c LIMIT 10) s WHERE ldc.id < 0");
+    check_join(&mut c, "SELECT count(s.b) FROM ldc CROSS JOIN LATERAL (SELECT b, p <-> ldc.c AS d FROM ld ORDER BY p <-> ldc.c LIMIT 10) s WHERE ldc.id = -1");
+    // At the copies (which of them is the plan's choice: the columns read
+    // are alike), at the outlier and far from every row.
+    check_join(
+        &mut c,
+        "SELECT ldc.id, s.* FROM ldc CROSS JOIN LATERAL (SELECT a, c, f4, f8, ok, dt, ts, p, u, p <-> ldc.c AS d, extra FROM ld \
+         ORDER BY p <-> ldc.c LIMIT 10) s WHERE ldc.id < -1",
+    );
     c.batch_execute("DROP TABLE ld, ldc").unwrap();
 }
 
