@@ -123,6 +123,16 @@ pub fn describe(aggs: &[Agg]) -> &'static str {
     }
 }
 
+/// An attribute's alignment in bytes (its `attalign`).
+pub fn align_of(attalign: std::ffi::c_char) -> usize {
+    match attalign as u8 {
+        pg_sys::TYPALIGN_CHAR => 1,
+        pg_sys::TYPALIGN_SHORT => 2,
+        pg_sys::TYPALIGN_INT => 4,
+        _ => 8,
+    }
+}
+
 /// Where attribute `att` (from 1) of a row of descriptor `desc` lies in the
 /// row's data, and its length, where it and every column before it have
 /// fixed widths (a row with no NULLs holds it there); None otherwise.
@@ -138,13 +148,7 @@ pub unsafe fn fixed_offset(desc: pg_sys::TupleDesc, att: usize) -> Option<(usize
             return None;
         }
         // att_align_nominal: the data starts MAXALIGNed.
-        let align = match attr.attalign as u8 {
-            pg_sys::TYPALIGN_CHAR => 1,
-            pg_sys::TYPALIGN_SHORT => 2,
-            pg_sys::TYPALIGN_INT => 4,
-            _ => 8,
-        };
-        off = off.next_multiple_of(align);
+        off = off.next_multiple_of(align_of(attr.attalign));
         if i + 1 == att {
             return Some((off, attr.attlen));
         }

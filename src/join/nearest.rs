@@ -65,6 +65,8 @@ pub struct TopKState {
     /// The select list read off each fetched row, with no projection,
     /// where it can be (`Direct::of`).
     direct: Option<Direct>,
+    /// A row's attribute offsets, where `Direct` finds them per row.
+    offsets: Vec<usize>,
     /// The chunk's output: (outer row, subquery row), by row then rank.
     pub stored: Vec<(u32, Stored)>,
     pub rounds: u64,
@@ -157,6 +159,7 @@ impl TopKState {
                 cols: Vec::new(),
                 ref_cols: Vec::new(),
                 direct,
+                offsets: Vec::new(),
                 stored: Vec::new(),
                 rounds: 0,
                 scanned: 0,
@@ -170,18 +173,20 @@ impl TopKState {
     }
 
     /// Stores the select list read off `row`, a visible row of the table
-    /// on its pinned page, with the distance `known` (`Direct`; values
-    /// passed by reference copied into `chunk`); None, storing nothing,
-    /// where the row has NULLs or too few columns, or the distance is read
-    /// and not finite.
+    /// on its pinned page (`len` bytes), with the distance `known`
+    /// (`Direct`; values passed by reference copied into `chunk`); None,
+    /// storing nothing, where the row has NULLs or too few columns, its
+    /// columns run past its length, or the distance is read and not
+    /// finite.
     ///
     /// # Safety
-    /// `row` a heap row, pinned; `d` of this state; `chunk` the chunk's
-    /// memory.
+    /// `row` a heap row of `len` bytes, pinned; `d` of this state; `chunk`
+    /// the chunk's memory.
     unsafe fn store_direct(
         &mut self,
         d: &Direct,
         row: *const pg_sys::HeapTupleHeaderData,
+        len: u32,
         known: Option<f64>,
         chunk: pg_sys::MemoryContext,
     ) -> Option<Stored> {
@@ -189,24 +194,32 @@ impl TopKState {
             return None;
         }
         // SAFETY: the caller's row: its header, and data of the lengths
-        // the descriptor gives at those offsets (no NULL before them).
+        // the descriptor gives at the offsets found (no NULL before them).
         unsafe {
             let natts = u32::from((*row).t_infomask2) & pg_sys::HEAP_NATTS_MASK;
             if u32::from((*row).t_infomask) & pg_sys::HEAP_HASNULL != 0 || natts < d.last_att {
                 return None;
             }
-            let data = row.cast::<u8>().add((*row).t_hoff as usize);
+            let hoff = (*row).t_hoff as usize;
+            let data = row.cast::<u8>().add(hoff);
+            if !d.walk.is_empty() && !d.walk_offsets(data, (len as usize).saturating_sub(hoff), &mut self.offsets) {
+                return None;
+            }
             let at = self.values.len();
             for c in &d.cols {
                 self.values.push(match *c {
                     None => pg_sys::Datum::from(known.unwrap_or_default().to_bits()),
-                    Some((off, len, true)) => super::aggregate::by_value(data.add(off), len),
-                    Some((off, len, false)) => {
-                        let caller = pg_sys::CurrentMemoryContext;
-                        pg_sys::CurrentMemoryContext = chunk;
-                        let v = crate::slot::datum_copy(pg_sys::Datum::from(data.add(off)), len);
-                        pg_sys::CurrentMemoryContext = caller;
-                        v
+                    Some(c) => {
+                        let p = data.add(if d.walk.is_empty() { c.off } else { self.offsets[c.att] });
+                        if c.byval {
+                            super::aggregate::by_value(p, c.len)
+                        } else {
+                            let caller = pg_sys::CurrentMemoryContext;
+                            pg_sys::CurrentMemoryContext = chunk;
+                            let v = crate::slot::datum_copy(pg_sys::Datum::from(p), c.len);
+                            pg_sys::CurrentMemoryContext = caller;
+                            v
+                        }
                     }
                 });
             }
@@ -239,22 +252,38 @@ impl TopKState {
 
 /// A select list read off the fetched row. Where the subquery has no
 /// quals and each column of its select list is the index's distance (the
-/// ORDER BY value, `TopKState::known`) or a column of the table of fixed
-/// width at a fixed place in every row without NULLs (`id, p, p <-> c AS
-/// d`), a passing candidate's values are read from its row on the pinned
-/// page, with no slot, deforming or projection (with the calls around
-/// them, a fifth of a kNN join's backend in a profile); those passed by
-/// reference are copied into the chunk's memory, as the projection's are.
-/// A row with NULLs or fewer columns, or a distance that is not finite,
-/// goes through the projection.
+/// ORDER BY value, `TopKState::known`) or a column of the table
+/// (`id, p, name, p <-> c AS d`), a passing candidate's values are read
+/// from its row on the pinned page, with no slot, deforming or projection
+/// (with the calls around them, a fifth of a kNN join's backend in a
+/// profile); those passed by reference are copied into the chunk's
+/// memory, as the projection's are. Where the columns up to the last one
+/// read have fixed widths, each lies at a fixed offset in a row without
+/// NULLs; else the offsets are found in each row as PostgreSQL's
+/// deforming finds them (`walk_offsets`). A row with NULLs or fewer
+/// columns, or a distance that is not finite, goes through the
+/// projection.
 #[derive(Clone)]
 struct Direct {
-    /// Per column: None for the distance, else (offset in the row's data,
-    /// length, passed by value).
-    cols: Vec<Option<(usize, i16, bool)>>,
+    /// Per column: None for the distance, else the table's column.
+    cols: Vec<Option<Col>>,
+    /// Where a column of variable width comes before the last one read:
+    /// the (length, alignment) of each attribute up to it; else empty.
+    walk: Vec<(i16, usize)>,
     /// The last attribute read; whether the distance is.
     last_att: u32,
     known: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Col {
+    /// The attribute (from 0), and its offset in the row's data where
+    /// offsets are fixed.
+    att: usize,
+    off: usize,
+    /// Its type's length (-1: varlena) and whether it is passed by value.
+    len: i16,
+    byval: bool,
 }
 
 impl Direct {
@@ -268,6 +297,7 @@ impl Direct {
         let (mut cols, mut last_att) = (Vec::new(), 0);
         // SAFETY: the plan's select list and the table's descriptor.
         unsafe {
+            let attr = |i: usize| &*(*desc).attrs.as_ptr().add(i);
             for (i, te) in crate::list::ptrs::<pg_sys::TargetEntry>(t.tlist).into_iter().enumerate() {
                 if known.contains(&i) {
                     cols.push(None);
@@ -282,16 +312,54 @@ impl Direct {
                     return None;
                 }
                 let att = (*v).varattno as usize;
-                let byval = (*(*desc).attrs.as_ptr().add(att - 1)).attbyval;
-                let (off, len) = super::aggregate::fixed_offset(desc, att)?;
+                let (len, byval) = (attr(att - 1).attlen, attr(att - 1).attbyval);
                 if byval && !matches!(len, 1 | 2 | 4 | 8) {
                     return None;
                 }
-                cols.push(Some((off, len, byval)));
+                let off = super::aggregate::fixed_offset(desc, att).map_or(usize::MAX, |(off, _)| off);
+                cols.push(Some(Col { att: att - 1, off, len, byval }));
                 last_att = last_att.max(att as u32);
             }
+            let fixed = cols.iter().flatten().all(|c| c.off != usize::MAX);
+            let walk: Vec<(i16, usize)> = if fixed {
+                Vec::new()
+            } else {
+                (0..last_att as usize).map(|i| (attr(i).attlen, super::aggregate::align_of(attr(i).attalign))).collect()
+            };
+            // (A cstring column, attlen -2, is not read here.)
+            if walk.iter().any(|&(len, _)| len < -1 || len == 0) {
+                return None;
+            }
+            Some(Direct { known: cols.iter().any(Option::is_none), cols, walk, last_att })
         }
-        Some(Direct { known: cols.iter().any(Option::is_none), cols, last_att })
+    }
+
+    /// The offset of each attribute up to the last read in a row's `data`
+    /// (`size` bytes, no NULLs) into `offsets`, as heap_deform_tuple finds
+    /// them: a varlena is aligned unless its first byte is not padding (a
+    /// short header, which is not aligned). False where they run past the
+    /// row.
+    ///
+    /// # Safety
+    /// `data` a heap row's data of `size` bytes, of the descriptor `walk`
+    /// was made for.
+    unsafe fn walk_offsets(&self, data: *const u8, size: usize, offsets: &mut Vec<usize>) -> bool {
+        offsets.clear();
+        let mut off = 0usize;
+        for &(len, align) in &self.walk {
+            // SAFETY: offsets checked against the row's size before each read.
+            unsafe {
+                if len != -1 || off >= size || *data.add(off) == 0 {
+                    off = off.next_multiple_of(align);
+                }
+                if off >= size {
+                    return false;
+                }
+                offsets.push(off);
+                off += if len > 0 { len as usize } else { pgrx::varlena::varsize_any(data.add(off).cast()) };
+            }
+        }
+        off <= size
     }
 }
 
@@ -489,7 +557,12 @@ impl State {
                     let fetched = match &direct {
                         Some(d) => match unsafe { self.locate(tid, snapshot, upcoming) } {
                             None => false,
-                            Some(v) => match unsafe { top.store_direct(d, self.pages.row(v).0, known, self.chunk_cxt) } {
+                            Some(v) => match unsafe {
+                                {
+                                    let (row, len) = self.pages.row(v);
+                                    top.store_direct(d, row, len, known, self.chunk_cxt)
+                                }
+                            } {
                                 Some(s) => {
                                     passed[at] = s;
                                     continue;

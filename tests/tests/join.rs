@@ -985,22 +985,41 @@ fn lateral_top_k_reads_columns_off_the_rows() {
          INSERT INTO ld (a, b, p) VALUES (1, 1, point('NaN', 5)), (2, 2, NULL);
          ALTER TABLE ld DROP COLUMN gone;
          ALTER TABLE ld ADD COLUMN extra int4 DEFAULT -5;
+         -- (A varlena after a bool: not aligned where its header is short.)
+         ALTER TABLE ld ADD COLUMN flag bool, ADD COLUMN tag text;
          INSERT INTO ld SELECT -1, -g, g, 0.5, 0.25, true, date '1999-12-31', now(), point(random() * 1000, random() * 1000),
-           md5((-g)::text)::uuid, 'm', g, -g
+           md5((-g)::text)::uuid, 'm', g, -g, g % 2 = 0, 't' || repeat('x', g % 9)
            FROM generate_series(1, 2000) g;
          -- Users' shapes: 3,000 copies of one point (alike but for b and
          -- tail), a far outlier.
          INSERT INTO ld SELECT -2, g, -3, -1.5, -2.5, false, date '2020-02-29', timestamptz '2020-02-29 UTC', point(300, 300),
-           md5('dup')::uuid, 'dup', g, 7
+           md5('dup')::uuid, 'dup', g, 7, true, 'same'
            FROM generate_series(1, 3000) g;
          INSERT INTO ld VALUES (9, 9, 9, 9, 9, true, date '1900-01-01', timestamptz '1900-01-01 UTC', point(1e15, -1e15),
-           md5('far')::uuid, 'far', 9, 9);
+           md5('far')::uuid, 'far', 9, 9, false, 'far tag');
+         -- Long text: compressed in the row, and stored out of line.
+         UPDATE ld SET note = CASE WHEN tail % 2 = 0 THEN repeat('long ', 1000)
+           ELSE (SELECT string_agg(md5(tail::text || i), '') FROM generate_series(1, 80) i) END
+           WHERE tail % 37 = 0 AND note IS NOT NULL AND a <> -2;
+         UPDATE ld SET tag = repeat('tag', 700 + tail % 3) WHERE tail % 41 = 0 AND tag IS NOT NULL AND a <> -2;
          CREATE INDEX ld_p ON ld USING gpu_spatial (p);
          CREATE TABLE ldc AS SELECT g AS id, point(random() * 1000, random() * 1000) AS c FROM generate_series(1, 300) g;
          -- (Random centres away from the copies: their nearest rows tie.)
          DELETE FROM ldc WHERE c <-> point(300, 300) < 40;
          INSERT INTO ldc VALUES (-1, point('Infinity', 1)), (-2, point(300, 300)), (-3, point(1e15, -1e15)), (-4, point(-1e15, 1e15));
-         ANALYZE ld; ANALYZE ldc;",
+         ANALYZE ld; ANALYZE ldc;
+         -- Rows without NULLs whose varlenas lie at offsets found in each
+         -- row (short headers not aligned after a bool, long values
+         -- compressed or out of line), 3,000 copies among them.
+         DROP TABLE IF EXISTS ldv;
+         CREATE TABLE ldv (flag bool, tag text, n int4, note text, p point);
+         INSERT INTO ldv SELECT g % 3 = 0, repeat('t', g % 11), g,
+           CASE WHEN g % 29 = 0 THEN repeat('long ', 800 + g % 5)
+             WHEN g % 31 = 0 THEN (SELECT string_agg(md5(g::text || i), '') FROM generate_series(1, 80) i) ELSE 'v' || g END,
+           point(random() * 1000, random() * 1000) FROM generate_series(1, 20000) g;
+         INSERT INTO ldv SELECT true, 'same', g, 'dup', point(300, 300) FROM generate_series(1, 3000) g;
+         CREATE INDEX ldv_p ON ldv USING gpu_spatial (p);
+         ANALYZE ldv;",
     )
     .unwrap();
     for list in [
@@ -1009,6 +1028,11 @@ fn lateral_top_k_reads_columns_off_the_rows() {
         "tail, b",
         "b, p <-> ldc.c AS d, a, p, u",
         "u, ok",
+        "note, b, p <-> ldc.c AS d",
+        "extra, u, tail, note",
+        "length(note) AS n, tail",
+        "tag, flag, p <-> ldc.c AS d, note",
+        "tail, tag, extra",
     ] {
         check_join(
             &mut c,
@@ -1023,10 +1047,23 @@ fn lateral_top_k_reads_columns_off_the_rows() {
     // are alike), at the outlier and far from every row.
     check_join(
         &mut c,
-        "SELECT ldc.id, s.* FROM ldc CROSS JOIN LATERAL (SELECT a, c, f4, f8, ok, dt, ts, p, u, p <-> ldc.c AS d, extra FROM ld \
+        "SELECT ldc.id, s.* FROM ldc CROSS JOIN LATERAL (SELECT a, c, f4, f8, ok, dt, ts, p, u, note, p <-> ldc.c AS d, extra, flag, tag FROM ld \
          ORDER BY p <-> ldc.c LIMIT 10) s WHERE ldc.id < -1",
     );
-    c.batch_execute("DROP TABLE ld, ldc").unwrap();
+    for list in ["tag, n, p <-> ldc.c AS d", "note, n", "flag, tag, note, n, p", "n"] {
+        check_join(
+            &mut c,
+            &format!(
+                "SELECT ldc.id, s.* FROM ldc CROSS JOIN LATERAL (SELECT {list} FROM ldv ORDER BY p <-> ldc.c LIMIT 10) s WHERE ldc.id > 0"
+            ),
+        );
+    }
+    check_join(
+        &mut c,
+        "SELECT ldc.id, s.* FROM ldc CROSS JOIN LATERAL (SELECT flag, tag, note, p <-> ldc.c AS d FROM ldv ORDER BY p <-> ldc.c LIMIT 10) s \
+         WHERE ldc.id = -2",
+    );
+    c.batch_execute("DROP TABLE ld, ldc, ldv").unwrap();
 }
 
 /// A join that wins only with the backend's copy of its index held is
