@@ -28,14 +28,20 @@ unsafe extern "C-unwind" {
 }
 
 /// A copy of a datum passed by reference of a type of length `typlen`, in
-/// the current memory context (datumCopy: an expanded object flattened).
+/// `cxt` (datumCopy: an expanded object flattened).
 ///
 /// # Safety
-/// `value` a non-NULL datum of such a type.
-pub unsafe fn datum_copy(value: pg_sys::Datum, typlen: i16) -> pg_sys::Datum {
+/// `value` a non-NULL datum of such a type; `cxt` a live memory context.
+pub unsafe fn datum_copy_in(cxt: pg_sys::MemoryContext, value: pg_sys::Datum, typlen: i16) -> pg_sys::Datum {
     // SAFETY: the caller's contract; an ERROR (out of memory) comes back
-    // through the guard.
-    unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| datum_copy_unguarded(value, false, typlen.into())) }
+    // through the guard (and error recovery resets the current context).
+    unsafe {
+        let caller = pg_sys::CurrentMemoryContext;
+        pg_sys::CurrentMemoryContext = cxt;
+        let copy = pg_sys::ffi::pg_guard_ffi_boundary(|| datum_copy_unguarded(value, false, typlen.into()));
+        pg_sys::CurrentMemoryContext = caller;
+        copy
+    }
 }
 
 /// PostgreSQL's calls (or their inline bodies) without the guard, for a

@@ -202,7 +202,7 @@ impl TopKState {
             }
             let hoff = (*row).t_hoff as usize;
             let data = row.cast::<u8>().add(hoff);
-            if !d.walk.is_empty() && !d.walk_offsets(data, (len as usize).saturating_sub(hoff), &mut self.offsets) {
+            if d.walk.as_ref().is_some_and(|w| !w.offsets(data, (len as usize).saturating_sub(hoff), &mut self.offsets)) {
                 return None;
             }
             let at = self.values.len();
@@ -210,15 +210,11 @@ impl TopKState {
                 self.values.push(match *c {
                     None => pg_sys::Datum::from(known.unwrap_or_default().to_bits()),
                     Some(c) => {
-                        let p = data.add(if d.walk.is_empty() { c.off } else { self.offsets[c.att] });
+                        let p = data.add(c.off.unwrap_or_else(|| self.offsets[c.att - d.walk.as_ref().map_or(0, |w| w.first)]));
                         if c.byval {
                             super::aggregate::by_value(p, c.len)
                         } else {
-                            let caller = pg_sys::CurrentMemoryContext;
-                            pg_sys::CurrentMemoryContext = chunk;
-                            let v = crate::slot::datum_copy(pg_sys::Datum::from(p), c.len);
-                            pg_sys::CurrentMemoryContext = caller;
-                            v
+                            crate::slot::datum_copy_in(chunk, pg_sys::Datum::from(p), c.len)
                         }
                     }
                 });
@@ -257,19 +253,18 @@ impl TopKState {
 /// from its row on the pinned page, with no slot, deforming or projection
 /// (with the calls around them, a fifth of a kNN join's backend in a
 /// profile); those passed by reference are copied into the chunk's
-/// memory, as the projection's are. Where the columns up to the last one
-/// read have fixed widths, each lies at a fixed offset in a row without
-/// NULLs; else the offsets are found in each row as PostgreSQL's
-/// deforming finds them (`walk_offsets`). A row with NULLs or fewer
-/// columns, or a distance that is not finite, goes through the
-/// projection.
+/// memory, as the projection's are. A column after fixed-width ones only
+/// lies at a fixed offset in a row without NULLs; the offsets of those
+/// from the first of variable width to the last one read are found in
+/// each row as PostgreSQL's deforming finds them (`Walk::offsets`). A row
+/// with NULLs or fewer columns, or a distance that is not finite, goes
+/// through the projection.
 #[derive(Clone)]
 struct Direct {
     /// Per column: None for the distance, else the table's column.
     cols: Vec<Option<Col>>,
-    /// Where a column of variable width comes before the last one read:
-    /// the (length, alignment) of each attribute up to it; else empty.
-    walk: Vec<(i16, usize)>,
+    /// Where a column of variable width comes before the last one read.
+    walk: Option<Walk>,
     /// The last attribute read; whether the distance is.
     last_att: u32,
     known: bool,
@@ -277,10 +272,10 @@ struct Direct {
 
 #[derive(Clone, Copy)]
 struct Col {
-    /// The attribute (from 0), and its offset in the row's data where
-    /// offsets are fixed.
+    /// The attribute (from 0), and its offset in the row's data where it
+    /// is fixed (no column of variable width before it).
     att: usize,
-    off: usize,
+    off: Option<usize>,
     /// Its type's length (-1: varlena) and whether it is passed by value.
     len: i16,
     byval: bool,
@@ -316,37 +311,54 @@ impl Direct {
                 if byval && !matches!(len, 1 | 2 | 4 | 8) {
                     return None;
                 }
-                let off = super::aggregate::fixed_offset(desc, att).map_or(usize::MAX, |(off, _)| off);
+                let off = super::aggregate::fixed_offset(desc, att).map(|(off, _)| off);
                 cols.push(Some(Col { att: att - 1, off, len, byval }));
                 last_att = last_att.max(att as u32);
             }
-            let fixed = cols.iter().flatten().all(|c| c.off != usize::MAX);
-            let walk: Vec<(i16, usize)> = if fixed {
-                Vec::new()
-            } else {
-                (0..last_att as usize).map(|i| (attr(i).attlen, super::aggregate::align_of(attr(i).attalign))).collect()
+            let walk = match (0..last_att as usize).find(|&i| attr(i).attlen <= 0) {
+                None => None,
+                Some(first) => {
+                    let start = match first {
+                        0 => 0,
+                        _ => super::aggregate::fixed_offset(desc, first).map(|(off, len)| off + len as usize)?,
+                    };
+                    let atts = (first..last_att as usize).map(|i| (attr(i).attlen, super::aggregate::align_of(attr(i).attalign)));
+                    Some(Walk { first, start, atts: atts.collect() })
+                }
             };
             // (A cstring column, attlen -2, is not read here.)
-            if walk.iter().any(|&(len, _)| len < -1 || len == 0) {
+            if walk.iter().flat_map(|w| &w.atts).any(|&(len, _)| len < -1 || len == 0) {
                 return None;
             }
             Some(Direct { known: cols.iter().any(Option::is_none), cols, walk, last_att })
         }
     }
+}
 
-    /// The offset of each attribute up to the last read in a row's `data`
-    /// (`size` bytes, no NULLs) into `offsets`, as heap_deform_tuple finds
-    /// them: a varlena is aligned unless its first byte is not padding (a
-    /// short header, which is not aligned). False where they run past the
-    /// row.
+/// The attributes from the first of variable width (`first`, its data at
+/// or after `start`, past the fixed-width ones before it) to the last one
+/// read: the (length, alignment) of each.
+#[derive(Clone)]
+struct Walk {
+    first: usize,
+    start: usize,
+    atts: Vec<(i16, usize)>,
+}
+
+impl Walk {
+    /// The offset of each attribute of the walk in a row's `data` (`size`
+    /// bytes, no NULLs) into `offsets` (from `first`), as heap_deform_tuple
+    /// finds them: a varlena is aligned unless its first byte is not
+    /// padding (a short header, which is not aligned). False where they run
+    /// past the row.
     ///
     /// # Safety
-    /// `data` a heap row's data of `size` bytes, of the descriptor `walk`
+    /// `data` a heap row's data of `size` bytes, of the descriptor the walk
     /// was made for.
-    unsafe fn walk_offsets(&self, data: *const u8, size: usize, offsets: &mut Vec<usize>) -> bool {
+    unsafe fn offsets(&self, data: *const u8, size: usize, offsets: &mut Vec<usize>) -> bool {
         offsets.clear();
-        let mut off = 0usize;
-        for &(len, align) in &self.walk {
+        let mut off = self.start;
+        for &(len, align) in &self.atts {
             // SAFETY: offsets checked against the row's size before each read.
             unsafe {
                 if len != -1 || off >= size || *data.add(off) == 0 {
@@ -689,10 +701,7 @@ impl State {
             top.nulls.extend_from_slice(std::slice::from_raw_parts((*slot).tts_isnull, w));
             for &(i, len) in &top.by_ref {
                 if !top.nulls[at + i] {
-                    let caller = pg_sys::CurrentMemoryContext;
-                    pg_sys::CurrentMemoryContext = self.chunk_cxt;
-                    top.values[at + i] = crate::slot::datum_copy(top.values[at + i], len);
-                    pg_sys::CurrentMemoryContext = caller;
+                    top.values[at + i] = crate::slot::datum_copy_in(self.chunk_cxt, top.values[at + i], len);
                 }
             }
             (at / w.max(1)) as Stored
