@@ -132,6 +132,23 @@ RESET ROLE;
 SELECT * FROM gpu_btree_probe('sec', ARRAY[1]::int8[]);
 SELECT * FROM gpu_spatial_range('sec_k', ARRAY[box '(0,0),(1,1)']);
 SELECT gpu_spatial_merge('sec_k');
+-- A partitioned index has no entries of its own; a partitioned outer
+-- table's rows are its partitions'.
+CREATE TABLE sec_parts (id int, k int8, p point) PARTITION BY RANGE (id);
+CREATE TABLE sec_part1 PARTITION OF sec_parts FOR VALUES FROM (0) TO (100);
+INSERT INTO sec_parts SELECT g, g, point(g, g) FROM generate_series(0, 99) g;
+CREATE INDEX sec_parts_k ON sec_parts USING gpu_btree (k);
+CREATE INDEX sec_parts_p ON sec_parts USING gpu_spatial (p);
+SELECT * FROM gpu_btree_probe('sec_parts_k', ARRAY[1]::int8[]);
+SELECT * FROM gpu_btree_check('sec_parts_k');
+SELECT * FROM gpu_spatial_knn('sec_parts_p', ARRAY[point(1, 1)], 3);
+SELECT count(*) FROM gpu_spatial_knn('sec_part1_p_idx', ARRAY[point(1, 1)], 3);
+SELECT * FROM gpu_spatial_join('sec_part1_p_idx', 'sec_parts', 'p', within => 1);
+SELECT count(*) FROM gpu_spatial_join('sec_part1_p_idx', 'sec_part1', 'p', within => 1);
+CREATE VIEW sec_parts_v AS SELECT * FROM sec_part1;
+SELECT * FROM gpu_spatial_join('sec_part1_p_idx', 'sec_parts_v', 'p', within => 1);
+DROP VIEW sec_parts_v;
+DROP TABLE sec_parts;
 
 -- A call's row estimate uses the column's statistics only for a role the
 -- planner would let use them (SELECT on the table or the column, no row

@@ -119,6 +119,17 @@ impl OpenIndex {
             if heap_oid == pg_sys::InvalidOid {
                 not_of_am(oid, ams);
             }
+            // A partitioned index has no pages of its own: each partition's
+            // index holds the entries (and its TIDs name rows of that
+            // partition only).
+            if pg_sys::get_rel_relkind(oid) == pg_sys::RELKIND_PARTITIONED_INDEX as std::ffi::c_char {
+                let name = rel_name(oid);
+                crate::error::raise(
+                    PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                    format!("\"{name}\" is a partitioned index"),
+                    format!("Pass the index of each partition: SELECT relid FROM pg_partition_tree('{name}') WHERE isleaf."),
+                );
+            }
             let relkind = pg_sys::get_rel_relkind(heap_oid);
             let user = pg_sys::GetUserId();
             let table_select =

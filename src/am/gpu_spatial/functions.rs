@@ -196,6 +196,23 @@ fn gpu_spatial_join(
             "Use batches of thousands of outer rows.",
         );
     }
+    // The outer rows are named by their ctids: a table's or a materialized
+    // view's own (the join reads the table itself, ONLY). A partitioned
+    // table's rows are its partitions', each ctid a row of one of them.
+    // SAFETY: a catalog lookup.
+    match unsafe { pg_sys::get_rel_relkind(outer) } as u8 {
+        pg_sys::RELKIND_RELATION | pg_sys::RELKIND_MATVIEW => {}
+        pg_sys::RELKIND_PARTITIONED_TABLE => fail(
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            "the outer table is partitioned",
+            "Join each partition: outer_ctid names a row of the partition passed.",
+        ),
+        _ => fail(
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            "the outer relation is not a table or materialized view",
+            "Join other relations with SQL (JOIN t ON t.p <@ circle(o.c, d)), which the batched index join runs.",
+        ),
+    }
     let kind = outer_type(outer, column);
     if kind == pg_sys::POINTOID {
         match within {
