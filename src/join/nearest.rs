@@ -210,7 +210,10 @@ impl TopKState {
                 self.values.push(match *c {
                     None => pg_sys::Datum::from(known.unwrap_or_default().to_bits()),
                     Some(c) => {
-                        let p = data.add(c.off.unwrap_or_else(|| self.offsets[c.att - d.walk.as_ref().map_or(0, |w| w.first)]));
+                        let p = data.add(match c.at {
+                            At::Fixed(off) => off,
+                            At::Walked(i) => self.offsets[i],
+                        });
                         if c.byval {
                             super::aggregate::by_value(p, c.len)
                         } else {
@@ -272,13 +275,19 @@ struct Direct {
 
 #[derive(Clone, Copy)]
 struct Col {
-    /// The attribute (from 0), and its offset in the row's data where it
-    /// is fixed (no column of variable width before it).
-    att: usize,
-    off: Option<usize>,
+    at: At,
     /// Its type's length (-1: varlena) and whether it is passed by value.
     len: i16,
     byval: bool,
+}
+
+/// Where a column lies in a row's data: at a fixed offset (no column of
+/// variable width before it), or where the walk finds it (its place in
+/// `Walk::offsets`).
+#[derive(Clone, Copy)]
+enum At {
+    Fixed(usize),
+    Walked(usize),
 }
 
 impl Direct {
@@ -289,13 +298,15 @@ impl Direct {
         if !t.quals.is_null() {
             return None;
         }
-        let (mut cols, mut last_att) = (Vec::new(), 0);
+        // Per column: None for the distance, else (attribute from 0,
+        // length, by value).
+        let (mut read, mut last_att) = (Vec::new(), 0);
         // SAFETY: the plan's select list and the table's descriptor.
         unsafe {
             let attr = |i: usize| &*(*desc).attrs.as_ptr().add(i);
             for (i, te) in crate::list::ptrs::<pg_sys::TargetEntry>(t.tlist).into_iter().enumerate() {
                 if known.contains(&i) {
-                    cols.push(None);
+                    read.push(None);
                     continue;
                 }
                 let v = (*te).expr.cast::<pg_sys::Var>();
@@ -311,8 +322,7 @@ impl Direct {
                 if byval && !matches!(len, 1 | 2 | 4 | 8) {
                     return None;
                 }
-                let off = super::aggregate::fixed_offset(desc, att).map(|(off, _)| off);
-                cols.push(Some(Col { att: att - 1, off, len, byval }));
+                read.push(Some((att - 1, len, byval)));
                 last_att = last_att.max(att as u32);
             }
             let walk = match (0..last_att as usize).find(|&i| attr(i).attlen <= 0) {
@@ -330,6 +340,13 @@ impl Direct {
             if walk.iter().flat_map(|w| &w.atts).any(|&(len, _)| len < -1 || len == 0) {
                 return None;
             }
+            // (A column without a fixed offset comes at or after the walk's
+            // first.)
+            let place = |att: usize| match super::aggregate::fixed_offset(desc, att + 1) {
+                Some((off, _)) => At::Fixed(off),
+                None => At::Walked(att - walk.as_ref().map_or(0, |w| w.first)),
+            };
+            let cols: Vec<Option<Col>> = read.into_iter().map(|r| r.map(|(att, len, byval)| Col { at: place(att), len, byval })).collect();
             Some(Direct { known: cols.iter().any(Option::is_none), cols, walk, last_att })
         }
     }
