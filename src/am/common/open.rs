@@ -123,11 +123,16 @@ impl OpenIndex {
             // index holds the entries (and its TIDs name rows of that
             // partition only).
             if pg_sys::get_rel_relkind(oid) == pg_sys::RELKIND_PARTITIONED_INDEX as std::ffi::c_char {
-                let name = rel_name(oid);
+                // (Its name as the hint's SQL takes it: qualified, quoted.)
+                let qualified = pg_sys::quote_qualified_identifier(
+                    pg_sys::get_namespace_name(pg_sys::get_rel_namespace(oid)),
+                    pg_sys::get_rel_name(oid),
+                );
+                let literal = CStr::from_ptr(pg_sys::quote_literal_cstr(qualified)).to_string_lossy();
                 crate::error::raise(
                     PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-                    format!("\"{name}\" is a partitioned index"),
-                    format!("Pass the index of each partition: SELECT relid FROM pg_partition_tree('{name}') WHERE isleaf."),
+                    format!("\"{}\" is a partitioned index", rel_name(oid)),
+                    format!("Pass the index of each partition: SELECT relid FROM pg_partition_tree({literal}) WHERE isleaf."),
                 );
             }
             let relkind = pg_sys::get_rel_relkind(heap_oid);
